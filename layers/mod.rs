@@ -1,0 +1,5 @@
+//! The plugin layers of the stack, one concern each, outermost first:
+//! audit → auth → rate_limit → tasks → validate → images → `AgentService`.
+//!
+//! Each layer is a `tower::Layer` over `Service<McpRequest, Response = McpResponse,
+//! Error = Infallible>` and is usable on its own.

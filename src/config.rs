@@ -1,0 +1,404 @@
+//! `agent.yaml`: types, defaults and validation.
+//!
+//! Every key has a default, so no file is needed to start. Unknown keys and bad values are
+//! errors that name the key (`ollama.temperature: …`). `OLLAMA_HOST` (Ollama's own variable)
+//! supplies `ollama.url` when the file does not set it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub ollama: OllamaConfig,
+    pub agent: AgentConfig,
+    pub http: HttpConfig,
+    pub mcp: McpConfig,
+    pub store: StoreConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OllamaConfig {
+    /// Base URL of the Ollama server. Default: `OLLAMA_HOST`, else http://127.0.0.1:11434.
+    pub url: String,
+    /// The model every task uses.
+    pub model: String,
+    /// Default temperature; `agent_run`'s `temperature` overrides it per task. Unset: the model's.
+    pub temperature: Option<f64>,
+    /// Context window sent as `options.num_ctx` on every call.
+    pub num_ctx: u32,
+    /// How long Ollama keeps the model loaded after a call (`"10m"`, `"-1"`); unset: Ollama's.
+    pub keep_alive: Option<String>,
+    /// Whole-call timeout of one Ollama request.
+    #[serde(with = "humantime_serde_compat")]
+    pub request_timeout: Duration,
+    /// TCP connect timeout to Ollama.
+    #[serde(with = "humantime_serde_compat")]
+    pub connect_timeout: Duration,
+    /// The largest reply accepted from one chat call.
+    pub max_reply_bytes: ByteSize,
+}
+
+impl Default for OllamaConfig {
+    fn default() -> Self {
+        Self {
+            url: default_ollama_url(),
+            model: "qwen3:8b".into(),
+            temperature: None,
+            num_ctx: 65_536,
+            keep_alive: None,
+            request_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(5),
+            max_reply_bytes: ByteSize::mib(8),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The system prompt sent first in every chat.
+    pub system_prompt: String,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            system_prompt: "You are a careful software engineering agent. Do the user's request \
+                            and answer with a short, factual report of what you did and found."
+                .into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address `agent-mcp serve` listens on. Loopback by default.
+    pub bind: SocketAddr,
+    /// Extra `Host` names accepted besides localhost, 127.0.0.1 and [::1] (any port).
+    pub allowed_hosts: Vec<String>,
+    /// Extra `Origin`s accepted besides loopback ones, e.g. `https://ide.example`.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body. Unset: derived from the image limits (room for the largest
+    /// allowed `agent_run`, base64 included).
+    pub max_body_bytes: Option<ByteSize>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: None,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The body cap in force: the configured one, or one derived from the image limits.
+    pub fn body_limit(&self, images: &ImageLimits) -> usize {
+        match self.max_body_bytes {
+            Some(b) => usize::try_from(b.as_u64()).unwrap_or(usize::MAX),
+            None => images.max_request_body(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    pub images: ImageLimits,
+}
+
+/// `mcp.images`: seed 000 §2.2 limits.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImageLimits {
+    /// Most images in one `agent_run`.
+    pub max_count: usize,
+    /// Largest decoded size of one image.
+    pub max_bytes: ByteSize,
+    /// Largest decoded size of all images of one `agent_run`.
+    pub max_total_bytes: ByteSize,
+}
+
+impl Default for ImageLimits {
+    fn default() -> Self {
+        Self {
+            max_count: 4,
+            max_bytes: ByteSize::mib(10),
+            max_total_bytes: ByteSize::mib(20),
+        }
+    }
+}
+
+impl ImageLimits {
+    /// A body that can carry the largest allowed images as base64 (4/3 of the decoded size)
+    /// plus a generous 1 MiB for the request text and the JSON around it.
+    pub fn max_request_body(&self) -> usize {
+        let total = self.max_total_bytes.as_u64();
+        let base64 = total.div_ceil(3).saturating_mul(4);
+        usize::try_from(base64.saturating_add(1024 * 1024)).unwrap_or(usize::MAX)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Where tasks and sessions live: `memory` (lost on exit).
+    pub backend: StoreBackend,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Memory,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    Memory,
+}
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+impl Config {
+    /// Loads `path`; with `None`, `./agent.yaml` if it exists, else the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let path = match path {
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from("agent.yaml")).filter(|p| p.is_file()),
+        };
+        let config = match path {
+            None => Config::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Config::from_yaml(&text).map_err(|e| match e {
+                    ConfigError::Parse { message, .. } => ConfigError::Parse { path, message },
+                    other => other,
+                })?
+            }
+        };
+        Ok(config)
+    }
+
+    /// Parses and validates YAML text. An empty document means all defaults.
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse {
+                path: PathBuf::from("<yaml>"),
+                message: e.to_string(),
+            })?
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values serde cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        let url = self.ollama.url.as_str();
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
+            return invalid(
+                "ollama.url",
+                format!("\"{url}\" is not an http:// or https:// URL"),
+            );
+        }
+        if self.ollama.model.trim().is_empty() {
+            return invalid("ollama.model", "must name a model, e.g. qwen3:8b".into());
+        }
+        if let Some(t) = self.ollama.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return invalid(
+                "ollama.temperature",
+                format!("must be from 0.0 through 2.0, got {t}"),
+            );
+        }
+        if self.ollama.num_ctx == 0 {
+            return invalid("ollama.num_ctx", "must be greater than 0".into());
+        }
+        if self.ollama.request_timeout.is_zero() {
+            return invalid("ollama.request_timeout", "must be greater than 0".into());
+        }
+        if self.ollama.connect_timeout.is_zero() {
+            return invalid("ollama.connect_timeout", "must be greater than 0".into());
+        }
+        if self.ollama.max_reply_bytes.as_u64() == 0 {
+            return invalid("ollama.max_reply_bytes", "must be greater than 0".into());
+        }
+        let images = &self.mcp.images;
+        if images.max_bytes.as_u64() == 0 {
+            return invalid("mcp.images.max_bytes", "must be greater than 0".into());
+        }
+        if images.max_total_bytes < images.max_bytes {
+            return invalid(
+                "mcp.images.max_total_bytes",
+                format!(
+                    "must be at least mcp.images.max_bytes ({})",
+                    images.max_bytes.display().iec()
+                ),
+            );
+        }
+        if let Some(cap) = self.http.max_body_bytes
+            && cap.as_u64() < 1024
+        {
+            return invalid(
+                "http.max_body_bytes",
+                "must be at least 1 KiB to carry any request".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn default_ollama_url() -> String {
+    std::env::var("OLLAMA_HOST")
+        .ok()
+        .map(|h| normalize_ollama_host(&h))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "http://127.0.0.1:11434".into())
+}
+
+/// Turns an `OLLAMA_HOST` value (`host`, `host:port`, `0.0.0.0`, `http://host:port`) into a URL
+/// to connect to, as the ollama CLI does.
+pub fn normalize_ollama_host(value: &str) -> String {
+    let value = value.trim().trim_end_matches('/');
+    if value.is_empty() {
+        return String::new();
+    }
+    let (scheme, rest) = match value.split_once("://") {
+        Some((s, r)) => (s, r),
+        None => ("http", value),
+    };
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) => (h, p),
+        _ => (rest, if scheme == "https" { "443" } else { "11434" }),
+    };
+    let host = match host {
+        "" | "0.0.0.0" => "127.0.0.1",
+        "[::]" => "[::1]",
+        h => h,
+    };
+    format!("{scheme}://{host}:{port}")
+}
+
+/// Durations as humantime strings (`"10m"`, `"5s"`, `"7d"`).
+mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "\"{text}\" is not a duration ({e}); write e.g. \"30s\", \"10m\" or \"7d\""
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(Config::from_yaml("").unwrap(), Config::default());
+        assert_eq!(Config::from_yaml("# nothing\n").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn values_are_read() {
+        let c = Config::from_yaml(
+            "ollama:\n  model: llama3.2\n  temperature: 0.3\n  request_timeout: 90s\n\
+             mcp:\n  images:\n    max_bytes: 5 MiB\n    max_total_bytes: 10485760\n",
+        )
+        .unwrap();
+        assert_eq!(c.ollama.model, "llama3.2");
+        assert_eq!(c.ollama.temperature, Some(0.3));
+        assert_eq!(c.ollama.request_timeout, Duration::from_secs(90));
+        assert_eq!(c.mcp.images.max_bytes, ByteSize::mib(5));
+        assert_eq!(c.mcp.images.max_total_bytes, ByteSize::mib(10));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = Config::from_yaml("ollama:\n  modle: x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("modle"), "{e}");
+        let e = Config::from_yaml("olama: {}\n").unwrap_err().to_string();
+        assert!(e.contains("olama"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let e = Config::from_yaml("ollama:\n  temperature: 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("ollama.temperature:"), "{e}");
+        let e = Config::from_yaml("ollama:\n  url: localhost\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("ollama.url:"), "{e}");
+        let e = Config::from_yaml("ollama:\n  request_timeout: soon\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn ollama_host_forms() {
+        assert_eq!(normalize_ollama_host("0.0.0.0"), "http://127.0.0.1:11434");
+        assert_eq!(normalize_ollama_host("example:1234"), "http://example:1234");
+        assert_eq!(
+            normalize_ollama_host("https://ollama.example"),
+            "https://ollama.example:443"
+        );
+        assert_eq!(
+            normalize_ollama_host("http://127.0.0.1:11434/"),
+            "http://127.0.0.1:11434"
+        );
+    }
+
+    #[test]
+    fn default_body_cap_fits_the_largest_images() {
+        let limits = ImageLimits::default();
+        let cap = HttpConfig::default().body_limit(&limits);
+        assert!(cap > 20 * 1024 * 1024 * 4 / 3);
+    }
+}

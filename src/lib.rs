@@ -1,0 +1,109 @@
+//! agent-mcp: hand natural-language work requests to a local Ollama-backed agent over MCP.
+//!
+//! ```text
+//!  POST /mcp (hyper / axum / any tower host)        stdin / stdout (one JSON message per line)
+//!         transport::http                                  transport::stdio
+//!                  \                                        /
+//!         parse one JSON-RPC message, classify its era, check transport rules
+//!                                    |
+//!    layers/   audit → auth → rate_limit → tasks → validate → images   (outermost first)
+//!                                    |
+//!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
+//!                                    |
+//!    agent       queue (one task running, FIFO for the rest) → runner → ollama, store
+//! ```
+//!
+//! Three ways to use it: the `agent-mcp` binary (`serve` for HTTP, `stdio`), mounting
+//! [`AgentMcp::http_service`] into an axum or hyper app, or driving [`AgentMcp::stack`] (a
+//! `tower::Service<McpRequest>`) from your own transport.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = agent_mcp::config::Config::default();
+//! let server = agent_mcp::AgentMcp::start(&config).await?;
+//! let app = axum::Router::new().route_service("/mcp", server.http_service());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod config;
+#[path = "../layers/mod.rs"]
+pub mod layers;
+pub mod ollama;
+pub mod protocol;
+pub mod service;
+pub mod store;
+pub mod tools;
+pub mod transport;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use tower::util::BoxCloneSyncService;
+
+use crate::agent::{Agent, AgentError};
+use crate::config::{Config, StoreBackend};
+use crate::protocol::{McpRequest, McpResponse};
+use crate::service::AgentService;
+use crate::store::{MemoryStore, TaskStore};
+use crate::transport::http::{HttpRules, McpHttpService};
+
+/// The whole MCP stack as one cloneable service.
+pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
+
+/// A running server: the agent (queue and worker) and the stack in front of it.
+#[derive(Debug)]
+pub struct AgentMcp {
+    agent: Agent,
+    config: Config,
+}
+
+impl AgentMcp {
+    /// Opens the configured store, starts the agent's worker and builds the stack.
+    pub async fn start(config: &Config) -> Result<AgentMcp, AgentError> {
+        let store: Arc<dyn TaskStore> = match config.store.backend {
+            StoreBackend::Memory => Arc::new(MemoryStore::new()),
+        };
+        Self::start_with_store(config, store).await
+    }
+
+    /// Like [`AgentMcp::start`] with a store of your own.
+    pub async fn start_with_store(
+        config: &Config,
+        store: Arc<dyn TaskStore>,
+    ) -> Result<AgentMcp, AgentError> {
+        let agent = Agent::start(config, store).await?;
+        Ok(AgentMcp {
+            agent,
+            config: config.clone(),
+        })
+    }
+
+    /// The core service without any layer.
+    pub fn service(&self) -> AgentService {
+        AgentService::new(self.agent.core().clone())
+    }
+
+    /// The full stack: the configured layers around the [`AgentService`].
+    pub fn stack(&self) -> Stack {
+        BoxCloneSyncService::new(self.service())
+    }
+
+    /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount.
+    pub fn http_service(&self) -> McpHttpService<Stack> {
+        McpHttpService::new(self.stack(), HttpRules::from_config(&self.config))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Stops the worker; a running task is cancelled.
+    pub async fn shutdown(self) {
+        self.agent.shutdown().await;
+    }
+}

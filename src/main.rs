@@ -1,0 +1,157 @@
+//! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_mcp::AgentMcp;
+use agent_mcp::config::Config;
+use clap::{Parser, Subcommand};
+use tracing::{error, info};
+
+#[derive(Parser)]
+#[command(
+    name = "agent-mcp",
+    version,
+    about = "An MCP server that hands natural-language work requests to a local Ollama-backed agent"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over stateless Streamable HTTP at POST /mcp.
+    Serve {
+        /// The agent.yaml to use (default: ./agent.yaml if present, else built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Listen address, overriding http.bind (default 127.0.0.1:8080).
+        #[arg(long)]
+        bind: Option<SocketAddr>,
+    },
+    /// Serve MCP over stdin/stdout (one JSON message per line; logs go to stderr).
+    Stdio {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Check the configuration and print it as it will be used.
+    CheckConfig {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let config_path = match &cli.command {
+        Command::Serve { config, .. }
+        | Command::Stdio { config }
+        | Command::CheckConfig { config } => config.clone(),
+    };
+    let mut config = match Config::load(config_path.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agent-mcp: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agent-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match cli.command {
+        Command::CheckConfig { .. } => {
+            return match serde_yaml_ng::to_string(&config) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("agent-mcp: cannot print the configuration: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Serve { bind, .. } => {
+            if let Some(bind) = bind {
+                config.http.bind = bind;
+            }
+            runtime.block_on(serve_http(config))
+        }
+        Command::Stdio { .. } => runtime.block_on(serve_stdio(config)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            eprintln!("agent-mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn serve_stdio(config: Config) -> Result<(), BoxError> {
+    let server = AgentMcp::start(&config).await?;
+    info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
+    agent_mcp::transport::stdio::serve(server.stack(), tokio::io::stdin(), tokio::io::stdout())
+        .await?;
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn serve_http(config: Config) -> Result<(), BoxError> {
+    let listener = tokio::net::TcpListener::bind(config.http.bind)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
+    let server = AgentMcp::start(&config).await?;
+    let addr = listener.local_addr()?;
+    info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
+    agent_mcp::transport::server::serve(listener, server.http_service(), shutdown_signal()).await?;
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    info!("shutting down");
+}

@@ -1,0 +1,302 @@
+//! The request and response types that flow through the tower stack.
+//!
+//! Transports build an [`McpRequest`] (one JSON-RPC request or notification, already classified
+//! into its era) and turn the [`McpResponse`] back into bytes. Era differences in result shape
+//! (`resultType`, `serverInfo` `_meta`, `ttlMs`/`cacheScope`) are rendered in exactly one place,
+//! [`McpResponse::to_json`], so no layer or handler has to remember them.
+
+use std::net::SocketAddr;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
+use super::jsonrpc::{ErrorObject, RequestId, response_json};
+
+/// How the request reached us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http {
+        peer: Option<SocketAddr>,
+    },
+    /// Called in-process (tests, embedding without a transport).
+    InProcess,
+}
+
+impl Transport {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http { .. } => "http",
+            Transport::InProcess => "in-process",
+        }
+    }
+}
+
+/// Everything about a request that is not its method and params.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub version: ProtocolVersion,
+    /// The client capabilities declared on this very request (modern era), or `{}`.
+    pub client_capabilities: Value,
+    pub client_info: Option<Value>,
+    /// Who is calling, once an auth layer has said so. Tasks and sessions belong to it.
+    pub identity: Option<String>,
+    pub transport: Transport,
+    /// Fired when the client cancels this request (stdio `notifications/cancelled`, or an HTTP
+    /// disconnect in the modern era).
+    pub cancel: CancellationToken,
+    /// Whatever a host application or an outer layer wants to pass down.
+    pub extensions: http::Extensions,
+}
+
+impl RequestContext {
+    pub fn new(version: ProtocolVersion, transport: Transport) -> Self {
+        Self {
+            version,
+            client_capabilities: Value::Object(Map::new()),
+            client_info: None,
+            identity: None,
+            transport,
+            cancel: CancellationToken::new(),
+            extensions: http::Extensions::new(),
+        }
+    }
+
+    pub fn era(&self) -> Era {
+        self.version.era()
+    }
+
+    /// Does this request declare the given extension in its client capabilities?
+    pub fn declares_extension(&self, id: &str) -> bool {
+        self.client_capabilities
+            .get("extensions")
+            .and_then(|e| e.get(id))
+            .is_some()
+    }
+}
+
+/// One JSON-RPC request (with an id) or notification (without).
+#[derive(Clone, Debug)]
+pub struct McpRequest {
+    pub id: Option<RequestId>,
+    pub method: String,
+    pub params: Map<String, Value>,
+    pub ctx: RequestContext,
+}
+
+impl McpRequest {
+    pub fn is_notification(&self) -> bool {
+        self.id.is_none()
+    }
+
+    /// `params.name` of a `tools/call`.
+    pub fn tool_name(&self) -> Option<&str> {
+        if self.method == "tools/call" {
+            self.params.get("name").and_then(Value::as_str)
+        } else {
+            None
+        }
+    }
+
+    /// Builds a response to this request.
+    pub fn respond(&self, payload: Payload) -> McpResponse {
+        McpResponse {
+            id: self.id.clone(),
+            version: self.ctx.version,
+            payload,
+            http: HttpHints::default(),
+        }
+    }
+
+    pub fn error(&self, error: ErrorObject) -> McpResponse {
+        self.respond(Payload::Error(error))
+    }
+
+    pub fn result(&self, result: McpResult) -> McpResponse {
+        self.respond(Payload::Result(result))
+    }
+}
+
+/// `resultType` of a modern result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultKind {
+    Complete,
+    Task,
+}
+
+/// Cache hints of modern list/discover results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheHint {
+    pub ttl_ms: u64,
+    pub public: bool,
+}
+
+/// A result body before era rendering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpResult {
+    pub kind: ResultKind,
+    pub body: Map<String, Value>,
+    pub cache: Option<CacheHint>,
+}
+
+impl McpResult {
+    pub fn complete(body: Map<String, Value>) -> Self {
+        Self {
+            kind: ResultKind::Complete,
+            body,
+            cache: None,
+        }
+    }
+
+    pub fn empty() -> Self {
+        Self::complete(Map::new())
+    }
+
+    /// A `CallToolResult` with one text block.
+    pub fn tool_text(text: impl Into<String>, is_error: bool) -> Self {
+        let mut body = Map::with_capacity(2);
+        body.insert(
+            "content".into(),
+            json!([{ "type": "text", "text": text.into() }]),
+        );
+        body.insert("isError".into(), Value::Bool(is_error));
+        Self::complete(body)
+    }
+
+    pub fn with_cache(mut self, hint: CacheHint) -> Self {
+        self.cache = Some(hint);
+        self
+    }
+
+    /// For a `CallToolResult`: is it a tool error?
+    pub fn is_tool_error(&self) -> bool {
+        self.body.get("isError").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// For a `CallToolResult`: the text of its first text block.
+    pub fn first_text(&self) -> Option<&str> {
+        self.body
+            .get("content")?
+            .as_array()?
+            .iter()
+            .find_map(|b| b.get("text").and_then(Value::as_str))
+    }
+}
+
+/// What a request produced.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Payload {
+    Result(McpResult),
+    Error(ErrorObject),
+    /// A notification was accepted; nothing is sent back (HTTP 202).
+    Accepted,
+}
+
+/// Transport hints a layer may set (e.g. 429 with `Retry-After`). Ignored on stdio.
+#[derive(Clone, Debug, Default)]
+pub struct HttpHints {
+    pub status: Option<http::StatusCode>,
+    pub headers: http::HeaderMap,
+}
+
+/// The answer to one [`McpRequest`].
+#[derive(Clone, Debug)]
+pub struct McpResponse {
+    pub id: Option<RequestId>,
+    pub version: ProtocolVersion,
+    pub payload: Payload,
+    pub http: HttpHints,
+}
+
+/// The `Implementation` object naming this server.
+pub fn server_info() -> Value {
+    json!({ "name": "agent-mcp", "version": env!("CARGO_PKG_VERSION") })
+}
+
+impl McpResponse {
+    pub fn error_code(&self) -> Option<i64> {
+        match &self.payload {
+            Payload::Error(e) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    /// The JSON-RPC message to send, shaped for this response's era; `None` for an accepted
+    /// notification.
+    pub fn to_json(&self) -> Option<Value> {
+        match &self.payload {
+            Payload::Accepted => None,
+            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
+            Payload::Result(r) => Some(response_json(self.id.as_ref(), Ok(self.render(r)))),
+        }
+    }
+
+    fn render(&self, result: &McpResult) -> Value {
+        let mut body = result.body.clone();
+        if self.version.era() == Era::Modern {
+            let kind = match result.kind {
+                ResultKind::Complete => "complete",
+                ResultKind::Task => "task",
+            };
+            body.insert("resultType".into(), Value::from(kind));
+            if let Some(cache) = result.cache {
+                body.insert("ttlMs".into(), Value::from(cache.ttl_ms));
+                let scope = if cache.public { "public" } else { "private" };
+                body.insert("cacheScope".into(), Value::from(scope));
+            }
+            let meta = body
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(META_SERVER_INFO.into(), server_info());
+            }
+        }
+        Value::Object(body)
+    }
+
+    /// Serialises [`Self::to_json`] to bytes (one line, no embedded newline).
+    pub fn to_bytes(&self) -> Option<Vec<u8>> {
+        self.to_json()
+            .map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(version: ProtocolVersion, result: McpResult) -> McpResponse {
+        McpResponse {
+            id: Some(RequestId::Number(1)),
+            version,
+            payload: Payload::Result(result),
+            http: HttpHints::default(),
+        }
+    }
+
+    #[test]
+    fn modern_results_gain_result_type_server_info_and_cache() {
+        let r = McpResult::empty().with_cache(CacheHint {
+            ttl_ms: 5,
+            public: true,
+        });
+        let v = response(ProtocolVersion::V2026_07_28, r).to_json().unwrap();
+        assert_eq!(
+            v["result"],
+            json!({"resultType":"complete","ttlMs":5,"cacheScope":"public",
+                   "_meta":{META_SERVER_INFO: server_info()}})
+        );
+    }
+
+    #[test]
+    fn legacy_results_stay_legacy_shaped() {
+        let r = McpResult::empty().with_cache(CacheHint {
+            ttl_ms: 5,
+            public: true,
+        });
+        let v = response(ProtocolVersion::V2025_11_25, r).to_json().unwrap();
+        assert_eq!(v["result"], json!({}));
+    }
+}

@@ -1,0 +1,17 @@
+//! JSON-RPC 2.0 and MCP wire types for both protocol eras.
+//!
+//! - [`jsonrpc`]: the envelope (ids, messages, error objects and codes).
+//! - [`era`]: which era and version a message speaks, and the modern `_meta` rules.
+//! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
+//!   place where results are shaped per era.
+
+pub mod era;
+pub mod jsonrpc;
+pub mod message;
+
+pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
+pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
+pub use message::{
+    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResultKind,
+    Transport, server_info,
+};

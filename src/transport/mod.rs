@@ -1,0 +1,5 @@
+//! Thin edges that turn bytes into [`McpRequest`](crate::protocol::McpRequest)s and back.
+
+pub mod http;
+pub mod server;
+pub mod stdio;

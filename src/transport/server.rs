@@ -1,0 +1,84 @@
+//! The standalone HTTP server: hyper (HTTP/1.1) serving the MCP edge at `/mcp`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+use tower_service::Service;
+use tracing::{debug, warn};
+
+/// How long a client may take to send its request headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long in-flight requests may take to finish after shutdown is asked for.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves `mcp` at `POST /mcp` on `listener` until `shutdown` resolves, then lets in-flight
+/// requests finish (bounded).
+pub async fn serve<S>(
+    listener: TcpListener,
+    mcp: S,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let mcp = mcp.clone();
+        let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let mcp = mcp.clone();
+            req.extensions_mut().insert(peer);
+            async move {
+                if req.uri().path() != "/mcp" {
+                    let mut resp = Response::new(Full::new(Bytes::from_static(
+                        b"Not Found: the MCP endpoint is /mcp\n",
+                    )));
+                    *resp.status_mut() = StatusCode::NOT_FOUND;
+                    return Ok::<_, Infallible>(resp);
+                }
+                mcp.oneshot(req).await
+            }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), svc);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {},
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! stdio: one JSON-RPC message per line in, one per line out.
+//!
+//! Requests are handled concurrently (a slow `tools/call` does not hold up a `tools/list`);
+//! responses are written by one writer in the order they finish. Only MCP messages go to the
+//! output; logs belong on stderr. A `notifications/cancelled` fires the named request's
+//! cancellation token and suppresses its response. Returns on end of input once every request
+//! in flight has been answered.
+//!
+//! ```no_run
+//! # async fn run(stack: agent_mcp::Stack) -> std::io::Result<()> {
+//! agent_mcp::transport::stdio::serve(stack, tokio::io::stdin(), tokio::io::stdout()).await
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use crate::protocol::jsonrpc::{EnvelopeError, response_json};
+use crate::protocol::{
+    ErrorObject, Incoming, McpRequest, McpResponse, ProtocolVersion, RequestContext, RequestId,
+    Transport, VersionHints, classify,
+};
+use crate::service::negotiated_version;
+
+/// The longest line accepted; longer ones are answered with an error and skipped.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+type InFlight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
+
+/// Serves `service` over a line-delimited byte stream until end of input.
+pub async fn serve<S, R, W>(service: S, input: R, output: W) -> std::io::Result<()>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_with_limit(service, input, output, DEFAULT_MAX_LINE_BYTES).await
+}
+
+/// [`serve`] with a custom line-length cap.
+pub async fn serve_with_limit<S, R, W>(
+    service: S,
+    input: R,
+    output: W,
+    max_line_bytes: usize,
+) -> std::io::Result<()>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(write_lines(output, rx));
+    let in_flight: InFlight = Arc::default();
+    let mut negotiated: Option<ProtocolVersion> = None;
+    let mut tasks = JoinSet::new();
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match read_line(&mut reader, &mut line, max_line_bytes).await? {
+            LineRead::Eof => break,
+            LineRead::TooLong => {
+                let error = ErrorObject::invalid_request(format!(
+                    "the message is longer than {max_line_bytes} bytes"
+                ));
+                send(&tx, &response_json(None, Err(&error)));
+                continue;
+            }
+            LineRead::Line => {}
+        }
+        let text = trim_ascii(&line);
+        if text.is_empty() {
+            continue;
+        }
+        let (id, method, params) = match Incoming::from_slice(text) {
+            Ok(Incoming::Request { id, method, params }) => (Some(id), method, params),
+            Ok(Incoming::Notification { method, params }) => (None, method, params),
+            Ok(Incoming::Response { .. }) => continue,
+            Err(EnvelopeError { id, error }) => {
+                send(&tx, &response_json(id.as_ref(), Err(&error)));
+                continue;
+            }
+        };
+        if id.is_none() && method == "notifications/cancelled" {
+            cancel_request(&in_flight, &params);
+            continue;
+        }
+        let hints = VersionHints {
+            header: None,
+            negotiated,
+            default_legacy: false,
+        };
+        let classified = match classify(&method, &params, hints) {
+            Ok(c) => c,
+            Err(error) => {
+                if id.is_some() {
+                    send(&tx, &response_json(id.as_ref(), Err(&error)));
+                }
+                continue;
+            }
+        };
+        let mut ctx = RequestContext::new(classified.version, Transport::Stdio);
+        ctx.client_capabilities = classified.client_capabilities;
+        ctx.client_info = classified.client_info;
+        let is_initialize = method == "initialize";
+        let request = McpRequest {
+            id: id.clone(),
+            method,
+            params,
+            ctx,
+        };
+        if is_initialize {
+            // Handled inline: later lines of this process are classified with its outcome.
+            let Ok(response) = service.clone().oneshot(request).await;
+            if let Some(v) = negotiated_version(&response) {
+                negotiated = Some(v);
+            }
+            if let Some(json) = response.to_json() {
+                send(&tx, &json);
+            }
+            continue;
+        }
+        if let Some(id) = &id {
+            lock(&in_flight).insert(id.clone(), request.ctx.cancel.clone());
+        }
+        let service = service.clone();
+        let tx = tx.clone();
+        let in_flight = in_flight.clone();
+        tasks.spawn(async move {
+            let cancel = request.ctx.cancel.clone();
+            let Ok(response) = service.oneshot(request).await;
+            if let Some(id) = &id {
+                lock(&in_flight).remove(id);
+            }
+            // A cancelled request gets no response (the protocol says so).
+            if cancel.is_cancelled() {
+                return;
+            }
+            if let Some(json) = response.to_json() {
+                send(&tx, &json);
+            }
+        });
+        // Reap finished handlers so the set does not grow with the session.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    drop(tx);
+    writer
+        .await
+        .map_err(|e| std::io::Error::other(format!("stdout writer failed: {e}")))?
+}
+
+fn lock(map: &InFlight) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+    map.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cancel_request(in_flight: &InFlight, params: &serde_json::Map<String, Value>) {
+    let id = match params.get("requestId") {
+        Some(Value::String(s)) => RequestId::String(s.clone()),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(n) => RequestId::Number(n),
+            None => return,
+        },
+        _ => return,
+    };
+    if let Some(token) = lock(in_flight).get(&id) {
+        token.cancel();
+    }
+}
+
+fn send(tx: &mpsc::UnboundedSender<Vec<u8>>, json: &Value) {
+    if let Ok(mut bytes) = serde_json::to_vec(json) {
+        bytes.push(b'\n');
+        // The writer only stops when output is gone; then there is no one to answer.
+        let _ = tx.send(bytes);
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) -> std::io::Result<()> {
+    while let Some(line) = rx.recv().await {
+        output.write_all(&line).await?;
+        output.flush().await?;
+    }
+    output.flush().await
+}
+
+enum LineRead {
+    Line,
+    TooLong,
+    Eof,
+}
+
+/// Reads one `\n`-terminated line into `buf`, never holding more than `max` bytes: an
+/// over-long line is consumed and reported as `TooLong`.
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    let mut too_long = false;
+    let mut read_any = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else if read_any {
+                LineRead::Line
+            } else {
+                LineRead::Eof
+            });
+        }
+        read_any = true;
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let consumed = done.unwrap_or(available.len());
+        reader.consume(consumed);
+        if done.is_some() {
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
+fn trim_ascii(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii()
+}

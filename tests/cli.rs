@@ -1,0 +1,151 @@
+//! The `agent-mcp` command line: configuration checks and the example file.
+
+mod support;
+
+use std::process::Command;
+
+use agent_mcp::config::Config;
+
+fn agent_mcp() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+}
+
+#[test]
+fn the_example_config_documents_exactly_the_defaults() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/agent.yaml.example"))
+        .expect("agent.yaml.example");
+    // OLLAMA_HOST changes the default URL; the example shows the built-in one.
+    let mut defaults = Config::default();
+    defaults.ollama.url = "http://127.0.0.1:11434".into();
+    assert_eq!(Config::from_yaml(&text).expect("example parses"), defaults);
+    // Every key of the effective configuration appears in the example.
+    let effective = serde_yaml_ng::to_string(&defaults).unwrap();
+    for line in effective.lines() {
+        let key = line.split(':').next().unwrap().trim();
+        if !key.is_empty() && !key.starts_with('-') {
+            assert!(
+                text.contains(&format!("{key}:")),
+                "agent.yaml.example lacks {key}"
+            );
+        }
+    }
+}
+
+#[test]
+fn check_config_names_a_bad_key_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.yaml");
+    std::fs::write(&path, "ollama:\n  temperature: 9\n").unwrap();
+    let out = agent_mcp()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ollama.temperature"), "{err}");
+
+    std::fs::write(&path, "http:\n  bnid: 127.0.0.1:1\n").unwrap();
+    let out = agent_mcp()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bnid"));
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.yaml");
+    std::fs::write(&path, "ollama:\n  model: llama3.2\n").unwrap();
+    let out = agent_mcp()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let reparsed = Config::from_yaml(&printed).expect("printed config parses");
+    assert_eq!(reparsed.ollama.model, "llama3.2");
+}
+
+#[test]
+fn without_a_config_file_the_defaults_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent_mcp()
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env_remove("OLLAMA_HOST")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("url: http://127.0.0.1:11434"), "{printed}");
+    assert!(printed.contains("bind: 127.0.0.1:8080"), "{printed}");
+}
+
+#[test]
+fn ollama_host_supplies_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent_mcp()
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env("OLLAMA_HOST", "0.0.0.0:11500")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("url: http://127.0.0.1:11500"));
+}
+
+/// The README's first command, `agent-mcp serve`, answers MCP on loopback and stops cleanly on
+/// SIGTERM.
+#[tokio::test]
+async fn serve_answers_on_loopback_and_stops_on_sigterm() {
+    use tokio::io::AsyncBufReadExt;
+
+    let fake = support::fake_ollama::FakeOllama::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::harness::test_config(&fake.url());
+    let path = support::harness::write_config(&dir, &config);
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("server exited before listening");
+    })
+    .await
+    .expect("listening within 20 s");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let client = support::harness::HttpClient::new(&url);
+    let r = client.modern("tools/list", serde_json::json!({})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["result"]["tools"].as_array().unwrap().len(), 2);
+    // Other paths are not the MCP endpoint.
+    let other = reqwest::get(url.replace("/mcp", "/other")).await.unwrap();
+    assert_eq!(other.status(), 404);
+
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("exit within 20 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

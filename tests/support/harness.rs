@@ -1,0 +1,312 @@
+//! Test harness: the server in-process on real loopback HTTP, the real binary over stdio, and
+//! small MCP clients for both eras.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use agent_mcp::AgentMcp;
+use agent_mcp::config::Config;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+pub const MODERN: &str = "2026-07-28";
+
+/// A configuration pointing at a fake Ollama, with its default model.
+pub fn test_config(ollama_url: &str) -> Config {
+    let mut config = Config::default();
+    config.ollama.url = ollama_url.to_owned();
+    config.ollama.model = "test-model".into();
+    config.ollama.request_timeout = Duration::from_secs(20);
+    config
+}
+
+/// The same configuration as YAML, for the real binary.
+pub fn write_config(dir: &tempfile::TempDir, config: &Config) -> PathBuf {
+    let path = dir.path().join("agent.yaml");
+    std::fs::write(&path, serde_yaml_ng::to_string(config).expect("yaml")).expect("write config");
+    path
+}
+
+/// The server on 127.0.0.1:0, in this process.
+pub struct HttpServer {
+    pub url: String,
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpServer {
+    pub async fn start(config: Config) -> HttpServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = AgentMcp::start(&config).await.expect("start");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = agent_mcp::transport::server::serve(listener, server.http_service(), async {
+                let _ = stopped.await;
+            })
+            .await;
+            server.shutdown().await;
+        });
+        HttpServer {
+            url: format!("http://{addr}/mcp"),
+            addr,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    pub fn client(&self) -> HttpClient {
+        HttpClient::new(&self.url)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.abort();
+    }
+}
+
+/// `_meta` of a modern request.
+pub fn modern_meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "harness", "version": "1"}
+    })
+}
+
+/// A plain HTTP client that speaks either era and shows the raw status.
+#[derive(Clone)]
+pub struct HttpClient {
+    pub url: String,
+    http: reqwest::Client,
+    next_id: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl HttpClient {
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            http: reqwest::Client::new(),
+            next_id: Default::default(),
+        }
+    }
+
+    fn id(&self) -> i64 {
+        self.next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// POSTs a raw body with the given headers (plus Content-Type: application/json unless given).
+    pub async fn post_raw(
+        &self,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> Reply {
+        let mut req = self.http.post(&self.url);
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            req = req.header("content-type", "application/json");
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.body(body).send().await.expect("send");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// A modern request with correct headers and `_meta`.
+    pub async fn modern(&self, method: &str, params: Value) -> Reply {
+        self.modern_with_caps(method, params, json!({})).await
+    }
+
+    pub async fn modern_with_caps(&self, method: &str, mut params: Value, caps: Value) -> Reply {
+        params["_meta"] = modern_meta(caps);
+        let name = match method {
+            "tools/call" => params["name"].as_str().map(str::to_owned),
+            "tasks/get" | "tasks/cancel" | "tasks/update" => {
+                params["taskId"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        };
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
+        let mut headers = vec![
+            ("mcp-protocol-version", MODERN.to_owned()),
+            ("mcp-method", method.to_owned()),
+            ("accept", "application/json, text/event-stream".to_owned()),
+        ];
+        if let Some(name) = name {
+            headers.push(("mcp-name", name));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.post_raw(&headers, body.to_string()).await
+    }
+
+    /// A legacy request; `version` is the MCP-Protocol-Version header, if any.
+    pub async fn legacy(&self, method: &str, params: Value, version: Option<&str>) -> Reply {
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
+        let mut headers = vec![("accept", "application/json, text/event-stream")];
+        if let Some(v) = version {
+            headers.push(("mcp-protocol-version", v));
+        }
+        self.post_raw(&headers, body.to_string()).await
+    }
+}
+
+/// The text of a `CallToolResult`'s first block.
+pub fn tool_text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {result}"))
+        .to_owned()
+}
+
+/// A `key: value` line of a status text.
+pub fn field(text: &str, key: &str) -> String {
+    let prefix = format!("{key}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim_start().to_owned())
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
+}
+
+/// Everything after `result:` (it may span lines).
+pub fn result_of(text: &str) -> String {
+    match text.split_once("\nresult:") {
+        Some((_, rest)) => rest.strip_prefix(' ').unwrap_or(rest).to_owned(),
+        None => panic!("no result in {text}"),
+    }
+}
+
+pub fn is_terminal(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
+/// Polls `status` (which returns the agent_status text) until the task is terminal.
+pub async fn wait_terminal<F, Fut>(mut status: F) -> String
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = String>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = status().await;
+        if is_terminal(&field(&text, "status")) {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task did not finish in time; last status:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The real `agent-mcp stdio` binary as a child process.
+pub struct StdioServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    next_id: i64,
+    _dir: tempfile::TempDir,
+}
+
+impl StdioServer {
+    pub async fn spawn(config: &Config) -> StdioServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write_config(&dir, config);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+            .arg("stdio")
+            .arg("--config")
+            .arg(&path)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agent-mcp");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        StdioServer {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+            _dir: dir,
+        }
+    }
+
+    pub async fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.write_all(b"\n").await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    pub async fn read_message(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
+            .await
+            .expect("a message within 20 s")
+            .expect("read")
+            .expect("stdout open");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
+    }
+
+    /// Sends a request and returns the response with its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&msg.to_string()).await;
+        let resp = self.read_message().await;
+        assert_eq!(resp["id"], json!(id), "response to another request: {resp}");
+        resp
+    }
+
+    pub async fn modern(&mut self, method: &str, mut params: Value) -> Value {
+        params["_meta"] = modern_meta(json!({}));
+        self.request(method, params).await
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    pub async fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exit within 20 s after EOF")
+            .expect("wait")
+    }
+}

@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests.
+
+pub mod fake_ollama;
+pub mod harness;
