@@ -20,6 +20,9 @@ pub struct Config {
     pub http: HttpConfig,
     pub mcp: McpConfig,
     pub store: StoreConfig,
+    pub auth: AuthConfig,
+    pub rate_limit: RateLimitConfig,
+    pub audit: AuditConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -171,6 +174,66 @@ pub enum StoreBackend {
     Memory,
 }
 
+/// `auth`: bearer tokens for HTTP. With no tokens, HTTP is open to whoever passes the
+/// Host/Origin checks (loopback by default).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// One accepted token, stored as the SHA-256 of the token (`agent-mcp hash-token`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The caller identity this token stands for (tasks and sessions belong to it).
+    pub name: String,
+    /// Lowercase hex SHA-256 of the token.
+    pub sha256: String,
+}
+
+/// `rate_limit`: per-caller request limits (seed 002: 60 requests per minute per user).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitConfig {
+    pub enabled: bool,
+    /// Sustained requests per minute per caller.
+    pub per_minute: u32,
+    /// Requests a caller may make at once before the sustained rate applies.
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            per_minute: 60,
+            burst: 60,
+        }
+    }
+}
+
+/// `audit`: one JSON line per tools/call, tasks/* request and rejection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    pub enabled: bool,
+    /// Append audit lines to this file (created 0600, parent directories created); unset: stderr.
+    pub file: Option<PathBuf>,
+    /// Also record the full request text (off: only its length and SHA-256).
+    pub include_request: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            file: None,
+            include_request: false,
+        }
+    }
+}
+
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -275,6 +338,38 @@ impl Config {
                 "http.max_body_bytes",
                 "must be at least 1 KiB to carry any request".into(),
             );
+        }
+        for (i, token) in self.auth.tokens.iter().enumerate() {
+            if token.name.trim().is_empty() {
+                return invalid("auth.tokens", format!("entry {i} has an empty name"));
+            }
+            let hex = token.sha256.len() == 64
+                && token
+                    .sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entry {i} ({}): sha256 must be 64 lowercase hex digits; \
+                         print it with `agent-mcp hash-token`",
+                        token.name
+                    ),
+                );
+            }
+        }
+        if self.rate_limit.enabled {
+            if self.rate_limit.per_minute == 0 {
+                return invalid(
+                    "rate_limit.per_minute",
+                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
+                        .into(),
+                );
+            }
+            if self.rate_limit.burst == 0 {
+                return invalid("rate_limit.burst", "must be greater than 0".into());
+            }
         }
         Ok(())
     }

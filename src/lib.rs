@@ -36,6 +36,7 @@ pub mod layers;
 pub mod ollama;
 pub mod protocol;
 pub mod service;
+pub mod stack;
 pub mod store;
 pub mod tools;
 pub mod transport;
@@ -90,7 +91,7 @@ impl AgentMcp {
 
     /// The full stack: the configured layers around the [`AgentService`].
     pub fn stack(&self) -> Stack {
-        BoxCloneSyncService::new(self.service())
+        stack::build(&self.config, self.service())
     }
 
     /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount.
