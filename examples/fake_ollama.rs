@@ -7,7 +7,6 @@
 
 #[path = "../tests/support"]
 mod support {
-    #[allow(dead_code)]
     pub mod fake_ollama;
 }
 
