@@ -7,13 +7,24 @@
 
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Serves MCP over any pair of byte streams (a pipe, a socket, a child's stdio) until the input
+/// ends, then stops the agent.
+pub async fn run<R, W>(agent: AgentMcp, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    agent_mcp::transport::stdio::serve(agent.stack(), input, output).await?;
+    agent.shutdown().await;
+    Ok(())
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::load(None)?;
     let agent = AgentMcp::start(&config).await?;
-    agent_mcp::transport::stdio::serve(agent.stack(), tokio::io::stdin(), tokio::io::stdout())
-        .await?;
-    agent.shutdown().await;
+    run(agent, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(())
 }
