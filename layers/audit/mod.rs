@@ -1,0 +1,82 @@
+//! The audit log: one JSON line per `tools/call`, per `tasks/*` request, and per refused or
+//! failed request.
+//!
+//! Audit is the outermost layer, so it also sees what auth and the rate limiter refuse. A
+//! request is recorded when its method is `tools/call` or `tasks/*`, or when its outcome is not
+//! `ok` (any JSON-RPC error, any tool error). Each line holds:
+//!
+//! | key | value |
+//! |---|---|
+//! | `time` | arrival, RFC 3339 UTC with microseconds |
+//! | `id` | the JSON-RPC id (`null` for a notification) |
+//! | `era`, `version` | `modern`/`legacy` and the protocol version |
+//! | `transport`, `peer` | `http`/`stdio`/`in-process`; the HTTP peer address |
+//! | `identity` | the token name, `stdio`, or `null` (anonymous, or refused) |
+//! | `method`, `tool` | the JSON-RPC method; `params.name` of a `tools/call` |
+//! | `task_id`, `session_id` | from the arguments, or from the `task_id:`/`session_id:` lines of the result text; UUIDs only |
+//! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` |
+//! | `error_code`, `error_message` | the JSON-RPC error, or the tool error's text |
+//! | `duration_us` | time spent inside the stack |
+//! | `args` | `request_bytes`, `request_sha256`, `temperature`, `image_count`, `image_bytes` (decoded size computed from the base64 length; nothing is decoded) and, only with `audit.include_request`, `request` |
+//!
+//! What is never written: a token (auth never puts one in a message), image data, or the
+//! request text unless `audit.include_request` is on. Error messages and method/tool names are
+//! client-influenced, so runs of 40 or more base64-alphabet characters in them are replaced by
+//! `[N chars redacted]` and they are capped at 1000 bytes.
+//!
+//! Lines go to a file (`audit.file`: appended, created with mode 0600, parent directories
+//! created) or to stderr, written by a background thread: the request path only queues a
+//! record (see [`AuditSink`]). A failing write is reported on the application log and never
+//! touches the response. The identity comes from inner layers through an [`AuditNote`] in the
+//! request's extensions. A `debug` event under the target `mcp::audit` repeats method, tool,
+//! identity, outcome and duration (no arguments).
+//!
+//! ```
+//! use agent_mcp::layers::audit::{AuditLayer, AuditSink};
+//! use agent_mcp::protocol::*;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("logs/audit.jsonl");
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(AuditLayer::new(AuditSink::file(&path).unwrap()))
+//!     .service_fn(|req: McpRequest| async move {
+//!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text("done", false)))
+//!     });
+//! let mut params = serde_json::Map::new();
+//! params.insert("name".into(), "agent_run".into());
+//! params.insert("arguments".into(), serde_json::json!({"request": "list the files"}));
+//! let req = McpRequest {
+//!     id: Some(RequestId::Number(1)),
+//!     method: "tools/call".into(),
+//!     params,
+//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//! };
+//! svc.ready().await.unwrap().call(req).await.unwrap();
+//!
+//! // The line is written in the background.
+//! let mut text = String::new();
+//! for _ in 0..500 {
+//!     text = std::fs::read_to_string(&path).unwrap_or_default();
+//!     if text.ends_with('\n') { break; }
+//!     std::thread::sleep(std::time::Duration::from_millis(10));
+//! }
+//! let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+//! assert_eq!(line["outcome"], "ok");
+//! assert_eq!(line["tool"], "agent_run");
+//! assert_eq!(line["args"]["request_bytes"], 14);
+//! assert!(line["args"].get("request").is_none());
+//! # }
+//! ```
+
+mod record;
+mod service;
+mod sink;
+
+pub use record::{
+    ArgsSummary, AuditRecord, Outcome, base64_decoded_len, ids_in_text, scrub_message,
+};
+pub use service::{Audit, AuditLayer, AuditNote, ResponseFuture};
+pub use sink::AuditSink;

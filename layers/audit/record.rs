@@ -1,0 +1,337 @@
+//! One audit line: what is recorded about a request, and how it is summarised without
+//! secrets (no token, no image bytes, no request text unless asked for).
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::agent::status::parse_uuid;
+use crate::layers::auth::hex;
+use crate::protocol::{McpResponse, Payload, RequestId};
+
+/// How a request ended, as the audit log names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// A `CallToolResult` with `isError: true` (invalid arguments, unknown session, …).
+    ToolError,
+    /// A JSON-RPC error other than the two below.
+    ProtocolError,
+    /// Refused by the auth layer (HTTP 401).
+    Unauthorized,
+    /// Refused by the rate limiter (HTTP 429).
+    RateLimited,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::ProtocolError => "protocol_error",
+            Outcome::Unauthorized => "unauthorized",
+            Outcome::RateLimited => "rate_limited",
+        }
+    }
+
+    /// Classifies a response. The refusals are told apart by the HTTP status their layers set
+    /// (which the hints carry on every transport), not by error codes other layers may share.
+    pub fn of(response: &McpResponse) -> Outcome {
+        match response.http.status.map(|s| s.as_u16()) {
+            Some(401) => return Outcome::Unauthorized,
+            Some(429) => return Outcome::RateLimited,
+            _ => {}
+        }
+        match &response.payload {
+            Payload::Error(_) => Outcome::ProtocolError,
+            Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
+            Payload::Result(_) | Payload::Accepted => Outcome::Ok,
+        }
+    }
+}
+
+/// What the arguments of a `tools/call` looked like, without their content.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ArgsSummary {
+    /// Length of `request` in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_bytes: Option<usize>,
+    /// Lowercase hex SHA-256 of `request`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_count: Option<usize>,
+    /// Decoded bytes of all images, computed from the base64 length (nothing is decoded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+    /// The full request text, only with `audit.include_request`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+}
+
+impl ArgsSummary {
+    /// Summarises `arguments`; `None` when there is nothing to summarise.
+    pub fn of(arguments: &Map<String, Value>, include_request: bool) -> Option<ArgsSummary> {
+        let mut summary = ArgsSummary::default();
+        if let Some(request) = arguments.get("request").and_then(Value::as_str) {
+            summary.request_bytes = Some(request.len());
+            summary.request_sha256 = Some(hex(&Sha256::digest(request.as_bytes())));
+            if include_request {
+                summary.request = Some(request.to_owned());
+            }
+        }
+        summary.temperature = arguments.get("temperature").and_then(Value::as_f64);
+        if let Some(images) = arguments.get("images").and_then(Value::as_array) {
+            summary.image_count = Some(images.len());
+            let total = images
+                .iter()
+                .filter_map(|i| i.get("data_base64").and_then(Value::as_str))
+                .map(base64_decoded_len)
+                .fold(0u64, u64::saturating_add);
+            summary.image_bytes = Some(total);
+        }
+        (summary != ArgsSummary::default()).then_some(summary)
+    }
+}
+
+/// The decoded size of standard base64 text, from its length and padding alone.
+pub fn base64_decoded_len(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let padding = bytes
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'=')
+        .count()
+        .min(2);
+    let len = bytes.len() as u64;
+    (len * 3 / 4).saturating_sub(padding as u64)
+}
+
+/// A UUID argument or result field; anything else is not recorded (it could be arbitrary
+/// client text).
+pub fn uuid_field(value: Option<&str>) -> Option<Uuid> {
+    value.and_then(parse_uuid)
+}
+
+/// Methods and tools recorded as they are, without copying or scrubbing.
+const KNOWN_NAMES: [&str; 14] = [
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+    "tasks/update",
+    "server/discover",
+    "initialize",
+    "ping",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "agent_run",
+    "agent_status",
+];
+
+/// A method or tool name as recorded: a known name as is, anything else scrubbed like an
+/// error message (it is client text).
+pub fn name_field(name: &str) -> Cow<'static, str> {
+    match KNOWN_NAMES.iter().find(|known| **known == name) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(scrub_message(name)),
+    }
+}
+
+/// `task_id:` / `session_id:` lines of an `agent_run` / `agent_status` result text.
+pub fn ids_in_text(text: &str) -> (Option<Uuid>, Option<Uuid>) {
+    let mut task_id = None;
+    let mut session_id = None;
+    for line in text.lines().take(4) {
+        if let Some(v) = line.strip_prefix("task_id:") {
+            task_id = uuid_field(Some(v.trim()));
+        } else if let Some(v) = line.strip_prefix("session_id:") {
+            session_id = uuid_field(Some(v.trim()));
+        }
+    }
+    (task_id, session_id)
+}
+
+/// Longest error message recorded, in bytes.
+const MAX_MESSAGE_BYTES: usize = 1000;
+/// Runs of base64-alphabet characters at least this long are replaced: an error message may
+/// quote client input (serde does), and that input may be image data.
+const MAX_OPAQUE_RUN: usize = 40;
+
+/// An error message made safe to record: long opaque runs redacted, length capped.
+pub fn scrub_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_MESSAGE_BYTES + 16));
+    let mut run_start = None;
+    let is_opaque = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_');
+    let flush_run = |out: &mut String, run: &str| {
+        if run.len() >= MAX_OPAQUE_RUN {
+            out.push_str(&format!("[{} chars redacted]", run.len()));
+        } else {
+            out.push_str(run);
+        }
+    };
+    for (i, c) in text.char_indices() {
+        if is_opaque(c) {
+            run_start.get_or_insert(i);
+            continue;
+        }
+        if let Some(start) = run_start.take() {
+            flush_run(&mut out, &text[start..i]);
+        }
+        out.push(c);
+    }
+    if let Some(start) = run_start {
+        flush_run(&mut out, &text[start..]);
+    }
+    if out.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('…');
+    }
+    out
+}
+
+/// One line of the audit log.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditRecord {
+    /// When the request arrived, RFC 3339 UTC with microseconds.
+    #[serde(serialize_with = "rfc3339")]
+    pub time: SystemTime,
+    pub id: Option<RequestId>,
+    /// `modern` (2026-07-28) or `legacy` (2025 revisions).
+    pub era: &'static str,
+    pub version: &'static str,
+    /// `http`, `stdio` or `in-process`.
+    pub transport: &'static str,
+    /// The HTTP peer address.
+    pub peer: Option<SocketAddr>,
+    /// Who called (a token name, `stdio`), or `None` for an anonymous or refused caller.
+    pub identity: Option<String>,
+    pub method: Cow<'static, str>,
+    pub tool: Option<Cow<'static, str>>,
+    pub task_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+    pub outcome: Outcome,
+    pub error_code: Option<i64>,
+    pub error_message: Option<String>,
+    pub duration_us: u64,
+    pub args: Option<ArgsSummary>,
+}
+
+fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_micros(*time))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decoded_length_from_base64_length() {
+        use base64::Engine;
+        for n in 0..20usize {
+            let data = vec![7u8; n];
+            let text = base64::engine::general_purpose::STANDARD.encode(&data);
+            assert_eq!(base64_decoded_len(&text), n as u64, "{text}");
+            let unpadded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&data);
+            assert_eq!(base64_decoded_len(&unpadded), n as u64, "{unpadded}");
+        }
+    }
+
+    #[test]
+    fn summary_of_agent_run_arguments() {
+        let args = json!({
+            "request": "hello",
+            "temperature": 0.5,
+            "images": [{"mime_type": "image/png", "data_base64": "AAAA"}, null,
+                       {"mime_type": "image/png", "data_base64": "AAA="}]
+        });
+        let summary = ArgsSummary::of(args.as_object().unwrap(), false).unwrap();
+        assert_eq!(
+            serde_json::to_value(&summary).unwrap(),
+            json!({
+                "request_bytes": 5,
+                "request_sha256": "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+                "temperature": 0.5,
+                "image_count": 3,
+                "image_bytes": 5
+            })
+        );
+        let with_text = ArgsSummary::of(args.as_object().unwrap(), true).unwrap();
+        assert_eq!(with_text.request.as_deref(), Some("hello"));
+        let status = json!({"task_id": "x"});
+        assert_eq!(ArgsSummary::of(status.as_object().unwrap(), true), None);
+    }
+
+    #[test]
+    fn ids_are_read_from_result_text_and_must_be_uuids() {
+        let text =
+            "task_id: 3F2504E0-4F89-11D3-9A0C-0305E82C3301\nsession_id: nope\nstatus: queued";
+        let (task, session) = ids_in_text(text);
+        assert_eq!(
+            task.map(|u| u.to_string()).as_deref(),
+            Some("3f2504e0-4f89-11d3-9a0c-0305e82c3301")
+        );
+        assert_eq!(session, None);
+        assert_eq!(name_field("tools/call"), Cow::<str>::Borrowed("tools/call"));
+        let long = "A".repeat(50);
+        assert_eq!(name_field(&long), "[50 chars redacted]");
+    }
+
+    #[test]
+    fn messages_lose_long_opaque_runs_and_are_capped() {
+        let b64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk";
+        let msg = format!("images: invalid type: string \"{b64}\", expected a sequence");
+        assert_eq!(
+            scrub_message(&msg),
+            format!(
+                "images: invalid type: string \"[{} chars redacted]\", expected a sequence",
+                b64.len()
+            )
+        );
+        let uuid = "task_id: \"3f2504e0-4f89-11d3-9a0c-0305e82c3301\" is not a UUID";
+        assert_eq!(scrub_message(uuid), uuid);
+        let long = "é ".repeat(800);
+        let scrubbed = scrub_message(&long);
+        assert!(scrubbed.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(scrubbed.ends_with('…'));
+    }
+
+    #[test]
+    fn outcome_names() {
+        let names: Vec<_> = [
+            Outcome::Ok,
+            Outcome::ToolError,
+            Outcome::ProtocolError,
+            Outcome::Unauthorized,
+            Outcome::RateLimited,
+        ]
+        .iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect();
+        assert_eq!(
+            names,
+            vec![
+                json!("ok"),
+                json!("tool_error"),
+                json!("protocol_error"),
+                json!("unauthorized"),
+                json!("rate_limited")
+            ]
+        );
+    }
+}

@@ -1,0 +1,500 @@
+//! [`AuditLayer`], the [`Audit`] service, its [`ResponseFuture`] and the [`AuditNote`] inner
+//! layers fill in.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use pin_project_lite::pin_project;
+use serde_json::Value;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use std::borrow::Cow;
+
+use uuid::Uuid;
+
+use super::record::{
+    ArgsSummary, AuditRecord, Outcome, ids_in_text, name_field, scrub_message, uuid_field,
+};
+use super::sink::AuditSink;
+use crate::config::AuditConfig;
+use crate::layers::auth::STDIO_IDENTITY;
+use crate::protocol::era::Era;
+use crate::protocol::{McpRequest, McpResponse, Payload, ProtocolVersion, RequestId, Transport};
+
+/// A slot the audit layer puts into `req.ctx.extensions` so an inner layer (auth) can say who
+/// the caller turned out to be; the audit line is written after the response, when the
+/// request itself has been handed on.
+#[derive(Clone, Debug, Default)]
+pub struct AuditNote(Arc<OnceLock<String>>);
+
+impl AuditNote {
+    /// Records the caller's identity (the first one set wins).
+    pub fn set_identity(&self, identity: &str) {
+        let _ = self.0.set(identity.to_owned());
+    }
+
+    pub fn identity(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+}
+
+/// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or
+/// failed request.
+#[derive(Clone, Debug)]
+pub struct AuditLayer {
+    sink: AuditSink,
+    include_request: bool,
+}
+
+impl AuditLayer {
+    pub fn new(sink: AuditSink) -> Self {
+        Self {
+            sink,
+            include_request: false,
+        }
+    }
+
+    /// The layer `audit` asks for, or `None` when it is off.
+    pub fn from_config(config: &AuditConfig) -> Option<Self> {
+        config.enabled.then(|| {
+            Self::new(AuditSink::from_config(config)).with_include_request(config.include_request)
+        })
+    }
+
+    /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
+    pub fn with_include_request(mut self, include: bool) -> Self {
+        self.include_request = include;
+        self
+    }
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audit<S>;
+
+    fn layer(&self, inner: S) -> Audit<S> {
+        Audit {
+            inner,
+            sink: self.sink.clone(),
+            include_request: self.include_request,
+        }
+    }
+}
+
+/// Records requests and their outcomes (see the module docs); never changes a response.
+#[derive(Clone, Debug)]
+pub struct Audit<S> {
+    inner: S,
+    sink: AuditSink,
+    include_request: bool,
+}
+
+impl<S> Audit<S> {
+    pub fn new(inner: S, sink: AuditSink) -> Self {
+        AuditLayer::new(sink).layer(inner)
+    }
+
+    pub fn layer(sink: AuditSink) -> AuditLayer {
+        AuditLayer::new(sink)
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// What is known about a request before it is handed on.
+#[derive(Debug)]
+struct Pending {
+    start: Instant,
+    time: SystemTime,
+    id: Option<RequestId>,
+    version: ProtocolVersion,
+    transport: &'static str,
+    peer: Option<SocketAddr>,
+    identity: Option<String>,
+    method: Cow<'static, str>,
+    tool: Option<Cow<'static, str>>,
+    task_id: Option<Uuid>,
+    session_id: Option<Uuid>,
+    args: Option<ArgsSummary>,
+    /// `tools/call` and `tasks/*` are recorded whatever their outcome.
+    always: bool,
+    /// Only HTTP callers learn their identity inside the stack (from a token).
+    note: Option<AuditNote>,
+    sink: AuditSink,
+}
+
+impl Pending {
+    fn capture(req: &mut McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
+        let note = match req.ctx.transport {
+            Transport::Http { .. } => {
+                let note = AuditNote::default();
+                req.ctx.extensions.insert(note.clone());
+                Some(note)
+            }
+            _ => None,
+        };
+        let tool = req.tool_name().map(name_field);
+        let is_tasks = req.method.starts_with("tasks/");
+        let mut task_id = None;
+        let mut session_id = None;
+        let mut args = None;
+        if let Some(Value::Object(arguments)) = tool.as_ref().and(req.params.get("arguments")) {
+            task_id = uuid_field(arguments.get("task_id").and_then(Value::as_str));
+            session_id = uuid_field(arguments.get("session_id").and_then(Value::as_str));
+            args = ArgsSummary::of(arguments, include_request);
+        } else if is_tasks {
+            task_id = uuid_field(req.params.get("taskId").and_then(Value::as_str));
+        }
+        let (peer, identity) = match req.ctx.transport {
+            Transport::Http { peer } => (peer, req.ctx.identity.clone()),
+            // stdio callers are always the local identity (the auth layer says the same).
+            Transport::Stdio => (None, Some(STDIO_IDENTITY.to_owned())),
+            Transport::InProcess => (None, req.ctx.identity.clone()),
+        };
+        Pending {
+            start: Instant::now(),
+            time: SystemTime::now(),
+            id: req.id.clone(),
+            version: req.ctx.version,
+            transport: req.ctx.transport.name(),
+            peer,
+            identity,
+            method: name_field(&req.method),
+            always: req.method == "tools/call" || is_tasks,
+            tool,
+            task_id,
+            session_id,
+            args,
+            note,
+            sink: sink.clone(),
+        }
+    }
+
+    fn finish(self, response: &McpResponse) {
+        let outcome = Outcome::of(response);
+        if !self.always && outcome == Outcome::Ok {
+            return;
+        }
+        let duration_us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (mut task_id, mut session_id) = (self.task_id, self.session_id);
+        let (error_code, error_message) = match &response.payload {
+            Payload::Error(e) => (Some(e.code), Some(scrub_message(&e.message))),
+            Payload::Result(r) if r.is_tool_error() => (None, r.first_text().map(scrub_message)),
+            Payload::Result(r) => {
+                if (task_id.is_none() || session_id.is_none())
+                    && let Some(text) = r.first_text()
+                {
+                    let (t, s) = ids_in_text(text);
+                    task_id = task_id.or(t);
+                    session_id = session_id.or(s);
+                }
+                if let Some(Value::Object(task)) = r.body.get("task") {
+                    task_id =
+                        task_id.or_else(|| uuid_field(task.get("taskId").and_then(Value::as_str)));
+                }
+                (None, None)
+            }
+            Payload::Accepted => (None, None),
+        };
+        let identity = match &self.note {
+            Some(note) => note.identity().map(str::to_owned).or(self.identity),
+            None => self.identity,
+        };
+        tracing::debug!(
+            target: "mcp::audit",
+            method = &*self.method,
+            tool = self.tool.as_deref(),
+            identity = identity.as_deref(),
+            outcome = outcome.as_str(),
+            error_code,
+            duration_us,
+            "request audited"
+        );
+        self.sink.send(AuditRecord {
+            time: self.time,
+            id: self.id,
+            era: match self.version.era() {
+                Era::Modern => "modern",
+                Era::Legacy => "legacy",
+            },
+            version: self.version.as_str(),
+            transport: self.transport,
+            peer: self.peer,
+            identity,
+            method: self.method,
+            tool: self.tool,
+            task_id,
+            session_id,
+            outcome,
+            error_code,
+            error_message,
+            duration_us,
+            args: self.args,
+        });
+    }
+}
+
+impl<S> Service<McpRequest> for Audit<S>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+        let pending = Pending::capture(&mut req, &self.sink, self.include_request);
+        ResponseFuture {
+            future: self.inner.call(req),
+            pending: Some(pending),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Audit`]: the inner future, then one audit line.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        future: F,
+        pending: Option<Pending>,
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(response) = std::task::ready!(this.future.poll(cx));
+        if let Some(pending) = this.pending.take() {
+            pending.finish(&response);
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ErrorObject, McpResult, RequestContext};
+    use serde_json::json;
+    use std::io::{self, Write};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    /// A `Write` into shared memory, or one that always fails.
+    #[derive(Clone, Default)]
+    struct Memory {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        fail: bool,
+    }
+
+    impl Write for Memory {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.fail {
+                return Err(io::Error::other("disk full"));
+            }
+            self.bytes
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Memory {
+        async fn lines(&self, n: usize) -> Vec<Value> {
+            for _ in 0..500 {
+                let text = String::from_utf8(self.bytes.lock().unwrap().clone()).unwrap();
+                if text.lines().count() >= n {
+                    return text
+                        .lines()
+                        .map(|l| serde_json::from_str(l).unwrap())
+                        .collect();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("fewer than {n} audit lines");
+        }
+    }
+
+    const TASK: &str = "3f2504e0-4f89-11d3-9a0c-0305e82c3301";
+    const SESSION: &str = "9a0c0305-e82c-4301-8f25-04e04f8911d3";
+
+    /// Answers like the real stack would, by method.
+    async fn handler(req: McpRequest) -> Result<McpResponse, Infallible> {
+        if let Some(note) = req.ctx.extensions.get::<AuditNote>() {
+            note.set_identity("alice");
+        }
+        Ok(match (req.method.as_str(), req.tool_name()) {
+            ("tools/call", Some("agent_run")) => req.result(McpResult::tool_text(
+                format!("task_id: {TASK}\nsession_id: {SESSION}\nstatus: queued"),
+                false,
+            )),
+            ("tools/call", _) => req.result(McpResult::tool_text(
+                "Invalid arguments for tool \"x\":",
+                true,
+            )),
+            ("secret", _) => {
+                let mut r = req.error(ErrorObject::new(-32001, "Unauthorized: no"));
+                r.http.status = Some(http::StatusCode::UNAUTHORIZED);
+                r
+            }
+            ("tools/list", _) => req.result(McpResult::empty()),
+            (m, _) => req.error(ErrorObject::method_not_found(m)),
+        })
+    }
+
+    fn request(id: i64, method: &str, params: Value) -> McpRequest {
+        McpRequest {
+            id: Some(RequestId::Number(id)),
+            method: method.into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+            ctx: RequestContext::new(
+                ProtocolVersion::V2025_11_25,
+                Transport::Http {
+                    peer: Some(([127, 0, 0, 1], 4000).into()),
+                },
+            ),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_line_per_tool_call_and_per_failure_but_not_per_plain_success() {
+        let memory = Memory::default();
+        let sink = AuditSink::to_writer(memory.clone(), "memory".into());
+        let svc = ServiceBuilder::new()
+            .layer(AuditLayer::new(sink).with_include_request(true))
+            .service(service_fn(handler));
+        let calls = [
+            request(1, "tools/list", json!({})),
+            request(
+                2,
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": "hi"}}),
+            ),
+            request(3, "tools/call", json!({"name": "x", "arguments": {}})),
+            request(4, "secret", json!({})),
+            request(5, "nope", json!({})),
+            request(6, "tasks/get", json!({"taskId": TASK})),
+        ];
+        for req in calls {
+            let expected_id = req.id.clone();
+            let Ok(r) = svc.clone().oneshot(req).await;
+            assert_eq!(r.id, expected_id);
+        }
+        let lines = memory.lines(5).await;
+        let ids: Vec<_> = lines.iter().map(|l| l["id"].clone()).collect();
+        assert_eq!(ids, vec![json!(2), json!(3), json!(4), json!(5), json!(6)]);
+        let outcomes: Vec<_> = lines.iter().map(|l| l["outcome"].clone()).collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                json!("ok"),
+                json!("tool_error"),
+                json!("unauthorized"),
+                json!("protocol_error"),
+                json!("protocol_error")
+            ]
+        );
+        let run = &lines[0];
+        assert_eq!(run["identity"], "alice");
+        assert_eq!(run["transport"], "http");
+        assert_eq!(run["era"], "legacy");
+        assert_eq!(run["version"], "2025-11-25");
+        assert_eq!(run["peer"], "127.0.0.1:4000");
+        assert_eq!(run["task_id"], TASK);
+        assert_eq!(run["session_id"], SESSION);
+        assert_eq!(run["args"]["request"], "hi");
+        assert_eq!(
+            lines[1]["error_message"],
+            "Invalid arguments for tool \"x\":"
+        );
+        assert_eq!(lines[2]["error_code"], -32001);
+        assert_eq!(lines[3]["error_code"], -32601);
+        assert_eq!(lines[4]["task_id"], TASK);
+    }
+
+    #[tokio::test]
+    async fn a_failing_sink_never_touches_the_response() {
+        let sink = AuditSink::to_writer(
+            Memory {
+                fail: true,
+                ..Memory::default()
+            },
+            "broken".into(),
+        );
+        let svc = ServiceBuilder::new()
+            .layer(AuditLayer::new(sink))
+            .service(service_fn(handler));
+        for id in 0..3 {
+            let req = request(
+                id,
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": "hi"}}),
+            );
+            let Ok(r) = svc.clone().oneshot(req).await;
+            let Payload::Result(result) = &r.payload else {
+                panic!("expected a result");
+            };
+            assert_eq!(
+                result.first_text(),
+                Some(format!("task_id: {TASK}\nsession_id: {SESSION}\nstatus: queued").as_str())
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_identity_known_before_the_layer_is_kept() {
+        let memory = Memory::default();
+        let svc = ServiceBuilder::new()
+            .layer(AuditLayer::new(AuditSink::to_writer(
+                memory.clone(),
+                "m".into(),
+            )))
+            .service(service_fn(|req: McpRequest| async move {
+                Ok::<_, Infallible>(req.result(McpResult::tool_text("done", false)))
+            }));
+        let mut req = request(1, "tools/call", json!({"name": "agent_status"}));
+        req.ctx.identity = Some("embedder".into());
+        req.ctx.transport = Transport::InProcess;
+        let _ = svc.clone().oneshot(req).await;
+        let mut stdio = request(2, "tools/call", json!({"name": "agent_status"}));
+        stdio.ctx.transport = Transport::Stdio;
+        let _ = svc.oneshot(stdio).await;
+        let lines = memory.lines(2).await;
+        assert_eq!(lines[0]["identity"], "embedder");
+        assert_eq!(lines[0]["transport"], "in-process");
+        assert_eq!(lines[0]["args"], Value::Null);
+        assert_eq!(lines[1]["identity"], "stdio");
+        assert_eq!(lines[1]["peer"], Value::Null);
+    }
+}

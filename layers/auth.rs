@@ -1,0 +1,488 @@
+//! Bearer-token authentication and caller identity.
+//!
+//! Tokens are configured as `{name, sha256}` pairs: the SHA-256 of the token (print it with
+//! `agent-mcp hash-token`), never the token itself. The layer decides who is calling and puts
+//! it into `req.ctx.identity`, where every inner layer and the service see it; tasks and
+//! sessions belong to that identity.
+//!
+//! | transport | tokens configured | identity |
+//! |---|---|---|
+//! | stdio | any | `stdio` (the trusted local user) |
+//! | HTTP | none | `None`: anonymous; every anonymous caller shares one owner |
+//! | HTTP | some | the token's name; a missing or unknown token is refused |
+//! | in-process | any | left as the embedding application set it |
+//!
+//! A refused request never reaches the inner service. It gets the JSON-RPC error `-32001`
+//! whose message says what to send (it never echoes the token), with the HTTP hints
+//! `401 Unauthorized` and `WWW-Authenticate: Bearer`. The presented token's SHA-256 is compared
+//! with every configured hash in constant time (`subtle`), without stopping at a match.
+//!
+//! ```
+//! use agent_mcp::layers::auth::AuthLayer;
+//! use agent_mcp::protocol::*;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(AuthLayer::new().with_token("ci", "s3cret"))
+//!     .service_fn(|req: McpRequest| async move {
+//!         let who = req.ctx.identity.clone().unwrap_or_default();
+//!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text(who, false)))
+//!     });
+//! let call = |authorization: Option<&str>| {
+//!     let mut ctx = RequestContext::new(
+//!         ProtocolVersion::V2026_07_28,
+//!         Transport::Http { peer: None },
+//!     );
+//!     let mut headers = http::HeaderMap::new();
+//!     if let Some(value) = authorization {
+//!         headers.insert(http::header::AUTHORIZATION, value.parse().unwrap());
+//!     }
+//!     ctx.extensions.insert(headers);
+//!     McpRequest { id: Some(RequestId::Number(1)), method: "tools/list".into(),
+//!                  params: Default::default(), ctx }
+//! };
+//! let ok = svc.ready().await.unwrap().call(call(Some("Bearer s3cret"))).await.unwrap();
+//! let Payload::Result(result) = &ok.payload else { panic!() };
+//! assert_eq!(result.first_text(), Some("ci"));
+//!
+//! let refused = svc.ready().await.unwrap().call(call(None)).await.unwrap();
+//! assert_eq!(refused.http.status, Some(http::StatusCode::UNAUTHORIZED));
+//! assert_eq!(refused.http.headers["www-authenticate"], "Bearer");
+//! # }
+//! ```
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use pin_project_lite::pin_project;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::config::AuthConfig;
+use crate::layers::audit::AuditNote;
+use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
+
+/// JSON-RPC error code of a request refused for want of a valid bearer token.
+pub const UNAUTHORIZED: i64 = -32001;
+
+/// The identity of every stdio caller.
+pub const STDIO_IDENTITY: &str = "stdio";
+
+/// SHA-256 of `token` as 64 lowercase hex digits (what `auth.tokens[].sha256` holds).
+pub fn sha256_hex(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks_exact(2).enumerate() {
+        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
+/// One accepted token: a name and the SHA-256 of the token.
+#[derive(Clone)]
+struct Token {
+    name: String,
+    sha256: [u8; 32],
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The hash is not the token, but there is no reason to print it either.
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Applies [`Auth`] with a set of accepted tokens (none: HTTP stays anonymous).
+#[derive(Clone, Debug, Default)]
+pub struct AuthLayer {
+    tokens: Arc<[Token]>,
+}
+
+impl AuthLayer {
+    /// No tokens: HTTP callers are anonymous, stdio callers are `stdio`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The tokens of `auth.tokens`. Entries whose hash is not 64 hex digits (which config
+    /// validation already refuses) are left out and logged.
+    pub fn from_config(config: &AuthConfig) -> Self {
+        let mut layer = Self::new();
+        for token in &config.tokens {
+            match parse_hex32(&token.sha256) {
+                Some(hash) => layer = layer.with_token_hash(token.name.clone(), hash),
+                None => tracing::error!(
+                    name = %token.name,
+                    "auth.tokens: sha256 is not 64 hex digits; this token is not accepted"
+                ),
+            }
+        }
+        layer
+    }
+
+    /// Accepts a token by its SHA-256.
+    pub fn with_token_hash(self, name: impl Into<String>, sha256: [u8; 32]) -> Self {
+        let mut tokens = self.tokens.to_vec();
+        tokens.push(Token {
+            name: name.into(),
+            sha256,
+        });
+        Self {
+            tokens: tokens.into(),
+        }
+    }
+
+    /// Accepts a plain token (hashed here; for tests and embedding).
+    pub fn with_token(self, name: impl Into<String>, token: &str) -> Self {
+        self.with_token_hash(name, Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// How many tokens are accepted.
+    pub fn token_count(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Auth<S> {
+        Auth {
+            inner,
+            tokens: self.tokens.clone(),
+        }
+    }
+}
+
+/// Sets `req.ctx.identity` from the transport and the bearer token, or refuses the request
+/// with `401` (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Auth<S> {
+    inner: S,
+    tokens: Arc<[Token]>,
+}
+
+impl<S> Auth<S> {
+    pub fn new(inner: S, layer: &AuthLayer) -> Self {
+        layer.layer(inner)
+    }
+
+    pub fn layer() -> AuthLayer {
+        AuthLayer::new()
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The identity of an HTTP caller presenting `headers`, or why it is refused.
+    fn authenticate(&self, headers: Option<&HeaderMap>) -> Result<&str, Refusal> {
+        let Some(value) = headers.and_then(|h| h.get(AUTHORIZATION)) else {
+            return Err(Refusal::Missing);
+        };
+        let Ok(value) = value.to_str() else {
+            return Err(Refusal::WrongToken);
+        };
+        let value = value.trim();
+        let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(Refusal::WrongScheme);
+        }
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(Refusal::Missing);
+        }
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        // Look at every token whatever matches, so timing says nothing about which did.
+        let mut found = None;
+        for candidate in self.tokens.iter() {
+            let equal = bool::from(candidate.sha256[..].ct_eq(&presented[..]));
+            if equal && found.is_none() {
+                found = Some(candidate.name.as_str());
+            }
+        }
+        found.ok_or(Refusal::WrongToken)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    Missing,
+    WrongScheme,
+    WrongToken,
+}
+
+impl Refusal {
+    fn message(self) -> &'static str {
+        match self {
+            Refusal::Missing => {
+                "Unauthorized: this server needs a bearer token. Send the header \
+                 Authorization: Bearer <token> with every request; ask the server's operator \
+                 for a token."
+            }
+            Refusal::WrongScheme => {
+                "Unauthorized: the Authorization header must use the Bearer scheme. Send \
+                 Authorization: Bearer <token>."
+            }
+            Refusal::WrongToken => {
+                "Unauthorized: the bearer token is not accepted. Check that you send the whole \
+                 token, or ask the server's operator for a new one."
+            }
+        }
+    }
+}
+
+fn unauthorized(req: &McpRequest, refusal: Refusal) -> McpResponse {
+    let mut response = req.error(ErrorObject::new(UNAUTHORIZED, refusal.message()));
+    response.http.status = Some(StatusCode::UNAUTHORIZED);
+    response
+        .http
+        .headers
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+impl<S> Service<McpRequest> for Auth<S>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+        match req.ctx.transport {
+            Transport::Stdio => req.ctx.identity = Some(STDIO_IDENTITY.to_owned()),
+            Transport::Http { .. } if !self.tokens.is_empty() => {
+                match self.authenticate(req.ctx.extensions.get::<HeaderMap>()) {
+                    Ok(name) => req.ctx.identity = Some(name.to_owned()),
+                    Err(refusal) => {
+                        return ResponseFuture::Refused {
+                            response: Some(unauthorized(&req, refusal)),
+                        };
+                    }
+                }
+            }
+            Transport::Http { .. } | Transport::InProcess => {}
+        }
+        if let (Some(identity), Some(note)) =
+            (&req.ctx.identity, req.ctx.extensions.get::<AuditNote>())
+        {
+            note.set_identity(identity);
+        }
+        ResponseFuture::Future {
+            future: self.inner.call(req),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Auth`]: a ready refusal, or the inner future.
+    #[project = ResponseFutureProj]
+    pub enum ResponseFuture<F> {
+        Refused { response: Option<McpResponse> },
+        Future { #[pin] future: F },
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::Future { future } => future.poll(cx),
+            ResponseFutureProj::Refused { response } => match response.take() {
+                Some(response) => Poll::Ready(Ok(response)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TokenConfig;
+    use crate::protocol::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    const TOKEN_A: &str = "token-a-0123456789";
+
+    fn layer() -> AuthLayer {
+        AuthLayer::from_config(&AuthConfig {
+            tokens: vec![
+                TokenConfig {
+                    name: "alice".into(),
+                    sha256: sha256_hex(TOKEN_A),
+                },
+                TokenConfig {
+                    name: "bob".into(),
+                    sha256: sha256_hex("token-b"),
+                },
+            ],
+        })
+    }
+
+    fn request(transport: Transport, authorization: Option<&str>) -> McpRequest {
+        let mut ctx = RequestContext::new(ProtocolVersion::V2026_07_28, transport);
+        let mut headers = HeaderMap::new();
+        if let Some(value) = authorization {
+            headers.insert(AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        }
+        ctx.extensions.insert(headers);
+        McpRequest {
+            id: Some(RequestId::Number(9)),
+            method: "tools/list".into(),
+            params: Default::default(),
+            ctx,
+        }
+    }
+
+    /// Answers with the identity it saw (or `-` for none).
+    async fn call(layer: AuthLayer, req: McpRequest) -> McpResponse {
+        let svc =
+            ServiceBuilder::new()
+                .layer(layer)
+                .service(service_fn(|req: McpRequest| async move {
+                    let who = req.ctx.identity.clone().unwrap_or_else(|| "-".into());
+                    Ok::<_, Infallible>(req.result(McpResult::tool_text(who, false)))
+                }));
+        let Ok(response) = svc.oneshot(req).await;
+        response
+    }
+
+    fn identity_of(response: &McpResponse) -> Option<String> {
+        match &response.payload {
+            Payload::Result(r) => r.first_text().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    fn http() -> Transport {
+        Transport::Http { peer: None }
+    }
+
+    #[test]
+    fn hash_token_is_lowercase_sha256_hex() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            parse_hex32(&sha256_hex("abc")),
+            Some(Sha256::digest(b"abc").into())
+        );
+        assert_eq!(parse_hex32("zz"), None);
+    }
+
+    #[tokio::test]
+    async fn a_valid_token_names_the_caller() {
+        let r = call(layer(), request(http(), Some(&format!("Bearer {TOKEN_A}")))).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("alice"));
+        let r = call(layer(), request(http(), Some("bearer   token-b "))).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("bob"));
+    }
+
+    #[tokio::test]
+    async fn missing_wrong_scheme_and_wrong_token_are_401() {
+        let cases = [
+            (None, Refusal::Missing),
+            (Some("Bearer "), Refusal::Missing),
+            (Some("Basic dXNlcjpwYXNz"), Refusal::WrongScheme),
+            (Some(TOKEN_A), Refusal::WrongScheme),
+            (Some("Bearer token-a"), Refusal::WrongToken),
+        ];
+        for (header, refusal) in cases {
+            let r = call(layer(), request(http(), header)).await;
+            assert_eq!(r.http.status, Some(StatusCode::UNAUTHORIZED), "{header:?}");
+            assert_eq!(r.http.headers[WWW_AUTHENTICATE], "Bearer");
+            assert_eq!(r.id, Some(RequestId::Number(9)));
+            let Payload::Error(e) = &r.payload else {
+                panic!("{header:?}: expected an error");
+            };
+            assert_eq!(e.code, UNAUTHORIZED);
+            assert_eq!(e.message, refusal.message(), "{header:?}");
+            assert!(!e.message.contains("token-a"));
+        }
+    }
+
+    #[tokio::test]
+    async fn stdio_is_stdio_and_http_without_tokens_is_anonymous() {
+        let r = call(layer(), request(Transport::Stdio, None)).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("stdio"));
+        let r = call(AuthLayer::new(), request(http(), None)).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("-"));
+        let mut req = request(Transport::InProcess, None);
+        req.ctx.identity = Some("embedder".into());
+        let r = call(layer(), req).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("embedder"));
+    }
+
+    #[tokio::test]
+    async fn the_identity_is_noted_for_the_audit_line() {
+        let note = AuditNote::default();
+        let mut req = request(http(), Some("Bearer token-b"));
+        req.ctx.extensions.insert(note.clone());
+        call(layer(), req).await;
+        assert_eq!(note.identity(), Some("bob"));
+    }
+
+    #[test]
+    fn debug_output_shows_names_only() {
+        let text = format!("{:?}", layer());
+        assert!(text.contains("alice"));
+        assert!(!text.contains(&sha256_hex(TOKEN_A)[..16]));
+    }
+}

@@ -1,0 +1,86 @@
+//! The image rules of `agent_run` (seed 000 §2.2), under the `mcp.images` limits.
+//!
+//! [`ImagesLayer`] checks the `images` argument of every `tools/call` of `agent_run`:
+//!
+//! - every element is an object, and its `mime_type` and `data_base64` are strings, not `null`
+//!   (the published schema allows `null` there; the contract does not);
+//! - `mime_type` is `image/png`, `image/jpeg` or `image/webp`;
+//! - `data_base64` is standard base64: the `A-Z a-z 0-9 + /` alphabet, `=` padding to a multiple
+//!   of 4, no spaces or line breaks;
+//! - at most `max_count` images, each at most `max_bytes` and all together at most
+//!   `max_total_bytes` once decoded (defaults 4, 10 MiB, 20 MiB);
+//! - the data's magic bytes agree with `mime_type` (PNG `\x89PNG\r\n\x1a\n`, JPEG `FF D8 FF`,
+//!   WebP `RIFF....WEBP`); data that is none of the three is refused too.
+//!
+//! The count is checked first and every size is computed from the base64 length, so a request
+//! over a limit is refused without decoding anything. Passing images are decoded exactly once,
+//! in 64 KiB steps straight into SHA-256; the decoded bytes are not kept. What passes is handed
+//! downstream as [`ValidatedImages`] in `req.ctx.extensions` (mime type, decoded size and
+//! SHA-256 of each image, in request order; empty when the call has no images).
+//!
+//! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
+//! `isError: true`, `Invalid arguments for tool "agent_run":` and one
+//! `<field path>: <what is wrong>; <what to do>` line per problem: the count, then each bad
+//! element in order (at most 20 lines of them, then one line saying how many more), then the
+//! total size.
+//! Everything else (other tools, other methods, notifications, non-object `arguments`) passes
+//! through untouched.
+//!
+//! The layer stands on its own and never panics on odd input, but in the full stack it sits
+//! inside [`validate`](crate::layers::validate), so it sees schema-valid arguments.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), std::convert::Infallible> {
+//! use agent_mcp::config::ImageLimits;
+//! use agent_mcp::layers::images::{ImagesLayer, ValidatedImages};
+//! use agent_mcp::protocol::{McpRequest, McpResult, Payload, ProtocolVersion, RequestContext,
+//!     RequestId, Transport};
+//! use serde_json::json;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(ImagesLayer::new(ImageLimits::default()))
+//!     .service_fn(|req: McpRequest| async move {
+//!         let images = req.ctx.extensions.get::<ValidatedImages>().cloned().unwrap_or_default();
+//!         let text = format!("{} image(s), {} bytes", images.0.len(),
+//!                            images.0.iter().map(|i| i.decoded_len).sum::<usize>());
+//!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text(text, false)))
+//!     });
+//!
+//! let call = |images| McpRequest {
+//!     id: Some(RequestId::Number(1)),
+//!     method: "tools/call".into(),
+//!     params: json!({"name": "agent_run", "arguments": {"request": "look", "images": images}})
+//!         .as_object().cloned().unwrap_or_default(),
+//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! };
+//! let text = |resp: agent_mcp::protocol::McpResponse| match resp.payload {
+//!     Payload::Result(r) => (r.first_text().unwrap_or_default().to_owned(), r.is_tool_error()),
+//!     _ => panic!("a tool result"),
+//! };
+//!
+//! // A 1×1 PNG passes; the handler sees its decoded size.
+//! let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+//! let ok = svc.ready().await?.call(call(json!([{"mime_type": "image/png", "data_base64": png}]))).await?;
+//! assert_eq!(text(ok), ("1 image(s), 70 bytes".to_owned(), false));
+//!
+//! // The same bytes declared as JPEG do not.
+//! let bad = svc.ready().await?.call(call(json!([{"mime_type": "image/jpeg", "data_base64": png}]))).await?;
+//! assert_eq!(text(bad), ("Invalid arguments for tool \"agent_run\":\n\
+//!     images[0].data_base64: the data is a PNG image but mime_type says image/jpeg; \
+//!     set mime_type to image/png or send a JPEG image".to_owned(), true));
+//! # Ok(()) }
+//! ```
+
+mod check;
+mod future;
+mod layer;
+mod service;
+
+pub use check::{ValidatedImage, ValidatedImages};
+pub use future::ResponseFuture;
+pub use layer::ImagesLayer;
+pub use service::Images;

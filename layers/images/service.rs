@@ -1,0 +1,205 @@
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
+use serde_json::Value;
+use tower_service::Service;
+
+use super::check::{ValidatedImages, check_images};
+use super::future::ResponseFuture;
+use super::layer::ImagesLayer;
+use crate::config::ImageLimits;
+use crate::protocol::{McpRequest, McpResponse};
+use crate::service::invalid_args;
+use crate::tools::AGENT_RUN;
+
+/// Checks the images of `agent_run` calls and hands [`ValidatedImages`] downstream; see the
+/// [module docs](super).
+#[derive(Clone, Debug)]
+pub struct Images<S> {
+    inner: S,
+    limits: ImageLimits,
+}
+
+impl<S> Images<S> {
+    pub fn new(inner: S, limits: ImageLimits) -> Self {
+        Self { inner, limits }
+    }
+
+    /// An [`ImagesLayer`], for `ServiceBuilder::layer`.
+    pub const fn layer(limits: ImageLimits) -> ImagesLayer {
+        ImagesLayer::new(limits)
+    }
+
+    pub fn limits(&self) -> &ImageLimits {
+        &self.limits
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Service<McpRequest> for Images<S>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+        match checked(&req, &self.limits) {
+            Some(Ok(images)) => {
+                req.ctx.extensions.insert(images);
+            }
+            Some(Err(problems)) => {
+                return ResponseFuture::rejected(req.result(invalid_args(AGENT_RUN, &problems)));
+            }
+            None => {}
+        }
+        ResponseFuture::inner(self.inner.call(req))
+    }
+}
+
+/// The outcome of the image rules, for an `agent_run` call; `None` for anything else.
+fn checked(req: &McpRequest, limits: &ImageLimits) -> Option<Result<ValidatedImages, Vec<String>>> {
+    static NO_IMAGES: Value = Value::Null;
+    if req.is_notification() || req.tool_name() != Some(AGENT_RUN) {
+        return None;
+    }
+    let images = match req.params.get("arguments") {
+        None | Some(Value::Null) => &NO_IMAGES,
+        Some(Value::Object(args)) => args.get("images").unwrap_or(&NO_IMAGES),
+        // Not an object: a malformed call, which the service answers with -32602.
+        Some(_) => return None,
+    };
+    Some(check_images(images, limits))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+    use crate::protocol::{
+        McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
+    };
+
+    const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+    fn request(params: Value) -> McpRequest {
+        McpRequest {
+            id: Some(RequestId::Number(3)),
+            method: "tools/call".into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        }
+    }
+
+    /// Runs `req` through the layer around a handler that reports what it was handed.
+    async fn run(req: McpRequest) -> (String, bool) {
+        let svc = ServiceBuilder::new()
+            .layer(ImagesLayer::new(ImageLimits::default()))
+            .service(service_fn(|req: McpRequest| async move {
+                let seen = match req.ctx.extensions.get::<ValidatedImages>() {
+                    Some(images) => format!(
+                        "images: {:?}",
+                        images
+                            .0
+                            .iter()
+                            .map(|i| (i.mime_type.as_str(), i.decoded_len))
+                            .collect::<Vec<_>>()
+                    ),
+                    None => "no images extension".to_owned(),
+                };
+                Ok::<_, Infallible>(req.result(McpResult::tool_text(seen, false)))
+            }));
+        let resp = match svc.oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+        assert_eq!(resp.id, Some(RequestId::Number(3)));
+        match resp.payload {
+            Payload::Result(r) => (r.first_text().unwrap_or("").to_owned(), r.is_tool_error()),
+            other => panic!("expected a result, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn passing_images_reach_the_handler_as_validated_images() {
+        let got = run(request(
+            json!({"name": "agent_run", "arguments": {"request": "x",
+            "images": [{"mime_type": "image/png", "data_base64": PNG_1X1}]}}),
+        ))
+        .await;
+        assert_eq!(got, ("images: [(\"image/png\", 70)]".to_owned(), false));
+    }
+
+    #[tokio::test]
+    async fn agent_run_without_images_gets_an_empty_list() {
+        for args in [
+            json!({"request": "x"}),
+            json!({"request": "x", "images": null}),
+        ] {
+            let got = run(request(json!({"name": "agent_run", "arguments": args}))).await;
+            assert_eq!(got, ("images: []".to_owned(), false));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bad_image_is_a_tool_error_and_the_handler_is_not_called() {
+        let got = run(request(
+            json!({"name": "agent_run", "arguments": {"request": "x",
+            "images": [{"mime_type": "image/gif", "data_base64": "R0lGODlh"}]}}),
+        ))
+        .await;
+        assert_eq!(
+            got,
+            (
+                "Invalid arguments for tool \"agent_run\":\n\
+                 images[0].mime_type: \"image/gif\" is not supported; use image/png, image/jpeg or image/webp"
+                    .to_owned(),
+                true
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn other_calls_pass_through_untouched() {
+        let bad = json!([null]);
+        for params in [
+            json!({"name": "agent_status", "arguments": {"images": bad}}),
+            json!({"name": "other", "arguments": {"images": bad}}),
+            json!({"name": "agent_run", "arguments": "images"}),
+        ] {
+            let got = run(request(params.clone())).await;
+            assert_eq!(got, ("no images extension".to_owned(), false), "{params}");
+        }
+        let mut note = request(json!({"name": "agent_run", "arguments": {"images": bad}}));
+        note.id = None;
+        let svc = ImagesLayer::new(ImageLimits::default()).layer(service_fn(
+            |req: McpRequest| async move {
+                Ok::<_, Infallible>(req.respond(crate::protocol::Payload::Accepted))
+            },
+        ));
+        let resp = match svc.oneshot(note).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+        assert_eq!(resp.payload, Payload::Accepted);
+    }
+}

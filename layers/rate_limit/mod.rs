@@ -1,0 +1,60 @@
+//! Per-caller rate limits (seed 002: 60 requests per minute per user, then `429` with
+//! `Retry-After`).
+//!
+//! A `governor` keyed GCRA limiter counts each request against its caller:
+//!
+//! - the caller's identity when one is known (the token name set by the auth layer, or `stdio`),
+//! - else the peer IP address of an anonymous HTTP caller,
+//! - else the local caller `stdio` (stdio, in-process calls, HTTP without a peer address).
+//!
+//! A request over the limit never reaches the inner service: it gets the JSON-RPC error
+//! `-32000` whose message says when to retry and whose `data` is `{"retryAfterSeconds": n}`,
+//! with the HTTP hints `429 Too Many Requests` and `Retry-After: n` (whole seconds, rounded up,
+//! at least 1). `poll_ready` never waits, unlike `tower::limit::RateLimit`, which parks callers
+//! in `poll_ready` and so cannot answer 429.
+//!
+//! Edge cases:
+//! - Notifications are not counted and never refused: they get no answer that could carry a
+//!   refusal, and they cost nothing (the service only accepts them).
+//! - `per_minute` is the sustained rate (one request back every `60 / per_minute` seconds);
+//!   `burst` is how many a rested caller may send at once.
+//! - Keys whose bucket is full again are pruned every 4096 requests (off the request path, on
+//!   tokio's blocking pool), so memory follows the callers of the last minute, not all callers
+//!   ever seen.
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use agent_mcp::layers::rate_limit::RateLimitLayer;
+//! use agent_mcp::protocol::*;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let two = NonZeroU32::new(2).unwrap();
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(RateLimitLayer::new(NonZeroU32::new(60).unwrap(), two))
+//!     .service_fn(|req: McpRequest| async move {
+//!         Ok::<_, std::convert::Infallible>(req.result(McpResult::empty()))
+//!     });
+//! let call = |id| McpRequest {
+//!     id: Some(RequestId::Number(id)),
+//!     method: "tools/list".into(),
+//!     params: Default::default(),
+//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//! };
+//! for id in 1..=2 {
+//!     let ok = svc.ready().await.unwrap().call(call(id)).await.unwrap();
+//!     assert!(matches!(ok.payload, Payload::Result(_)));
+//! }
+//! let refused = svc.ready().await.unwrap().call(call(3)).await.unwrap();
+//! assert_eq!(refused.http.status, Some(http::StatusCode::TOO_MANY_REQUESTS));
+//! assert_eq!(refused.http.headers["retry-after"], "1");
+//! assert_eq!(refused.error_code(), Some(-32000));
+//! # }
+//! ```
+
+mod limiter;
+mod service;
+
+pub use limiter::{CallerKey, CallerLimiter};
+pub use service::{RATE_LIMITED, RateLimit, RateLimitLayer, ResponseFuture, retry_after_seconds};

@@ -1,0 +1,44 @@
+use std::convert::Infallible;
+use std::future::{Future, Ready};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+use crate::protocol::McpResponse;
+
+pin_project! {
+    /// Response future of [`Validate`](super::Validate): either the finished rejection, or the
+    /// inner service's future. A rejection allocates nothing beyond its response.
+    #[project = ResponseFutureProj]
+    pub enum ResponseFuture<F> {
+        Rejected { #[pin] response: Ready<Result<McpResponse, Infallible>> },
+        Inner { #[pin] future: F },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(super) fn rejected(response: McpResponse) -> Self {
+        Self::Rejected {
+            response: std::future::ready(Ok(response)),
+        }
+    }
+
+    pub(super) fn inner(future: F) -> Self {
+        Self::Inner { future }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::Rejected { response } => response.poll(cx),
+            ResponseFutureProj::Inner { future } => future.poll(cx),
+        }
+    }
+}

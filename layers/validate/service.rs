@@ -1,0 +1,198 @@
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
+use serde_json::{Map, Value};
+use tower_service::Service;
+
+use super::future::ResponseFuture;
+use super::layer::ValidateLayer;
+use super::rules;
+use crate::protocol::{McpRequest, McpResponse};
+use crate::service::invalid_args;
+
+/// Checks `tools/call` arguments of `agent_run` and `agent_status` before `inner` sees them;
+/// see the [module docs](super).
+#[derive(Clone, Debug)]
+pub struct Validate<S> {
+    inner: S,
+}
+
+impl<S> Validate<S> {
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+
+    /// A [`ValidateLayer`], for `ServiceBuilder::layer`.
+    pub const fn layer() -> ValidateLayer {
+        ValidateLayer::new()
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Service<McpRequest> for Validate<S>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        match violations(&req) {
+            Some((tool, problems)) => {
+                ResponseFuture::rejected(req.result(invalid_args(tool, &problems)))
+            }
+            None => ResponseFuture::inner(self.inner.call(req)),
+        }
+    }
+}
+
+/// The tool and its violations, if this is a `tools/call` of one of our tools with bad
+/// arguments.
+fn violations(req: &McpRequest) -> Option<(&'static str, Vec<String>)> {
+    if req.is_notification() {
+        return None;
+    }
+    let name = req.tool_name()?;
+    let tool = rules::ToolRules::of(name)?;
+    let empty;
+    let args = match req.params.get("arguments") {
+        None | Some(Value::Null) => {
+            empty = Value::Object(Map::new());
+            &empty
+        }
+        Some(args @ Value::Object(_)) => args,
+        // Not an object: a malformed call, which the service answers with -32602.
+        Some(_) => return None,
+    };
+    let problems = tool.check(args);
+    (!problems.is_empty()).then_some((tool.name(), problems))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+    use crate::protocol::{
+        McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
+    };
+
+    fn request(method: &str, params: Value) -> McpRequest {
+        McpRequest {
+            id: Some(RequestId::Number(7)),
+            method: method.into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        }
+    }
+
+    /// Runs `req` through the layer around a handler that answers "passed".
+    async fn run(req: McpRequest) -> McpResponse {
+        let svc = ServiceBuilder::new()
+            .layer(ValidateLayer::new())
+            .service(service_fn(|req: McpRequest| async move {
+                Ok::<_, Infallible>(req.result(McpResult::tool_text("passed", false)))
+            }));
+        match svc.oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        }
+    }
+
+    fn text(resp: &McpResponse) -> (&str, bool) {
+        match &resp.payload {
+            Payload::Result(r) => (r.first_text().unwrap_or(""), r.is_tool_error()),
+            other => panic!("expected a result, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn valid_arguments_reach_the_inner_service() {
+        let resp = run(request(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "fix it", "temperature": 2.0,
+                   "session_id": null, "images": null}}),
+        ))
+        .await;
+        assert_eq!(text(&resp), ("passed", false));
+        assert_eq!(resp.id, Some(RequestId::Number(7)));
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_a_tool_error_listing_every_violation() {
+        let resp = run(request(
+            "tools/call",
+            json!({"name": "agent_status", "arguments": {"task_id": "nope", "extra": 1,
+                   "session_id": 5}}),
+        ))
+        .await;
+        assert_eq!(
+            text(&resp),
+            (
+                "Invalid arguments for tool \"agent_status\":\n\
+                 extra: unknown property; allowed: session_id, task_id\n\
+                 session_id: must be a string or null, got a number; pass the session_id that agent_run returned, or omit it\n\
+                 task_id: \"nope\" is not a UUID; pass the task_id that agent_run returned",
+                true
+            )
+        );
+        assert_eq!(resp.id, Some(RequestId::Number(7)));
+    }
+
+    #[tokio::test]
+    async fn absent_arguments_are_checked_as_an_empty_object() {
+        let resp = run(request("tools/call", json!({"name": "agent_run"}))).await;
+        assert_eq!(
+            text(&resp),
+            (
+                "Invalid arguments for tool \"agent_run\":\n\
+                 request: missing; describe the work to do as a non-empty string",
+                true
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn other_methods_unknown_tools_and_odd_arguments_pass_through() {
+        for (method, params) in [
+            ("tools/list", json!({})),
+            (
+                "tools/call",
+                json!({"name": "other_tool", "arguments": {"x": 1}}),
+            ),
+            (
+                "tools/call",
+                json!({"name": "agent_run", "arguments": [1, 2]}),
+            ),
+            ("tools/call", json!({"arguments": {"x": 1}})),
+        ] {
+            let resp = run(request(method, params.clone())).await;
+            assert_eq!(text(&resp), ("passed", false), "{method} {params}");
+        }
+    }
+
+    #[tokio::test]
+    async fn notifications_pass_through() {
+        let mut req = request("tools/call", json!({"name": "agent_run", "arguments": {}}));
+        req.id = None;
+        assert_eq!(text(&run(req).await), ("passed", false));
+    }
+}
