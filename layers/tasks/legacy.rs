@@ -1,0 +1,158 @@
+//! 2025-11-25 experimental tasks, served from the same store as the 2026 extension, so a task
+//! created in one era can be read and cancelled in the other.
+//!
+//! A client opts in per call with `params.task`; `tasks/result` blocks until the task is
+//! terminal; `tasks/cancel` answers with the cancelled task and refuses a terminal one.
+//! `tasks/list` is not offered: a stateless server cannot scope it to one client.
+
+use std::convert::Infallible;
+
+use serde_json::{Value, json};
+use tower_service::Service;
+
+use super::layer::TasksLayer;
+use super::lookup::{Waited, caller_task, create, until_terminal};
+use super::modern::object_at;
+use super::service::Inner;
+use super::wire::{
+    RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
+};
+use crate::protocol::{
+    ErrorObject, McpRequest, McpResponse, McpResult, Payload, ProtocolVersion, code,
+};
+use crate::tools::{AGENT_RUN, AGENT_STATUS};
+
+/// The revision that defined these tasks; capabilities and `execution` are shown to it only.
+const TASKS_REVISION: ProtocolVersion = ProtocolVersion::V2025_11_25;
+
+/// `initialize` negotiating 2025-11-25 gains `capabilities.tasks` (cancel and task-augmented
+/// `tools/call`; no `list`).
+pub fn advertise(mut response: McpResponse) -> McpResponse {
+    if let Payload::Result(result) = &mut response.payload
+        && result.body.get("protocolVersion").and_then(Value::as_str)
+            == Some(TASKS_REVISION.as_str())
+        && let Some(capabilities) = object_at(&mut result.body, "capabilities")
+    {
+        capabilities.insert(
+            "tasks".into(),
+            json!({ "cancel": {}, "requests": { "tools": { "call": {} } } }),
+        );
+    }
+    response
+}
+
+/// The 2025-11-25 `tools/list` marks `agent_run` `execution.taskSupport: "optional"`.
+pub fn mark_task_support(version: ProtocolVersion, mut response: McpResponse) -> McpResponse {
+    if version != TASKS_REVISION {
+        return response;
+    }
+    if let Payload::Result(result) = &mut response.payload
+        && let Some(Value::Array(tools)) = result.body.get_mut("tools")
+    {
+        for tool in tools.iter_mut() {
+            if tool.get("name").and_then(Value::as_str) == Some(AGENT_RUN)
+                && let Value::Object(tool) = tool
+            {
+                tool.insert("execution".into(), json!({ "taskSupport": "optional" }));
+            }
+        }
+    }
+    response
+}
+
+/// `tools/call` with `params.task`: `agent_run` answers with `{task: {…}}`.
+pub async fn tools_call<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
+    S::Future: Send,
+{
+    let Some(task_param) = req.params.get("task") else {
+        return inner.call(req).await;
+    };
+    if !task_param.is_object() {
+        return req.error(ErrorObject::invalid_params(
+            "params.task must be an object, e.g. {\"ttl\": 60000}, or be left out",
+        ));
+    }
+    match req.tool_name() {
+        Some(AGENT_RUN) => {}
+        Some(AGENT_STATUS) => {
+            return req.error(ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                "agent_status cannot run as a task (its execution.taskSupport is forbidden); \
+                 call it without params.task",
+            ));
+        }
+        // Unknown tool or no name: the inner service explains.
+        _ => return inner.call(req).await,
+    }
+    match create(&config.core, inner, req).await {
+        Ok(created) => {
+            let task = legacy_task(&created.task, created.queue_position, config.timing());
+            let mut body = serde_json::Map::with_capacity(1);
+            body.insert("task".into(), Value::Object(task));
+            let mut response = created.response;
+            response.payload = Payload::Result(McpResult::complete(body));
+            response
+        }
+        Err(response) => response,
+    }
+}
+
+/// `tasks/get`, `tasks/result`, `tasks/cancel`.
+pub async fn task_method(config: &TasksLayer, req: McpRequest) -> McpResponse {
+    let core = &config.core;
+    let task = match caller_task(core, &req).await {
+        Ok(task) => task,
+        Err(e) => return req.error(e),
+    };
+    let id = task.id;
+    match req.method.as_str() {
+        "tasks/get" => req.result(McpResult::complete(legacy_task(
+            &task,
+            core.queue_position(id),
+            config.timing(),
+        ))),
+        "tasks/result" => match until_terminal(core, task, &req.ctx.cancel, None).await {
+            Ok(Waited::Finished(task)) => {
+                let mut body = final_result(&task);
+                body.insert(
+                    "_meta".into(),
+                    json!({ RELATED_TASK: { "taskId": id.to_string() } }),
+                );
+                req.result(McpResult::complete(body))
+            }
+            // The client cancelled this request; the transport sends nothing for it.
+            Ok(Waited::GaveUp(_)) => req.error(ErrorObject::internal(format!(
+                "tasks/result for task {id} was cancelled before the task finished"
+            ))),
+            Err(e) => req.error(store_fault(&e)),
+        },
+        _ => {
+            if task.state.is_terminal() {
+                return req.error(ErrorObject::invalid_params(format!(
+                    "Cannot cancel task {id}: it is already {}. Read it with tasks/get or \
+                     tasks/result.",
+                    legacy_status(task.state)
+                )));
+            }
+            let task = match core.cancel(id).await {
+                Ok(Some(task)) => task,
+                Ok(None) => return req.error(task_not_found(&id.to_string())),
+                Err(e) => return req.error(store_fault(&e)),
+            };
+            // A running task stops when its runner notices the token; wait (bounded) so the
+            // answer shows `cancelled`, as 2025-11-25 asks.
+            let limit = Some(config.cancel_wait);
+            let task = match until_terminal(core, task, &req.ctx.cancel, limit).await {
+                Ok(Waited::Finished(task) | Waited::GaveUp(task)) => task,
+                Err(e) => return req.error(store_fault(&e)),
+            };
+            req.result(McpResult::complete(legacy_task(
+                &task,
+                core.queue_position(id),
+                config.timing(),
+            )))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Agent tasks as MCP tasks, in both protocol eras, from the agent's own task store.
+//!
+//! The agent task *is* the MCP task: the MCP `taskId` is the agent task's UUID (v4, random), so
+//! `tasks/*` and `agent_status` read the same record, and a task created in one era can be read
+//! or cancelled in the other. The layer sits between rate limiting and validation, so an
+//! `agent_run` with invalid arguments is answered by the inner layers as a tool error and is
+//! passed back unchanged: only a task the inner service actually stored becomes an MCP task.
+//!
+//! **2026-07-28, `io.modelcontextprotocol/tasks`.** `server/discover` advertises
+//! `capabilities.extensions["io.modelcontextprotocol/tasks"] = {}`. A `tools/call` of
+//! `agent_run` whose own `_meta` client capabilities declare the extension answers with a flat
+//! `CreateTaskResult` (`resultType: "task"`), returned only after the task is stored, so an
+//! immediate `tasks/get` finds it. Without the declaration `agent_run` answers with its text as
+//! before. Statuses: `queued`/`planning`/`running` → `working` (the `statusMessage` says which,
+//! with the queue position while queued), `completed` → `completed`, `failed` → `completed`
+//! with `isError: true` (a tool-level failure), `cancelled` → `cancelled`. `tasks/get` inlines
+//! the final `CallToolResult`, whose text is exactly the `agent_status` text; `tasks/cancel` and
+//! `tasks/update` answer with the empty ack (terminal tasks included); `tasks/result` and
+//! `tasks/list` are -32601. A request that did not declare the extension gets -32021 with
+//! `data.requiredCapabilities` before anything else is checked; an unknown id, a malformed id
+//! and another identity's task are all -32602.
+//!
+//! **2025-11-25 experimental tasks.** `initialize` (negotiating 2025-11-25) advertises
+//! `tasks: {cancel, requests.tools.call}`; that era's `tools/list` marks `agent_run`
+//! `execution.taskSupport: "optional"`; `tools/call` with `params.task` answers with
+//! `{task: {…, ttl, pollInterval}}`; `tasks/get` returns the task; `tasks/result` waits until the
+//! task is terminal (or the client cancels the request) and returns the `CallToolResult` with
+//! `_meta["io.modelcontextprotocol/related-task"]`; `tasks/cancel` returns the cancelled task and
+//! -32602 for a terminal one (a running task is given [`TasksLayer::with_cancel_wait`] to
+//! stop, so the answer normally already says `cancelled`). There, `failed` stays `failed`.
+//! Capabilities and `execution` are shown to 2025-11-25 only; `params.task` and `tasks/*` are
+//! honoured for any 2025 revision, since a client that sends them speaks 2025-11-25 tasks even
+//! when a stateless HTTP request lacks its `MCP-Protocol-Version` header.
+//!
+//! **Cancellation** goes through [`AgentCore::cancel`](crate::agent::AgentCore::cancel): a queued
+//! task leaves the queue at once; a running one has its token fired, which aborts the Ollama
+//! request. Waiting (`tasks/result`, the legacy cancel) wakes on
+//! [`AgentCore::notify_task_changed`](crate::agent::AgentCore::notify_task_changed) instead of
+//! polling the store.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use agent_mcp::agent::Agent;
+//! use agent_mcp::config::Config;
+//! use agent_mcp::layers::tasks::TasksLayer;
+//! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
+//! use agent_mcp::service::AgentService;
+//! use agent_mcp::store::MemoryStore;
+//! use serde_json::{Map, json};
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(TasksLayer::new(agent.core().clone(), Duration::from_secs(7 * 24 * 3600)))
+//!     .service(AgentService::new(agent.core().clone()));
+//!
+//! let request = |method: &str| McpRequest {
+//!     id: Some(RequestId::Number(1)),
+//!     method: method.to_owned(),
+//!     params: Map::new(),
+//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! };
+//!
+//! // Discovery advertises the extension.
+//! let discover = svc.ready().await?.call(request("server/discover")).await?;
+//! let body = discover.to_json().unwrap_or_default();
+//! assert_eq!(
+//!     body["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+//!     json!({})
+//! );
+//!
+//! // tasks/* from a request that did not declare the extension: -32021.
+//! let get = svc.ready().await?.call(request("tasks/get")).await?;
+//! assert_eq!(get.error_code(), Some(-32021));
+//! # Ok(()) }
+//! ```
+
+mod layer;
+mod legacy;
+mod lookup;
+mod modern;
+mod service;
+mod wire;
+
+pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksLayer};
+pub use service::Tasks;
+pub use wire::{RELATED_TASK, TASKS_EXTENSION, legacy_status, modern_status, status_message};
+
+#[cfg(test)]
+mod tests;

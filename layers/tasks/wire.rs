@@ -1,0 +1,320 @@
+//! How a stored agent task looks on the wire in each era: status mapping, the status message,
+//! timestamps, the final `CallToolResult`, and the JSON-RPC errors of the `tasks/*` methods.
+
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::agent::status::{render_status, state_message};
+use crate::agent::task::{Task, TaskState};
+use crate::protocol::{ErrorObject, code};
+
+/// The 2026-07-28 Tasks extension identifier.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The 2025-11-25 `_meta` key that ties a `tasks/result` payload to its task.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// Longest failure or cancellation reason copied into a `statusMessage`; the full text is in
+/// the final result.
+const MAX_REASON_CHARS: usize = 500;
+
+/// The 2026-07-28 status: everything not yet terminal is `working`, and a failed agent task is
+/// a *completed* tool call whose result has `isError: true` (a tool-level failure).
+pub fn modern_status(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Queued | TaskState::Planning | TaskState::Running => "working",
+        TaskState::Completed | TaskState::Failed => "completed",
+        TaskState::Cancelled => "cancelled",
+    }
+}
+
+/// The 2025-11-25 status: there a tool result with `isError: true` makes the task `failed`.
+pub fn legacy_status(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Queued | TaskState::Planning | TaskState::Running => "working",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Cancelled => "cancelled",
+    }
+}
+
+/// Says which agent state the task is in: the queue position while queued, the step while
+/// planning or running, the reason once failed or cancelled.
+pub fn status_message(task: &Task, queue_position: Option<usize>) -> String {
+    let base = state_message(task.state, queue_position);
+    match task.state {
+        TaskState::Planning | TaskState::Running if !task.current_task.is_empty() => {
+            format!("{base}（{}）", task.current_task)
+        }
+        TaskState::Failed | TaskState::Cancelled if !task.result.is_empty() => {
+            let reason: String = task.result.chars().take(MAX_REASON_CHARS).collect();
+            format!("{base} {reason}")
+        }
+        _ => base,
+    }
+}
+
+/// ISO 8601 / RFC 3339 in UTC with milliseconds, e.g. `2026-08-21T12:00:00.123Z`.
+pub fn timestamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// The `CallToolResult` a finished task stands for: exactly the `agent_status` text, flagged
+/// as an error unless the task completed.
+pub fn final_result(task: &Task) -> Map<String, Value> {
+    let mut body = Map::with_capacity(2);
+    body.insert(
+        "content".into(),
+        json!([{ "type": "text", "text": render_status(task, None) }]),
+    );
+    body.insert(
+        "isError".into(),
+        Value::Bool(task.state != TaskState::Completed),
+    );
+    body
+}
+
+/// What the task fields are rendered with besides the task itself.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskTiming {
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+}
+
+/// The 2026-07-28 `Task` fields (flat; `ttlMs`, `pollIntervalMs`).
+pub fn modern_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
+    let mut body = Map::with_capacity(8);
+    body.insert("taskId".into(), Value::from(task.id.to_string()));
+    body.insert("status".into(), Value::from(modern_status(task.state)));
+    body.insert(
+        "statusMessage".into(),
+        Value::from(status_message(task, position)),
+    );
+    body.insert("createdAt".into(), Value::from(timestamp(task.created_at)));
+    body.insert(
+        "lastUpdatedAt".into(),
+        Value::from(timestamp(task.updated_at)),
+    );
+    body.insert("ttlMs".into(), Value::from(timing.ttl_ms));
+    body.insert(
+        "pollIntervalMs".into(),
+        Value::from(timing.poll_interval_ms),
+    );
+    body
+}
+
+/// The 2026-07-28 `DetailedTask`: the task plus, once it is `completed`, its inlined result.
+pub fn detailed_task(
+    task: &Task,
+    position: Option<usize>,
+    timing: TaskTiming,
+) -> Map<String, Value> {
+    let mut body = modern_task(task, position, timing);
+    if matches!(task.state, TaskState::Completed | TaskState::Failed) {
+        body.insert("result".into(), Value::Object(final_result(task)));
+    }
+    body
+}
+
+/// The 2025-11-25 `Task` object (`ttl`, `pollInterval`).
+pub fn legacy_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
+    let mut body = Map::with_capacity(7);
+    body.insert("taskId".into(), Value::from(task.id.to_string()));
+    body.insert("status".into(), Value::from(legacy_status(task.state)));
+    body.insert(
+        "statusMessage".into(),
+        Value::from(status_message(task, position)),
+    );
+    body.insert("createdAt".into(), Value::from(timestamp(task.created_at)));
+    body.insert(
+        "lastUpdatedAt".into(),
+        Value::from(timestamp(task.updated_at)),
+    );
+    body.insert("ttl".into(), Value::from(timing.ttl_ms));
+    body.insert("pollInterval".into(), Value::from(timing.poll_interval_ms));
+    body
+}
+
+/// The task id an `agent_run` acknowledgement names (its `task_id:` line).
+pub fn accepted_task_id(text: &str) -> Option<Uuid> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("task_id: "))
+        .and_then(crate::agent::status::parse_uuid)
+}
+
+/// -32021: `tasks/*` from a request that did not declare the extension.
+pub fn extension_not_declared(method: &str) -> ErrorObject {
+    ErrorObject::new(
+        code::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "Missing required client capability: {method} belongs to the \
+             {TASKS_EXTENSION} extension; declare it in this request's \
+             _meta[\"io.modelcontextprotocol/clientCapabilities\"].extensions"
+        ),
+    )
+    .with_data(json!({
+        "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } }
+    }))
+}
+
+/// -32602: no such task for this caller (unknown, malformed, or another identity's).
+pub fn task_not_found(task_id: &str) -> ErrorObject {
+    ErrorObject::invalid_params(format!(
+        "Failed to retrieve task: Task not found ({task_id}). Pass a taskId returned by \
+         tools/call agent_run."
+    ))
+}
+
+/// -32602: `params.taskId` is missing or not a string.
+pub fn task_id_missing(method: &str) -> ErrorObject {
+    ErrorObject::invalid_params(format!(
+        "{method} needs params.taskId, the taskId returned by tools/call agent_run"
+    ))
+}
+
+/// -32603: the store could not be read or written.
+pub fn store_fault(e: &crate::store::StoreError) -> ErrorObject {
+    tracing::error!(error = %e, "task store failure");
+    ErrorObject::internal(format!(
+        "The task store failed ({e}). Try again; if it persists, check the server log."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn task(state: TaskState) -> Task {
+        let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+        t.state = state;
+        t.created_at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_787_313_600_123);
+        t.updated_at = t.created_at + Duration::from_secs(5);
+        t
+    }
+
+    const TIMING: TaskTiming = TaskTiming {
+        ttl_ms: 604_800_000,
+        poll_interval_ms: 1000,
+    };
+
+    #[test]
+    fn status_mapping_per_era() {
+        use TaskState::*;
+        let modern: Vec<_> = [Queued, Planning, Running, Completed, Failed, Cancelled]
+            .map(modern_status)
+            .into();
+        assert_eq!(
+            modern,
+            [
+                "working",
+                "working",
+                "working",
+                "completed",
+                "completed",
+                "cancelled"
+            ]
+        );
+        let legacy: Vec<_> = [Queued, Planning, Running, Completed, Failed, Cancelled]
+            .map(legacy_status)
+            .into();
+        assert_eq!(
+            legacy,
+            [
+                "working",
+                "working",
+                "working",
+                "completed",
+                "failed",
+                "cancelled"
+            ]
+        );
+    }
+
+    #[test]
+    fn status_messages_say_which_state() {
+        assert_eq!(
+            status_message(&task(TaskState::Queued), Some(2)),
+            "タスクは実行待ちです（待ち順: 2）。"
+        );
+        let mut running = task(TaskState::Running);
+        running.current_task = "ollama chat".into();
+        assert_eq!(
+            status_message(&running, None),
+            "タスクを実行しています。（ollama chat）"
+        );
+        let mut failed = task(TaskState::Failed);
+        failed.result = "x".repeat(600);
+        assert_eq!(
+            status_message(&failed, None),
+            format!("タスクが失敗しました。 {}", "x".repeat(500))
+        );
+    }
+
+    #[test]
+    fn modern_and_legacy_task_shapes_are_pinned() {
+        let t = task(TaskState::Queued);
+        assert_eq!(
+            Value::Object(modern_task(&t, Some(1), TIMING)),
+            json!({
+                "taskId": t.id.to_string(), "status": "working",
+                "statusMessage": "タスクは実行待ちです（待ち順: 1）。",
+                "createdAt": "2026-08-21T12:00:00.123Z",
+                "lastUpdatedAt": "2026-08-21T12:00:05.123Z",
+                "ttlMs": 604_800_000, "pollIntervalMs": 1000
+            })
+        );
+        assert_eq!(
+            Value::Object(legacy_task(&t, Some(1), TIMING)),
+            json!({
+                "taskId": t.id.to_string(), "status": "working",
+                "statusMessage": "タスクは実行待ちです（待ち順: 1）。",
+                "createdAt": "2026-08-21T12:00:00.123Z",
+                "lastUpdatedAt": "2026-08-21T12:00:05.123Z",
+                "ttl": 604_800_000, "pollInterval": 1000
+            })
+        );
+    }
+
+    #[test]
+    fn only_finished_tool_calls_inline_a_result() {
+        for state in [TaskState::Running, TaskState::Cancelled] {
+            assert!(!detailed_task(&task(state), None, TIMING).contains_key("result"));
+        }
+        let done = task(TaskState::Completed);
+        let body = detailed_task(&done, None, TIMING);
+        assert_eq!(body["result"]["isError"], json!(false));
+        assert_eq!(
+            body["result"]["content"][0]["text"],
+            json!(render_status(&done, None))
+        );
+        let failed = detailed_task(&task(TaskState::Failed), None, TIMING);
+        assert_eq!(failed["status"], json!("completed"));
+        assert_eq!(failed["result"]["isError"], json!(true));
+    }
+
+    #[test]
+    fn accepted_text_names_the_task() {
+        let id = Uuid::new_v4();
+        let text = format!(
+            "task_id: {id}\nsession_id: {}\nstatus: queued",
+            Uuid::new_v4()
+        );
+        assert_eq!(accepted_task_id(&text), Some(id));
+        assert_eq!(accepted_task_id("Invalid arguments"), None);
+    }
+
+    #[test]
+    fn undeclared_error_carries_required_capabilities() {
+        let e = extension_not_declared("tasks/get");
+        assert_eq!(e.code, -32021);
+        assert_eq!(
+            e.data,
+            Some(
+                json!({"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}})
+            )
+        );
+    }
+}
