@@ -1,0 +1,278 @@
+//! [`SqliteStore`]: the durable [`TaskStore`], one SQLite file in WAL mode.
+//!
+//! - Durability: `agent_run` answers after `insert_task` commits; with `synchronous = FULL`
+//!   (the default) that commit is on disk, power loss included. A killed process loses nothing
+//!   committed at any `synchronous` level (WAL).
+//! - Images are stored decoded, once per SHA-256 of their bytes, linked to the tasks that sent
+//!   them; a task that reaches a terminal state drops its links, and an image no unfinished
+//!   task links to is deleted. [`TaskStore::task`] never reads image bytes, so the
+//!   `agent_status` hot path and the queue hold none; the runner reads them with
+//!   [`TaskStore::task_images`].
+//! - Threads: every SQLite call runs on one of two dedicated threads (a writer and a reader),
+//!   never on the async executor; see `thread.rs` for why.
+//! - Failures (read-only file, full disk, I/O error) come back as [`StoreError::Unavailable`]
+//!   with what to do; the transaction rolls back, so nothing is half-written.
+
+mod queries;
+mod schema;
+mod thread;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use rusqlite::ErrorCode;
+use uuid::Uuid;
+
+use super::{StoreError, TaskStore};
+use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
+use crate::config::StoreConfig;
+use thread::ConnectionThread;
+
+/// How many tasks one purge transaction deletes, so other writes interleave with a large purge.
+const PURGE_BATCH: u32 = 500;
+
+/// Tasks, sessions and images in a SQLite file. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct SqliteStore {
+    writer: ConnectionThread,
+    reader: ConnectionThread,
+    /// The file, for error messages.
+    path: Arc<str>,
+    /// Held while the store is open: one process per file (see [`lock_exclusively`]).
+    _lock: std::fs::File,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the file at `config.path`, creating its folder, and migrates the
+    /// schema to the latest version.
+    pub async fn open(config: &StoreConfig) -> Result<SqliteStore, StoreError> {
+        let path = config.path.clone();
+        let synchronous = config.synchronous;
+        let shown: Arc<str> = path.display().to_string().into();
+        let opened = tokio::task::spawn_blocking(move || open_connections(&path, synchronous))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {shown}: {e}")))?;
+        let (lock, writer, reader) = opened.map_err(|e| {
+            StoreError::Unavailable(format!("cannot open the task store {shown}: {e}"))
+        })?;
+        let spawn = |name, conn| {
+            ConnectionThread::spawn(name, conn).map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the SQLite {name} thread: {e}"))
+            })
+        };
+        Ok(SqliteStore {
+            writer: spawn("writer", writer)?,
+            reader: spawn("reader", reader)?,
+            path: shown,
+            _lock: lock,
+        })
+    }
+
+    /// The file this store uses.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// From now on, refuses (`true`) or accepts (`false`) writes, as a read-only disk would:
+    /// every write fails with a store error and nothing is written. For maintenance windows
+    /// (copy the file while the server answers `agent_status`) and for tests.
+    pub async fn set_read_only(&self, read_only: bool) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        self.writer
+            .run(move |conn| {
+                conn.pragma_update(None, "query_only", read_only)
+                    .map_err(|e| describe(&path, e))
+            })
+            .await
+    }
+
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let path = self.path.clone();
+        self.writer
+            .run(move |conn| f(conn).map_err(|e| describe(&path, e)))
+            .await
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let path = self.path.clone();
+        self.reader
+            .run(move |conn| f(conn).map_err(|e| describe(&path, e)))
+            .await
+    }
+}
+
+type Opened = (std::fs::File, rusqlite::Connection, rusqlite::Connection);
+
+fn open_connections(
+    path: &Path,
+    synchronous: crate::config::Synchronous,
+) -> Result<Opened, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the folder {}: {e}", dir.display()))?;
+    }
+    let lock = lock_exclusively(path)?;
+    let writer = schema::open_writer(path, synchronous)?;
+    let reader = schema::open_reader(path)?;
+    Ok((lock, writer, reader))
+}
+
+/// Takes an exclusive lock on `<path>.lock` for as long as the returned file lives; the OS
+/// drops it when the process dies, SIGKILL included. Two servers on one file would each run
+/// the queue, and the second would fail the first's running task as "interrupted".
+fn lock_exclusively(path: &Path) -> Result<std::fs::File, String> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot open the lock file {}: {e}", lock_path.display()))?;
+    #[cfg(unix)]
+    {
+        use rustix::fs::{FlockOperation, flock};
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(format!(
+                    "another agent-mcp process is using {}; stop it, or give this one its own \
+                     store.path",
+                    path.display()
+                ));
+            }
+            Err(e) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
+        }
+    }
+    Ok(file)
+}
+
+/// A SQLite failure as a store error that says what to do about it.
+fn describe(path: &str, e: rusqlite::Error) -> StoreError {
+    let message = match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => format!(
+            "the disk holding {path} is full ({e}); free space there, or shorten store.retention"
+        ),
+        Some(ErrorCode::ReadOnly) => format!(
+            "{path} is read-only ({e}); make the file and its folder writable, or set store.path \
+             to a writable place"
+        ),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => format!(
+            "{path} is locked by another process ({e}); is a second agent-mcp using the same \
+             store.path?"
+        ),
+        Some(ErrorCode::SystemIoFailure) => {
+            format!("I/O error on {path} ({e}); check the disk")
+        }
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => format!(
+            "{path} is damaged or not an agent-mcp database ({e}); restore it from a backup or \
+             set store.path to a new file"
+        ),
+        _ => format!("{path}: {e}"),
+    };
+    StoreError::Unavailable(message)
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create_session(&self, session: &Session) -> Result<(), StoreError> {
+        let session = session.clone();
+        self.write(move |conn| queries::create_session(conn, &session))
+            .await
+    }
+
+    async fn session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
+        self.read(move |conn| queries::session(conn, id)).await
+    }
+
+    async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError> {
+        self.read(move |conn| queries::session_turns(conn, id))
+            .await?
+            .ok_or(StoreError::UnknownSession(id))
+    }
+
+    async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError> {
+        let turns = turns.to_vec();
+        let known = self
+            .write(move |conn| queries::append_turns(conn, id, &turns))
+            .await?;
+        if known {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownSession(id))
+        }
+    }
+
+    async fn insert_task(&self, task: &Task) -> Result<(), StoreError> {
+        let mut task = task.clone();
+        let images = std::mem::take(&mut task.images);
+        let path = self.path.clone();
+        // Decoding and hashing run on the writer thread too: CPU work of up to the image
+        // limit's size that does not belong on the executor.
+        self.writer
+            .run(move |conn| {
+                let images = queries::prepare_images(&images)?;
+                queries::insert_task(conn, &task, &images).map_err(|e| describe(&path, e))
+            })
+            .await
+    }
+
+    async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
+        self.read(move |conn| queries::task(conn, id)).await
+    }
+
+    async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
+        self.read(move |conn| queries::task_images(conn, id))
+            .await?
+            .ok_or(StoreError::UnknownTask(id))
+    }
+
+    async fn update_task(&self, task: &Task) -> Result<(), StoreError> {
+        let id = task.id;
+        // The runner saves progress with the images it holds; copying their bytes on every
+        // save would be wasted work, and the row does not hold them anyway.
+        let task = queries::without_images(task);
+        let known = self
+            .write(move |conn| queries::update_task(conn, &task))
+            .await?;
+        if known {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownTask(id))
+        }
+    }
+
+    async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError> {
+        self.read(move |conn| queries::tasks_in_state(conn, state))
+            .await
+    }
+
+    async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError> {
+        let cutoff = queries::to_ns(finished_before);
+        let mut purged = 0;
+        loop {
+            let n = self
+                .write(move |conn| queries::purge_batch(conn, cutoff, PURGE_BATCH))
+                .await?;
+            purged += n;
+            if n < u64::from(PURGE_BATCH) {
+                break;
+            }
+        }
+        self.write(queries::sweep_images).await?;
+        Ok(purged)
+    }
+}

@@ -1,0 +1,417 @@
+//! The blocking SQL behind each store operation. Every function runs on a connection
+//! thread; writes that touch more than one row run in one transaction.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::agent::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
+use crate::store::StoreError;
+
+/// An image keyed by the SHA-256 of its decoded bytes, ready to store. `data` is the standard
+/// base64 text exactly as the client sent it: that is what Ollama takes, so it is stored as is
+/// and never decoded or re-encoded on the way to the model.
+pub(super) struct StoredImage<'a> {
+    pub mime_type: &'a str,
+    pub sha256: [u8; 32],
+    pub data: &'a [u8],
+}
+
+/// Keys a task's images by content. The image layer has normally hashed them already (the one
+/// decode on the request path); only images that arrive without a hash (a library caller
+/// that bypasses the layer) are decoded here, which also rejects invalid base64.
+pub(super) fn prepare_images(images: &[TaskImage]) -> Result<Vec<StoredImage<'_>>, StoreError> {
+    images
+        .iter()
+        .enumerate()
+        .map(|(index, image)| {
+            let sha256 = match image.sha256 {
+                Some(hash) => hash,
+                None => {
+                    let data = STANDARD.decode(&image.data_base64).map_err(|e| {
+                        StoreError::InvalidImage {
+                            index,
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    Sha256::digest(&data).into()
+                }
+            };
+            Ok(StoredImage {
+                mime_type: &image.mime_type,
+                sha256,
+                data: image.data_base64.as_bytes(),
+            })
+        })
+        .collect()
+}
+
+/// A copy of `task` without its images. Every field is named, so a new `Task` field fails to
+/// compile here until the schema stores it too.
+pub(super) fn without_images(task: &Task) -> Task {
+    Task {
+        id: task.id,
+        session_id: task.session_id,
+        owner: task.owner.clone(),
+        request: task.request.clone(),
+        temperature: task.temperature,
+        images: Vec::new(),
+        state: task.state,
+        steps_done: task.steps_done,
+        steps_total: task.steps_total,
+        current_task: task.current_task.clone(),
+        tokens: task.tokens,
+        critical_path_tokens: task.critical_path_tokens,
+        result: task.result.clone(),
+        created_at: task.created_at,
+        updated_at: task.updated_at,
+    }
+}
+
+const TASK_COLUMNS: &str = "id, session_id, owner, request, temperature, state, steps_done, \
+    steps_total, current_task, input_tokens, output_tokens, critical_path_tokens, result, \
+    created_at_ns, updated_at_ns";
+
+/// Nanoseconds since the Unix epoch (negative before it), saturating at the i64 range
+/// (years 1677 to 2262).
+pub(super) fn to_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    }
+}
+
+pub(super) fn from_ns(ns: i64) -> SystemTime {
+    let magnitude = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        UNIX_EPOCH.checked_add(magnitude)
+    } else {
+        UNIX_EPOCH.checked_sub(magnitude)
+    }
+    .unwrap_or(UNIX_EPOCH)
+}
+
+/// Counters are u64 in memory and i64 in SQLite; anything past i64::MAX is pinned there.
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn bad_column(index: usize, what: &str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, what.to_owned().into())
+}
+
+fn uuid_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Uuid> {
+    let text: String = row.get(index)?;
+    Uuid::parse_str(&text).map_err(|_| bad_column(index, "not a UUID"))
+}
+
+fn state_from(text: &str) -> Option<TaskState> {
+    Some(match text {
+        "queued" => TaskState::Queued,
+        "planning" => TaskState::Planning,
+        "running" => TaskState::Running,
+        "completed" => TaskState::Completed,
+        "failed" => TaskState::Failed,
+        "cancelled" => TaskState::Cancelled,
+        _ => return None,
+    })
+}
+
+fn task_from(row: &Row<'_>) -> rusqlite::Result<Task> {
+    let state: String = row.get(5)?;
+    let state = state_from(&state).ok_or_else(|| bad_column(5, "not a task state"))?;
+    let count = |i: usize| -> rusqlite::Result<u64> {
+        Ok(u64::try_from(row.get::<_, i64>(i)?).unwrap_or(0))
+    };
+    let steps = |i: usize| -> rusqlite::Result<u32> {
+        Ok(u32::try_from(row.get::<_, i64>(i)?).unwrap_or(0))
+    };
+    Ok(Task {
+        id: uuid_at(row, 0)?,
+        session_id: uuid_at(row, 1)?,
+        owner: row.get(2)?,
+        request: row.get(3)?,
+        temperature: row.get(4)?,
+        images: Vec::new(),
+        state,
+        steps_done: steps(6)?,
+        steps_total: steps(7)?,
+        current_task: row.get(8)?,
+        tokens: TokenUsage {
+            input: count(9)?,
+            output: count(10)?,
+        },
+        critical_path_tokens: count(11)?,
+        result: row.get(12)?,
+        created_at: from_ns(row.get(13)?),
+        updated_at: from_ns(row.get(14)?),
+    })
+}
+
+/// When a terminal task finished, for retention; `None` while it is unfinished.
+fn finished_at(task: &Task) -> Option<i64> {
+    task.state.is_terminal().then(|| to_ns(task.updated_at))
+}
+
+pub(super) fn create_session(conn: &Connection, session: &Session) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT INTO sessions (id, owner, created_at_ns) VALUES (?1, ?2, ?3)")?
+        .execute(params![
+            session.id.to_string(),
+            session.owner,
+            to_ns(session.created_at)
+        ])?;
+    Ok(())
+}
+
+pub(super) fn session(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Session>> {
+    conn.prepare_cached("SELECT id, owner, created_at_ns FROM sessions WHERE id = ?1")?
+        .query_row([id.to_string()], |row| {
+            Ok(Session {
+                id: uuid_at(row, 0)?,
+                owner: row.get(1)?,
+                created_at: from_ns(row.get(2)?),
+            })
+        })
+        .optional()
+}
+
+fn session_exists(conn: &Connection, id: Uuid) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .exists([id.to_string()])
+}
+
+/// `None` when the session is unknown.
+pub(super) fn session_turns(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Vec<Turn>>> {
+    if !session_exists(conn, id)? {
+        return Ok(None);
+    }
+    let mut stmt =
+        conn.prepare_cached("SELECT role, content FROM turns WHERE session_id = ?1 ORDER BY seq")?;
+    let turns = stmt
+        .query_map([id.to_string()], |row| {
+            let role = match row.get::<_, String>(0)?.as_str() {
+                "user" => TurnRole::User,
+                "assistant" => TurnRole::Assistant,
+                _ => return Err(bad_column(0, "not a turn role")),
+            };
+            Ok(Turn {
+                role,
+                content: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some(turns))
+}
+
+/// `false` when the session is unknown (nothing is written then).
+pub(super) fn append_turns(
+    conn: &mut Connection,
+    id: Uuid,
+    turns: &[Turn],
+) -> rusqlite::Result<bool> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !session_exists(&tx, id)? {
+        return Ok(false);
+    }
+    {
+        let mut insert =
+            tx.prepare_cached("INSERT INTO turns (session_id, role, content) VALUES (?1, ?2, ?3)")?;
+        for turn in turns {
+            let role = match turn.role {
+                TurnRole::User => "user",
+                TurnRole::Assistant => "assistant",
+            };
+            insert.execute(params![id.to_string(), role, turn.content])?;
+        }
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// The task row and its images in one transaction: all of it is stored, or none.
+pub(super) fn insert_task(
+    conn: &mut Connection,
+    task: &Task,
+    images: &[StoredImage],
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let id = task.id.to_string();
+    tx.prepare_cached(&format!(
+        "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    ))?
+    .execute(params![
+        id,
+        task.session_id.to_string(),
+        task.owner,
+        task.request,
+        task.temperature,
+        task.state.as_str(),
+        task.steps_done,
+        task.steps_total,
+        task.current_task,
+        to_i64(task.tokens.input),
+        to_i64(task.tokens.output),
+        to_i64(task.critical_path_tokens),
+        task.result,
+        to_ns(task.created_at),
+        to_ns(task.updated_at),
+        finished_at(task),
+    ])?;
+    // A task that is already terminal holds no images (they would never be released).
+    if !task.state.is_terminal() {
+        let mut keep = tx.prepare_cached(
+            "INSERT INTO images (sha256, data) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+        )?;
+        let mut link = tx.prepare_cached(
+            "INSERT INTO task_images (task_id, position, mime_type, sha256) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for (position, image) in images.iter().enumerate() {
+            keep.execute(params![image.sha256, image.data])?;
+            link.execute(params![id, position as i64, image.mime_type, image.sha256])?;
+        }
+    }
+    tx.commit()
+}
+
+pub(super) fn task(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Task>> {
+    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?
+        .query_row([id.to_string()], task_from)
+        .optional()
+}
+
+/// `None` when the task is unknown.
+pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Vec<TaskImage>>> {
+    let images = conn
+        .prepare_cached(
+            "SELECT ti.mime_type, i.data FROM task_images ti \
+             JOIN images i ON i.sha256 = ti.sha256 \
+             WHERE ti.task_id = ?1 ORDER BY ti.position",
+        )?
+        .query_map([id.to_string()], |row| {
+            Ok(TaskImage {
+                mime_type: row.get(0)?,
+                data_base64: String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned(),
+                sha256: None,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    if images.is_empty()
+        && !conn
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .exists([id.to_string()])?
+    {
+        return Ok(None);
+    }
+    Ok(Some(images))
+}
+
+/// `false` when the task is unknown. A terminal state releases the task's images.
+pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Result<bool> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let id = task.id.to_string();
+    let changed = tx
+        .prepare_cached(
+            "UPDATE tasks SET session_id = ?2, owner = ?3, request = ?4, temperature = ?5, \
+             state = ?6, steps_done = ?7, steps_total = ?8, current_task = ?9, \
+             input_tokens = ?10, output_tokens = ?11, critical_path_tokens = ?12, result = ?13, \
+             created_at_ns = ?14, updated_at_ns = ?15, \
+             finished_at_ns = CASE WHEN ?16 IS NULL THEN NULL \
+                                   ELSE COALESCE(finished_at_ns, ?16) END \
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            id,
+            task.session_id.to_string(),
+            task.owner,
+            task.request,
+            task.temperature,
+            task.state.as_str(),
+            task.steps_done,
+            task.steps_total,
+            task.current_task,
+            to_i64(task.tokens.input),
+            to_i64(task.tokens.output),
+            to_i64(task.critical_path_tokens),
+            task.result,
+            to_ns(task.created_at),
+            to_ns(task.updated_at),
+            finished_at(task),
+        ])?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    if task.state.is_terminal() {
+        release_images(&tx, &id)?;
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// Unlinks a task's images and deletes those no other task refers to.
+fn release_images(conn: &Connection, task_id: &str) -> rusqlite::Result<()> {
+    let hashes = conn
+        .prepare_cached("DELETE FROM task_images WHERE task_id = ?1 RETURNING sha256")?
+        .query_map([task_id], |row| row.get::<_, Vec<u8>>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut drop_unused = conn.prepare_cached(
+        "DELETE FROM images WHERE sha256 = ?1 \
+         AND NOT EXISTS (SELECT 1 FROM task_images WHERE sha256 = ?1)",
+    )?;
+    for hash in hashes {
+        drop_unused.execute([hash])?;
+    }
+    Ok(())
+}
+
+pub(super) fn tasks_in_state(conn: &Connection, state: TaskState) -> rusqlite::Result<Vec<Task>> {
+    conn.prepare_cached(&format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE state = ?1 ORDER BY seq"
+    ))?
+    .query_map([state.as_str()], task_from)?
+    .collect()
+}
+
+/// Deletes up to `limit` terminal tasks that finished before `cutoff_ns`, with anything they
+/// still link to. Returns how many tasks went.
+pub(super) fn purge_batch(
+    conn: &mut Connection,
+    cutoff_ns: i64,
+    limit: u32,
+) -> rusqlite::Result<u64> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let ids = tx
+        .prepare_cached(
+            "DELETE FROM tasks WHERE seq IN (\
+                 SELECT seq FROM tasks WHERE finished_at_ns < ?1 \
+                 AND state IN ('completed', 'failed', 'cancelled') LIMIT ?2) \
+             RETURNING id",
+        )?
+        .query_map(params![cutoff_ns, limit], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for id in &ids {
+        release_images(&tx, id)?;
+    }
+    tx.commit()?;
+    Ok(ids.len() as u64)
+}
+
+/// Removes image links of tasks that no longer exist and images nothing links to. Cheap: only
+/// unfinished tasks have links.
+pub(super) fn sweep_images(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute(
+        "DELETE FROM task_images WHERE task_id NOT IN (SELECT id FROM tasks)",
+        [],
+    )?;
+    tx.execute(
+        "DELETE FROM images WHERE sha256 NOT IN (SELECT sha256 FROM task_images)",
+        [],
+    )?;
+    tx.commit()
+}

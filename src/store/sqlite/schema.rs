@@ -1,0 +1,132 @@
+//! Opening the database file and bringing its schema up to date.
+//!
+//! Migrations are numbered by their place in [`MIGRATIONS`]; `PRAGMA user_version` records
+//! how many have run. Each runs in its own transaction with its version bump, so a crash
+//! mid-migration leaves the previous version intact. Never edit a published migration: append
+//! a new one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::config::Synchronous;
+
+/// Schema migrations, oldest first; entry `i` takes `user_version` from `i` to `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: tasks, sessions with their turns, and images stored once per content hash.
+    "CREATE TABLE sessions (
+        id TEXT PRIMARY KEY NOT NULL,
+        owner TEXT,
+        created_at_ns INTEGER NOT NULL
+    );
+    CREATE TABLE turns (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL
+    );
+    CREATE INDEX turns_by_session ON turns (session_id, seq);
+    CREATE TABLE tasks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        owner TEXT,
+        request TEXT NOT NULL,
+        temperature REAL,
+        state TEXT NOT NULL CHECK (state IN
+            ('queued', 'planning', 'running', 'completed', 'failed', 'cancelled')),
+        steps_done INTEGER NOT NULL,
+        steps_total INTEGER NOT NULL,
+        current_task TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        critical_path_tokens INTEGER NOT NULL,
+        result TEXT NOT NULL,
+        created_at_ns INTEGER NOT NULL,
+        updated_at_ns INTEGER NOT NULL,
+        finished_at_ns INTEGER
+    );
+    CREATE INDEX tasks_by_state ON tasks (state, seq);
+    CREATE INDEX tasks_by_finish ON tasks (finished_at_ns) WHERE finished_at_ns IS NOT NULL;
+    -- data: the image as the standard base64 text the client sent (what Ollama takes).
+    CREATE TABLE images (
+        sha256 BLOB PRIMARY KEY NOT NULL,
+        data BLOB NOT NULL
+    );
+    CREATE TABLE task_images (
+        task_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        mime_type TEXT NOT NULL,
+        sha256 BLOB NOT NULL,
+        PRIMARY KEY (task_id, position)
+    ) WITHOUT ROWID;
+    CREATE INDEX task_images_by_hash ON task_images (sha256);",
+];
+
+/// How long a statement waits for a lock held by another connection (the other thread, or a
+/// backup tool) before it fails with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens (creating if needed) the writer connection: WAL, the given `synchronous`, and the
+/// schema migrated to the latest version.
+pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, String> {
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| e.to_string())?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!(
+            "SQLite refused WAL mode (journal_mode is {mode}); put store.path on a local disk"
+        ));
+    }
+    conn.pragma_update(None, "synchronous", synchronous.as_str())
+        .map_err(|e| e.to_string())?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Opens a connection that only reads (`query_only`); WAL lets it read while the writer
+/// commits.
+pub(super) fn open_reader(path: &Path) -> Result<Connection, String> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| e.to_string())?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// Runs every migration newer than the file's `user_version`. Returns the version reached.
+pub(super) fn migrate(conn: &mut Connection) -> Result<usize, String> {
+    let current: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    let current = usize::try_from(current).unwrap_or(usize::MAX);
+    let latest = MIGRATIONS.len();
+    if current > latest {
+        return Err(format!(
+            "the database has schema version {current}, newer than this agent-mcp knows \
+             ({latest}); run a newer agent-mcp, or set store.path to another file"
+        ));
+    }
+    for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let next = version + 1;
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        tx.execute_batch(sql)
+            .and_then(|()| tx.pragma_update(None, "user_version", next as i64))
+            .and_then(|()| tx.commit())
+            .map_err(|e| format!("schema migration {next} failed: {e}"))?;
+    }
+    Ok(latest)
+}

@@ -1,0 +1,376 @@
+use std::time::{Duration, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+use super::*;
+use crate::agent::task::{TokenUsage, TurnRole};
+use crate::config::{StoreConfig, Synchronous};
+
+async fn open(dir: &tempfile::TempDir) -> SqliteStore {
+    SqliteStore::open(&StoreConfig::sqlite_at(dir.path().join("db/tasks.db")))
+        .await
+        .unwrap()
+}
+
+/// A second, plain connection for looking at the file from outside the store.
+fn peek(dir: &tempfile::TempDir) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.path().join("db/tasks.db")).unwrap()
+}
+
+fn count(conn: &rusqlite::Connection, table: &str) -> i64 {
+    conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+fn image(bytes: &[u8]) -> TaskImage {
+    TaskImage::new("image/png", STANDARD.encode(bytes))
+}
+
+fn full_task(session: Uuid) -> Task {
+    let mut t = Task::new(
+        session,
+        Some("alice".into()),
+        "Fix the build ✓".into(),
+        Some(0.25),
+    );
+    t.state = TaskState::Running;
+    t.steps_done = 2;
+    t.steps_total = 5;
+    t.current_task = "compile: run_command".into();
+    t.tokens = TokenUsage {
+        input: 1536,
+        output: 284,
+    };
+    t.critical_path_tokens = 999;
+    t.result = "partial\nresult".into();
+    t.created_at = UNIX_EPOCH + Duration::new(1_786_000_000, 123_456_789);
+    t.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
+    t
+}
+
+#[tokio::test]
+async fn migrations_run_once_and_refuse_a_newer_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(&dir).await);
+    let conn = peek(&dir);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::MIGRATIONS.len() as i64);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // Reopening finds nothing to do.
+    drop(open(&dir).await);
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = SqliteStore::open(&StoreConfig::sqlite_at(dir.path().join("db/tasks.db")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("schema version 99, newer"), "{err}");
+}
+
+#[tokio::test]
+async fn one_process_per_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let err = SqliteStore::open(&StoreConfig::sqlite_at(dir.path().join("db/tasks.db")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("another agent-mcp process is using"), "{err}");
+    drop(store);
+    drop(open(&dir).await);
+}
+
+#[tokio::test]
+async fn synchronous_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::sqlite_at(dir.path().join("t.db"));
+    config.synchronous = Synchronous::Normal;
+    let store = SqliteStore::open(&config).await.unwrap();
+    let level: i64 = store
+        .writer
+        .run(|c| {
+            Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))
+                .unwrap())
+        })
+        .await
+        .unwrap();
+    assert_eq!(level, 1, "NORMAL is 1");
+    assert_eq!(StoreConfig::default().synchronous, Synchronous::Full);
+}
+
+#[tokio::test]
+async fn every_task_field_round_trips_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = Session::new(Some("alice".into()));
+    store.create_session(&session).await.unwrap();
+    let mut task = full_task(session.id);
+    store.insert_task(&task).await.unwrap();
+    assert_eq!(store.task(task.id).await.unwrap().as_ref(), Some(&task));
+
+    task.state = TaskState::Completed;
+    task.steps_done = 5;
+    task.current_task.clear();
+    task.tokens.add(10, 20);
+    task.critical_path_tokens = 1234;
+    task.result = "done".into();
+    task.temperature = None;
+    task.owner = None;
+    task.updated_at += Duration::from_nanos(1);
+    store.update_task(&task).await.unwrap();
+    drop(store);
+
+    let store = open(&dir).await;
+    assert_eq!(store.task(task.id).await.unwrap(), Some(task.clone()));
+    assert_eq!(store.session(session.id).await.unwrap(), Some(session));
+    assert!(store.task(Uuid::new_v4()).await.unwrap().is_none());
+    let unknown = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    assert!(matches!(
+        store.update_task(&unknown).await,
+        Err(StoreError::UnknownTask(_))
+    ));
+}
+
+#[tokio::test]
+async fn sessions_keep_their_turns_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = Session::new(None);
+    store.create_session(&session).await.unwrap();
+    assert!(store.session_turns(session.id).await.unwrap().is_empty());
+    let turns = [
+        Turn {
+            role: TurnRole::User,
+            content: "one".into(),
+        },
+        Turn {
+            role: TurnRole::Assistant,
+            content: "two".into(),
+        },
+    ];
+    store.append_turns(session.id, &turns).await.unwrap();
+    store.append_turns(session.id, &turns[..1]).await.unwrap();
+    drop(store);
+    let store = open(&dir).await;
+    let back = store.session_turns(session.id).await.unwrap();
+    assert_eq!(back, [turns[0].clone(), turns[1].clone(), turns[0].clone()]);
+    let other = Uuid::new_v4();
+    assert!(matches!(
+        store.session_turns(other).await,
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.append_turns(other, &turns).await,
+        Err(StoreError::UnknownSession(_))
+    ));
+}
+
+#[tokio::test]
+async fn queued_tasks_come_back_in_order_without_image_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut t = Task::new(Uuid::new_v4(), None, format!("r{i}"), None);
+        t.images = vec![image(format!("img{i}").as_bytes())];
+        store.insert_task(&t).await.unwrap();
+        ids.push(t.id);
+    }
+    drop(store);
+    let store = open(&dir).await;
+    let queued = store.tasks_in_state(TaskState::Queued).await.unwrap();
+    assert_eq!(queued.iter().map(|t| t.id).collect::<Vec<_>>(), ids);
+    assert!(queued.iter().all(|t| t.images.is_empty()));
+    assert!(store.task(ids[0]).await.unwrap().unwrap().images.is_empty());
+    assert_eq!(store.task_images(ids[3]).await.unwrap(), [image(b"img3")]);
+    assert!(matches!(
+        store.task_images(Uuid::new_v4()).await,
+        Err(StoreError::UnknownTask(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_image_is_stored_once_and_released_with_its_last_unfinished_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let conn = peek(&dir);
+    let shared = image(&[7u8; 4096]);
+    let own = image(&[9u8; 100]);
+    let mut a = Task::new(Uuid::new_v4(), None, "a".into(), None);
+    a.images = vec![shared.clone(), own.clone()];
+    let mut b = Task::new(Uuid::new_v4(), None, "b".into(), None);
+    b.images = vec![shared.clone(), shared.clone()];
+    store.insert_task(&a).await.unwrap();
+    store.insert_task(&b).await.unwrap();
+    assert_eq!(count(&conn, "images"), 2, "one row per distinct image");
+    assert_eq!(count(&conn, "task_images"), 4);
+    // Stored as the base64 text the client sent (what Ollama takes), keyed by the decoded
+    // bytes' hash.
+    let hash: Vec<u8> = conn
+        .query_row(
+            "SELECT sha256 FROM images WHERE data = ?1",
+            [shared.data_base64.as_bytes()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    use sha2::Digest as _;
+    assert_eq!(hash, sha2::Sha256::digest([7u8; 4096]).to_vec());
+    assert_eq!(
+        store.task_images(b.id).await.unwrap(),
+        [shared.clone(), shared.clone()]
+    );
+
+    // a ends: its own image goes, the shared one stays for b.
+    a.fail("x");
+    store.update_task(&a).await.unwrap();
+    assert_eq!(count(&conn, "images"), 1);
+    assert!(store.task_images(a.id).await.unwrap().is_empty());
+    assert_eq!(store.task_images(b.id).await.unwrap().len(), 2);
+    // A running b still holds it.
+    b.transition(TaskState::Running);
+    store.update_task(&b).await.unwrap();
+    assert_eq!(count(&conn, "images"), 1);
+    b.transition(TaskState::Cancelled);
+    store.update_task(&b).await.unwrap();
+    assert_eq!(count(&conn, "images"), 0);
+    assert_eq!(count(&conn, "task_images"), 0);
+}
+
+#[tokio::test]
+async fn purge_respects_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let hour = Duration::from_secs(3600);
+    let now = SystemTime::now();
+    let mut old = Task::new(Uuid::new_v4(), None, "old".into(), None);
+    let mut recent = Task::new(Uuid::new_v4(), None, "recent".into(), None);
+    let mut old_queued = Task::new(Uuid::new_v4(), None, "queued".into(), None);
+    old_queued.created_at = now - 48 * hour;
+    old_queued.updated_at = now - 48 * hour;
+    for t in [&old, &recent, &old_queued] {
+        store.insert_task(t).await.unwrap();
+    }
+    old.fail("x");
+    old.updated_at = now - 2 * hour;
+    store.update_task(&old).await.unwrap();
+    recent.transition(TaskState::Completed);
+    store.update_task(&recent).await.unwrap();
+
+    assert_eq!(store.purge_finished(now - 3 * hour).await.unwrap(), 0);
+    assert_eq!(store.purge_finished(now - hour).await.unwrap(), 1);
+    assert!(store.task(old.id).await.unwrap().is_none());
+    assert!(store.task(recent.id).await.unwrap().is_some());
+    assert!(store.task(old_queued.id).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn purge_runs_in_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let then = SystemTime::now() - Duration::from_secs(7200);
+    for _ in 0..(PURGE_BATCH + 3) {
+        let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+        t.state = TaskState::Completed;
+        t.updated_at = then;
+        store.insert_task(&t).await.unwrap();
+    }
+    let cutoff = SystemTime::now() - Duration::from_secs(3600);
+    assert_eq!(
+        store.purge_finished(cutoff).await.unwrap(),
+        u64::from(PURGE_BATCH) + 3
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_store_writes_nothing_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = Session::new(None);
+    store.create_session(&session).await.unwrap();
+    store.set_read_only(true).await.unwrap();
+    let mut t = Task::new(session.id, None, "x".into(), None);
+    t.images = vec![image(b"png")];
+    let err = store.insert_task(&t).await.unwrap_err().to_string();
+    assert!(err.contains("is read-only"), "{err}");
+    assert!(err.contains("tasks.db"), "{err}");
+    let conn = peek(&dir);
+    assert_eq!(count(&conn, "tasks"), 0);
+    assert_eq!(count(&conn, "images"), 0);
+    assert_eq!(count(&conn, "task_images"), 0);
+    // Reads still work, and writes resume once allowed.
+    assert!(store.session(session.id).await.unwrap().is_some());
+    store.set_read_only(false).await.unwrap();
+    store.insert_task(&t).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_disk_rolls_the_task_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    // `max_page_count` makes SQLite report SQLITE_FULL exactly as a full disk does.
+    store
+        .writer
+        .run(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+            c.pragma_update(None, "max_page_count", pages + 4).unwrap();
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![image(&[1u8; 64 * 1024])];
+    let err = store.insert_task(&t).await.unwrap_err().to_string();
+    assert!(err.contains("is full"), "{err}");
+    let conn = peek(&dir);
+    assert_eq!(count(&conn, "tasks"), 0);
+    assert_eq!(count(&conn, "images"), 0);
+    assert_eq!(count(&conn, "task_images"), 0);
+    assert!(store.task(t.id).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn bad_base64_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![image(b"ok"), TaskImage::new("image/png", "not base64!")];
+    let err = store.insert_task(&t).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidImage { index: 1, .. }),
+        "{err}"
+    );
+    assert!(store.task(t.id).await.unwrap().is_none());
+}
+
+#[test]
+fn timestamps_keep_nanoseconds_and_saturate() {
+    let t = UNIX_EPOCH + Duration::new(1_786_000_000, 1);
+    assert_eq!(queries::from_ns(queries::to_ns(t)), t);
+    let before = UNIX_EPOCH - Duration::from_secs(5);
+    assert_eq!(queries::from_ns(queries::to_ns(before)), before);
+}
+
+#[tokio::test]
+async fn a_hash_from_the_image_layer_is_used_without_decoding_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let conn = peek(&dir);
+    // Not base64 at all: had the store decoded it, the insert would fail.
+    let mut pre_hashed = TaskImage::new("image/png", "already-validated");
+    pre_hashed.sha256 = Some([5u8; 32]);
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![pre_hashed];
+    store.insert_task(&t).await.unwrap();
+    let hash: Vec<u8> = conn
+        .query_row("SELECT sha256 FROM images", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(hash, vec![5u8; 32]);
+    let loaded = store.task_images(t.id).await.unwrap();
+    assert_eq!(loaded[0].data_base64, "already-validated");
+}
