@@ -1,15 +1,39 @@
-//! Runs one task: the chat with Ollama, progress into the store, the outcome into the session.
+//! Runs one task: planning, the steps, the final answer, and the outcome into the session.
+//!
+//! ```text
+//! queued ──► planning (agent.planning) ──► running ──► completed | failed | cancelled
+//!              one /api/chat with the        steps in dependency order
+//!              plan schema as `format`       (step.rs: the tool-calling loop),
+//!              (a bad plan → one step        then a short synthesis when the
+//!              "ollama chat (plan            plan has several leaves
+//!              rejected: …)")
+//! ```
+//!
+//! Before any model call the runner asks `/api/show` for the model's capabilities: images
+//! without `vision` fail the task at once, and the workspace tools are offered only with
+//! `tools`.
+
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
 use super::AgentCore;
-use super::task::{Task, TaskState, Turn, TurnRole};
-use crate::ollama::{ChatOptions, ChatRequest, Message, OllamaError};
+use super::plan::{Plan, plan_schema};
+use super::step::Engine;
+use super::step_progress::Progress;
+use super::step_schedule::{ScheduleError, run_steps};
+use super::task::{TaskState, Turn, TurnRole};
+use super::tools::{PathError, Toolbox};
+use crate::ollama::{Message, OllamaError};
 
 /// The title of the single step a task runs as when it is not planned.
 pub const SINGLE_STEP_TITLE: &str = "ollama chat";
+/// `current_task` while the model plans.
+pub const PLANNING_LABEL: &str = "planning";
+/// `current_task` while the model writes the answer from several steps' results.
+pub const FINAL_ANSWER_LABEL: &str = "final answer";
 
 /// Runs the queued task `id` to a terminal state. Never panics; every failure ends the task
 /// `failed` with a reason.
@@ -23,18 +47,217 @@ pub async fn run_task(core: &AgentCore, id: Uuid, cancel: CancellationToken) {
             return;
         }
     };
-    task.transition(TaskState::Running);
-    task.steps_done = 0;
-    task.steps_total = 1;
-    task.current_task = SINGLE_STEP_TITLE.to_owned();
-    save(core, &task).await;
-    info!(task_id = %task.id, session_id = %task.session_id, "task running");
+    let images = core.store.task_images(id).await;
+    let mut progress = Progress::new(core, task.clone());
+    let outcome = match images {
+        Ok(images) => {
+            if !images.is_empty() {
+                task.images = images;
+            }
+            progress.task.images = task.images;
+            info!(task_id = %id, session_id = %progress.task.session_id, "task started");
+            drive(core, &mut progress, &cancel).await
+        }
+        Err(e) => Err(RunError::Store(format!(
+            "cannot load the task's images: {e}"
+        ))),
+    };
+    finish(core, &mut progress, outcome).await;
+    info!(task_id = %id, state = %progress.task.state, "task finished");
+}
 
-    match chat(core, &task, &cancel).await {
-        Ok(reply) => {
-            task.tokens.add(reply.prompt_eval_count, reply.eval_count);
-            task.steps_done = 1;
-            task.result = reply.message.content.clone();
+/// Why a task did not produce an answer.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error(transparent)]
+    Ollama(OllamaError),
+    #[error("cancelled")]
+    Cancelled,
+    #[error(
+        "model '{model}' cannot see images (its capabilities lack `vision`); \
+         send the request without images, or set ollama.model to a vision model"
+    )]
+    NoVision { model: String },
+    #[error("{0}")]
+    Store(String),
+    #[error("{0}; set agent.workspace to an existing folder")]
+    Workspace(PathError),
+    #[error(transparent)]
+    Steps(ScheduleError),
+}
+
+impl From<OllamaError> for RunError {
+    fn from(e: OllamaError) -> Self {
+        match e {
+            OllamaError::Cancelled => RunError::Cancelled,
+            other => RunError::Ollama(other),
+        }
+    }
+}
+
+impl From<ScheduleError> for RunError {
+    fn from(e: ScheduleError) -> Self {
+        match e {
+            ScheduleError::Cancelled => RunError::Cancelled,
+            other => RunError::Steps(other),
+        }
+    }
+}
+
+async fn drive(
+    core: &AgentCore,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<String, RunError> {
+    let settings = &core.settings;
+    if settings.planning {
+        progress.enter(TaskState::Planning, PLANNING_LABEL).await;
+    } else {
+        progress.set_plan(&Plan::single(SINGLE_STEP_TITLE));
+        progress.enter(TaskState::Running, SINGLE_STEP_TITLE).await;
+    }
+    let show = tokio::select! {
+        () = cancel.cancelled() => return Err(RunError::Cancelled),
+        show = core.ollama.show(&settings.model) => show?,
+    };
+    if !progress.task.images.is_empty() && !show.has("vision") {
+        return Err(RunError::NoVision {
+            model: settings.model.clone(),
+        });
+    }
+    let toolbox = if show.has("tools") {
+        let toolbox = Toolbox::open(&settings.tools).map_err(RunError::Workspace)?;
+        Some(Arc::new(toolbox)).filter(|t| !t.enabled().is_empty())
+    } else {
+        None
+    };
+    let history = core
+        .store
+        .session_turns(progress.task.session_id)
+        .await
+        .map_err(|e| RunError::Store(format!("cannot read the session history: {e}")))?;
+    let request = Message::user(&progress.task.request).with_images(
+        progress
+            .task
+            .images
+            .iter()
+            .map(|i| i.data_base64.clone())
+            .collect(),
+    );
+    let engine = Arc::new(Engine {
+        ollama: core.ollama.clone(),
+        settings: settings.clone(),
+        temperature: progress.task.temperature.or(settings.temperature),
+        toolbox,
+        history: history
+            .into_iter()
+            .map(|turn| match turn.role {
+                TurnRole::User => Message::user(turn.content),
+                TurnRole::Assistant => Message::assistant(turn.content),
+            })
+            .collect(),
+        request,
+    });
+
+    let plan = if settings.planning {
+        let plan = plan(&engine, progress, cancel).await?;
+        progress.set_plan(&plan);
+        progress.enter(TaskState::Running, "").await;
+        plan
+    } else {
+        Plan::single(SINGLE_STEP_TITLE)
+    };
+    let mut results = run_steps(&engine, &plan, progress, cancel).await?;
+    match plan.leaves().as_slice() {
+        [leaf] => Ok(std::mem::take(&mut results[*leaf])),
+        leaves => synthesize(&engine, &plan, leaves, &results, progress, cancel).await,
+    }
+}
+
+/// The planning call. A plan that fails the checks becomes one unplanned step whose title says
+/// why.
+async fn plan(
+    engine: &Engine,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<Plan, RunError> {
+    let max_steps = engine.settings.max_steps;
+    let system = format!(
+        "{}\n\nBefore any work is done, plan it. Answer only with JSON: \
+         {{\"steps\": [{{\"id\", \"title\", \"instructions\", \"dependencies\"}}]}}. Use at most \
+         {max_steps} steps, as few as the request needs (a simple request is one step). Give each \
+         step a short unique id, a short title, and self-contained instructions; \
+         `dependencies` lists the ids of the steps whose results it needs. You will have tools \
+         to read, search and edit the workspace's files{} during the steps, not now.",
+        engine.settings.system_prompt,
+        if engine
+            .toolbox
+            .as_ref()
+            .is_some_and(|t| t.enabled().contains(&"run_command"))
+        {
+            " and to run commands"
+        } else {
+            ""
+        }
+    );
+    let request = engine.chat_request(
+        engine.conversation(&system),
+        false,
+        Some(plan_schema(max_steps)),
+    );
+    let reply = engine.chat(&request, cancel).await?;
+    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
+    match Plan::parse(&reply.message.content, max_steps) {
+        Ok(plan) => {
+            info!(task_id = %progress.task.id, steps = plan.steps().len(), "plan accepted");
+            Ok(plan)
+        }
+        Err(reason) => {
+            warn!(task_id = %progress.task.id, %reason, "plan rejected; running as one step");
+            Ok(Plan::single(format!(
+                "{SINGLE_STEP_TITLE} (plan rejected: {reason})"
+            )))
+        }
+    }
+}
+
+/// One call writing the final answer from the results of a plan's leaves.
+async fn synthesize(
+    engine: &Engine,
+    plan: &Plan,
+    leaves: &[usize],
+    results: &[String],
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<String, RunError> {
+    progress.set_phase(FINAL_ANSWER_LABEL).await;
+    let mut summary =
+        String::from("The plan's steps for the request above are done. Their results:");
+    for &leaf in leaves {
+        let title = plan
+            .steps()
+            .get(leaf)
+            .map(|s| s.title.as_str())
+            .unwrap_or("");
+        let result = results.get(leaf).map(String::as_str).unwrap_or("");
+        summary.push_str(&format!("\n\n### {title}\n{result}"));
+    }
+    summary.push_str(
+        "\n\nWrite the final answer to the request from these results: a short, factual report.",
+    );
+    let mut messages = engine.conversation(&engine.settings.system_prompt);
+    messages.push(Message::user(summary));
+    let request = engine.chat_request(messages, false, None);
+    let reply = engine.chat(&request, cancel).await?;
+    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
+    Ok(reply.message.content)
+}
+
+/// The terminal state: the answer into the session, or why there is none.
+async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<String, RunError>) {
+    let task = &mut progress.task;
+    match outcome {
+        Ok(answer) => {
             let turns = [
                 Turn {
                     role: TurnRole::User,
@@ -42,11 +265,12 @@ pub async fn run_task(core: &AgentCore, id: Uuid, cancel: CancellationToken) {
                 },
                 Turn {
                     role: TurnRole::Assistant,
-                    content: reply.message.content,
+                    content: answer.clone(),
                 },
             ];
             match core.store.append_turns(task.session_id, &turns).await {
                 Ok(()) => {
+                    task.result = answer;
                     task.transition(TaskState::Completed);
                 }
                 Err(e) => {
@@ -56,7 +280,7 @@ pub async fn run_task(core: &AgentCore, id: Uuid, cancel: CancellationToken) {
                 }
             }
         }
-        Err(RunError::Ollama(OllamaError::Cancelled)) => {
+        Err(RunError::Cancelled) => {
             task.transition(TaskState::Cancelled);
             task.result = "キャンセルされました。".to_owned();
         }
@@ -65,74 +289,5 @@ pub async fn run_task(core: &AgentCore, id: Uuid, cancel: CancellationToken) {
             task.fail(e.to_string());
         }
     }
-    save(core, &task).await;
-    info!(task_id = %task.id, state = %task.state, "task finished");
-}
-
-/// Why a run did not produce an answer.
-#[derive(Debug, thiserror::Error)]
-enum RunError {
-    #[error(transparent)]
-    Ollama(#[from] OllamaError),
-    #[error(
-        "model '{model}' cannot see images (its capabilities lack `vision`); \
-         send the request without images, or set ollama.model to a vision model"
-    )]
-    NoVision { model: String },
-    #[error("cannot read the session history: {0}")]
-    History(String),
-}
-
-async fn chat(
-    core: &AgentCore,
-    task: &Task,
-    cancel: &CancellationToken,
-) -> Result<crate::ollama::ChatResponse, RunError> {
-    let settings = &core.settings;
-    if !task.images.is_empty() {
-        let show = core.ollama.show(&settings.model).await?;
-        if !show.has("vision") {
-            return Err(RunError::NoVision {
-                model: settings.model.clone(),
-            });
-        }
-    }
-    let history = core
-        .store
-        .session_turns(task.session_id)
-        .await
-        .map_err(|e| RunError::History(e.to_string()))?;
-    let mut messages = Vec::with_capacity(history.len() + 2);
-    if !settings.system_prompt.is_empty() {
-        messages.push(Message::system(&settings.system_prompt));
-    }
-    for turn in history {
-        messages.push(match turn.role {
-            TurnRole::User => Message::user(turn.content),
-            TurnRole::Assistant => Message::assistant(turn.content),
-        });
-    }
-    let mut user = Message::user(&task.request);
-    user.images = task.images.iter().map(|i| i.data_base64.clone()).collect();
-    messages.push(user);
-    let request = ChatRequest {
-        model: settings.model.clone(),
-        messages,
-        tools: Vec::new(),
-        format: None,
-        options: ChatOptions {
-            temperature: task.temperature.or(settings.temperature),
-            num_ctx: Some(settings.num_ctx),
-            ..ChatOptions::default()
-        },
-        keep_alive: settings.keep_alive.clone(),
-        think: None,
-    };
-    Ok(core.ollama.chat(&request, cancel, &mut |_| {}).await?)
-}
-
-async fn save(core: &AgentCore, task: &Task) {
-    if let Err(e) = core.store.update_task(task).await {
-        error!(task_id = %task.id, error = %e, "cannot save task progress");
-    }
+    progress.save().await;
 }

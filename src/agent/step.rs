@@ -1,0 +1,190 @@
+//! One step: the tool-calling loop against `/api/chat`.
+//!
+//! The model gets the conversation (system prompt, session history, the request, and for a
+//! planned step its instructions with its dependencies' results) and the workspace tools. Each
+//! reply with tool calls is answered by running them and sending their results back as
+//! `role: tool` messages; a reply without tool calls is the step's answer. A model still calling
+//! tools after `agent.max_iterations` calls fails the step.
+//!
+//! A step reports what it does through [`StepEvent`]s; the runner owns the task and turns them
+//! into saved progress.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::AgentSettings;
+use super::tools::Toolbox;
+use crate::ollama::{ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError};
+
+/// Tool calls executed from one reply; further calls in the same reply are refused.
+const MAX_CALLS_PER_REPLY: usize = 16;
+
+/// What every call of one task shares.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub ollama: OllamaClient,
+    pub settings: AgentSettings,
+    /// The task's temperature, else the configured one.
+    pub temperature: Option<f64>,
+    /// `None` when the model lacks the `tools` capability or every tool is disabled.
+    pub toolbox: Option<Arc<Toolbox>>,
+    /// The session's earlier turns.
+    pub history: Vec<Message>,
+    /// The task's request, with its images.
+    pub request: Message,
+}
+
+impl Engine {
+    /// `system`, the history and the request.
+    pub fn conversation(&self, system: &str) -> Vec<Message> {
+        let mut messages = Vec::with_capacity(self.history.len() + 3);
+        if !system.is_empty() {
+            messages.push(Message::system(system));
+        }
+        messages.extend(self.history.iter().cloned());
+        messages.push(self.request.clone());
+        messages
+    }
+
+    /// A chat request with the configured options; tools only if `with_tools`.
+    pub fn chat_request(
+        &self,
+        messages: Vec<Message>,
+        with_tools: bool,
+        format: Option<Value>,
+    ) -> ChatRequest {
+        let tools = match (&self.toolbox, with_tools) {
+            (Some(toolbox), true) => toolbox.definitions(),
+            _ => Vec::new(),
+        };
+        ChatRequest {
+            model: self.settings.model.clone(),
+            messages,
+            tools,
+            format,
+            options: ChatOptions {
+                temperature: self.temperature,
+                num_ctx: Some(self.settings.num_ctx),
+                ..ChatOptions::default()
+            },
+            keep_alive: self.settings.keep_alive.clone(),
+            think: Some(self.settings.think),
+        }
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, OllamaError> {
+        // Progress is saved per call, not per streamed chunk.
+        self.ollama.chat(request, cancel, &mut |_| {}).await
+    }
+}
+
+/// Progress a running step reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StepEvent {
+    /// A model call finished with these counts.
+    Tokens {
+        step: usize,
+        input: u64,
+        output: u64,
+    },
+    /// A tool started (its one-line description) or finished (`None`).
+    Tool {
+        step: usize,
+        description: Option<String>,
+    },
+}
+
+/// Why a step ended without an answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    #[error(transparent)]
+    Ollama(OllamaError),
+    #[error(
+        "the model was still calling tools after agent.max_iterations ({0}) model calls; \
+         raise agent.max_iterations or narrow the request"
+    )]
+    MaxIterations(usize),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<OllamaError> for StepError {
+    fn from(e: OllamaError) -> Self {
+        match e {
+            OllamaError::Cancelled => StepError::Cancelled,
+            other => StepError::Ollama(other),
+        }
+    }
+}
+
+/// Runs step `index` to its answer. `prompt` (the step's instructions and its dependencies'
+/// results) follows the request; an unplanned step has none.
+pub(crate) async fn run_step(
+    engine: Arc<Engine>,
+    index: usize,
+    prompt: Option<String>,
+    events: UnboundedSender<StepEvent>,
+    cancel: CancellationToken,
+) -> Result<String, StepError> {
+    let mut messages = engine.conversation(&engine.settings.system_prompt);
+    if let Some(prompt) = prompt {
+        messages.push(Message::user(prompt));
+    }
+    let max = engine.settings.max_iterations.max(1);
+    for iteration in 1..=max {
+        let request = engine.chat_request(messages.clone(), true, None);
+        let reply = engine.chat(&request, &cancel).await?;
+        // A closed channel only means the runner stopped listening; the step goes on.
+        let _ = events.send(StepEvent::Tokens {
+            step: index,
+            input: reply.prompt_eval_count,
+            output: reply.eval_count,
+        });
+        let answer = reply.message;
+        let toolbox = match &engine.toolbox {
+            Some(toolbox) if !answer.tool_calls.is_empty() => toolbox,
+            // No tool calls (or none offered): this is the answer. A tool call the model wrote
+            // as plain text lands here too.
+            _ => return Ok(answer.content),
+        };
+        if iteration == max {
+            return Err(StepError::MaxIterations(max));
+        }
+        let mut said = Message::assistant(answer.content);
+        said.tool_calls = answer.tool_calls.clone();
+        messages.push(said);
+        for (n, call) in answer.tool_calls.iter().enumerate() {
+            let text = if n < MAX_CALLS_PER_REPLY {
+                let _ = events.send(StepEvent::Tool {
+                    step: index,
+                    description: Some(Toolbox::describe(call)),
+                });
+                let text = toolbox.execute(call, &cancel).await;
+                let _ = events.send(StepEvent::Tool {
+                    step: index,
+                    description: None,
+                });
+                text
+            } else {
+                format!(
+                    "error: not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; \
+                     call it again"
+                )
+            };
+            if cancel.is_cancelled() {
+                return Err(StepError::Cancelled);
+            }
+            let mut result = Message::tool(call.function.name.clone(), text);
+            result.tool_call_id = call.id.clone();
+            messages.push(result);
+        }
+    }
+    Err(StepError::MaxIterations(max))
+}

@@ -1,0 +1,127 @@
+//! Runs a plan's steps in dependency order, up to `agent.step_concurrency` at once.
+//!
+//! Steps are spawned Tokio tasks (a panic in one becomes a failed step, not a crashed worker)
+//! sharing a child of the task's cancellation token: the first failed step cancels the others,
+//! which stops their Ollama streams and kills their commands.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::Plan;
+use super::step::{Engine, StepError, run_step};
+use super::step_progress::Progress;
+
+/// Why the steps did not all finish.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScheduleError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("step '{title}' failed: {reason}")]
+    Step { title: String, reason: String },
+}
+
+/// Runs every step; returns their answers by step index.
+pub(crate) async fn run_steps(
+    engine: &Arc<Engine>,
+    plan: &Plan,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<Vec<String>, ScheduleError> {
+    let steps = plan.steps();
+    let steps_cancel = cancel.child_token();
+    // Cancels the remaining steps however this function is left.
+    let _stop_steps = steps_cancel.clone().drop_guard();
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let mut results: Vec<Option<String>> = vec![None; steps.len()];
+    let mut started = vec![false; steps.len()];
+    let mut running: JoinSet<(usize, Result<String, StepError>)> = JoinSet::new();
+    let concurrency = engine.settings.step_concurrency.max(1);
+    loop {
+        for &i in plan.order() {
+            if running.len() >= concurrency {
+                break;
+            }
+            let ready = steps[i].dependencies.iter().all(|&d| results[d].is_some());
+            if started[i] || !ready {
+                continue;
+            }
+            started[i] = true;
+            progress.step_started(i).await;
+            let prompt = plan.is_planned().then(|| step_prompt(plan, i, &results));
+            let (engine, tx, token) = (engine.clone(), events_tx.clone(), steps_cancel.clone());
+            running.spawn(async move { (i, run_step(engine, i, prompt, tx, token).await) });
+        }
+        if running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(event) = events.recv() => progress.apply(event).await,
+            joined = running.join_next() => {
+                // Events a step sent before it ended come first.
+                while let Ok(event) = events.try_recv() {
+                    progress.fold(event);
+                }
+                let failure = match joined {
+                    None => break,
+                    Some(Ok((i, Ok(answer)))) => {
+                        results[i] = Some(answer);
+                        progress.step_finished(i).await;
+                        continue;
+                    }
+                    Some(Ok((i, Err(StepError::Cancelled)))) => {
+                        progress.step_stopped(i);
+                        ScheduleError::Cancelled
+                    }
+                    Some(Ok((i, Err(e)))) => {
+                        progress.step_stopped(i);
+                        ScheduleError::Step { title: steps[i].title.clone(), reason: e.to_string() }
+                    }
+                    Some(Err(e)) => ScheduleError::Step {
+                        title: "?".to_owned(),
+                        reason: format!("the step stopped unexpectedly: {e}"),
+                    },
+                };
+                steps_cancel.cancel();
+                while running.join_next().await.is_some() {}
+                // A step cancelled by the task's own token reports the cancellation.
+                return Err(if cancel.is_cancelled() { ScheduleError::Cancelled } else { failure });
+            }
+        }
+    }
+    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// A planned step's instructions and the results of the steps it depends on.
+fn step_prompt(plan: &Plan, index: usize, results: &[Option<String>]) -> String {
+    let steps = plan.steps();
+    let step = &steps[index];
+    let position = plan
+        .order()
+        .iter()
+        .position(|&i| i == index)
+        .unwrap_or(index)
+        + 1;
+    let mut prompt = format!(
+        "This is step {position} of {} of the plan for the request above: {}\n\n{}\n\n\
+         Do only this step, then answer with its result.",
+        steps.len(),
+        step.title,
+        step.instructions
+    );
+    if !step.dependencies.is_empty() {
+        prompt.push_str("\n\nResults of the steps it builds on:");
+        for &d in &step.dependencies {
+            let result = results
+                .get(d)
+                .and_then(Option::as_deref)
+                .unwrap_or_default();
+            let _ = write!(prompt, "\n\n### {}\n{result}", steps[d].title);
+        }
+    }
+    prompt
+}

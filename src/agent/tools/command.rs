@@ -1,0 +1,335 @@
+//! `run_command`: an allow-listed program with argv, no shell, in the workspace.
+//!
+//! The program (argv[0]) must be a bare name on `agent.commands.allow`; it is looked up on the
+//! command `PATH` and must not resolve inside the workspace (where the model can write). The
+//! child gets a minimal environment (`PATH`, `HOME`, `TMPDIR`, `LANG` and `agent.commands.env`),
+//! no stdin, and its own process group. On timeout, on task cancellation and after it exits,
+//! the whole group is killed, so background children do not outlive the call; Tokio's
+//! `kill_on_drop` is the backstop if the call itself is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::output::HeadTail;
+use super::workspace::Workspace;
+use super::{CommandSettings, ToolError};
+
+/// How long to wait for the pipes to drain once the process group is gone.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+pub(super) const RUN_COMMAND_EXPECTED: &str =
+    "{\"argv\": [string, …] (program first), \"cwd\": string (optional)}";
+
+#[derive(Debug, Deserialize)]
+pub(super) struct RunCommandArgs {
+    argv: Vec<String>,
+    #[serde(default)]
+    cwd: String,
+}
+
+/// How the command ended.
+enum Ending {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+pub(super) async fn run_command(
+    ws: &Workspace,
+    settings: &CommandSettings,
+    args: &RunCommandArgs,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
+    let Some(program) = args.argv.first() else {
+        return Err(ToolError::Refused(
+            "argv is empty; give the program first".into(),
+        ));
+    };
+    if !settings.allow.iter().any(|a| a == program) || program.contains(['/', '\\']) {
+        return Err(ToolError::Refused(format!(
+            "'{}' is not an allowed program; allowed: {}",
+            crate::agent::plan::one_line(program),
+            settings.allow.join(", ")
+        )));
+    }
+    if args.argv.iter().any(|a| a.contains('\0')) {
+        return Err(ToolError::Refused("an argument contains a NUL byte".into()));
+    }
+    let cwd = ws.existing(&args.cwd)?;
+    if !cwd.is_dir() {
+        return Err(ToolError::Refused(format!(
+            "cwd '{}' is not a folder",
+            ws.display(&cwd)
+        )));
+    }
+    let path_var = command_path(settings, ws);
+    let executable = find_program(program, &path_var, ws).ok_or_else(|| {
+        ToolError::Refused(format!("'{program}' was not found on the command PATH"))
+    })?;
+
+    let mut command = Command::new(&executable);
+    // argv[0] as the model wrote it, not the resolved path.
+    #[cfg(unix)]
+    command.arg0(program);
+    command
+        .args(&args.argv[1..])
+        .current_dir(&cwd)
+        .env_clear()
+        .env("PATH", &path_var)
+        .env("HOME", home(ws))
+        .env("TMPDIR", std::env::temp_dir())
+        .env("LANG", "C.UTF-8")
+        .envs(&settings.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| ToolError::Io(format!("cannot start '{program}': {e}")))?;
+    let pid = child.id();
+    let cap = settings.max_output_bytes;
+    let stdout = child.stdout.take().map(|s| tokio::spawn(drain(s, cap)));
+    let stderr = child.stderr.take().map(|s| tokio::spawn(drain(s, cap)));
+
+    let ending = tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => Ending::Exited(status),
+            Err(e) => {
+                kill_group(pid, &mut child);
+                return Err(ToolError::Io(format!("waiting for '{program}' failed: {e}")));
+            }
+        },
+        () = tokio::time::sleep(settings.timeout) => Ending::TimedOut,
+        () = cancel.cancelled() => Ending::Cancelled,
+    };
+    // Also after a normal exit: background children of the command must not outlive it.
+    kill_group(pid, &mut child);
+    let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
+    let stdout = collect(stdout).await;
+    let stderr = collect(stderr).await;
+
+    let head = match ending {
+        Ending::Cancelled => return Err(ToolError::Cancelled),
+        Ending::TimedOut => format!(
+            "timed out after {}; the command and its children were killed",
+            humantime::format_duration(settings.timeout)
+        ),
+        Ending::Exited(status) => match status.code() {
+            Some(code) => format!("exit status: {code}"),
+            None => format!("ended by a signal ({status})"),
+        },
+    };
+    let mut out = format!("$ {}\n{head}\n", args.argv.join(" "));
+    for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+        if !text.is_empty() {
+            out.push_str(&format!("{name}:\n{text}"));
+            if !text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a pipe to its end, keeping its head and tail.
+async fn drain(mut pipe: impl AsyncRead + Unpin, limit: usize) -> String {
+    let mut kept = HeadTail::new(limit);
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => kept.push(&buf[..n]),
+        }
+    }
+    kept.into_text()
+}
+
+/// A reader's text, or what it had if a process outside the group still holds the pipe.
+async fn collect(reader: Option<tokio::task::JoinHandle<String>>) -> String {
+    let Some(mut reader) = reader else {
+        return String::new();
+    };
+    match tokio::time::timeout(DRAIN_GRACE, &mut reader).await {
+        Ok(Ok(text)) => text,
+        _ => {
+            reader.abort();
+            "[output unavailable: the pipe stayed open]".to_owned()
+        }
+    }
+}
+
+fn kill_group(pid: Option<u32>, child: &mut tokio::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        // ESRCH (the group is gone already) is the usual outcome after a clean exit.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+    let _ = child.start_kill();
+}
+
+/// `agent.commands.path`, else the server's `PATH` without relative entries or entries inside
+/// the workspace (the model could plant a program there).
+fn command_path(settings: &CommandSettings, ws: &Workspace) -> String {
+    if let Some(path) = &settings.path {
+        return path.clone();
+    }
+    let server = std::env::var_os("PATH").unwrap_or_default();
+    let kept: Vec<PathBuf> = std::env::split_paths(&server)
+        .filter(|p| p.is_absolute())
+        .filter(|p| {
+            let real = p.canonicalize().unwrap_or_else(|_| p.clone());
+            !real.starts_with(ws.root())
+        })
+        .collect();
+    std::env::join_paths(kept)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned())
+}
+
+/// `HOME` for commands: the server's (toolchains such as cargo and rustup live there), else
+/// the workspace.
+fn home(ws: &Workspace) -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .unwrap_or_else(|| ws.root().to_path_buf())
+}
+
+/// The first executable file named `program` on `path`, if it is not inside the workspace.
+fn find_program(program: &str, path: &str, ws: &Workspace) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+        .and_then(|found| found.canonicalize().ok())
+        .filter(|real| !real.starts_with(ws.root()))
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    meta.is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn settings(allow: &[&str], timeout: Duration, cap: usize) -> CommandSettings {
+        CommandSettings {
+            allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+            timeout,
+            max_output_bytes: cap,
+            path: None,
+            env: BTreeMap::new(),
+        }
+    }
+
+    async fn run(ws: &Workspace, s: &CommandSettings, argv: &[&str]) -> Result<String, String> {
+        let args = RunCommandArgs {
+            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+            cwd: String::new(),
+        };
+        run_command(ws, s, &args, &CancellationToken::new())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn runs_argv_without_a_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let s = settings(&["echo"], Duration::from_secs(10), 4096);
+        let out = run(&ws, &s, &["echo", "a; touch pwned", "$(id)"])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "$ echo a; touch pwned $(id)\nexit status: 0\nstdout:\na; touch pwned $(id)\n"
+        );
+        assert!(!dir.path().join("pwned").exists());
+    }
+
+    #[tokio::test]
+    async fn programs_off_the_list_or_with_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let s = settings(&["echo"], Duration::from_secs(10), 4096);
+        for argv in [
+            &["rm", "-rf", "."][..],
+            &["/bin/echo", "x"],
+            &["./echo"],
+            &[],
+        ] {
+            let e = run(&ws, &s, argv).await.unwrap_err();
+            assert!(
+                e.contains("not an allowed program") || e.contains("argv is empty"),
+                "{e}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_minimal() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let mut s = settings(&["env"], Duration::from_secs(10), 1 << 16);
+        s.env.insert("CARGO_TERM_COLOR".into(), "never".into());
+        let out = run(&ws, &s, &["env"]).await.unwrap();
+        let mut names: Vec<&str> = out
+            .lines()
+            .skip(3)
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["CARGO_TERM_COLOR", "HOME", "LANG", "PATH", "TMPDIR"],
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let s = settings(&["sleep"], Duration::from_millis(300), 4096);
+        let started = std::time::Instant::now();
+        let out = run(&ws, &s, &["sleep", "30"]).await.unwrap();
+        assert!(out.contains("timed out after 300ms"), "{out}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn huge_output_is_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let s = settings(&["yes"], Duration::from_millis(500), 1000);
+        let out = run(&ws, &s, &["yes"]).await.unwrap();
+        assert!(out.contains("timed out"), "{}", &out[..200.min(out.len())]);
+        assert!(out.contains("bytes omitted"));
+        assert!(out.len() < 1200, "{} bytes", out.len());
+    }
+}

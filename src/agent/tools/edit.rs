@@ -1,0 +1,259 @@
+//! The writing tools: `write_file` and `edit_file`.
+//!
+//! Both write a new file next to the target and rename it over the target. The rename replaces
+//! the directory entry, so a hard link to a file outside the workspace is never written
+//! through, and a reader never sees half a file.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::ToolError;
+use super::workspace::{Workspace, io_error, no_follow};
+
+/// Largest file `edit_file` rewrites.
+const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
+
+pub(super) const WRITE_FILE_EXPECTED: &str = "{\"path\": string, \"content\": string}";
+pub(super) const EDIT_FILE_EXPECTED: &str = "{\"path\": string, \"old_text\": string, \"new_text\": string, \"replace_all\": boolean (optional)}";
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WriteFileArgs {
+    path: String,
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct EditFileArgs {
+    path: String,
+    old_text: String,
+    new_text: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+pub(super) fn write_file(ws: &Workspace, args: &WriteFileArgs) -> Result<String, ToolError> {
+    let target = ws.writable(&args.path)?;
+    let shown = ws.display(&target);
+    if target.is_dir() {
+        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
+    }
+    let existed = target.exists();
+    if let Some(parent) = target.parent() {
+        // Every missing folder is a plain name under a resolved folder inside the workspace.
+        std::fs::create_dir_all(parent).map_err(|e| io_error(&shown, &e))?;
+    }
+    replace(&target, args.content.as_bytes(), &shown)?;
+    Ok(format!(
+        "{} '{shown}' ({} bytes)",
+        if existed { "replaced" } else { "created" },
+        args.content.len()
+    ))
+}
+
+pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, ToolError> {
+    let target = ws.existing(&args.path)?;
+    let shown = ws.display(&target);
+    if target.is_dir() {
+        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
+    }
+    if args.old_text.is_empty() {
+        return Err(ToolError::Refused(
+            "old_text must not be empty; use write_file to write a whole file".into(),
+        ));
+    }
+    let file = ws.open_read(&target)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_EDIT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(&shown, &e))?;
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' is larger than {MAX_EDIT_BYTES} bytes; edit_file does not rewrite it"
+        )));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Err(ToolError::Refused(format!("'{shown}' is not UTF-8 text")));
+    };
+    let count = text.matches(&args.old_text).count();
+    if count == 0 {
+        return Err(ToolError::Refused(format!(
+            "old_text was not found in '{shown}'; read the file again and copy the text exactly, \
+             whitespace included"
+        )));
+    }
+    if count > 1 && !args.replace_all {
+        return Err(ToolError::Refused(format!(
+            "old_text occurs {count} times in '{shown}'; include more surrounding text to make it \
+             unique, or set replace_all"
+        )));
+    }
+    let edited = if args.replace_all {
+        text.replace(&args.old_text, &args.new_text)
+    } else {
+        text.replacen(&args.old_text, &args.new_text, 1)
+    };
+    replace(&target, edited.as_bytes(), &shown)?;
+    Ok(format!(
+        "replaced {} occurrence{} in '{shown}'",
+        if args.replace_all { count } else { 1 },
+        if args.replace_all && count != 1 {
+            "s"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Writes `content` to a fresh file beside `target`, keeps the old file's permissions, and
+/// renames it over `target`.
+fn replace(target: &Path, content: &[u8], shown: &str) -> Result<(), ToolError> {
+    let dir = target
+        .parent()
+        .ok_or_else(|| ToolError::Refused(format!("'{shown}' has no folder")))?;
+    let temp = dir.join(format!(".agent-mcp-{}.tmp", uuid::Uuid::new_v4().simple()));
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    no_follow(&mut options);
+    let result = (|| {
+        let mut file = options.open(&temp)?;
+        file.write_all(content)?;
+        if let Ok(meta) = std::fs::symlink_metadata(target)
+            && meta.is_file()
+        {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temp, target)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io_error(shown, &e).into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "x = 1;\ny = 1;\n").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn edit(ws: &Workspace, old: &str, new: &str, all: bool) -> Result<String, String> {
+        let args = EditFileArgs {
+            path: "a.txt".into(),
+            old_text: old.into(),
+            new_text: new.into(),
+            replace_all: all,
+        };
+        edit_file(ws, &args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn writes_new_and_existing_files() {
+        let (dir, ws) = ws();
+        let args = WriteFileArgs {
+            path: "deep/new/b.txt".into(),
+            content: "hi".into(),
+        };
+        assert_eq!(
+            write_file(&ws, &args).unwrap(),
+            "created 'deep/new/b.txt' (2 bytes)"
+        );
+        let again = WriteFileArgs {
+            path: "deep/new/b.txt".into(),
+            content: "bye".into(),
+        };
+        assert_eq!(
+            write_file(&ws, &again).unwrap(),
+            "replaced 'deep/new/b.txt' (3 bytes)"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("deep/new/b.txt")).unwrap(),
+            "bye"
+        );
+        // No temporary file is left behind.
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("deep/new"))
+                .unwrap()
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn edits_exact_text_once_or_everywhere() {
+        let (dir, ws) = ws();
+        assert!(
+            edit(&ws, "= 1", "= 2", false)
+                .unwrap_err()
+                .contains("occurs 2 times")
+        );
+        assert!(
+            edit(&ws, "z", "w", false)
+                .unwrap_err()
+                .contains("not found")
+        );
+        assert!(
+            edit(&ws, "", "w", false)
+                .unwrap_err()
+                .contains("must not be empty")
+        );
+        assert_eq!(
+            edit(&ws, "x = 1", "x = 2", false).unwrap(),
+            "replaced 1 occurrence in 'a.txt'"
+        );
+        assert_eq!(
+            edit(&ws, "= ", "== ", true).unwrap(),
+            "replaced 2 occurrences in 'a.txt'"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "x == 2;\ny == 1;\n"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn writing_a_hard_link_leaves_the_other_link_alone() {
+        let (dir, ws) = ws();
+        let outside = tempfile::tempdir().unwrap();
+        let shared = outside.path().join("shared.txt");
+        std::fs::write(&shared, "outside").unwrap();
+        std::fs::hard_link(&shared, dir.path().join("link.txt")).unwrap();
+        let args = WriteFileArgs {
+            path: "link.txt".into(),
+            content: "inside".into(),
+        };
+        write_file(&ws, &args).unwrap();
+        assert_eq!(std::fs::read_to_string(&shared).unwrap(), "outside");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("link.txt")).unwrap(),
+            "inside"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn permissions_survive_a_rewrite() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, ws) = ws();
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "echo 1").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let args = WriteFileArgs {
+            path: "run.sh".into(),
+            content: "echo 2".into(),
+        };
+        write_file(&ws, &args).unwrap();
+        let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+}

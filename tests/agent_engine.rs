@@ -1,0 +1,867 @@
+//! The agent engine against a scripted fake Ollama: planning, steps, the tool-calling loop,
+//! the workspace sandbox, commands and cancellation. Real files live in temp workspaces.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_mcp::agent::Agent;
+use agent_mcp::agent::task::{Session, Task, TaskState};
+use agent_mcp::config::Config;
+use agent_mcp::store::{MemoryStore, TaskStore};
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::harness::{
+    HttpClient, HttpServer, field, is_terminal, result_of, test_config, tool_text,
+};
+
+const DELAY: Duration = Duration::from_millis(250);
+
+fn config(fake: &FakeOllama, workspace: &Path) -> Config {
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(workspace.to_path_buf());
+    // These tests poll agent_status quickly; limits and audit lines are other tests' concern.
+    config.rate_limit.enabled = false;
+    config.audit.enabled = false;
+    config
+}
+
+async fn run(client: &HttpClient, request: &str) -> String {
+    let r = client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": request}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    field(&tool_text(&r.body["result"]), "task_id")
+}
+
+async fn status(client: &HttpClient, task_id: &str) -> String {
+    let r = client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    tool_text(&r.body["result"])
+}
+
+/// What `agent_status` showed while the task ran.
+#[derive(Default, Debug)]
+struct Seen {
+    states: Vec<String>,
+    completed: Vec<String>,
+    current: Vec<String>,
+}
+
+fn push_new(list: &mut Vec<String>, value: String) {
+    if list.last() != Some(&value) {
+        list.push(value);
+    }
+}
+
+/// Polls `agent_status` until the task is terminal; returns the final text and what changed.
+async fn watch(client: &HttpClient, task_id: &str) -> (String, Seen) {
+    let mut seen = Seen::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = status(client, task_id).await;
+        let state = field(&text, "status");
+        push_new(&mut seen.states, state.clone());
+        push_new(&mut seen.completed, field(&text, "completed_tasks"));
+        let current = field(&text, "current_task");
+        if !current.is_empty() && !seen.current.contains(&current) {
+            seen.current.push(current);
+        }
+        if is_terminal(&state) {
+            return (text, seen);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task did not finish in time:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+}
+
+fn plan_json(steps: &[(&str, &str, &[&str])]) -> String {
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(id, title, deps)| {
+            json!({"id": id, "title": title, "instructions": format!("Do {title}."), "dependencies": deps})
+        })
+        .collect();
+    json!({ "steps": steps }).to_string()
+}
+
+fn delayed(reply: Reply) -> Reply {
+    Reply::delayed(DELAY, reply)
+}
+
+/// The last message's text of a chat request body.
+fn last_content(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `(tool_name, content)` of every `role: tool` message of a chat request body.
+fn tool_results(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| {
+                    (
+                        m["tool_name"].as_str().unwrap_or_default().to_owned(),
+                        m["content"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie has been killed; only its parent has not reaped it yet.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+async fn wait_gone(pid: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !process_gone(pid) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} is still running"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[tokio::test]
+async fn a_three_step_plan_runs_in_dependency_order_with_progress() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    let plan = plan_json(&[
+        ("survey", "Survey the code", &[]),
+        ("fix", "Fix the bug", &["survey"]),
+        ("docs", "Write docs", &[]),
+    ]);
+    fake.push_reply(delayed(Reply::text(&plan, 100, 40)));
+    fake.push_reply(delayed(Reply::text("A done", 50, 10)));
+    fake.push_reply(Reply::tool_call(
+        "run_command",
+        json!({"argv": ["sleep", "0.5"]}),
+        30,
+        5,
+    ));
+    fake.push_reply(delayed(Reply::text("B done", 70, 15)));
+    fake.push_reply(delayed(Reply::text("C done", 40, 8)));
+    fake.push_reply(delayed(Reply::text("All done.", 200, 20)));
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    config.agent.commands.allow = vec!["sleep".into()];
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+
+    let id = run(&client, "Fix the bug and document it.").await;
+    let (done, seen) = watch(&client, &id).await;
+
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "All done.");
+    assert_eq!(field(&done, "completed_tasks"), "3/3");
+    assert_eq!(field(&done, "token_usage"), "input=490 output=98 total=588");
+    // survey (60) → fix (35 + 85) is heavier than docs (48); planning and synthesis are on
+    // no step's chain.
+    assert_eq!(field(&done, "critical_path_tokens"), "180");
+    assert!(seen.states.contains(&"planning".to_owned()), "{seen:?}");
+    assert!(seen.states.contains(&"running".to_owned()), "{seen:?}");
+    let completed: Vec<&str> = seen
+        .completed
+        .iter()
+        .map(String::as_str)
+        .filter(|c| c.ends_with("/3"))
+        .collect();
+    assert_eq!(completed, ["0/3", "1/3", "2/3", "3/3"], "{seen:?}");
+    // Each phase was shown, in this order.
+    let expected = [
+        "planning",
+        "Survey the code",
+        "Fix the bug (run_command: sleep 0.5)",
+        "Write docs",
+        "final answer",
+    ];
+    let shown: Vec<&str> = seen
+        .current
+        .iter()
+        .map(String::as_str)
+        .filter(|c| expected.contains(c))
+        .collect();
+    assert_eq!(shown, expected, "{seen:?}");
+
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 6);
+    // Planning: a JSON-schema format bounded by max_steps, no tools, the configured options.
+    assert_eq!(
+        sent[0]["format"]["properties"]["steps"]["maxItems"],
+        json!(8)
+    );
+    assert!(sent[0].get("tools").is_none());
+    assert_eq!(sent[0]["think"], json!(false));
+    assert_eq!(sent[0]["options"]["num_ctx"], json!(65536));
+    // Steps are offered the tools.
+    assert!(sent[1]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(last_content(&sent[1]).contains("Do Survey the code."));
+    // The dependent step sees its dependency's result; the independent one does not.
+    let fix = last_content(&sent[2]);
+    assert!(
+        fix.contains("Do Fix the bug.") && fix.contains("A done"),
+        "{fix}"
+    );
+    assert_eq!(tool_results(&sent[3]).len(), 1);
+    assert!(tool_results(&sent[3])[0].1.contains("exit status: 0"));
+    let docs = last_content(&sent[4]);
+    assert!(
+        docs.contains("Do Write docs.") && !docs.contains("A done"),
+        "{docs}"
+    );
+    // Two leaves: the answer is a synthesis of their results.
+    let synthesis = last_content(&sent[5]);
+    assert!(
+        synthesis.contains("B done") && synthesis.contains("C done"),
+        "{synthesis}"
+    );
+    assert!(sent[5].get("tools").is_none());
+}
+
+#[tokio::test]
+async fn invalid_plans_fall_back_to_one_visible_step() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    config.agent.max_steps = 2;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let cases = [
+        (
+            "this is not json".to_owned(),
+            "not valid JSON for the plan schema",
+        ),
+        (
+            plan_json(&[("a", "A", &[]), ("b", "B", &["zz"])]),
+            "step 'b' depends on unknown step 'zz'",
+        ),
+        (
+            plan_json(&[("a", "A", &["b"]), ("b", "B", &["a"])]),
+            "dependency cycle through step 'a'",
+        ),
+        (
+            plan_json(&[("a", "A", &[]), ("b", "B", &[]), ("c", "C", &[])]),
+            "3 steps, more than agent.max_steps (2)",
+        ),
+    ];
+    for (i, (plan, reason)) in cases.iter().enumerate() {
+        fake.push_reply(Reply::text(plan, 11, 3));
+        fake.push_reply(delayed(Reply::text(&format!("answer {i}"), 5, 2)));
+        let id = run(&client, &format!("request {i}")).await;
+        let (done, seen) = watch(&client, &id).await;
+        assert_eq!(field(&done, "status"), "completed", "{done}");
+        assert_eq!(result_of(&done), format!("answer {i}"));
+        assert_eq!(field(&done, "completed_tasks"), "1/1");
+        assert_eq!(field(&done, "critical_path_tokens"), "0");
+        assert_eq!(field(&done, "token_usage"), "input=16 output=5 total=21");
+        let title = format!("ollama chat (plan rejected: {reason})");
+        assert!(seen.current.contains(&title), "{title}: {seen:?}");
+    }
+    assert_eq!(fake.chat_count(), 8);
+}
+
+#[tokio::test]
+async fn the_model_fixes_a_failing_check_in_the_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
+    let fake = FakeOllama::start().await;
+    let check = json!({"argv": ["grep", "-q", "answer = 4", "calc.txt"]});
+    fake.push_reply(Reply::tool_call("list_dir", json!({}), 10, 1));
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "calc.txt"}),
+        10,
+        1,
+    ));
+    fake.push_reply(Reply::tool_call("run_command", check.clone(), 10, 1));
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "calc.txt", "old_text": "answer = 5", "new_text": "answer = 4"}),
+        10,
+        1,
+    ));
+    fake.push_reply(Reply::tool_call("run_command", check, 10, 1));
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "notes/FIX.md", "content": "Fixed calc.txt\n"}),
+        10,
+        1,
+    ));
+    fake.push_reply(Reply::text("Fixed: the answer is 4 now.", 10, 4));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["grep".into()];
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+
+    let id = run(&client, "Fix the failing check.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "Fixed: the answer is 4 now.");
+    assert_eq!(field(&done, "completed_tasks"), "1/1");
+    assert_eq!(field(&done, "token_usage"), "input=70 output=10 total=80");
+    assert_eq!(field(&done, "critical_path_tokens"), "0");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("calc.txt")).unwrap(),
+        "answer = 4\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes/FIX.md")).unwrap(),
+        "Fixed calc.txt\n"
+    );
+
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 7);
+    let results = tool_results(&sent[6]);
+    let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "list_dir",
+            "read_file",
+            "run_command",
+            "edit_file",
+            "run_command",
+            "write_file"
+        ]
+    );
+    assert!(
+        results[0].1.contains("calc.txt (11 bytes)"),
+        "{}",
+        results[0].1
+    );
+    assert_eq!(results[1].1, "answer = 5\n");
+    assert!(results[2].1.contains("exit status: 1"), "{}", results[2].1);
+    assert_eq!(results[3].1, "replaced 1 occurrence in 'calc.txt'");
+    assert!(results[4].1.contains("exit status: 0"), "{}", results[4].1);
+    assert_eq!(results[5].1, "created 'notes/FIX.md' (15 bytes)");
+    // The model's own tool-calling turns are sent back with the results.
+    let calls: usize = sent[6]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+        .count();
+    assert_eq!(calls, 6);
+}
+
+#[tokio::test]
+async fn a_step_still_calling_tools_at_max_iterations_fails() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    for _ in 0..3 {
+        fake.push_reply(Reply::tool_call("list_dir", json!({}), 3, 1));
+    }
+    let mut config = config(&fake, ws.path());
+    config.agent.max_iterations = 2;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = run(&client, "Loop forever.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "failed");
+    let reason = result_of(&done);
+    assert!(reason.starts_with("step 'ollama chat' failed:"), "{reason}");
+    assert!(reason.contains("agent.max_iterations (2)"), "{reason}");
+    assert_eq!(field(&done, "token_usage"), "input=6 output=2 total=8");
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sandbox_escapes_are_refused_as_tool_errors() {
+    let base = tempfile::tempdir().unwrap();
+    let ws = base.path().join("ws");
+    let outside = base.path().join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, "TOP SECRET\n").unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("out_dir")).unwrap();
+    std::os::unix::fs::symlink(&secret, ws.join("out_file")).unwrap();
+    std::os::unix::fs::symlink(outside.join("new.txt"), ws.join("dangling")).unwrap();
+    std::fs::hard_link(&secret, ws.join("hard.txt")).unwrap();
+
+    let attempts: Vec<(&str, Value, &str)> = vec![
+        (
+            "read_file",
+            json!({"path": "../outside/secret.txt"}),
+            "outside the workspace",
+        ),
+        (
+            "read_file",
+            json!({"path": secret.to_str().unwrap()}),
+            "outside the workspace",
+        ),
+        (
+            "read_file",
+            json!({"path": "/etc/passwd"}),
+            "outside the workspace",
+        ),
+        ("read_file", json!({"path": "out_file"}), "symbolic link"),
+        (
+            "read_file",
+            json!({"path": "out_dir/secret.txt"}),
+            "symbolic link",
+        ),
+        ("list_dir", json!({"path": ".."}), "outside the workspace"),
+        (
+            "search_text",
+            json!({"pattern": "SECRET", "path": "out_dir"}),
+            "symbolic link",
+        ),
+        (
+            "write_file",
+            json!({"path": "../outside/pwned.txt", "content": "x"}),
+            "outside the workspace",
+        ),
+        (
+            "write_file",
+            json!({"path": "out_dir/pwned.txt", "content": "x"}),
+            "symbolic link",
+        ),
+        (
+            "write_file",
+            json!({"path": "dangling", "content": "x"}),
+            "symbolic link",
+        ),
+        (
+            "edit_file",
+            json!({"path": "out_file", "old_text": "TOP", "new_text": "NOT"}),
+            "symbolic link",
+        ),
+        ("read_file", json!({"path": "hard.txt"}), "hard links"),
+        (
+            "run_command",
+            json!({"argv": ["rm", "-rf", "../outside"]}),
+            "not an allowed program",
+        ),
+        (
+            "run_command",
+            json!({"argv": ["/bin/echo", "x"]}),
+            "not an allowed program",
+        ),
+        (
+            "run_command",
+            json!({"argv": ["echo"], "cwd": "../outside"}),
+            "outside the workspace",
+        ),
+    ];
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::ToolCalls {
+        calls: attempts
+            .iter()
+            .map(|(name, args, _)| ((*name).to_owned(), args.clone()))
+            .collect(),
+        prompt_eval_count: 1,
+        eval_count: 1,
+    });
+    fake.push_reply(Reply::ToolCalls {
+        calls: vec![
+            // Shell metacharacters are plain arguments: nothing is touched.
+            (
+                "run_command".into(),
+                json!({"argv": ["echo", "x; touch pwned", "$(touch pwned2)"]}),
+            ),
+            // Replacing a hard-linked file breaks the link instead of writing through it.
+            (
+                "write_file".into(),
+                json!({"path": "hard.txt", "content": "mine\n"}),
+            ),
+            ("search_text".into(), json!({"pattern": "SECRET"})),
+        ],
+        prompt_eval_count: 1,
+        eval_count: 1,
+    });
+    fake.push_reply(Reply::text("Nothing escaped.", 1, 1));
+    let mut config = config(&fake, &ws);
+    config.agent.commands.allow = vec!["echo".into()];
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = run(&client, "Try to escape.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let first = tool_results(&sent[1]);
+    assert_eq!(first.len(), attempts.len());
+    for ((name, args, why), (tool, text)) in attempts.iter().zip(&first) {
+        assert_eq!(tool, name);
+        assert!(
+            text.starts_with("error: ") && text.contains(why),
+            "{name} {args}: {text}"
+        );
+        assert!(!text.contains("TOP SECRET"), "{name} {args}: {text}");
+    }
+    let second = tool_results(&sent[2]);
+    let second = &second[first.len()..];
+    assert_eq!(
+        second[0].1,
+        "$ echo x; touch pwned $(touch pwned2)\nexit status: 0\nstdout:\nx; touch pwned $(touch pwned2)\n"
+    );
+    assert_eq!(second[1].1, "replaced 'hard.txt' (5 bytes)");
+    assert_eq!(second[2].1, "no matches for 'SECRET'");
+
+    // Nothing outside was read into a reply, changed or created.
+    let mut outside_files: Vec<String> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    outside_files.sort();
+    assert_eq!(outside_files, ["secret.txt"]);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOP SECRET\n");
+    assert!(!ws.join("pwned").exists() && !ws.join("pwned2").exists());
+    assert!(!base.path().join("pwned").exists());
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_command_past_its_timeout_is_killed_and_huge_output_is_capped() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "run_command",
+        json!({"argv": ["sh", "-c", "echo $$ > sh.pid; exec sleep 30"]}),
+        1,
+        1,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "run_command",
+        json!({"argv": ["yes"]}),
+        1,
+        1,
+    ));
+    fake.push_reply(Reply::text("done", 1, 1));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["sh".into(), "yes".into()];
+    config.agent.commands.timeout = Duration::from_secs(1);
+    config.agent.commands.max_output_bytes = bytesize::ByteSize::kib(4);
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let started = std::time::Instant::now();
+    let id = run(&client, "Run things.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    let results = tool_results(&fake.chat_requests()[2]);
+    assert!(
+        results[0].1.contains("timed out after 1s"),
+        "{}",
+        results[0].1
+    );
+    let pid = read_pid(&ws.path().join("sh.pid")).expect("the command wrote its pid");
+    wait_gone(pid).await;
+    let yes = &results[1].1;
+    assert!(
+        yes.contains("timed out after 1s") && yes.contains("bytes omitted"),
+        "{yes}"
+    );
+    assert!(yes.len() < 4096 + 200, "{} bytes", yes.len());
+}
+
+/// The agent without the HTTP stack, to cancel a running task directly.
+struct Rig {
+    agent: Agent,
+    store: Arc<MemoryStore>,
+}
+
+impl Rig {
+    async fn start(config: &Config) -> Rig {
+        let store = Arc::new(MemoryStore::new());
+        let agent = Agent::start(config, store.clone())
+            .await
+            .expect("agent starts");
+        Rig { agent, store }
+    }
+
+    async fn submit(&self, request: &str) -> uuid::Uuid {
+        let session = Session::new(None);
+        self.store.create_session(&session).await.unwrap();
+        let task = Task::new(session.id, None, request.into(), None);
+        self.store.insert_task(&task).await.unwrap();
+        self.agent.core().enqueue(task.id);
+        task.id
+    }
+
+    async fn task(&self, id: uuid::Uuid) -> Task {
+        self.store.task(id).await.unwrap().expect("task exists")
+    }
+
+    async fn wait_until(&self, id: uuid::Uuid, what: &str, ok: impl Fn(&Task) -> bool) -> Task {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let task = self.task(id).await;
+            if ok(&task) {
+                return task;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{what}: {task:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn cancelling_during_a_command_kills_its_process_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "run_command",
+        json!({"argv": ["sh", "-c", "sleep 30 & echo $! > bg.pid; echo $$ > sh.pid; wait"]}),
+        1,
+        1,
+    ));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["sh".into()];
+    config.agent.commands.timeout = Duration::from_secs(60);
+    let rig = Rig::start(&config).await;
+    let id = rig.submit("Run a long command.").await;
+    let pids: [PathBuf; 2] = [ws.path().join("sh.pid"), ws.path().join("bg.pid")];
+    let running = rig
+        .wait_until(id, "the command should start", |t| {
+            t.current_task.contains("run_command: sh -c")
+                && pids.iter().all(|p| read_pid(p).is_some())
+        })
+        .await;
+    assert_eq!(running.state, TaskState::Running);
+    assert_eq!(
+        running.current_task,
+        "ollama chat (run_command: sh -c sleep 30 & echo $! > bg.pid; echo $$ > sh.pid; wait)"
+    );
+    let started = std::time::Instant::now();
+    rig.agent.core().cancel(id).await.unwrap();
+    let done = rig
+        .wait_until(id, "the task should end", |t| t.state.is_terminal())
+        .await;
+    assert_eq!(done.state, TaskState::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for pid in &pids {
+        wait_gone(read_pid(pid).unwrap()).await;
+    }
+    assert_eq!(fake.chat_count(), 1);
+    rig.agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancelling_during_a_chat_aborts_the_stream() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::Hang);
+    let rig = Rig::start(&config(&fake, ws.path())).await;
+    let id = rig.submit("Hang.").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while fake.in_flight_chats() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no chat started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.agent.core().cancel(id).await.unwrap();
+    let done = rig
+        .wait_until(id, "cancelled", |t| t.state.is_terminal())
+        .await;
+    assert_eq!(done.state, TaskState::Cancelled);
+    while fake.in_flight_chats() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stream stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_model_without_tools_runs_as_plain_chat_with_configured_think_and_num_ctx() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start_with(
+        FakeConfig::default().with_capabilities(&["completion", "thinking"]),
+    )
+    .await;
+    let chunk = |message: Value, done: bool| {
+        let mut line = json!({"model": "test-model", "created_at": "2026-08-21T12:00:00Z",
+                              "message": message, "done": done});
+        if done {
+            line["done_reason"] = json!("stop");
+            line["prompt_eval_count"] = json!(9);
+            line["eval_count"] = json!(4);
+        }
+        line.to_string()
+    };
+    fake.push_reply(Reply::Raw(vec![
+        chunk(
+            json!({"role": "assistant", "content": "", "thinking": "Let me think."}),
+            false,
+        ),
+        chunk(json!({"role": "assistant", "content": "Plain "}), false),
+        chunk(json!({"role": "assistant", "content": "answer."}), true),
+    ]));
+    let mut config = config(&fake, ws.path());
+    config.agent.think = true;
+    config.ollama.num_ctx = 4096;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = run(&client, "Hello").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    // Thinking text stays out of the result.
+    assert_eq!(result_of(&done), "Plain answer.");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].get("tools").is_none(), "{}", sent[0]);
+    assert_eq!(sent[0]["think"], json!(true));
+    assert_eq!(sent[0]["options"]["num_ctx"], json!(4096));
+}
+
+#[tokio::test]
+async fn tool_calls_split_across_chunks_are_all_executed() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta").unwrap();
+    let fake = FakeOllama::start().await;
+    let call = |index: u32, path: &str| {
+        json!({"model": "test-model", "created_at": "2026-08-21T12:00:00Z", "done": false,
+               "message": {"role": "assistant", "content": "",
+                           "tool_calls": [{"function": {"index": index, "name": "read_file",
+                                                        "arguments": {"path": path}}}]}})
+        .to_string()
+    };
+    fake.push_reply(Reply::Raw(vec![
+        call(0, "a.txt"),
+        call(1, "b.txt"),
+        json!({"model": "test-model", "created_at": "2026-08-21T12:00:00Z", "done": true,
+               "done_reason": "stop", "message": {"role": "assistant", "content": ""},
+               "prompt_eval_count": 5, "eval_count": 2})
+        .to_string(),
+    ]));
+    // A tool call written as text is an answer, not a crash.
+    let as_text = r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#;
+    fake.push_reply(Reply::text(as_text, 5, 2));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let client = server.client();
+    let id = run(&client, "Read both.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), as_text);
+    let results = tool_results(&fake.chat_requests()[1]);
+    assert_eq!(
+        results,
+        [
+            ("read_file".to_owned(), "alpha".to_owned()),
+            ("read_file".to_owned(), "beta".to_owned())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn images_with_a_non_vision_model_fail_before_planning() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let r = client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "What is this?",
+                   "images": [{"mime_type": "image/png", "data_base64": png}]}}),
+        )
+        .await;
+    let id = field(&tool_text(&r.body["result"]), "task_id");
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "failed");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains("'test-model'") && reason.contains("vision"),
+        "{reason}"
+    );
+    assert_eq!(fake.chat_count(), 0);
+}
+
+#[tokio::test]
+async fn independent_steps_run_concurrently_up_to_the_limit() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text(
+        &plan_json(&[("a", "Left", &[]), ("b", "Right", &[]), ("c", "Third", &[])]),
+        1,
+        1,
+    ));
+    for _ in 0..3 {
+        fake.push_reply(Reply::delayed(
+            Duration::from_millis(400),
+            Reply::text("side done", 10, 10),
+        ));
+    }
+    fake.push_reply(Reply::text("Both sides done.", 1, 1));
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    config.agent.step_concurrency = 2;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = run(&client, "Do three things.").await;
+    let (done, _) = watch(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(field(&done, "completed_tasks"), "3/3");
+    assert_eq!(field(&done, "critical_path_tokens"), "20");
+    assert_eq!(fake.max_concurrent_chats(), 2);
+}
+
+#[test]
+fn bad_agent_settings_name_their_key() {
+    for (yaml, key) in [
+        (
+            "agent:\n  tools:\n    disabled: [format_disk]\n",
+            "agent.tools.disabled:",
+        ),
+        (
+            "agent:\n  commands:\n    allow: [/bin/sh]\n",
+            "agent.commands.allow:",
+        ),
+        ("agent:\n  max_steps: 0\n", "agent.max_steps:"),
+        ("agent:\n  step_concurrency: 0\n", "agent.step_concurrency:"),
+        ("agent:\n  max_iterations: 0\n", "agent.max_iterations:"),
+        (
+            "agent:\n  commands:\n    timeout: 0s\n",
+            "agent.commands.timeout:",
+        ),
+    ] {
+        let e = Config::from_yaml(yaml).unwrap_err().to_string();
+        assert!(e.starts_with(key), "{yaml}: {e}");
+    }
+}
