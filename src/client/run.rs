@@ -1,0 +1,346 @@
+//! `agent-mcp run` and `agent-mcp status`: submit a task and follow it, or print its status.
+//!
+//! `run` asks `server/discover` whether the server has the Tasks extension. With it, `agent_run`
+//! declares the extension, gets a `CreateTaskResult` (its `taskId` is the agent task's UUID)
+//! and Ctrl-C sends `tasks/cancel`; without it, `agent_run` answers with the acknowledgement
+//! text and Ctrl-C can only leave the task running. Either way progress comes from
+//! `agent_status`, whose text has everything the progress line shows (state, steps, current
+//! step, tokens), every `pollIntervalMs` (from the server) or 500 ms.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::error::{ClientError, Exit};
+use super::progress::{ProgressView, StatusSnapshot};
+use super::transport::{Connection, Endpoint};
+use crate::agent::status::parse_uuid;
+use crate::layers::tasks::TASKS_EXTENSION;
+use crate::tools::{AGENT_RUN, AGENT_STATUS};
+
+/// How often `agent_status` is asked when the server suggests nothing.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Bounds on a server-suggested poll interval.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
+const MAX_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// The pause after a rate-limit refusal that does not say how long to wait.
+const RATE_LIMITED_WAIT: Duration = Duration::from_secs(5);
+
+/// What `agent-mcp run` submits, already checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRequest {
+    pub endpoint: Endpoint,
+    /// The `agent_run` arguments.
+    pub arguments: Map<String, Value>,
+}
+
+/// Submits the task and follows it to a terminal state. `interrupts` yields once per Ctrl-C
+/// (a second Ctrl-C is the caller's to handle: it exits at once).
+pub async fn run(request: RunRequest, mut interrupts: UnboundedReceiver<()>) -> Exit {
+    let mut view = ProgressView::for_stdout();
+    let mut conn = match Connection::open(&request.endpoint) {
+        Ok(conn) => conn,
+        Err(e) => return report(&mut view, &e),
+    };
+    let exit = match follow(&mut conn, request.arguments, &mut view, &mut interrupts).await {
+        Ok(exit) => exit,
+        Err(e) => report(&mut view, &e),
+    };
+    conn.close().await;
+    exit
+}
+
+/// Prints `status <task_id>` once.
+pub async fn status(endpoint: Endpoint, arguments: Map<String, Value>) -> Exit {
+    let mut view = ProgressView::plain();
+    let mut conn = match Connection::open(&endpoint) {
+        Ok(conn) => conn,
+        Err(e) => return report(&mut view, &e),
+    };
+    let exit = match call_tool(&mut conn, AGENT_STATUS, arguments, json!({})).await {
+        Ok(text) => {
+            println!("{text}");
+            Exit::Completed
+        }
+        Err(e) => report(&mut view, &e),
+    };
+    conn.close().await;
+    exit
+}
+
+/// Where the submitted task is, and how to reach it.
+struct Submitted {
+    task_id: String,
+    /// The server has the Tasks extension, so `tasks/cancel` works (with this declaration).
+    tasks_capabilities: Option<Value>,
+    poll_interval: Duration,
+}
+
+async fn follow(
+    conn: &mut Connection,
+    arguments: Map<String, Value>,
+    view: &mut ProgressView,
+    interrupts: &mut UnboundedReceiver<()>,
+) -> Result<Exit, ClientError> {
+    let submitted = submit(conn, arguments).await?;
+    let task_id = submitted.task_id.as_str();
+    let mut stdout = io::stdout();
+    let mut first = true;
+    let mut cancelling = false;
+    loop {
+        let wait = match poll_status(conn, task_id).await {
+            Ok(snapshot) => {
+                if first {
+                    first = false;
+                    match &snapshot.session_id {
+                        Some(session) => writeln!(stdout, "task {task_id} (session {session})")?,
+                        None => writeln!(stdout, "task {task_id}")?,
+                    }
+                }
+                view.show(&snapshot, &mut stdout)?;
+                if snapshot.is_terminal() {
+                    view.finish(&mut stdout)?;
+                    return Ok(finished(&snapshot, &mut stdout)?);
+                }
+                submitted.poll_interval
+            }
+            // A long task outlasts a per-minute budget; polling resumes when the server says.
+            Err(ClientError::RateLimited(seconds)) => {
+                Duration::from_secs(seconds).max(submitted.poll_interval)
+            }
+            Err(ClientError::RateLimitedNoHint) => RATE_LIMITED_WAIT,
+            Err(e) => return Err(e),
+        };
+        let interrupted = tokio::select! {
+            () = tokio::time::sleep(wait) => false,
+            got = interrupts.recv(), if !cancelling => got.is_some(),
+        };
+        if !interrupted {
+            continue;
+        }
+        view.finish(&mut stdout)?;
+        let Some(capabilities) = &submitted.tasks_capabilities else {
+            eprintln!(
+                "agent-mcp: the server cannot cancel tasks; the task continues on the server \
+                 (task_id {task_id})"
+            );
+            return Ok(Exit::Interrupted);
+        };
+        eprintln!(
+            "agent-mcp: cancelling task {task_id}; press Ctrl-C again to stop waiting \
+             (the task may then still be running)"
+        );
+        let mut cancel = Map::new();
+        cancel.insert("taskId".into(), Value::from(task_id));
+        conn.request("tasks/cancel", cancel, capabilities.clone())
+            .await?;
+        cancelling = true;
+    }
+}
+
+/// One `agent_status` call, read back.
+async fn poll_status(conn: &mut Connection, task_id: &str) -> Result<StatusSnapshot, ClientError> {
+    let mut arguments = Map::new();
+    arguments.insert("task_id".into(), Value::from(task_id));
+    let text = call_tool(conn, AGENT_STATUS, arguments, json!({})).await?;
+    StatusSnapshot::parse(&text).ok_or_else(|| ClientError::Protocol {
+        method: "tools/call agent_status".into(),
+        detail: format!("no `status:` line in {text:?}"),
+    })
+}
+
+/// `server/discover`, then `agent_run` declaring the Tasks extension if the server has it.
+async fn submit(
+    conn: &mut Connection,
+    arguments: Map<String, Value>,
+) -> Result<Submitted, ClientError> {
+    let discover = conn
+        .request("server/discover", Map::new(), json!({}))
+        .await?;
+    let has_tasks = discover
+        .get("capabilities")
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some();
+    let capabilities = if has_tasks {
+        json!({"extensions": {TASKS_EXTENSION: {}}})
+    } else {
+        json!({})
+    };
+    let mut params = Map::new();
+    params.insert("name".into(), Value::from(AGENT_RUN));
+    params.insert("arguments".into(), Value::Object(arguments));
+    let result = conn
+        .request("tools/call", params, capabilities.clone())
+        .await?;
+    let protocol = |detail: String| ClientError::Protocol {
+        method: "tools/call agent_run".into(),
+        detail,
+    };
+    if result.get("resultType").and_then(Value::as_str) == Some("task") {
+        // A CreateTaskResult: the MCP taskId is the agent task's UUID.
+        let task_id = result
+            .get("taskId")
+            .and_then(Value::as_str)
+            .filter(|id| parse_uuid(id).is_some())
+            .ok_or_else(|| {
+                protocol(format!("no task UUID in {}", Value::Object(result.clone())))
+            })?;
+        let poll_interval = result
+            .get("pollIntervalMs")
+            .and_then(Value::as_u64)
+            .map(|ms| Duration::from_millis(ms).clamp(MIN_POLL_INTERVAL, MAX_POLL_INTERVAL))
+            .unwrap_or(DEFAULT_POLL_INTERVAL);
+        return Ok(Submitted {
+            task_id: task_id.to_owned(),
+            tasks_capabilities: has_tasks.then_some(capabilities),
+            poll_interval,
+        });
+    }
+    let text = tool_text(result)?;
+    let task_id = StatusSnapshot::parse(&text)
+        .map(|s| s.task_id)
+        .filter(|id| parse_uuid(id).is_some())
+        .ok_or_else(|| protocol(format!("no task_id in {text:?}")))?;
+    Ok(Submitted {
+        task_id,
+        // The server answered synchronously, so it will not take `tasks/cancel` for this task.
+        tasks_capabilities: None,
+        poll_interval: DEFAULT_POLL_INTERVAL,
+    })
+}
+
+/// `tools/call` of `name`, returning the text of a successful `CallToolResult`.
+async fn call_tool(
+    conn: &mut Connection,
+    name: &str,
+    arguments: Map<String, Value>,
+    capabilities: Value,
+) -> Result<String, ClientError> {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::from(name));
+    params.insert("arguments".into(), Value::Object(arguments));
+    let result = conn.request("tools/call", params, capabilities).await?;
+    tool_text(result)
+}
+
+/// The text blocks of a `CallToolResult`; `isError: true` is an error carrying that text.
+fn tool_text(result: Map<String, Value>) -> Result<String, ClientError> {
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .ok_or_else(|| ClientError::Protocol {
+            method: "tools/call".into(),
+            detail: "the result has no `content`".into(),
+        })?;
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err(ClientError::Tool(text));
+    }
+    Ok(text)
+}
+
+/// Prints the outcome of a terminal task: the result on stdout when it completed, the reason
+/// on stderr otherwise.
+fn finished(snapshot: &StatusSnapshot, out: &mut impl Write) -> io::Result<Exit> {
+    let reason = if snapshot.result.is_empty() {
+        snapshot.message.as_str()
+    } else {
+        snapshot.result.as_str()
+    };
+    Ok(match snapshot.state.as_str() {
+        "completed" => {
+            writeln!(out, "{}", snapshot.result)?;
+            out.flush()?;
+            Exit::Completed
+        }
+        "cancelled" => {
+            eprintln!("agent-mcp: the task was cancelled: {reason}");
+            Exit::TaskCancelled
+        }
+        _ => {
+            eprintln!("agent-mcp: the task failed: {reason}");
+            Exit::TaskFailed
+        }
+    })
+}
+
+/// Prints an error on stderr (after ending any redrawn line) and picks its exit code.
+fn report(view: &mut ProgressView, e: &ClientError) -> Exit {
+    let _ = view.finish(&mut io::stdout());
+    eprintln!("agent-mcp: {e}");
+    Exit::Refused
+}
+
+/// Says on stderr that a second Ctrl-C ended the client.
+pub fn report_second_interrupt() {
+    let lead = if io::stdout().is_terminal() { "\n" } else { "" };
+    eprintln!("{lead}agent-mcp: interrupted; the task may still be running on the server");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn tool_results_are_judged_by_is_error() {
+        assert_eq!(
+            tool_text(map(json!({"content": [{"type": "text", "text": "ok"}]}))).unwrap(),
+            "ok"
+        );
+        let refused = tool_text(map(json!({
+            "content": [{"type": "text", "text": "request: must not be empty"}],
+            "isError": true
+        })));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "request: must not be empty"
+        );
+        assert!(matches!(
+            tool_text(map(json!({"resultType": "complete"}))),
+            Err(ClientError::Protocol { .. })
+        ));
+    }
+
+    #[test]
+    fn outcomes_pick_the_exit_code_and_stream() {
+        let snapshot = |state: &str, result: &str| StatusSnapshot {
+            state: state.into(),
+            result: result.into(),
+            message: "m".into(),
+            ..StatusSnapshot::default()
+        };
+        let mut out = Vec::new();
+        assert_eq!(
+            finished(&snapshot("completed", "done\nfor real"), &mut out).unwrap(),
+            Exit::Completed
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), "done\nfor real\n");
+        let mut out = Vec::new();
+        assert_eq!(
+            finished(&snapshot("failed", "boom"), &mut out).unwrap(),
+            Exit::TaskFailed
+        );
+        assert_eq!(
+            finished(&snapshot("cancelled", ""), &mut out).unwrap(),
+            Exit::TaskCancelled
+        );
+        assert!(out.is_empty());
+    }
+}
