@@ -1,0 +1,99 @@
+//! Prometheus metrics: names, recording helpers and the process-wide recorder.
+//!
+//! Recording goes through the `metrics` facade, so a library user may install any recorder
+//! (or none: then recording costs nothing). `agent-mcp serve` installs the Prometheus recorder
+//! with [`install`] and serves [`MetricsHandle::render`] at `GET /metrics`.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// MCP requests by `method` and `outcome` (ok, tool_error, protocol_error, unauthorized,
+/// rate_limited). Rate-limit refusals are the `outcome="rate_limited"` series.
+pub const MCP_REQUESTS: &str = "agent_mcp_requests_total";
+/// Seconds spent answering MCP requests, by `method`.
+pub const MCP_REQUEST_SECONDS: &str = "agent_mcp_request_duration_seconds";
+/// Tasks waiting in the queue.
+pub const QUEUE_DEPTH: &str = "agent_mcp_queue_depth";
+/// Tasks now in a non-terminal `state` (queued, planning, running).
+pub const TASKS: &str = "agent_mcp_tasks";
+/// Tasks accepted by `agent_run`.
+pub const TASKS_CREATED: &str = "agent_mcp_tasks_created_total";
+/// Tasks that reached a terminal state, by `outcome` (completed, failed, cancelled).
+pub const TASKS_FINISHED: &str = "agent_mcp_tasks_finished_total";
+/// Seconds per Ollama request, by `endpoint` and `outcome` (ok, error, cancelled).
+pub const OLLAMA_REQUEST_SECONDS: &str = "agent_mcp_ollama_request_duration_seconds";
+/// Tokens Ollama reported, by `direction` (input = prompt_eval_count, output = eval_count).
+pub const TOKENS: &str = "agent_mcp_tokens_total";
+
+/// Histogram buckets in seconds: MCP answers take micro- to milliseconds, model calls seconds
+/// to minutes.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0,
+];
+
+pub fn record_request(method: &str, outcome: &'static str, elapsed: Duration) {
+    // Only known method names become label values, so a client cannot grow the series set.
+    let method = match method {
+        "server/discover" | "initialize" | "ping" | "tools/list" | "tools/call" | "tasks/get"
+        | "tasks/cancel" | "tasks/update" | "tasks/result" | "tasks/list" | "logging/setLevel" => {
+            method.to_owned()
+        }
+        m if m.starts_with("notifications/") => "notification".to_owned(),
+        _ => "other".to_owned(),
+    };
+    metrics::counter!(MCP_REQUESTS, "method" => method.clone(), "outcome" => outcome).increment(1);
+    metrics::histogram!(MCP_REQUEST_SECONDS, "method" => method).record(elapsed.as_secs_f64());
+}
+
+pub fn record_ollama_call(endpoint: &'static str, outcome: &'static str, elapsed: Duration) {
+    metrics::histogram!(OLLAMA_REQUEST_SECONDS, "endpoint" => endpoint, "outcome" => outcome)
+        .record(elapsed.as_secs_f64());
+}
+
+pub fn record_tokens(input: u64, output: u64) {
+    metrics::counter!(TOKENS, "direction" => "input").increment(input);
+    metrics::counter!(TOKENS, "direction" => "output").increment(output);
+}
+
+pub fn record_task_created() {
+    metrics::counter!(TASKS_CREATED).increment(1);
+}
+
+pub fn record_task_finished(outcome: &'static str) {
+    metrics::counter!(TASKS_FINISHED, "outcome" => outcome).increment(1);
+}
+
+pub fn set_queue_depth(depth: usize) {
+    metrics::gauge!(QUEUE_DEPTH).set(depth as f64);
+}
+
+/// Renders the Prometheus text exposition of everything recorded so far.
+#[derive(Clone, Debug)]
+pub struct MetricsHandle(PrometheusHandle);
+
+impl MetricsHandle {
+    pub fn render(&self) -> String {
+        self.0.render()
+    }
+}
+
+/// Installs the Prometheus recorder for this process (once; later calls return the same
+/// handle). Fails only if another recorder was installed first.
+pub fn install() -> Result<MetricsHandle, String> {
+    static HANDLE: OnceLock<Result<MetricsHandle, String>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+                .map_err(|e| e.to_string())?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| {
+                format!("another metrics recorder is installed ({e}); /metrics is unavailable")
+            })?;
+            Ok(MetricsHandle(handle))
+        })
+        .clone()
+}

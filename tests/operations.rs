@@ -1,0 +1,237 @@
+//! Operations of the standalone server: health, readiness, metrics and graceful shutdown, on
+//! the real binary.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeOllama, Reply};
+use support::harness::{ServeProcess, field, test_config, tool_text};
+
+async fn get(url: &str) -> (u16, String) {
+    let r = reqwest::get(url).await.expect("GET");
+    (r.status().as_u16(), r.text().await.expect("body"))
+}
+
+/// The value of a Prometheus series line, e.g. `name{label="x"} 3`.
+fn series(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && l[prefix.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let fake = FakeOllama::start().await;
+    let server = ServeProcess::spawn(&test_config(&fake.url())).await;
+    let (status, body) = get(&format!("{}/healthz", server.base)).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#));
+    let (status, body) = get(&format!("{}/readyz", server.base)).await;
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"ready": true, "store": {"ok": true}, "ollama": {"ok": true}})
+    );
+    assert!(server.terminate().await.success());
+}
+
+#[tokio::test]
+async fn not_ready_when_ollama_is_unreachable() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let server = ServeProcess::spawn(&test_config(&url)).await;
+    let (status, body) = get(&format!("{}/readyz", server.base)).await;
+    assert_eq!(status, 503, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["ready"], false);
+    assert_eq!(body["store"], json!({"ok": true}));
+    assert_eq!(body["ollama"]["ok"], false);
+    assert!(
+        body["ollama"]["error"].as_str().unwrap().contains(&url),
+        "{body}"
+    );
+    // Health is about the process, not its dependencies.
+    assert_eq!(get(&format!("{}/healthz", server.base)).await.0, 200);
+}
+
+#[tokio::test]
+async fn metrics_after_a_task() {
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text("counted", 11, 4));
+    let mut config = test_config(&fake.url());
+    config.rate_limit.per_minute = 600;
+    config.rate_limit.burst = 50;
+    let server = ServeProcess::spawn(&config).await;
+    let client = server.client();
+    let run = client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "count me"}}),
+        )
+        .await;
+    let task_id = field(&tool_text(&run.body["result"]), "task_id");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = client
+            .modern(
+                "tools/call",
+                json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
+            )
+            .await;
+        if field(&tool_text(&r.body["result"]), "status") == "completed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task did not complete"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // An invalid call, to see a tool_error.
+    client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": " "}}),
+        )
+        .await;
+    let (status, text) = get(&format!("{}/metrics", server.base)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        series(
+            &text,
+            r#"agent_mcp_tasks_finished_total{outcome="completed"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "agent_mcp_tasks_created_total"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, r#"agent_mcp_tokens_total{direction="input"}"#),
+        Some(11.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, r#"agent_mcp_tokens_total{direction="output"}"#),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            r#"agent_mcp_ollama_request_duration_seconds_count{endpoint="chat",outcome="ok"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, r#"agent_mcp_tasks{state="queued"}"#),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(series(&text, "agent_mcp_queue_depth"), Some(0.0), "{text}");
+    assert_eq!(
+        series(
+            &text,
+            r#"agent_mcp_requests_total{method="tools/call",outcome="tool_error"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let ok_calls = series(
+        &text,
+        r#"agent_mcp_requests_total{method="tools/call",outcome="ok"}"#,
+    )
+    .expect("ok tools/call series");
+    assert!(ok_calls >= 2.0, "{text}");
+}
+
+#[tokio::test]
+async fn rate_limit_refusals_are_counted() {
+    let fake = FakeOllama::start().await;
+    let mut config = test_config(&fake.url());
+    config.rate_limit.per_minute = 1;
+    config.rate_limit.burst = 2;
+    let server = ServeProcess::spawn(&config).await;
+    let client = server.client();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(client.modern("tools/list", json!({})).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    let (_, text) = get(&format!("{}/metrics", server.base)).await;
+    assert_eq!(
+        series(
+            &text,
+            r#"agent_mcp_requests_total{method="tools/list",outcome="rate_limited"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_flight_finish() {
+    let fake = FakeOllama::start().await;
+    let server = ServeProcess::spawn(&test_config(&fake.url())).await;
+    let url = format!("{}/mcp", server.base);
+    // A request whose body arrives in two parts, with SIGTERM in between.
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta":
+        support::harness::modern_meta(json!({}))}})
+    .to_string();
+    let (first, second) = body.split_at(body.len() / 2);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    tx.send(Ok(first.as_bytes().to_vec())).await.unwrap();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let request = tokio::spawn(
+        reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("content-length", body.len().to_string())
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .body(reqwest::Body::wrap_stream(stream))
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = server.child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.send(Ok(second.as_bytes().to_vec())).await.unwrap();
+    drop(tx);
+    let response = tokio::time::timeout(Duration::from_secs(20), request)
+        .await
+        .expect("answered")
+        .unwrap()
+        .expect("not cut off");
+    assert_eq!(response.status(), 200);
+    let v: Value = response.json().await.unwrap();
+    assert_eq!(v["id"], 7);
+    assert_eq!(v["result"]["tools"].as_array().unwrap().len(), 2);
+    let mut server = server;
+    let status = tokio::time::timeout(Duration::from_secs(40), server.child.wait())
+        .await
+        .expect("exits after draining")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    // New connections are refused once shutdown began.
+    assert!(
+        reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .is_err()
+    );
+}
