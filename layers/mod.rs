@@ -3,3 +3,11 @@
 //!
 //! Each layer is a `tower::Layer` over `Service<McpRequest, Response = McpResponse,
 //! Error = Infallible>` and is usable on its own.
+
+pub mod audit;
+pub mod auth;
+pub mod images;
+pub mod metrics;
+pub mod rate_limit;
+pub mod tasks;
+pub mod validate;

@@ -68,6 +68,21 @@ impl Default for OllamaConfig {
 pub struct AgentConfig {
     /// The system prompt sent first in every chat.
     pub system_prompt: String,
+    /// Ask the model for a plan first (one extra call, the `planning` state). Off: every task
+    /// runs as one step `ollama chat`.
+    pub planning: bool,
+    /// Most steps a plan may have; a longer plan falls back to one step.
+    pub max_steps: usize,
+    /// Steps whose dependencies are done may run at once, up to this many.
+    pub step_concurrency: usize,
+    /// Most model calls in one step's tool loop; a step still calling tools then fails.
+    pub max_iterations: usize,
+    /// Sent as `think`; true needs a model with the `thinking` capability.
+    pub think: bool,
+    /// The folder the agent's tools work in. Unset: the server's current directory.
+    pub workspace: Option<PathBuf>,
+    pub tools: AgentToolsConfig,
+    pub commands: AgentCommandsConfig,
 }
 
 impl Default for AgentConfig {
@@ -76,7 +91,119 @@ impl Default for AgentConfig {
             system_prompt: "You are a careful software engineering agent. Do the user's request \
                             and answer with a short, factual report of what you did and found."
                 .into(),
+            planning: false,
+            max_steps: 8,
+            step_concurrency: 1,
+            max_iterations: 20,
+            think: false,
+            workspace: None,
+            tools: AgentToolsConfig::default(),
+            commands: AgentCommandsConfig::default(),
         }
+    }
+}
+
+/// `agent.tools`: the workspace tools offered to models with the `tools` capability.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentToolsConfig {
+    /// Tools not offered: any of list_dir, read_file, search_text, write_file, edit_file,
+    /// run_command.
+    pub disabled: Vec<String>,
+    /// Most bytes read_file returns from one file (and largest file search_text scans).
+    pub max_read_bytes: ByteSize,
+    /// Most bytes of any one tool result sent back to the model.
+    pub max_output_bytes: ByteSize,
+}
+
+impl Default for AgentToolsConfig {
+    fn default() -> Self {
+        Self {
+            disabled: Vec::new(),
+            max_read_bytes: ByteSize::kib(256),
+            max_output_bytes: ByteSize::kib(64),
+        }
+    }
+}
+
+/// `agent.commands`: what run_command may start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentCommandsConfig {
+    /// Program names (argv[0], no path) the model may run. Empty: run_command is not offered.
+    pub allow: Vec<String>,
+    /// A command still running after this is killed (with its process group).
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+    /// Most bytes of stdout and of stderr kept (the head and the tail of longer output).
+    pub max_output_bytes: ByteSize,
+    /// `PATH` for commands. Unset: the server's `PATH` without relative entries.
+    pub path: Option<String>,
+    /// Extra environment variables for commands; nothing else of the server's environment
+    /// is passed except `PATH`, `HOME` and `TMPDIR`.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for AgentCommandsConfig {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            timeout: Duration::from_secs(120),
+            max_output_bytes: ByteSize::kib(64),
+            path: None,
+            env: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl AgentConfig {
+    /// Checks the `agent` section.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if !(1..=64).contains(&self.max_steps) {
+            return invalid("agent.max_steps", "must be from 1 through 64".into());
+        }
+        if !(1..=16).contains(&self.step_concurrency) {
+            return invalid("agent.step_concurrency", "must be from 1 through 16".into());
+        }
+        if self.max_iterations == 0 {
+            return invalid("agent.max_iterations", "must be greater than 0".into());
+        }
+        for name in &self.tools.disabled {
+            if !crate::agent::tools::TOOL_NAMES.contains(&name.as_str()) {
+                return invalid(
+                    "agent.tools.disabled",
+                    format!(
+                        "unknown tool '{name}'; tools are {}",
+                        crate::agent::tools::TOOL_NAMES.join(", ")
+                    ),
+                );
+            }
+        }
+        if self.tools.max_read_bytes.as_u64() == 0 || self.tools.max_output_bytes.as_u64() == 0 {
+            return invalid(
+                "agent.tools",
+                "max_read_bytes and max_output_bytes must be greater than 0".into(),
+            );
+        }
+        for program in &self.commands.allow {
+            if program.is_empty() || program.contains(['/', '\\']) {
+                return invalid(
+                    "agent.commands.allow",
+                    format!("'{program}' must be a bare program name found on PATH, e.g. cargo"),
+                );
+            }
+        }
+        if self.commands.timeout.is_zero() {
+            return invalid("agent.commands.timeout", "must be greater than 0".into());
+        }
+        if self.commands.max_output_bytes.as_u64() == 0 {
+            return invalid(
+                "agent.commands.max_output_bytes",
+                "must be greater than 0".into(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -156,22 +283,77 @@ impl ImageLimits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Where tasks and sessions live: `memory` (lost on exit).
+    /// Where tasks and sessions live: `sqlite` (a file; survives restarts) or `memory` (lost
+    /// on exit).
     pub backend: StoreBackend,
+    /// The SQLite file; a relative path is under the current directory. Its folder is created.
+    pub path: PathBuf,
+    /// SQLite `synchronous`. `FULL`: a task is on disk, power loss included, before
+    /// `agent_run` answers.
+    pub synchronous: Synchronous,
+    /// How long finished (completed, failed, cancelled) tasks are kept before they are purged;
+    /// also the Tasks extension's `ttlMs`.
+    #[serde(with = "humantime_serde_compat")]
+    pub retention: Duration,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            backend: StoreBackend::Memory,
+            backend: StoreBackend::Sqlite,
+            path: PathBuf::from(".agent-mcp/agent-mcp.db"),
+            synchronous: Synchronous::Full,
+            retention: Duration::from_secs(7 * 24 * 3600),
         }
+    }
+}
+
+impl StoreConfig {
+    /// The default SQLite settings with the file at `path`.
+    pub fn sqlite_at(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            ..Self::default()
+        }
+    }
+
+    /// `retention` in milliseconds (the Tasks `ttlMs`), saturating.
+    pub fn retention_ms(&self) -> u64 {
+        u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreBackend {
+    Sqlite,
     Memory,
+}
+
+/// SQLite's `PRAGMA synchronous` levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Synchronous {
+    #[serde(alias = "off")]
+    Off,
+    #[serde(alias = "normal")]
+    Normal,
+    #[serde(alias = "full")]
+    Full,
+    #[serde(alias = "extra")]
+    Extra,
+}
+
+impl Synchronous {
+    /// The value for `PRAGMA synchronous`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Off => "OFF",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+            Synchronous::Extra => "EXTRA",
+        }
+    }
 }
 
 /// `auth`: bearer tokens for HTTP. With no tokens, HTTP is open to whoever passes the
@@ -359,6 +541,7 @@ impl Config {
                 );
             }
         }
+        self.agent.validate()?;
         if self.rate_limit.enabled {
             if self.rate_limit.per_minute == 0 {
                 return invalid(

@@ -30,10 +30,13 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod client;
 pub mod config;
 #[path = "../layers/mod.rs"]
 pub mod layers;
+pub mod metrics;
 pub mod ollama;
+pub mod ops;
 pub mod protocol;
 pub mod service;
 pub mod stack;
@@ -50,7 +53,7 @@ use crate::agent::{Agent, AgentError};
 use crate::config::{Config, StoreBackend};
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
-use crate::store::{MemoryStore, TaskStore};
+use crate::store::{MemoryStore, SqliteStore, TaskStore};
 use crate::transport::http::{HttpRules, McpHttpService};
 
 /// The whole MCP stack as one cloneable service.
@@ -68,6 +71,7 @@ impl AgentMcp {
     pub async fn start(config: &Config) -> Result<AgentMcp, AgentError> {
         let store: Arc<dyn TaskStore> = match config.store.backend {
             StoreBackend::Memory => Arc::new(MemoryStore::new()),
+            StoreBackend::Sqlite => Arc::new(SqliteStore::open(&config.store).await?),
         };
         Self::start_with_store(config, store).await
     }
@@ -97,6 +101,19 @@ impl AgentMcp {
     /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount.
     pub fn http_service(&self) -> McpHttpService<Stack> {
         McpHttpService::new(self.stack(), HttpRules::from_config(&self.config))
+    }
+
+    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`) for this server.
+    pub fn ops_endpoints(
+        &self,
+        metrics: Option<crate::metrics::MetricsHandle>,
+    ) -> ops::OpsEndpoints {
+        ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
+    }
+
+    /// Checks that the store takes writes and Ollama answers.
+    pub async fn readiness(&self) -> ops::Readiness {
+        ops::readiness(self.agent.core()).await
     }
 
     pub fn config(&self) -> &Config {

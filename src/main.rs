@@ -1,4 +1,5 @@
-//! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`.
+//! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`, `hash-token`, and the
+//! terminal client `run` / `status`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,15 +42,27 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Read a bearer token from stdin and print its SHA-256 for auth.tokens[].sha256.
+    HashToken,
+    #[command(flatten)]
+    Client(agent_mcp::client::ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::HashToken = cli.command {
+        return hash_token();
+    }
+    // The terminal client (`run`, `status`) loads no server configuration and logs nothing.
+    if let Command::Client(command) = cli.command {
+        return agent_mcp::client::main(command);
+    }
     init_logging();
     let config_path = match &cli.command {
         Command::Serve { config, .. }
         | Command::Stdio { config }
         | Command::CheckConfig { config } => config.clone(),
+        Command::HashToken | Command::Client(_) => None,
     };
     let mut config = match Config::load(config_path.as_deref()) {
         Ok(c) => c,
@@ -88,6 +101,8 @@ fn main() -> ExitCode {
             runtime.block_on(serve_http(config))
         }
         Command::Stdio { .. } => runtime.block_on(serve_stdio(config)),
+        Command::HashToken => return hash_token(),
+        Command::Client(command) => return agent_mcp::client::main(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -97,6 +112,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `agent-mcp hash-token`: the token is read from stdin (one trailing newline dropped) so it
+/// never appears in the shell history or the process list.
+fn hash_token() -> ExitCode {
+    let mut token = String::new();
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut token) {
+        eprintln!("agent-mcp: cannot read the token from stdin: {e}");
+        return ExitCode::from(2);
+    }
+    let token = token
+        .strip_suffix('\n')
+        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+        .unwrap_or(&token);
+    if token.is_empty() {
+        eprintln!("agent-mcp: no token on stdin; try: printf %s \"$TOKEN\" | agent-mcp hash-token");
+        return ExitCode::from(2);
+    }
+    println!("{}", agent_mcp::layers::auth::sha256_hex(token));
+    ExitCode::SUCCESS
 }
 
 fn init_logging() {
@@ -127,7 +162,16 @@ async fn serve_http(config: Config) -> Result<(), BoxError> {
     let server = AgentMcp::start(&config).await?;
     let addr = listener.local_addr()?;
     info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
-    agent_mcp::transport::server::serve(listener, server.http_service(), shutdown_signal()).await?;
+    let metrics = agent_mcp::metrics::install()
+        .inspect_err(|e| tracing::warn!("{e}"))
+        .ok();
+    agent_mcp::transport::server::serve_with_ops(
+        listener,
+        server.http_service(),
+        Some(server.ops_endpoints(metrics)),
+        shutdown_signal(),
+    )
+    .await?;
     server.shutdown().await;
     Ok(())
 }

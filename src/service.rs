@@ -153,10 +153,23 @@ impl AgentService {
         };
         let mut task = Task::new(session_id, identity, args.request, args.temperature);
         task.images = images;
+        // The image layer decoded and hashed each image once; the store keys images by that
+        // hash instead of decoding them again.
+        if let Some(validated) = req
+            .ctx
+            .extensions
+            .get::<crate::layers::images::ValidatedImages>()
+            && validated.0.len() == task.images.len()
+        {
+            for (image, checked) in task.images.iter_mut().zip(&validated.0) {
+                image.sha256 = Some(checked.sha256);
+            }
+        }
         if let Err(e) = store.insert_task(&task).await {
             return store_failure(&e);
         }
         self.core.enqueue(task.id);
+        crate::metrics::record_task_created();
         McpResult::tool_text(render_accepted(&task), false)
     }
 
@@ -268,10 +281,7 @@ fn images_of(
             ));
             continue;
         }
-        out.push(TaskImage {
-            mime_type,
-            data_base64,
-        });
+        out.push(TaskImage::new(mime_type, data_base64));
     }
     Some(out)
 }

@@ -1,5 +1,5 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
-//! audit → auth → rate_limit → tasks → validate → images → `AgentService`.
+//! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
@@ -10,14 +10,28 @@ use crate::service::AgentService;
 
 /// Builds the full stack from the configuration.
 pub fn build(config: &Config, service: AgentService) -> Stack {
-    let _ = config;
     let svc = ServiceBuilder::new()
+        // Counts every request by method and outcome, refusals included.
+        .layer(crate::layers::metrics::MetricsLayer::new())
         // layer: audit
+        .option_layer(crate::layers::audit::AuditLayer::from_config(&config.audit))
         // layer: auth
+        .layer(crate::layers::auth::AuthLayer::from_config(&config.auth))
         // layer: rate_limit
+        .option_layer(crate::layers::rate_limit::RateLimitLayer::from_config(
+            &config.rate_limit,
+        ))
         // layer: tasks
+        // Tasks stay readable for `store.retention` (the advertised `ttlMs`); the store
+        // purges them only after that.
+        .layer(crate::layers::tasks::TasksLayer::new(
+            service.core().clone(),
+            config.store.retention,
+        ))
         // layer: validate
+        .layer(crate::layers::validate::ValidateLayer::new())
         // layer: images
+        .layer(crate::layers::images::ImagesLayer::new(config.mcp.images))
         .service(service);
     BoxCloneSyncService::new(svc)
 }

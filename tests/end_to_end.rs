@@ -416,3 +416,37 @@ async fn images_reach_a_vision_model() {
         .clone();
     assert_eq!(last["images"], json!([png]));
 }
+
+#[tokio::test]
+async fn images_reach_a_vision_model_through_the_sqlite_store_unchanged() {
+    let fake =
+        FakeOllama::start_with(FakeConfig::default().with_capabilities(&["completion", "vision"]))
+            .await;
+    fake.push_reply(Reply::text("Two pixels.", 5, 3));
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::harness::test_config_sqlite(&fake.url(), &dir.path().join("t.db"));
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    // The same image twice: stored once, sent twice, byte for byte as the client sent it.
+    let run = client
+        .modern(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "Compare",
+                   "images": [{"mime_type": "image/png", "data_base64": png},
+                              {"mime_type": "image/png", "data_base64": png}]}}),
+        )
+        .await;
+    let task_id = field(&tool_text(&run.body["result"]), "task_id");
+    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    assert_eq!(result_of(&done), "Two pixels.", "{done}");
+    let sent = fake.chat_requests();
+    let user = sent[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    assert_eq!(user["images"], json!([png, png]));
+}

@@ -4,13 +4,20 @@
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
 //! model at a time.
 
+pub mod plan;
 pub mod queue;
 pub mod runner;
 pub mod status;
+mod step;
+mod step_progress;
+mod step_schedule;
 pub mod task;
+pub mod tools;
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -29,6 +36,16 @@ pub struct AgentSettings {
     pub num_ctx: u32,
     pub keep_alive: Option<String>,
     pub system_prompt: String,
+    /// `agent.planning`: plan first (the `planning` state), else run as one step.
+    pub planning: bool,
+    pub max_steps: usize,
+    pub step_concurrency: usize,
+    /// Most model calls in one step's tool loop.
+    pub max_iterations: usize,
+    /// Sent as `think` on every call.
+    pub think: bool,
+    /// The workspace and what its tools may do.
+    pub tools: tools::ToolSettings,
 }
 
 impl AgentSettings {
@@ -39,6 +56,12 @@ impl AgentSettings {
             num_ctx: config.ollama.num_ctx,
             keep_alive: config.ollama.keep_alive.clone(),
             system_prompt: config.agent.system_prompt.clone(),
+            planning: config.agent.planning,
+            max_steps: config.agent.max_steps,
+            step_concurrency: config.agent.step_concurrency,
+            max_iterations: config.agent.max_iterations,
+            think: config.agent.think,
+            tools: tools::ToolSettings::from_config(&config.agent),
         }
     }
 }
@@ -52,7 +75,15 @@ pub struct AgentCore {
     pub settings: AgentSettings,
     /// The task now planning/running and its cancellation token.
     running: Mutex<Option<(Uuid, CancellationToken)>>,
+    /// Tasks cancelled after the worker took them off the queue but before they reached
+    /// `running`; the worker fires their token as they arrive.
+    cancel_on_arrival: Mutex<HashSet<Uuid>>,
+    /// Bumped by [`AgentCore::notify_task_changed`]; waiters re-read the store on each bump.
+    changes: watch::Sender<u64>,
 }
+
+/// The result text of a task cancelled while it waited in the queue.
+pub const CANCELLED_BEFORE_START: &str = "実行開始前に取り消されました。";
 
 impl AgentCore {
     /// Queues a stored task.
@@ -72,22 +103,61 @@ impl AgentCore {
         let Some(mut task) = self.store.task(id).await? else {
             return Ok(None);
         };
-        if task.state == TaskState::Queued && self.queue.remove(id) {
-            task.transition(TaskState::Cancelled);
-            self.store.update_task(&task).await?;
+        if task.state.is_terminal() {
             return Ok(Some(task));
         }
-        if let Some((running, token)) = self.running_slot().as_ref()
-            && *running == id
-        {
-            token.cancel();
+        // Decided under the slot lock, so a task the worker has just taken off the queue is
+        // either in the slot already or will find its mark when it gets there.
+        let removed = {
+            let slot = self.running_slot();
+            let removed = self.queue.remove(id);
+            if !removed {
+                match slot.as_ref() {
+                    Some((running, token)) if *running == id => token.cancel(),
+                    _ if task.state == TaskState::Queued => {
+                        lock(&self.cancel_on_arrival).insert(id);
+                    }
+                    _ => {}
+                }
+            }
+            removed
+        };
+        if removed {
+            task.transition(TaskState::Cancelled);
+            task.result = CANCELLED_BEFORE_START.to_owned();
+            self.store.update_task(&task).await?;
+            self.notify_task_changed(id);
         }
         Ok(Some(task))
     }
 
-    fn running_slot(&self) -> std::sync::MutexGuard<'_, Option<(Uuid, CancellationToken)>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    /// Wakes everyone waiting on [`AgentCore::subscribe_task_changes`]. Call it after every
+    /// saved change of a task (state, progress, result).
+    pub fn notify_task_changed(&self, id: Uuid) {
+        tracing::trace!(task_id = %id, "task changed");
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
+
+    /// A receiver that wakes on every later [`AgentCore::notify_task_changed`]. Subscribe
+    /// before reading the store, then re-read it after each wake-up; no change is missed.
+    pub fn subscribe_task_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The task now planning or running, if any.
+    pub fn running_task(&self) -> Option<Uuid> {
+        self.running_slot().as_ref().map(|(id, _)| *id)
+    }
+
+    fn running_slot(&self) -> std::sync::MutexGuard<'_, Option<(Uuid, CancellationToken)>> {
+        lock(&self.running)
+    }
+}
+
+/// Every critical section is a single insert/remove/replace, so a poisoned lock holds
+/// consistent data.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A running agent: the shared core and its worker.
@@ -116,11 +186,20 @@ impl Agent {
             ollama,
             settings: AgentSettings::from_config(config),
             running: Mutex::new(None),
+            cancel_on_arrival: Mutex::new(HashSet::new()),
+            changes: watch::Sender::new(0),
         });
+        // A task a crash left planning/running cannot resume: it ends failed, with a reason.
+        crate::store::fail_interrupted(core.store.as_ref()).await?;
         for task in core.store.tasks_in_state(TaskState::Queued).await? {
             core.queue.push(task.id);
         }
         let shutdown = CancellationToken::new();
+        tokio::spawn(crate::store::purge_expired_periodically(
+            core.store.clone(),
+            config.store.retention,
+            shutdown.clone(),
+        ));
         let worker = tokio::spawn(worker_loop(core.clone(), shutdown.clone()));
         Ok(Agent {
             core,
@@ -162,8 +241,21 @@ async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
         };
         let token = shutdown.child_token();
-        *core.running_slot() = Some((id, token.clone()));
+        {
+            let mut slot = core.running_slot();
+            *slot = Some((id, token.clone()));
+            if lock(&core.cancel_on_arrival).remove(&id) {
+                token.cancel();
+            }
+        }
         runner::run_task(&core, id, token).await;
+        if let Ok(Some(task)) = core.store.task(id).await
+            && task.state.is_terminal()
+        {
+            crate::metrics::record_task_finished(task.state.as_str());
+        }
         *core.running_slot() = None;
+        // The runner has saved a terminal state (or skipped a task that was not queued).
+        core.notify_task_changed(id);
     }
 }

@@ -27,7 +27,10 @@ impl TaskQueue {
 
     /// Appends a task at the back.
     pub fn push(&self, id: Uuid) {
-        self.items().push_back(id);
+        let mut items = self.items();
+        items.push_back(id);
+        crate::metrics::set_queue_depth(items.len());
+        drop(items);
         // A stored permit means a push before the worker waits is not lost.
         self.ready.notify_one();
     }
@@ -40,10 +43,12 @@ impl TaskQueue {
     /// Takes a waiting task out of the queue (cancellation). Returns whether it was there.
     pub fn remove(&self, id: Uuid) -> bool {
         let mut items = self.items();
-        match items.iter().position(|x| *x == id) {
+        let removed = match items.iter().position(|x| *x == id) {
             Some(i) => items.remove(i).is_some(),
             None => false,
-        }
+        };
+        crate::metrics::set_queue_depth(items.len());
+        removed
     }
 
     pub fn len(&self) -> usize {
@@ -57,7 +62,13 @@ impl TaskQueue {
     /// Waits for and takes the oldest task.
     pub async fn next(&self) -> Uuid {
         loop {
-            if let Some(id) = self.items().pop_front() {
+            let next = {
+                let mut items = self.items();
+                let next = items.pop_front();
+                crate::metrics::set_queue_depth(items.len());
+                next
+            };
+            if let Some(id) = next {
                 return id;
             }
             self.ready.notified().await;

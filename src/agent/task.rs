@@ -143,11 +143,26 @@ impl Task {
     }
 }
 
-/// An image attached to a task, as the client sent it (standard base64).
+/// An image attached to a task, as the client sent it (standard base64, which is also what
+/// Ollama takes, so it is never re-encoded).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskImage {
     pub mime_type: String,
     pub data_base64: String,
+    /// SHA-256 of the decoded bytes, when the image layer has already computed it; the store
+    /// keys images by it and computes it only when it is missing.
+    #[serde(skip)]
+    pub sha256: Option<[u8; 32]>,
+}
+
+impl TaskImage {
+    pub fn new(mime_type: impl Into<String>, data_base64: impl Into<String>) -> Self {
+        Self {
+            mime_type: mime_type.into(),
+            data_base64: data_base64.into(),
+            sha256: None,
+        }
+    }
 }
 
 /// A conversation: the tasks of one session see each other's turns.

@@ -94,12 +94,23 @@ impl OllamaClient {
         on_chunk: &mut (dyn FnMut(&ChatChunk) + Send),
     ) -> Result<ChatResponse, OllamaError> {
         let url = self.endpoint("/api/chat");
+        let started = std::time::Instant::now();
         let call = self.bounded(&url, self.stream_chat(&url, req, on_chunk));
-        tokio::select! {
+        let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => Err(OllamaError::Cancelled),
             outcome = call => outcome,
-        }
+        };
+        let label = match &outcome {
+            Ok(reply) => {
+                crate::metrics::record_tokens(reply.prompt_eval_count, reply.eval_count);
+                "ok"
+            }
+            Err(OllamaError::Cancelled) => "cancelled",
+            Err(_) => "error",
+        };
+        crate::metrics::record_ollama_call("chat", label, started.elapsed());
+        outcome
     }
 
     /// `POST /api/show`: the model's capabilities, details and metadata.

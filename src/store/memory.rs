@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 use std::sync::RwLock;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{StoreError, TaskStore};
-use crate::agent::task::{Session, Task, TaskState, Turn};
+use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -81,13 +82,29 @@ impl TaskStore for MemoryStore {
         Ok(self.read().tasks.get(&id).map(|(_, t)| t.clone()))
     }
 
+    async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
+        self.read()
+            .tasks
+            .get(&id)
+            .map(|(_, t)| t.images.clone())
+            .ok_or(StoreError::UnknownTask(id))
+    }
+
     async fn update_task(&self, task: &Task) -> Result<(), StoreError> {
         let mut inner = self.write();
         let (_, stored) = inner
             .tasks
             .get_mut(&task.id)
             .ok_or(StoreError::UnknownTask(task.id))?;
+        // The caller's copy may lack the images (they are not part of `task()` for every
+        // store); keep ours until the task is terminal, then release them.
+        let images = std::mem::take(&mut stored.images);
         *stored = task.clone();
+        stored.images = if task.state.is_terminal() {
+            Vec::new()
+        } else {
+            images
+        };
         Ok(())
     }
 
@@ -100,6 +117,15 @@ impl TaskStore for MemoryStore {
             .collect();
         found.sort_by_key(|(seq, _)| *seq);
         Ok(found.into_iter().map(|(_, t)| t.clone()).collect())
+    }
+
+    async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError> {
+        let mut inner = self.write();
+        let before = inner.tasks.len();
+        inner
+            .tasks
+            .retain(|_, (_, t)| !(t.state.is_terminal() && t.updated_at < finished_before));
+        Ok((before - inner.tasks.len()) as u64)
     }
 }
 
@@ -126,6 +152,42 @@ mod tests {
             .map(|t| t.id)
             .collect();
         assert_eq!(queued, ids);
+    }
+
+    #[tokio::test]
+    async fn images_stay_until_the_task_is_terminal() {
+        let store = MemoryStore::new();
+        let mut t = Task::new(Uuid::new_v4(), None, "look".into(), None);
+        t.images = vec![TaskImage::new("image/png", "iVBORw0KGgo=")];
+        store.insert_task(&t).await.unwrap();
+        let mut loaded = store.task(t.id).await.unwrap().unwrap();
+        loaded.images.clear();
+        loaded.transition(TaskState::Running);
+        store.update_task(&loaded).await.unwrap();
+        assert_eq!(store.task_images(t.id).await.unwrap(), t.images);
+        loaded.transition(TaskState::Completed);
+        store.update_task(&loaded).await.unwrap();
+        assert!(store.task_images(t.id).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn purge_keeps_unfinished_and_recent_tasks() {
+        let store = MemoryStore::new();
+        let hour = std::time::Duration::from_secs(3600);
+        let now = SystemTime::now();
+        let queued = Task::new(Uuid::new_v4(), None, "q".into(), None);
+        let mut old = Task::new(Uuid::new_v4(), None, "old".into(), None);
+        old.fail("x");
+        old.updated_at = now - 2 * hour;
+        let mut recent = Task::new(Uuid::new_v4(), None, "recent".into(), None);
+        recent.fail("x");
+        for t in [&queued, &old, &recent] {
+            store.insert_task(t).await.unwrap();
+        }
+        assert_eq!(store.purge_finished(now - hour).await.unwrap(), 1);
+        assert!(store.task(old.id).await.unwrap().is_none());
+        assert!(store.task(recent.id).await.unwrap().is_some());
+        assert!(store.task(queued.id).await.unwrap().is_some());
     }
 
     #[tokio::test]

@@ -1,16 +1,44 @@
 //! Where tasks and sessions live.
 //!
-//! [`TaskStore`] is the boundary; [`MemoryStore`] keeps everything in process (tests,
-//! embedding). A durable SQLite implementation sits behind the same trait.
+//! [`TaskStore`] is the boundary. [`SqliteStore`] is the default: one SQLite file in WAL mode,
+//! so a restart loses nothing that was accepted. [`MemoryStore`] keeps everything in process
+//! (tests, embedding).
+//!
+//! Image bytes are not part of the hot path: [`TaskStore::task`] may leave `Task::images` empty
+//! (the SQLite store always does), and the runner asks [`TaskStore::task_images`] when it starts
+//! a task.
+//!
+//! ```
+//! # async fn run() -> Result<(), agent_mcp::store::StoreError> {
+//! use agent_mcp::agent::task::{Session, Task, TaskState};
+//! use agent_mcp::config::StoreConfig;
+//! use agent_mcp::store::{SqliteStore, TaskStore};
+//!
+//! let dir = std::env::temp_dir().join(format!("agent-mcp-doc-{}", std::process::id()));
+//! let store = SqliteStore::open(&StoreConfig::sqlite_at(dir.join("tasks.db"))).await?;
+//! let session = Session::new(None);
+//! store.create_session(&session).await?;
+//! let task = Task::new(session.id, None, "Fix the build".into(), None);
+//! store.insert_task(&task).await?;
+//! assert_eq!(store.tasks_in_state(TaskState::Queued).await?.len(), 1);
+//! # let _ = std::fs::remove_dir_all(dir);
+//! # Ok(()) }
+//! ```
 
 mod memory;
+mod recovery;
+mod sqlite;
+
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
 pub use memory::MemoryStore;
+pub use recovery::{INTERRUPTED_BY_RESTART, fail_interrupted, purge_expired_periodically};
+pub use sqlite::SqliteStore;
 
-use crate::agent::task::{Session, Task, TaskState, Turn};
+use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +49,9 @@ pub enum StoreError {
     UnknownTask(Uuid),
     #[error("task store unavailable: {0}")]
     Unavailable(String),
+    /// An image that is not valid standard base64 (the image layer normally rejects it first).
+    #[error("images[{index}]: data_base64 is not valid standard base64 ({reason})")]
+    InvalidImage { index: usize, reason: String },
 }
 
 /// Persistence of tasks, sessions and session history.
@@ -31,11 +62,25 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// The session's turns, oldest first.
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError>;
     async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError>;
-    /// Stores a new task; it is durable (for durable stores) when this returns.
+    /// Stores a new task with its images; it is durable (for durable stores) when this
+    /// returns. On error nothing of the task is stored.
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError>;
+    /// The task without the cost of its images: `images` may be empty even when the task has
+    /// some (the SQLite store never loads them here). Use [`TaskStore::task_images`].
     async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError>;
-    /// Replaces a stored task with `task`.
+    /// The images of an unfinished task, in the order they were sent. Empty once the task is
+    /// terminal (its images are released then).
+    async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError>;
+    /// Fails if the store cannot take writes now (read-only file, full disk, lost connection).
+    /// For readiness probes; cheap.
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Replaces a stored task with `task` (its `images` are ignored). A terminal state releases
+    /// the task's images.
     async fn update_task(&self, task: &Task) -> Result<(), StoreError>;
-    /// Tasks in `state`, in creation order.
+    /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;
+    /// Deletes terminal tasks that finished before `finished_before`. Returns how many.
+    async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError>;
 }

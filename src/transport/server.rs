@@ -15,6 +15,8 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
+use crate::ops::OpsEndpoints;
+
 /// How long a client may take to send its request headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long in-flight requests may take to finish after shutdown is asked for.
@@ -25,6 +27,23 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn serve<S>(
     listener: TcpListener,
     mcp: S,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    serve_with_ops(listener, mcp, None, shutdown).await
+}
+
+/// [`serve`], plus the operator endpoints (`GET /healthz`, `/readyz`, `/metrics`).
+pub async fn serve_with_ops<S>(
+    listener: TcpListener,
+    mcp: S,
+    ops: Option<OpsEndpoints>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
@@ -50,11 +69,18 @@ where
             () = &mut shutdown => break,
         };
         let mcp = mcp.clone();
+        let ops = ops.clone();
         let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let mcp = mcp.clone();
+            let ops = ops.clone();
             req.extensions_mut().insert(peer);
             async move {
                 if req.uri().path() != "/mcp" {
+                    if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
+                        && let Some(resp) = ops.handle(req.uri().path()).await
+                    {
+                        return Ok(resp);
+                    }
                     let mut resp = Response::new(Full::new(Bytes::from_static(
                         b"Not Found: the MCP endpoint is /mcp\n",
                     )));

@@ -22,6 +22,19 @@ pub fn test_config(ollama_url: &str) -> Config {
     config.ollama.url = ollama_url.to_owned();
     config.ollama.model = "test-model".into();
     config.ollama.request_timeout = Duration::from_secs(20);
+    // Audit lines would go to this process's stderr; tests of the audit log enable it with a
+    // file of their own.
+    config.audit.enabled = false;
+    // SQLite is the default store; tests that do not ask for it must not leave a
+    // `.agent-mcp/` folder in the crate directory.
+    config.store.backend = agent_mcp::config::StoreBackend::Memory;
+    config
+}
+
+/// [`test_config`] with the SQLite store at `db_path`.
+pub fn test_config_sqlite(ollama_url: &str, db_path: &std::path::Path) -> Config {
+    let mut config = test_config(ollama_url);
+    config.store = agent_mcp::config::StoreConfig::sqlite_at(db_path);
     config
 }
 
@@ -307,6 +320,75 @@ impl StdioServer {
         tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
             .expect("exit within 20 s after EOF")
+            .expect("wait")
+    }
+}
+
+/// The real `agent-mcp serve` binary on 127.0.0.1:0.
+pub struct ServeProcess {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT` (the MCP endpoint is `{base}/mcp`).
+    pub base: String,
+    pub stderr: tokio::sync::mpsc::UnboundedReceiver<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl ServeProcess {
+    pub async fn spawn(config: &Config) -> ServeProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write_config(&dir, config);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+            .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+            .arg(&path)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agent-mcp serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let base = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(line) = rx.recv().await {
+                if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or_default();
+                    return url.trim_end_matches("/mcp").to_owned();
+                }
+            }
+            panic!("agent-mcp serve exited before listening");
+        })
+        .await
+        .expect("listening within 20 s");
+        ServeProcess {
+            child,
+            base,
+            stderr: rx,
+            _dir: dir,
+        }
+    }
+
+    pub fn client(&self) -> HttpClient {
+        HttpClient::new(&format!("{}/mcp", self.base))
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(40), self.child.wait())
+            .await
+            .expect("exit within 40 s of SIGTERM")
             .expect("wait")
     }
 }
