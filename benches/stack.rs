@@ -124,6 +124,22 @@ fn main() {
         return;
     }
 
+    // For an instruction profiler (`valgrind --tool=callgrind`): only `STACK_PROFILE_ITERS`
+    // calls of the named variant, no criterion run.
+    if let Ok(variant) = std::env::var("STACK_PROFILE") {
+        let iters = std::env::var("STACK_PROFILE_ITERS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        let t = match variant.as_str() {
+            "bare" => runtime.block_on(run(&mut bare, &status_req, iters)),
+            _ => runtime.block_on(run(&mut stack, &status_req, iters)),
+        };
+        println!("{variant}: {:.0} ns/op", t.as_nanos() as f64 / iters as f64);
+        runtime.block_on(server.shutdown());
+        return;
+    }
+
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("tools_call_agent_status");
     group.bench_function("bare_service", |bencher| {

@@ -34,6 +34,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -78,11 +79,10 @@ impl<S> Metrics<S> {
 impl<S> Service<McpRequest> for Metrics<S>
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-    S::Future: Send + 'static,
 {
     type Response = McpResponse;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<McpResponse, Infallible>> + Send>>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
@@ -90,14 +90,37 @@ where
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
-        let method = req.method.clone();
+        let method = crate::metrics::method_label(&req.method);
         let started = Instant::now();
-        let future = self.inner.call(req);
-        Box::pin(async move {
-            let Ok(response) = future.await;
-            let outcome = Outcome::of(&response).as_str();
-            crate::metrics::record_request(&method, outcome, started.elapsed());
-            Ok(response)
-        })
+        ResponseFuture {
+            future: self.inner.call(req),
+            method,
+            started,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Metrics`]: the inner future, then one record.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        future: F,
+        method: &'static str,
+        started: Instant,
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(response) = std::task::ready!(this.future.poll(cx));
+        let outcome = Outcome::of(&response).as_str();
+        crate::metrics::record_request_labelled(this.method, outcome, this.started.elapsed());
+        Poll::Ready(Ok(response))
     }
 }

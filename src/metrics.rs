@@ -33,17 +33,39 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0,
 ];
 
+/// Method names that are label values as they are; anything else is `notification` or `other`.
+const METHOD_LABELS: [&str; 11] = [
+    "server/discover",
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/update",
+    "tasks/result",
+    "tasks/list",
+    "logging/setLevel",
+];
+
+/// The `method` label of a request's method. Only known method names become label values, so
+/// a client cannot grow the series set.
+pub fn method_label(method: &str) -> &'static str {
+    match METHOD_LABELS.iter().find(|known| **known == method) {
+        Some(known) => known,
+        None if method.starts_with("notifications/") => "notification",
+        None => "other",
+    }
+}
+
 pub fn record_request(method: &str, outcome: &'static str, elapsed: Duration) {
-    // Only known method names become label values, so a client cannot grow the series set.
-    let method = match method {
-        "server/discover" | "initialize" | "ping" | "tools/list" | "tools/call" | "tasks/get"
-        | "tasks/cancel" | "tasks/update" | "tasks/result" | "tasks/list" | "logging/setLevel" => {
-            method.to_owned()
-        }
-        m if m.starts_with("notifications/") => "notification".to_owned(),
-        _ => "other".to_owned(),
-    };
-    metrics::counter!(MCP_REQUESTS, "method" => method.clone(), "outcome" => outcome).increment(1);
+    record_request_labelled(method_label(method), outcome, elapsed);
+}
+
+/// [`record_request`] with the label already chosen by [`method_label`]. Static label values
+/// cost no allocation per request.
+pub fn record_request_labelled(method: &'static str, outcome: &'static str, elapsed: Duration) {
+    metrics::counter!(MCP_REQUESTS, "method" => method, "outcome" => outcome).increment(1);
     metrics::histogram!(MCP_REQUEST_SECONDS, "method" => method).record(elapsed.as_secs_f64());
 }
 

@@ -150,12 +150,25 @@ pub fn name_field(name: &str) -> Cow<'static, str> {
 
 /// `task_id:` / `session_id:` lines of an `agent_run` / `agent_status` result text.
 pub fn ids_in_text(text: &str) -> (Option<Uuid>, Option<Uuid>) {
+    ids_wanted_in_text(text, true, true)
+}
+
+/// [`ids_in_text`], parsing only the ids asked for (the others come back `None`).
+pub fn ids_wanted_in_text(
+    text: &str,
+    want_task: bool,
+    want_session: bool,
+) -> (Option<Uuid>, Option<Uuid>) {
     let mut task_id = None;
     let mut session_id = None;
     for line in text.lines().take(4) {
         if let Some(v) = line.strip_prefix("task_id:") {
-            task_id = uuid_field(Some(v.trim()));
-        } else if let Some(v) = line.strip_prefix("session_id:") {
+            if want_task {
+                task_id = uuid_field(Some(v.trim()));
+            }
+        } else if let Some(v) = line.strip_prefix("session_id:")
+            && want_session
+        {
             session_id = uuid_field(Some(v.trim()));
         }
     }

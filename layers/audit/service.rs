@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use uuid::Uuid;
 
 use super::record::{
-    ArgsSummary, AuditRecord, Outcome, ids_in_text, name_field, scrub_message, uuid_field,
+    ArgsSummary, AuditRecord, Outcome, ids_wanted_in_text, name_field, scrub_message, uuid_field,
 };
 use super::sink::AuditSink;
 use crate::config::AuditConfig;
@@ -199,7 +199,7 @@ impl Pending {
                 if (task_id.is_none() || session_id.is_none())
                     && let Some(text) = r.first_text()
                 {
-                    let (t, s) = ids_in_text(text);
+                    let (t, s) = ids_wanted_in_text(text, task_id.is_none(), session_id.is_none());
                     task_id = task_id.or(t);
                     session_id = session_id.or(s);
                 }

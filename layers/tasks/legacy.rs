@@ -60,6 +60,11 @@ pub fn mark_task_support(version: ProtocolVersion, mut response: McpResponse) ->
     response
 }
 
+/// A `tools/call` without `params.task`: the inner stack answers it alone.
+pub(super) fn passes_through(req: &McpRequest) -> bool {
+    !req.params.contains_key("task")
+}
+
 /// `tools/call` with `params.task`: `agent_run` answers with `{task: {…}}`.
 pub async fn tools_call<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
 where

@@ -79,6 +79,7 @@
 //! # Ok(()) }
 //! ```
 
+mod future;
 mod layer;
 mod legacy;
 mod lookup;
@@ -86,6 +87,7 @@ mod modern;
 mod service;
 mod wire;
 
+pub use future::ResponseFuture;
 pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksLayer};
 pub use service::Tasks;
 pub use wire::{RELATED_TASK, TASKS_EXTENSION, legacy_status, modern_status, status_message};

@@ -41,6 +41,12 @@ pub(super) fn object_at<'a>(
     slot.as_object_mut()
 }
 
+/// A `tools/call` the inner stack answers alone: any tool but `agent_run`, or a request that
+/// did not declare the extension.
+pub(super) fn passes_through(req: &McpRequest) -> bool {
+    req.tool_name() != Some(AGENT_RUN) || !req.ctx.declares_extension(TASKS_EXTENSION)
+}
+
 /// `agent_run` from a declaring request answers with a flat `CreateTaskResult`; everything
 /// else (other tools, undeclared requests, invalid arguments) is answered by the inner stack.
 pub async fn tools_call<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
@@ -48,7 +54,7 @@ where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
     S::Future: Send,
 {
-    if req.tool_name() != Some(AGENT_RUN) || !req.ctx.declares_extension(TASKS_EXTENSION) {
+    if passes_through(&req) {
         return inner.call(req).await;
     }
     match create(&config.core, inner, req).await {

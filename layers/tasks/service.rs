@@ -1,8 +1,6 @@
 //! [`Tasks`]: the service that routes task-related requests and passes the rest inward.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -10,6 +8,7 @@ use std::time::Duration;
 use tower::ServiceExt;
 use tower_service::Service;
 
+use super::future::{ResponseFuture, Routed};
 use super::layer::TasksLayer;
 use super::{legacy, modern};
 use crate::agent::AgentCore;
@@ -57,7 +56,7 @@ where
 {
     type Response = McpResponse;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<McpResponse, Infallible>> + Send>>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -65,11 +64,41 @@ where
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
+        // Most traffic (`agent_status`, `tools/list`) is not ours: hand it on as is, with no
+        // clone and no boxed future.
+        if passes_through(&req) {
+            return ResponseFuture::Inner {
+                future: self.inner.call(req),
+            };
+        }
         // The clone may not be ready; the one `poll_ready` prepared goes into the future.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = self.config.clone();
-        Box::pin(async move { Ok(route(&config, Inner(inner), req).await) })
+        let future: Routed = Box::pin(async move { Ok(route(&config, Inner(inner), req).await) });
+        ResponseFuture::Routed { future }
+    }
+}
+
+/// True when [`route`] would only call the inner service with the request and return its
+/// response unchanged.
+fn passes_through(req: &McpRequest) -> bool {
+    if req.is_notification() {
+        return true;
+    }
+    match req.ctx.era() {
+        Era::Modern => match req.method.as_str() {
+            "server/discover" | "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result"
+            | "tasks/list" => false,
+            "tools/call" => modern::passes_through(req),
+            _ => true,
+        },
+        Era::Legacy => match req.method.as_str() {
+            "initialize" | "tools/list" | "tasks/get" | "tasks/result" | "tasks/cancel"
+            | "tasks/list" => false,
+            "tools/call" => legacy::passes_through(req),
+            _ => true,
+        },
     }
 }
 

@@ -229,33 +229,53 @@ impl McpResponse {
         match &self.payload {
             Payload::Accepted => None,
             Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
-            Payload::Result(r) => Some(response_json(self.id.as_ref(), Ok(self.render(r)))),
+            Payload::Result(r) => Some(response_json(
+                self.id.as_ref(),
+                Ok(render(self.version, r, r.body.clone())),
+            )),
         }
     }
 
-    fn render(&self, result: &McpResult) -> Value {
-        let mut body = result.body.clone();
-        if self.version.era() == Era::Modern {
-            let kind = match result.kind {
-                ResultKind::Complete => "complete",
-                ResultKind::Task => "task",
-            };
-            body.insert("resultType".into(), Value::from(kind));
-            if let Some(cache) = result.cache {
-                body.insert("ttlMs".into(), Value::from(cache.ttl_ms));
-                let scope = if cache.public { "public" } else { "private" };
-                body.insert("cacheScope".into(), Value::from(scope));
-            }
-            let meta = body
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(meta) = meta {
-                meta.insert(META_SERVER_INFO.into(), server_info());
+    /// [`Self::to_json`], consuming the response so the result body is moved, not copied.
+    pub fn into_json(self) -> Option<Value> {
+        match self.payload {
+            Payload::Accepted => None,
+            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(&e))),
+            Payload::Result(mut r) => {
+                let body = std::mem::take(&mut r.body);
+                Some(response_json(
+                    self.id.as_ref(),
+                    Ok(render(self.version, &r, body)),
+                ))
             }
         }
-        Value::Object(body)
     }
+}
 
+/// A result's `body` shaped for `version`'s era (the one place era differences are rendered).
+fn render(version: ProtocolVersion, result: &McpResult, mut body: Map<String, Value>) -> Value {
+    if version.era() == Era::Modern {
+        let kind = match result.kind {
+            ResultKind::Complete => "complete",
+            ResultKind::Task => "task",
+        };
+        body.insert("resultType".into(), Value::from(kind));
+        if let Some(cache) = result.cache {
+            body.insert("ttlMs".into(), Value::from(cache.ttl_ms));
+            let scope = if cache.public { "public" } else { "private" };
+            body.insert("cacheScope".into(), Value::from(scope));
+        }
+        let meta = body
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(META_SERVER_INFO.into(), server_info());
+        }
+    }
+    Value::Object(body)
+}
+
+impl McpResponse {
     /// Serialises [`Self::to_json`] to bytes (one line, no embedded newline).
     pub fn to_bytes(&self) -> Option<Vec<u8>> {
         self.to_json()

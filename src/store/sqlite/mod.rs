@@ -60,14 +60,14 @@ impl SqliteStore {
         let (lock, writer, reader) = opened.map_err(|e| {
             StoreError::Unavailable(format!("cannot open the task store {shown}: {e}"))
         })?;
-        let spawn = |name, conn| {
-            ConnectionThread::spawn(name, conn).map_err(|e| {
+        let spawn = |name, conn, on_idle| {
+            ConnectionThread::spawn(name, conn, on_idle).map_err(|e| {
                 StoreError::Unavailable(format!("cannot start the SQLite {name} thread: {e}"))
             })
         };
         Ok(SqliteStore {
-            writer: spawn("writer", writer)?,
-            reader: spawn("reader", reader)?,
+            writer: spawn("writer", writer, Some(schema::checkpoint))?,
+            reader: spawn("reader", reader, None)?,
             path: shown,
             _lock: lock,
         })

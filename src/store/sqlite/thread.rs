@@ -25,16 +25,33 @@ pub(super) struct ConnectionThread {
 }
 
 impl ConnectionThread {
-    pub(super) fn spawn(name: &'static str, connection: Connection) -> std::io::Result<Self> {
+    /// `on_idle` runs whenever the queue has run dry after a job (the writer checkpoints
+    /// then).
+    pub(super) fn spawn(
+        name: &'static str,
+        connection: Connection,
+        on_idle: Option<fn(&Connection)>,
+    ) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name(format!("agent-mcp-{name}"))
             .spawn(move || {
                 let mut connection = connection;
-                while let Ok(job) = queue.recv() {
+                let mut next = queue.recv().ok();
+                while let Some(job) = next {
                     // A panic in one job must not take the store down for every later call. An
                     // open transaction rolls back when its guard unwinds.
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut connection)));
+                    next = match queue.try_recv() {
+                        Ok(job) => Some(job),
+                        Err(mpsc::TryRecvError::Disconnected) => None,
+                        Err(mpsc::TryRecvError::Empty) => {
+                            if let Some(idle) = on_idle {
+                                idle(&connection);
+                            }
+                            queue.recv().ok()
+                        }
+                    };
                 }
             })?;
         Ok(Self { jobs, name })

@@ -1,0 +1,80 @@
+//! The practical ceiling for `scripts/bench.sh`: bare hyper (HTTP/1.1, the same server setup as
+//! `agent-mcp serve`) answering every request with one fixed JSON body, after reading the
+//! request body. No MCP work at all.
+//!
+//! ```text
+//! cargo bench --bench hyper_peer -- <body.json>   # prints http://127.0.0.1:PORT/mcp
+//! ```
+
+use std::convert::Infallible;
+use std::io::Write;
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+fn main() {
+    // `cargo bench` passes `--bench`; the body file is the first argument that is not a flag.
+    let Some(path) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
+        eprintln!("usage: hyper_peer <response-body.json>");
+        std::process::exit(2);
+    };
+    let body = match std::fs::read(&path) {
+        Ok(b) => Bytes::from(b),
+        Err(e) => {
+            eprintln!("cannot read {path}: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start a runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    runtime.block_on(serve(body));
+}
+
+async fn serve(body: Bytes) {
+    let listener = match TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cannot bind: {e}");
+            return;
+        }
+    };
+    if let Ok(addr) = listener.local_addr() {
+        println!("http://{addr}/mcp");
+        let _ = std::io::stdout().flush();
+    }
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let body = body.clone();
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let body = body.clone();
+            async move {
+                // Read the request like a real server would, then ignore it.
+                let _ = req.into_body().collect().await;
+                let mut resp = Response::new(Full::new(body));
+                resp.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                Ok::<_, Infallible>(resp)
+            }
+        });
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,185 @@
+//! The rmcp peer for `scripts/bench.sh`: an MCP server built on the rmcp crate (stateless
+//! Streamable HTTP, JSON responses, served by hyper HTTP/1.1 like `agent-mcp serve`) with the
+//! same two tools. `agent_status` does the work ours does on that path: parse the arguments,
+//! look the task up in a map, render the same status text (with agent-mcp's renderer, so the
+//! answers match byte for byte in their content).
+//!
+//! ```text
+//! cargo bench --bench rmcp_peer -- <task-uuid>   # prints http://127.0.0.1:PORT/mcp
+//! ```
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, RwLock};
+
+use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
+use agent_mcp::agent::task::{Task, TaskState, TokenUsage};
+use agent_mcp::tools::tool_definitions;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use uuid::Uuid;
+
+/// The tasks, as a store would hold them.
+type Tasks = Arc<RwLock<HashMap<Uuid, Task>>>;
+
+#[derive(Clone)]
+struct Peer {
+    tasks: Tasks,
+    tools: Arc<Vec<Tool>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {
+    task_id: String,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+fn text_result(text: String, is_error: bool) -> CallToolResponse {
+    let content = vec![ContentBlock::text(text)];
+    let result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.into()
+}
+
+impl ServerHandler for Peer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != "agent_status" {
+            return Err(ErrorData::invalid_params("unknown tool", None));
+        }
+        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let args: StatusArgs = match serde_json::from_value(args) {
+            Ok(a) => a,
+            Err(e) => return Ok(text_result(format!("arguments: {e}"), true)),
+        };
+        let Some(id) = parse_uuid(&args.task_id) else {
+            return Ok(text_result(
+                format!("task_id: \"{}\" is not a UUID", args.task_id),
+                true,
+            ));
+        };
+        let session = args.session_id.as_deref().and_then(parse_uuid);
+        let text = {
+            let tasks = self.tasks.read().unwrap_or_else(|e| e.into_inner());
+            match tasks.get(&id) {
+                Some(task) if session.is_none_or(|s| s == task.session_id) => {
+                    render_status(task, None)
+                }
+                _ => render_not_found(&args.task_id),
+            }
+        };
+        Ok(text_result(text, false))
+    }
+}
+
+fn main() {
+    let task_id = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .and_then(|a| parse_uuid(&a));
+    let Some(task_id) = task_id else {
+        eprintln!("usage: rmcp_peer <task-uuid>");
+        std::process::exit(2);
+    };
+    let mut task = Task::new(Uuid::new_v4(), None, "benchmark task".into(), None);
+    task.id = task_id;
+    task.state = TaskState::Completed;
+    task.steps_done = 1;
+    task.tokens = TokenUsage {
+        input: 2048,
+        output: 512,
+    };
+    task.result = "修正とテストが完了しました。".into();
+    let tasks: Tasks = Arc::new(RwLock::new(HashMap::from([(task_id, task)])));
+    let tools: Vec<Tool> = match tool_definitions()
+        .iter()
+        .map(|t| serde_json::from_value(t.clone()))
+        .collect()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rmcp cannot read our tool definitions: {e}");
+            std::process::exit(1);
+        }
+    };
+    let peer = Peer {
+        tasks,
+        tools: Arc::new(tools),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start a runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    runtime.block_on(serve(peer));
+}
+
+async fn serve(peer: Peer) {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None);
+    let service = StreamableHttpService::new(
+        move || Ok(peer.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let listener = match TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cannot bind: {e}");
+            return;
+        }
+    };
+    if let Ok(addr) = listener.local_addr() {
+        println!("http://{addr}/mcp");
+        let _ = std::io::stdout().flush();
+    }
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let svc = TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

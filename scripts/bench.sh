@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Side-by-side HTTP load test on loopback, in one run (issue 8):
+#   (a) `agent-mcp serve`: full layer stack (metrics, audit to a temp file, auth, rate limit set
+#       too high to trigger, tasks, validate, images), SQLite store (FULL), a fake Ollama;
+#   (b) an rmcp peer (benches/peers/rmcp_peer.rs): stateless Streamable HTTP, JSON responses,
+#       the same agent_status work (parse args, map lookup, the same status text);
+#   (c) bare hyper answering a fixed JSON body (benches/peers/hyper_peer.rs): the ceiling.
+# Loads: modern-era (2026-07-28 headers and _meta) `tools/call agent_status` and `tools/list`,
+# at concurrency 1, 16 and 64, with wrk (installed with apt-get if missing).
+# Then: agent_run with 4 x 5 MiB images to durable acceptance vs a bare parse (benches/accept.rs).
+#
+# On a 2-core machine the servers run on CPU 0 and wrk on CPU 1 (taskset), so the load
+# generator does not steal the server's core; every server gets one tokio worker thread.
+#
+#   scripts/bench.sh                 # DURATION=5 WARMUP=1 by default (seconds per cell)
+#   DURATION=10 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${DURATION:-5}"
+WARMUP="${WARMUP:-1}"
+CONCURRENCY=(1 16 64)
+SERVER_CPU="${SERVER_CPU:-0}"
+CLIENT_CPU="${CLIENT_CPU:-1}"
+
+if ! command -v wrk >/dev/null; then
+  echo "== installing wrk (Debian package)"
+  if [ "$(id -u)" -eq 0 ]; then apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
+  else sudo apt-get install -y wrk >/dev/null; fi
+fi
+PIN_SERVER=()
+PIN_CLIENT=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  PIN_SERVER=(taskset -c "$SERVER_CPU")
+  PIN_CLIENT=(taskset -c "$CLIENT_CPU")
+fi
+
+echo "== building release binaries"
+cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+# The peers and the acceptance benchmark are [[bench]] targets; ask cargo where it put them.
+bench_exe() {
+  cargo bench --locked --no-run --message-format=json --bench "$1" 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1" | tail -n1
+}
+BIN="$PWD/target/release/agent-mcp"
+FAKE="$PWD/target/release/examples/fake_ollama"
+RMCP_PEER="$(bench_exe rmcp_peer)"
+HYPER_PEER="$(bench_exe hyper_peer)"
+ACCEPT="$(bench_exe accept)"
+for exe in "$RMCP_PEER" "$HYPER_PEER" "$ACCEPT"; do [ -x "$exe" ] || { echo "missing bench binary ($exe)" >&2; exit 1; }; done
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Starts a server that prints its URL on stdout's first line; sets $URL.
+start_url_printer() {
+  local name="$1"; shift
+  "${PIN_SERVER[@]}" "$@" > "$WORK/$name.url" 2> "$WORK/$name.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do [ -s "$WORK/$name.url" ] && break; sleep 0.1; done
+  URL="$(head -n1 "$WORK/$name.url")"
+  [ -n "$URL" ] || { echo "$name did not start" >&2; cat "$WORK/$name.log" >&2; exit 1; }
+}
+
+"$FAKE" > "$WORK/fake.url" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
+OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+cat > "$WORK/agent.yaml" <<YAML
+ollama:
+  url: $OLLAMA_URL
+  model: test-model
+http:
+  bind: 127.0.0.1:$PORT
+rate_limit:
+  enabled: true
+  per_minute: 4000000000
+  burst: 4000000000
+audit:
+  enabled: true
+  file: $WORK/audit.jsonl
+store:
+  backend: sqlite
+  path: $WORK/store/agent-mcp.db
+  synchronous: FULL
+YAML
+(cd "$WORK" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/agent.yaml") 2> "$WORK/server.log" &
+PIDS+=($!)
+AGENT_URL="http://127.0.0.1:$PORT/mcp"
+for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$AGENT_URL" 2>/dev/null && break; sleep 0.1; done
+
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+post() { # url method name body
+  local -a h=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
+              -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $2")
+  [ -n "$3" ] && h+=(-H "Mcp-Name: $3")
+  curl -sS -X POST "$1" "${h[@]}" --data-binary "$4"
+}
+
+# One finished task to ask about (the fake Ollama completes it at once).
+RUN_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_run\",\"arguments\":{\"request\":\"benchmark task\"},$META}}"
+TASK_ID="$(post "$AGENT_URL" tools/call agent_run "$RUN_BODY" | python3 -c 'import json,re,sys
+t = json.load(sys.stdin)["result"]["content"][0]["text"]
+print(re.search(r"task_id: (\S+)", t).group(1))')"
+STATUS_BODY="{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$TASK_ID\"},$META}}"
+LIST_BODY="{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{$META}}"
+for _ in $(seq 1 100); do
+  post "$AGENT_URL" tools/call agent_status "$STATUS_BODY" > "$WORK/status.json"
+  grep -q 'status: completed' "$WORK/status.json" && break
+  sleep 0.1
+done
+grep -q 'status: completed' "$WORK/status.json" || { echo "the benchmark task did not complete" >&2; cat "$WORK/status.json" >&2; exit 1; }
+post "$AGENT_URL" tools/list "" "$LIST_BODY" > "$WORK/list.json"
+
+start_url_printer rmcp "$RMCP_PEER" --bench "$TASK_ID"; RMCP_URL="$URL"
+start_url_printer hyper_status "$HYPER_PEER" --bench "$WORK/status.json"; HYPER_STATUS_URL="$URL"
+start_url_printer hyper_list "$HYPER_PEER" --bench "$WORK/list.json"; HYPER_LIST_URL="$URL"
+
+# Every server must answer the load's request successfully before it is measured.
+for u in "$AGENT_URL" "$RMCP_URL"; do
+  post "$u" tools/call agent_status "$STATUS_BODY" | grep -q 'status: completed' ||
+    { echo "$u does not answer agent_status:" >&2; post "$u" tools/call agent_status "$STATUS_BODY" >&2; exit 1; }
+  post "$u" tools/list "" "$LIST_BODY" | grep -q '"agent_run"' ||
+    { echo "$u does not answer tools/list:" >&2; post "$u" tools/list "" "$LIST_BODY" >&2; exit 1; }
+done
+
+# wrk script per load: POST with the modern headers; prints "rps p50_us p99_us errors".
+lua_for() { # method name body file
+  local body_lua
+  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")"
+  cat > "$4" <<LUA
+wrk.method = "POST"
+wrk.body = $body_lua
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "$1"
+LUA
+  [ -n "$2" ] && echo "wrk.headers[\"Mcp-Name\"] = \"$2\"" >> "$4"
+  cat >> "$4" <<'LUA'
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %.0f %.0f %.0f %d\n",
+    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+LUA
+}
+lua_for tools/call agent_status "$STATUS_BODY" "$WORK/status.lua"
+lua_for tools/list "" "$LIST_BODY" "$WORK/list.lua"
+
+measure() { # url lua conns → "rps p50 p99 errors"
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${DURATION}s" --timeout 5s -s "$2" "$1" | awk '/^RESULT/ {print $2, $3, $4, $5}'
+}
+
+echo "== load: $(uptime)"
+echo "== $DURATION s per cell after $WARMUP s warm-up; servers on CPU ${PIN_SERVER[*]:-any}, wrk on ${PIN_CLIENT[*]:-any}"
+declare -A R
+for load in status list; do
+  for c in "${CONCURRENCY[@]}"; do
+    if [ "$load" = status ]; then hyper="$HYPER_STATUS_URL"; else hyper="$HYPER_LIST_URL"; fi
+    R[agent,$load,$c]="$(measure "$AGENT_URL" "$WORK/$load.lua" "$c")"
+    R[rmcp,$load,$c]="$(measure "$RMCP_URL" "$WORK/$load.lua" "$c")"
+    R[hyper,$load,$c]="$(measure "$hyper" "$WORK/$load.lua" "$c")"
+  done
+done
+echo "== load after: $(uptime)"
+
+fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }
+echo
+echo "| load | conc | agent-mcp req/s | p50 / p99 | rmcp req/s | p50 / p99 | hyper req/s | p50 / p99 | agent-mcp/rmcp | agent-mcp/hyper |"
+echo "|---|---:|---:|---|---:|---|---:|---|---:|---:|"
+verdicts=()
+for load in status list; do
+  name="tools/call agent_status"; [ "$load" = list ] && name="tools/list"
+  for c in "${CONCURRENCY[@]}"; do
+    read -r a_rps a50 a99 aerr <<< "${R[agent,$load,$c]}"
+    read -r r_rps r50 r99 rerr <<< "${R[rmcp,$load,$c]}"
+    read -r h_rps h50 h99 herr <<< "${R[hyper,$load,$c]}"
+    vs_rmcp="$(awk -v a="$a_rps" -v b="$r_rps" 'BEGIN { printf "%.2f×", a/b }')"
+    vs_hyper="$(awk -v a="$a_rps" -v b="$h_rps" 'BEGIN { printf "%.0f %%", 100*a/b }')"
+    errs=""; [ "$aerr$rerr$herr" != "000" ] && errs=" (errors: $aerr/$rerr/$herr)"
+    echo "| $name | $c | $a_rps | $(fmt_lat "$a50") / $(fmt_lat "$a99") | $r_rps | $(fmt_lat "$r50") / $(fmt_lat "$r99") | $h_rps | $(fmt_lat "$h50") / $(fmt_lat "$h99") | $vs_rmcp | $vs_hyper$errs |"
+    if [ "$load" = status ] && [ "$c" != 1 ]; then
+      ok="$(awk -v a="$a_rps" -v b="$r_rps" 'BEGIN { print (a >= 2*b) ? "met" : "MISSED" }')"
+      verdicts+=("agent_status c=$c: agent-mcp ≥ 2× rmcp req/s — $ok ($vs_rmcp)")
+    fi
+    if [ "$load" = status ] && [ "$c" = 64 ]; then
+      ok="$(awk -v a="$a_rps" -v b="$h_rps" 'BEGIN { print (a >= 0.5*b) ? "met" : "MISSED" }')"
+      verdicts+=("agent_status c=64: agent-mcp ≥ 50 % of bare hyper req/s — $ok ($vs_hyper)")
+    fi
+    if [ "$load" = status ] && [ "$c" = 16 ]; then
+      ok="$(awk -v p="$a99" 'BEGIN { print (p <= 2000) ? "met" : "MISSED" }')"
+      verdicts+=("agent_status c=16: agent-mcp p99 ≤ 2 ms — $ok ($(fmt_lat "$a99"))")
+    fi
+  done
+done
+echo
+echo "== agent_run with 4 x 5 MiB images to durable acceptance (SQLite, FULL) vs a bare parse"
+"${PIN_SERVER[@]}" "$ACCEPT" --bench | tee "$WORK/accept.txt"
+ratio="$(awk '/^ratio/ {print $2}' "$WORK/accept.txt")"
+if [ -n "$ratio" ]; then
+  ok="$(awk -v r="$ratio" 'BEGIN { print (r <= 3) ? "met" : "MISSED" }')"
+  verdicts+=("20 MiB agent_run accepted in ≤ 3× the bare parse — $ok (${ratio}×)")
+fi
+echo
+echo "== targets"
+for v in "${verdicts[@]}"; do echo "- $v"; done
