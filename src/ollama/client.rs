@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::error::OllamaError;
-use super::ndjson::NdjsonSplitter;
-use super::reply::ReplyAccumulator;
+use super::stream::ChatStreamDecoder;
 use super::types::{ChatChunk, ChatRequest, ChatResponse, ShowResponse};
 
 /// Default cap on a chat reply's content plus thinking text.
@@ -20,8 +19,6 @@ const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Cap on a JSON (non-streamed) body such as `/api/show`, which carries the model's template
 /// and license.
 const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
-/// Room for a chunk's JSON framing around its text when bounding an unterminated line.
-const LINE_OVERHEAD_BYTES: usize = 64 * 1024;
 
 /// A client for one Ollama server. Cheap to clone: clones share the connection pool.
 #[derive(Clone, Debug)]
@@ -30,6 +27,34 @@ pub struct OllamaClient {
     base_url: String,
     request_timeout: Duration,
     max_reply_bytes: usize,
+    retry: RetryPolicy,
+}
+
+/// How a 503 (Ollama's request queue is full) is retried: `retries` extra attempts, waiting
+/// `backoff`, then twice that, and so on, each wait scaled by a random factor in [0.5, 1.0)
+/// so that callers turned away together do not come back together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub retries: u32,
+    pub backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// No retries: a 503 is [`OllamaError::Busy`] at once.
+    pub const NONE: RetryPolicy = RetryPolicy {
+        retries: 0,
+        backoff: Duration::ZERO,
+    };
+
+    /// The wait before retry number `attempt` (1-based), jittered.
+    fn delay(&self, attempt: u32) -> Duration {
+        let full = self
+            .backoff
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        // uuid's v4 generator is the random source already in the tree.
+        let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as f64 / 2000.0;
+        full.mul_f64(0.5 + jitter)
+    }
 }
 
 impl OllamaClient {
@@ -58,7 +83,19 @@ impl OllamaClient {
             base_url,
             request_timeout,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            retry: RetryPolicy::NONE,
         })
+    }
+
+    /// Retries requests Ollama turns away with 503 (default [`RetryPolicy::NONE`]). The
+    /// backoff counts against the whole-call request timeout.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
     }
 
     /// Caps a chat reply's content plus thinking text (default [`DEFAULT_MAX_REPLY_BYTES`]).
@@ -181,32 +218,48 @@ impl OllamaClient {
         let mut response = self
             .send(self.http.post(url).json(&body), Some(&req.model))
             .await?;
-        let mut lines = NdjsonSplitter::new();
-        let mut reply = ReplyAccumulator::new(self.max_reply_bytes);
+        let mut decoder = ChatStreamDecoder::new(self.max_reply_bytes);
         while let Some(bytes) = response.chunk().await.map_err(|e| self.classify(e))? {
-            lines.push(&bytes);
-            while let Some(line) = lines.next_line() {
-                if let Some(done) = reply.accept(&line, on_chunk)? {
-                    return Ok(done);
-                }
-            }
-            // An endless line without a newline must not grow memory without bound.
-            if lines.pending_len() > self.max_reply_bytes.saturating_add(LINE_OVERHEAD_BYTES) {
-                return Err(OllamaError::ReplyTooLarge {
-                    limit: self.max_reply_bytes,
-                });
+            if let Some(done) = decoder.push(&bytes, on_chunk)? {
+                return Ok(done);
             }
         }
-        if let Some(line) = lines.finish()
-            && let Some(done) = reply.accept(&line, on_chunk)?
-        {
-            return Ok(done);
-        }
-        Err(OllamaError::Stream("stream ended before done".to_owned()))
+        decoder.finish(on_chunk)
     }
 
-    /// Sends `request`; a non-2xx answer becomes the matching error.
+    /// Sends `request`; a non-2xx answer becomes the matching error. A 503 is retried per
+    /// the [`RetryPolicy`]: nothing was streamed yet, so a retry cannot duplicate output.
     async fn send(
+        &self,
+        mut request: reqwest::RequestBuilder,
+        model: Option<&str>,
+    ) -> Result<reqwest::Response, OllamaError> {
+        let mut attempt = 0u32;
+        loop {
+            // Bodies here are JSON bytes, so the builder always clones; if it could not, the
+            // request is sent once.
+            let retry_copy = request.try_clone();
+            let outcome = self.send_once(request, model).await;
+            let request_again = match (outcome, retry_copy) {
+                (Err(OllamaError::Busy { body }), Some(copy)) if attempt < self.retry.retries => {
+                    attempt += 1;
+                    tracing::warn!(attempt, retries = self.retry.retries, %body, "Ollama is busy (503); retrying");
+                    copy
+                }
+                (Err(OllamaError::Busy { body }), _) if attempt > 0 => {
+                    return Err(OllamaError::BusyAfterRetries {
+                        attempts: attempt + 1,
+                        body,
+                    });
+                }
+                (outcome, _) => return outcome,
+            };
+            tokio::time::sleep(self.retry.delay(attempt)).await;
+            request = request_again;
+        }
+    }
+
+    async fn send_once(
         &self,
         request: reqwest::RequestBuilder,
         model: Option<&str>,

@@ -34,6 +34,12 @@ pub enum OllamaError {
     #[error("Ollama is busy (its request queue is full): {body}; try again later")]
     Busy { body: String },
 
+    /// 503 on every attempt: the first one and each retry of `ollama.retries`.
+    #[error(
+        "Ollama is busy (its request queue is full) after {attempts} attempts: {body}; try again later, or raise ollama.retries"
+    )]
+    BusyAfterRetries { attempts: u32, body: String },
+
     /// Any other non-2xx answer. `body` is the `error` text of `{"error": "…"}` when present,
     /// otherwise the (truncated) raw body.
     #[error("Ollama answered HTTP {status}: {body}")]

@@ -29,10 +29,12 @@ mod client;
 mod error;
 mod ndjson;
 mod reply;
+mod stream;
 mod types;
 
-pub use client::{DEFAULT_MAX_REPLY_BYTES, OllamaClient};
+pub use client::{DEFAULT_MAX_REPLY_BYTES, OllamaClient, RetryPolicy};
 pub use error::OllamaError;
+pub use stream::ChatStreamDecoder;
 pub use types::{
     ChatChunk, ChatOptions, ChatRequest, ChatResponse, ChunkMessage, Message, ModelDetails, Role,
     ShowResponse, ToolCall, ToolCallFunction,

@@ -17,7 +17,6 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -187,20 +186,28 @@ impl Drop for InFlight {
 struct ChatBody {
     lines: mpsc::Receiver<Bytes>,
     in_flight: Option<InFlight>,
+    /// End with a body error (hyper then aborts the connection) instead of a clean end.
+    cut: bool,
 }
 
 impl http_body::Body for ChatBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.lines.poll_recv(cx) {
             Poll::Ready(Some(line)) => Poll::Ready(Some(Ok(Frame::data(line)))),
             Poll::Ready(None) => {
                 self.in_flight = None;
+                if std::mem::take(&mut self.cut) {
+                    return Poll::Ready(Some(Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "fake Ollama cut the connection",
+                    ))));
+                }
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -246,6 +253,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         tokio::time::sleep(delay).await;
         reply = *inner;
     }
+    let cut = matches!(reply, Reply::Cut { .. });
     let (lines, hang) = match reply {
         Reply::HttpError { status, error } => return error_response(status, &error),
         Reply::Hang => (Vec::new(), true),
@@ -270,6 +278,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let body = ChatBody {
         lines: rx,
         in_flight: Some(in_flight),
+        cut,
     };
     Response::builder()
         .status(200)

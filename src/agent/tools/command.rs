@@ -68,15 +68,38 @@ pub(super) async fn run_command(
             ws.display(&cwd)
         )));
     }
+    for arg in &args.argv[1..] {
+        check_argument(ws, &cwd, arg)?;
+    }
     let path_var = command_path(settings, ws);
     let executable = find_program(program, &path_var, ws).ok_or_else(|| {
         ToolError::Refused(format!("'{program}' was not found on the command PATH"))
     })?;
 
-    let mut command = Command::new(&executable);
-    // argv[0] as the model wrote it, not the resolved path.
-    #[cfg(unix)]
-    command.arg0(program);
+    let limits = wanted_limits(&settings.limits);
+    let wrapper = limits_wrapper().filter(|_| !limits.is_empty());
+    let mut command = match wrapper {
+        // prlimit(1) sets the limits on itself, then execs the program: no window in which
+        // the program runs unlimited.
+        Some(wrapper) => {
+            let mut c = Command::new(wrapper);
+            c.args(
+                limits
+                    .iter()
+                    .map(|(_, flag, v)| format!("--{flag}={v}:{v}")),
+            )
+            .arg("--")
+            .arg(&executable);
+            c
+        }
+        None => {
+            let mut c = Command::new(&executable);
+            // argv[0] as the model wrote it, not the resolved path.
+            #[cfg(unix)]
+            c.arg0(program);
+            c
+        }
+    };
     command
         .args(&args.argv[1..])
         .current_dir(&cwd)
@@ -96,6 +119,14 @@ pub(super) async fn run_command(
         .spawn()
         .map_err(|e| ToolError::Io(format!("cannot start '{program}': {e}")))?;
     let pid = child.id();
+    if wrapper.is_none()
+        && let Err(e) = limit_resources(pid, &limits)
+    {
+        kill_group(pid, &mut child);
+        return Err(ToolError::Io(format!(
+            "cannot set resource limits on '{program}': {e}"
+        )));
+    }
     let cap = settings.max_output_bytes;
     let stdout = child.stdout.take().map(|s| tokio::spawn(drain(s, cap)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(drain(s, cap)));
@@ -138,6 +169,147 @@ pub(super) async fn run_command(
         }
     }
     Ok(out)
+}
+
+/// Refuses an argument that names a path outside the workspace: an absolute path outside the
+/// root, a `..` that climbs above it (from `cwd`), or an existing path that resolves outside
+/// through a symbolic link. `--flag=value` is checked by its value. This is defence in depth
+/// for programs that take paths; a program that can be told to open files some other way
+/// (a script interpreter, `-I..` style glued flags) is trusted with the workspace's user
+/// rights once it is on `agent.commands.allow` (see SECURITY.md).
+fn check_argument(ws: &Workspace, cwd: &Path, arg: &str) -> Result<(), ToolError> {
+    let value = match arg.split_once('=') {
+        Some((flag, value)) if flag.starts_with('-') => value,
+        _ => arg,
+    };
+    if value.is_empty() || value == "/dev/null" {
+        return Ok(());
+    }
+    let refuse = || {
+        ToolError::Refused(format!(
+            "argument '{}' names a path outside the workspace; use paths inside it",
+            crate::agent::plan::one_line(arg)
+        ))
+    };
+    let path = Path::new(value);
+    let joined = if path.is_absolute() {
+        if !path.starts_with(ws.root()) {
+            return Err(refuse());
+        }
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    // Lexically first: `..` may not climb above the root.
+    let stays_inside = joined
+        .strip_prefix(ws.root())
+        .map_err(|_| refuse())?
+        .components()
+        .try_fold(0usize, |depth, c| match c {
+            std::path::Component::ParentDir => depth.checked_sub(1),
+            std::path::Component::Normal(_) => Some(depth + 1),
+            _ => Some(depth),
+        })
+        .is_some();
+    if !stays_inside {
+        return Err(refuse());
+    }
+    // Then on disk: an existing path must resolve inside (no symbolic link out).
+    if let Ok(real) = joined.canonicalize()
+        && !real.starts_with(ws.root())
+    {
+        return Err(refuse());
+    }
+    Ok(())
+}
+
+/// A resource to limit, its `prlimit(1)` flag, and the value.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+type Limit = (rustix::process::Resource, &'static str, u64);
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+type Limit = ((), &'static str, u64);
+
+/// `agent.commands.limits` as rlimits, each clamped to the server's own hard limit (an
+/// unprivileged process cannot raise one).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn wanted_limits(limits: &crate::config::CommandLimits) -> Vec<Limit> {
+    use rustix::process::Resource;
+    [
+        (
+            Resource::Cpu,
+            "cpu",
+            limits.cpu_time.map(|t| t.as_secs().max(1)),
+        ),
+        (Resource::As, "as", limits.address_space.map(|b| b.as_u64())),
+        (Resource::Nproc, "nproc", limits.processes),
+        (
+            Resource::Fsize,
+            "fsize",
+            limits.file_size.map(|b| b.as_u64()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(resource, flag, value)| {
+        let value = value?;
+        let hard = rustix::process::getrlimit(resource).maximum;
+        Some((resource, flag, hard.map_or(value, |hard| value.min(hard))))
+    })
+    .collect()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
+    Vec::new()
+}
+
+/// util-linux `prlimit(1)` at a fixed system location (never looked up on the command PATH,
+/// which the model's workspace must not be able to influence).
+fn limits_wrapper() -> Option<&'static Path> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        ["/usr/bin/prlimit", "/bin/prlimit"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| is_executable(p))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    None
+}
+
+/// Without `prlimit(1)`: sets the limits on the started child with `prlimit(2)`.
+///
+/// The crate forbids `unsafe`, so there is no `pre_exec` to set them between fork and exec.
+/// The race: the program runs unlimited for the moment before the call lands, and a child it
+/// forks in that window keeps the old limits. The wall-clock timeout and the process-group
+/// kill still bound those.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn limit_resources(pid: Option<u32>, limits: &[Limit]) -> std::io::Result<()> {
+    use rustix::process::{Rlimit, prlimit};
+    let Some(pid) = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        // Already reaped: nothing left to limit.
+        return Ok(());
+    };
+    for &(resource, _, value) in limits {
+        let limit = Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
+        match prlimit(Some(pid), resource, limit) {
+            Ok(_) => {}
+            // The child exited (and was reaped) before we got to it.
+            Err(rustix::io::Errno::SRCH) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn limit_resources(_pid: Option<u32>, _limits: &[Limit]) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Reads a pipe to its end, keeping its head and tail.
@@ -244,6 +416,7 @@ mod tests {
             max_output_bytes: cap,
             path: None,
             env: BTreeMap::new(),
+            limits: crate::config::CommandLimits::default(),
         }
     }
 
@@ -320,6 +493,88 @@ mod tests {
         let out = run(&ws, &s, &["sleep", "30"]).await.unwrap();
         assert!(out.contains("timed out after 300ms"), "{out}");
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn arguments_naming_paths_outside_are_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let ws_dir = base.path().join("ws");
+        std::fs::create_dir_all(ws_dir.join("src")).unwrap();
+        std::fs::write(ws_dir.join("src/lib.rs"), "inside").unwrap();
+        std::fs::write(base.path().join("secret.txt"), "secret").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(base.path().join("secret.txt"), ws_dir.join("link")).unwrap();
+        let ws = Workspace::open(&ws_dir).unwrap();
+        let s = settings(&["cat", "echo"], Duration::from_secs(10), 4096);
+        let secret = base.path().join("secret.txt");
+        let abs_secret = secret.to_str().unwrap();
+        let flag = format!("--file={abs_secret}");
+        for argv in [
+            &["cat", "../secret.txt"][..],
+            &["cat", "src/../../secret.txt"],
+            &["cat", abs_secret],
+            &["cat", "/etc/passwd"],
+            &["echo", "--file=../secret.txt"],
+            &["echo", &flag],
+            #[cfg(unix)]
+            &["cat", "link"],
+        ] {
+            let e = run(&ws, &s, argv).await.unwrap_err();
+            assert!(
+                e.contains("names a path outside the workspace"),
+                "{argv:?}: {e}"
+            );
+        }
+        assert_eq!(
+            run(&ws, &s, &["cat", "src/../src/lib.rs"]).await.unwrap(),
+            "$ cat src/../src/lib.rs\nexit status: 0\nstdout:\ninside\n"
+        );
+        let inside = ws.root().join("src/lib.rs");
+        let out = run(&ws, &s, &["cat", inside.to_str().unwrap(), "/dev/null"]).await;
+        assert!(out.unwrap().contains("inside"));
+        // Words that are not paths pass untouched.
+        let out = run(&ws, &s, &["echo", "a..b", "s/../x/", "-n"])
+            .await
+            .unwrap();
+        assert!(out.contains("a..b s/../x/"), "{out}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn resource_limits_reach_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let mut s = settings(&["sh"], Duration::from_secs(10), 4096);
+        s.limits = crate::config::CommandLimits {
+            cpu_time: Some(Duration::from_secs(7)),
+            address_space: Some(bytesize::ByteSize::gib(2)),
+            processes: Some(50_000),
+            file_size: Some(bytesize::ByteSize::kib(64)),
+        };
+        let out = run(&ws, &s, &["sh", "-c", "ulimit -t; ulimit -v; ulimit -f"])
+            .await
+            .unwrap();
+        // ulimit -f counts 512-byte blocks.
+        assert!(out.ends_with("stdout:\n7\n2097152\n128\n"), "{out}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_cpu_bound_command_is_stopped_by_its_cpu_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let mut s = settings(&["sh"], Duration::from_secs(30), 4096);
+        s.limits.cpu_time = Some(Duration::from_secs(1));
+        let started = std::time::Instant::now();
+        let out = run(&ws, &s, &["sh", "-c", "while :; do :; done"])
+            .await
+            .unwrap();
+        assert!(out.contains("ended by a signal"), "{out}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

@@ -83,6 +83,7 @@ pub struct CommandSettings {
     pub max_output_bytes: usize,
     pub path: Option<String>,
     pub env: BTreeMap<String, String>,
+    pub limits: crate::config::CommandLimits,
 }
 
 fn bytes(size: bytesize::ByteSize) -> usize {
@@ -107,6 +108,7 @@ impl ToolSettings {
                 max_output_bytes: bytes(agent.commands.max_output_bytes),
                 path: agent.commands.path.clone(),
                 env: agent.commands.env.clone(),
+                limits: agent.commands.limits.clone(),
             },
         }
     }

@@ -162,17 +162,71 @@ impl Workspace {
 
     /// Opens a resolved file for reading without following a final symbolic link, and
     /// refuses a file with several hard links.
+    ///
+    /// On Linux 5.6+ the open itself is confined: `openat2` from the root with
+    /// `RESOLVE_BENEATH`, so a folder on the way swapped for a symbolic link out *after* the
+    /// check cannot lead the open outside either (the kernel refuses it, atomically).
     pub fn open_read(&self, resolved: &Path) -> Result<File, PathError> {
         let display = self.display(resolved);
-        let mut options = OpenOptions::new();
-        options.read(true);
-        no_follow(&mut options);
-        let file = options.open(resolved).map_err(|e| io_error(&display, &e))?;
+        let file = match self.open_beneath(resolved) {
+            Some(opened) => opened.map_err(|e| io_error(&display, &e))?,
+            None => {
+                let mut options = OpenOptions::new();
+                options.read(true);
+                no_follow(&mut options);
+                options.open(resolved).map_err(|e| io_error(&display, &e))?
+            }
+        };
         let meta = file.metadata().map_err(|e| io_error(&display, &e))?;
         if meta.is_file() && link_count(&meta) > 1 {
             return Err(PathError::HardLinked(display));
         }
         Ok(file)
+    }
+}
+
+impl Workspace {
+    /// `openat2(root, relative, O_RDONLY | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`;
+    /// `None` where the kernel (or platform) lacks `openat2`, so the caller falls back.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn open_beneath(&self, resolved: &Path) -> Option<io::Result<File>> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let Ok(relative) = resolved.strip_prefix(&self.root) else {
+            return Some(Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "outside the workspace",
+            )));
+        };
+        let relative = if relative.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            relative
+        };
+        let root = match rustix::fs::open(
+            &self.root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) => return Some(Err(e.into())),
+        };
+        match rustix::fs::openat2(
+            &root,
+            relative,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => Some(Ok(File::from(fd))),
+            // No openat2 here (Linux < 5.6, or a seccomp filter): use the path-based open.
+            Err(rustix::io::Errno::NOSYS) | Err(rustix::io::Errno::PERM) => None,
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn open_beneath(&self, _resolved: &Path) -> Option<io::Result<File>> {
+        None
     }
 }
 
@@ -306,6 +360,30 @@ mod tests {
             Err(PathError::HardLinked(_))
         ));
         assert!(ws.open_read(&ws.existing("src/lib.rs").unwrap()).is_ok());
+    }
+
+    /// The race between check and use: a folder that was checked, then swapped for a symbolic
+    /// link out before the open, must not be followed.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn open_read_refuses_a_folder_swapped_for_a_link_after_the_check() {
+        let (_base, ws, outside) = setup();
+        let root = ws.root().to_path_buf();
+        std::fs::create_dir(root.join("dir")).unwrap();
+        std::fs::write(root.join("dir/secret.txt"), "inside").unwrap();
+        let checked = ws.existing("dir/secret.txt").unwrap();
+        // The swap: dir becomes a link to the outside folder, which has a secret.txt too.
+        std::fs::rename(root.join("dir"), root.join("old")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("dir")).unwrap();
+        let err = ws.open_read(&checked).unwrap_err().to_string();
+        assert!(err.contains("dir/secret.txt"), "{err}");
+        // A relative link that stays inside still works. (The check hands over canonical
+        // paths, so the open meets a link only when something changed in between.)
+        std::fs::remove_file(root.join("dir")).unwrap();
+        std::os::unix::fs::symlink("old", root.join("dir")).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut ws.open_read(&checked).unwrap(), &mut text).unwrap();
+        assert_eq!(text, "inside");
     }
 
     #[cfg(unix)]

@@ -35,6 +35,9 @@ pub enum Reply {
     Malformed { after_chunks: Vec<String> },
     /// Headers are sent, then nothing, ever (until the client hangs up).
     Hang,
+    /// These content chunks, then the connection is cut mid-body (no `done`, no clean end of
+    /// the chunked body), as when Ollama's runner dies.
+    Cut { after_chunks: Vec<String> },
     /// Waits, then answers with the inner reply (headers included).
     Delay(Duration, Box<Reply>),
     /// These exact NDJSON lines (a `\n` is appended to each), then the stream ends.
@@ -186,6 +189,7 @@ pub(super) fn stream_lines(model: &str, request_no: usize, reply: Reply) -> Vec<
             return lines;
         }
         Reply::Raw(lines) => return lines.into_iter().map(|l| l + "\n").collect(),
+        Reply::Cut { after_chunks } => after_chunks.iter().map(|c| content(c)).collect(),
         Reply::HttpError { .. } | Reply::Hang | Reply::Delay(..) => Vec::new(),
     };
     lines.into_iter().map(|l| format!("{l}\n")).collect()

@@ -1,0 +1,91 @@
+//! `tools/call` arguments through the validate layer (schema + contract rules).
+//!
+//! Input: byte 0 picks the tool; the rest is the `arguments` JSON (or, when it is not JSON, the
+//! text of an `agent_run` request).
+
+#![no_main]
+
+use std::convert::Infallible;
+use std::sync::OnceLock;
+
+use agent_mcp::layers::validate::ValidateLayer;
+use agent_mcp::protocol::{
+    McpRequest, McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
+};
+use libfuzzer_sys::fuzz_target;
+use serde_json::{Map, Value, json};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let tool = match which % 3 {
+        0 => "agent_run",
+        1 => "agent_status",
+        _ => "agent_other",
+    };
+    let arguments = match serde_json::from_slice::<Value>(rest) {
+        Ok(v) => v,
+        Err(_) => json!({"request": String::from_utf8_lossy(rest)}),
+    };
+    let mut params = Map::new();
+    params.insert("name".into(), tool.into());
+    params.insert("arguments".into(), arguments.clone());
+    let req = McpRequest {
+        id: Some(RequestId::Number(1)),
+        method: "tools/call".into(),
+        params,
+        ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+    };
+    let mut svc = ServiceBuilder::new()
+        .layer(ValidateLayer::new())
+        .service_fn(|req: McpRequest| async move {
+            Ok::<_, Infallible>(req.result(McpResult::tool_text("passed", false)))
+        });
+    let resp = runtime().block_on(async { svc.ready().await?.call(req).await });
+    let Ok(resp) = resp;
+    let Payload::Result(result) = &resp.payload else {
+        panic!("validation answers with a tool result: {:?}", resp.payload);
+    };
+    let text = result.first_text().unwrap_or_default();
+    if !result.is_tool_error() {
+        assert_eq!(text, "passed");
+        if tool == "agent_run"
+            && let Some(args) = arguments.as_object()
+        {
+            let request = args.get("request").and_then(Value::as_str);
+            assert!(
+                request.is_some_and(|r| !r.trim().is_empty()),
+                "blank request passed: {arguments}"
+            );
+            if let Some(t) = args.get("temperature").and_then(Value::as_f64) {
+                assert!((0.0..=2.0).contains(&t), "temperature {t} passed");
+            }
+        }
+        return;
+    }
+    let header = format!("Invalid arguments for tool \"{tool}\":\n");
+    assert!(text.starts_with(&header), "{text}");
+    let lines: Vec<&str> = text[header.len()..].lines().collect();
+    assert!(
+        !lines.is_empty() && lines.len() <= 21,
+        "{} lines",
+        lines.len()
+    );
+    for line in lines {
+        assert!(
+            line.contains(": "),
+            "a line without `path: problem`: {line:?}"
+        );
+    }
+});
