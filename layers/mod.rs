@@ -1,5 +1,5 @@
 //! The plugin layers of the stack, one concern each, outermost first:
-//! audit → auth → rate_limit → tasks → validate → images → `AgentService`.
+//! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 //!
 //! Each layer is a `tower::Layer` over `Service<McpRequest, Response = McpResponse,
 //! Error = Infallible>` and is usable on its own.
@@ -9,5 +9,6 @@ pub mod auth;
 pub mod images;
 pub mod metrics;
 pub mod rate_limit;
+pub mod reject;
 pub mod tasks;
 pub mod validate;

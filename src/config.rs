@@ -45,7 +45,13 @@ pub struct OllamaConfig {
     #[serde(with = "humantime_serde_compat")]
     pub connect_timeout: Duration,
     /// The largest reply accepted from one chat call.
+    #[serde(with = "exact_size")]
     pub max_reply_bytes: ByteSize,
+    /// Extra attempts after Ollama answers 503 (its queue is full), with jittered backoff.
+    pub retries: u32,
+    /// Wait before the first retry; doubled for each further one (with jitter).
+    #[serde(with = "humantime_serde_compat")]
+    pub retry_backoff: Duration,
 }
 
 impl Default for OllamaConfig {
@@ -59,6 +65,8 @@ impl Default for OllamaConfig {
             request_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(5),
             max_reply_bytes: ByteSize::mib(8),
+            retries: 2,
+            retry_backoff: Duration::from_millis(500),
         }
     }
 }
@@ -111,8 +119,10 @@ pub struct AgentToolsConfig {
     /// run_command.
     pub disabled: Vec<String>,
     /// Most bytes read_file returns from one file (and largest file search_text scans).
+    #[serde(with = "exact_size")]
     pub max_read_bytes: ByteSize,
     /// Most bytes of any one tool result sent back to the model.
+    #[serde(with = "exact_size")]
     pub max_output_bytes: ByteSize,
 }
 
@@ -136,12 +146,45 @@ pub struct AgentCommandsConfig {
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
     /// Most bytes of stdout and of stderr kept (the head and the tail of longer output).
+    #[serde(with = "exact_size")]
     pub max_output_bytes: ByteSize,
     /// `PATH` for commands. Unset: the server's `PATH` without relative entries.
     pub path: Option<String>,
     /// Extra environment variables for commands; nothing else of the server's environment
     /// is passed except `PATH`, `HOME` and `TMPDIR`.
     pub env: std::collections::BTreeMap<String, String>,
+    /// Resource limits set on each command's process (Linux, `prlimit`); null: no limit.
+    pub limits: CommandLimits,
+}
+
+/// `agent.commands.limits`: rlimits applied to each command right after it starts, inherited
+/// by its children.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CommandLimits {
+    /// CPU time of each process (`RLIMIT_CPU`, whole seconds).
+    #[serde(with = "humantime_serde_compat::option")]
+    pub cpu_time: Option<Duration>,
+    /// Virtual memory of each process (`RLIMIT_AS`); generous, toolchains reserve more than
+    /// they use.
+    #[serde(with = "exact_size::option")]
+    pub address_space: Option<ByteSize>,
+    /// Processes (and threads) of the server's user, counted across the user (`RLIMIT_NPROC`).
+    pub processes: Option<u64>,
+    /// Largest file a command may write (`RLIMIT_FSIZE`).
+    #[serde(with = "exact_size::option")]
+    pub file_size: Option<ByteSize>,
+}
+
+impl Default for CommandLimits {
+    fn default() -> Self {
+        Self {
+            cpu_time: Some(Duration::from_secs(600)),
+            address_space: Some(ByteSize::gib(16)),
+            processes: Some(4096),
+            file_size: Some(ByteSize::gib(4)),
+        }
+    }
 }
 
 impl Default for AgentCommandsConfig {
@@ -152,6 +195,7 @@ impl Default for AgentCommandsConfig {
             max_output_bytes: ByteSize::kib(64),
             path: None,
             env: std::collections::BTreeMap::new(),
+            limits: CommandLimits::default(),
         }
     }
 }
@@ -197,6 +241,21 @@ impl AgentConfig {
         if self.commands.timeout.is_zero() {
             return invalid("agent.commands.timeout", "must be greater than 0".into());
         }
+        let limits = &self.commands.limits;
+        if limits.cpu_time.is_some_and(|t| t.as_secs() == 0)
+            || limits
+                .address_space
+                .is_some_and(|b| b.as_u64() < 1024 * 1024)
+            || limits.processes == Some(0)
+            || limits.file_size.is_some_and(|b| b.as_u64() == 0)
+        {
+            return invalid(
+                "agent.commands.limits",
+                "cpu_time must be at least 1s, address_space at least 1 MiB, processes and \
+                 file_size greater than 0; use null for no limit"
+                    .into(),
+            );
+        }
         if self.commands.max_output_bytes.as_u64() == 0 {
             return invalid(
                 "agent.commands.max_output_bytes",
@@ -218,7 +277,14 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body. Unset: derived from the image limits (room for the largest
     /// allowed `agent_run`, base64 included).
+    #[serde(with = "exact_size::option")]
     pub max_body_bytes: Option<ByteSize>,
+    /// How long a client may take to send its request headers (`agent-mcp serve`).
+    #[serde(with = "humantime_serde_compat")]
+    pub header_timeout: Duration,
+    /// How long a client may take to send its request body once the headers are in.
+    #[serde(with = "humantime_serde_compat")]
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -228,6 +294,8 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: None,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -255,8 +323,10 @@ pub struct ImageLimits {
     /// Most images in one `agent_run`.
     pub max_count: usize,
     /// Largest decoded size of one image.
+    #[serde(with = "exact_size")]
     pub max_bytes: ByteSize,
     /// Largest decoded size of all images of one `agent_run`.
+    #[serde(with = "exact_size")]
     pub max_total_bytes: ByteSize,
 }
 
@@ -453,6 +523,65 @@ impl Config {
         Ok(config)
     }
 
+    /// Applies `AGENT_MCP_*` environment overrides to every scalar key, then validates.
+    ///
+    /// The variable of a key is its path in capitals with `_` for `.`: `ollama.model` is
+    /// `AGENT_MCP_OLLAMA_MODEL`, `mcp.images.max_bytes` is `AGENT_MCP_MCP_IMAGES_MAX_BYTES`.
+    /// Values are read as YAML scalars (`0.2`, `true`, `"10 MiB"`, `null`). Returns the
+    /// `AGENT_MCP_*` variables that name no key (typos), for the caller to warn about.
+    pub fn with_env_overrides(
+        self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let mut tree = serde_yaml_ng::to_value(&self).map_err(|e| ConfigError::Parse {
+            path: PathBuf::from("<environment>"),
+            message: e.to_string(),
+        })?;
+        let mut keys = Vec::new();
+        scalar_keys(&tree, String::new(), &mut keys);
+        let mut unknown = Vec::new();
+        let mut applied = false;
+        for (name, value) in vars {
+            let Some(suffix) = name.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let Some(path) = keys.iter().find(|k| env_suffix(k) == suffix) else {
+                if !ENV_NOT_CONFIG.contains(&name.as_str()) {
+                    unknown.push(name);
+                }
+                continue;
+            };
+            let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&value)
+                .unwrap_or(serde_yaml_ng::Value::String(value.clone()));
+            set_path(&mut tree, path, parsed);
+            // Deserialise after each variable so an error names the one that caused it.
+            serde_yaml_ng::from_value::<Config>(tree.clone()).map_err(|e| ConfigError::Parse {
+                path: PathBuf::from(format!("environment variable {name}")),
+                message: format!("{path}: {e}"),
+            })?;
+            applied = true;
+        }
+        let config = if applied {
+            serde_yaml_ng::from_value::<Config>(tree).map_err(|e| ConfigError::Parse {
+                path: PathBuf::from("<environment>"),
+                message: e.to_string(),
+            })?
+        } else {
+            self
+        };
+        config.validate()?;
+        Ok((config, unknown))
+    }
+
+    /// A copy safe to print: token hashes are replaced.
+    pub fn redacted(&self) -> Config {
+        let mut copy = self.clone();
+        for token in &mut copy.auth.tokens {
+            token.sha256 = "<redacted>".into();
+        }
+        copy
+    }
+
     /// Parses and validates YAML text. An empty document means all defaults.
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
         let config: Config = if text.trim().is_empty() {
@@ -499,6 +628,15 @@ impl Config {
         }
         if self.ollama.max_reply_bytes.as_u64() == 0 {
             return invalid("ollama.max_reply_bytes", "must be greater than 0".into());
+        }
+        if self.ollama.retries > 10 {
+            return invalid("ollama.retries", "must be from 0 through 10".into());
+        }
+        if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
+            return invalid(
+                "http",
+                "header_timeout and body_timeout must be greater than 0".into(),
+            );
         }
         let images = &self.mcp.images;
         if images.max_bytes.as_u64() == 0 {
@@ -558,6 +696,55 @@ impl Config {
     }
 }
 
+/// Prefix of the environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "AGENT_MCP_";
+
+/// `AGENT_MCP_*` variables that are not configuration keys (the terminal client's token).
+const ENV_NOT_CONFIG: &[&str] = &["AGENT_MCP_TOKEN"];
+
+fn env_suffix(path: &str) -> String {
+    path.replace('.', "_").to_ascii_uppercase()
+}
+
+/// Dotted paths of every scalar (or null) leaf of a configuration tree.
+fn scalar_keys(value: &serde_yaml_ng::Value, prefix: String, out: &mut Vec<String>) {
+    match value {
+        serde_yaml_ng::Value::Mapping(map) => {
+            for (k, v) in map {
+                if let Some(k) = k.as_str() {
+                    let path = if prefix.is_empty() {
+                        k.to_owned()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    scalar_keys(v, path, out);
+                }
+            }
+        }
+        serde_yaml_ng::Value::Sequence(_) | serde_yaml_ng::Value::Tagged(_) => {}
+        _ => out.push(prefix),
+    }
+}
+
+fn set_path(tree: &mut serde_yaml_ng::Value, path: &str, value: serde_yaml_ng::Value) {
+    let mut node = tree;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let serde_yaml_ng::Value::Mapping(map) = node else {
+            return;
+        };
+        let key = serde_yaml_ng::Value::String(part.to_owned());
+        if parts.peek().is_none() {
+            map.insert(key, value);
+            return;
+        }
+        match map.get_mut(&key) {
+            Some(next) => node = next,
+            None => return,
+        }
+    }
+}
+
 fn default_ollama_url() -> String {
     std::env::var("OLLAMA_HOST")
         .ok()
@@ -589,6 +776,44 @@ pub fn normalize_ollama_host(value: &str) -> String {
     format!("{scheme}://{host}:{port}")
 }
 
+/// Byte sizes that print back exactly: `"10 MiB"` when the value is a whole number of KiB, MiB
+/// or GiB, else the plain byte count (bytesize's own `Serialize` rounds, e.g. 1537 → "1.5 KiB").
+/// Reading accepts both forms.
+mod exact_size {
+    use bytesize::ByteSize;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(size: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
+        let bytes = size.as_u64();
+        for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+            if bytes > 0 && bytes.is_multiple_of(unit) {
+                return s.serialize_str(&format!("{} {name}", bytes / unit));
+            }
+        }
+        s.serialize_u64(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+        ByteSize::deserialize(d)
+    }
+
+    pub mod option {
+        use bytesize::ByteSize;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(size: &Option<ByteSize>, s: S) -> Result<S::Ok, S::Error> {
+            match size {
+                Some(size) => super::serialize(size, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
+            Option::<ByteSize>::deserialize(d)
+        }
+    }
+}
+
 /// Durations as humantime strings (`"10m"`, `"5s"`, `"7d"`).
 mod humantime_serde_compat {
     use std::time::Duration;
@@ -606,6 +831,26 @@ mod humantime_serde_compat {
                 "\"{text}\" is not a duration ({e}); write e.g. \"30s\", \"10m\" or \"7d\""
             ))
         })
+    }
+
+    /// `Option<Duration>`: null, or a humantime string.
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            #[derive(Deserialize)]
+            struct Wrapped(#[serde(deserialize_with = "super::deserialize")] Duration);
+            Ok(Option::<Wrapped>::deserialize(d)?.map(|Wrapped(d)| d))
+        }
     }
 }
 
@@ -657,6 +902,69 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn env_overrides_every_scalar_key_and_names_the_bad_one() {
+        let vars = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let (c, unknown) = Config::default()
+            .with_env_overrides(vars(&[
+                ("AGENT_MCP_OLLAMA_MODEL", "llama3.2"),
+                ("AGENT_MCP_OLLAMA_TEMPERATURE", "0.4"),
+                ("AGENT_MCP_MCP_IMAGES_MAX_BYTES", "5 MiB"),
+                ("AGENT_MCP_RATE_LIMIT_ENABLED", "false"),
+                ("AGENT_MCP_HTTP_BIND", "127.0.0.1:9999"),
+                ("AGENT_MCP_OLAMA_MODEL", "typo"),
+                ("AGENT_MCP_TOKEN", "client-side"),
+                ("PATH", "/bin"),
+            ]))
+            .unwrap();
+        assert_eq!(c.ollama.model, "llama3.2");
+        assert_eq!(c.ollama.temperature, Some(0.4));
+        assert_eq!(c.mcp.images.max_bytes, ByteSize::mib(5));
+        assert!(!c.rate_limit.enabled);
+        assert_eq!(c.http.bind.port(), 9999);
+        assert_eq!(unknown, ["AGENT_MCP_OLAMA_MODEL"]);
+
+        let e = Config::default()
+            .with_env_overrides(vars(&[("AGENT_MCP_OLLAMA_NUM_CTX", "lots")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("AGENT_MCP_OLLAMA_NUM_CTX"), "{e}");
+        let e = Config::default()
+            .with_env_overrides(vars(&[("AGENT_MCP_OLLAMA_TEMPERATURE", "7")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("ollama.temperature:"), "{e}");
+    }
+
+    #[test]
+    fn sizes_print_back_exactly() {
+        let mut c = Config::default();
+        c.ollama.max_reply_bytes = ByteSize::b(1537);
+        c.http.max_body_bytes = Some(ByteSize::kib(3));
+        let text = serde_yaml_ng::to_string(&c).unwrap();
+        assert!(text.contains("max_reply_bytes: 1537"), "{text}");
+        assert!(text.contains("max_body_bytes: 3 KiB"), "{text}");
+        assert!(text.contains("max_bytes: 10 MiB"), "{text}");
+        assert_eq!(Config::from_yaml(&text).unwrap(), c);
+    }
+
+    #[test]
+    fn redaction_hides_token_hashes() {
+        let mut c = Config::default();
+        c.auth.tokens.push(TokenConfig {
+            name: "ci".into(),
+            sha256: "a".repeat(64),
+        });
+        let printed = serde_yaml_ng::to_string(&c.redacted()).unwrap();
+        assert!(!printed.contains(&"a".repeat(64)));
+        assert!(printed.contains("<redacted>"));
     }
 
     #[test]

@@ -17,8 +17,18 @@ use tracing::{error, info};
     about = "An MCP server that hands natural-language work requests to a local Ollama-backed agent"
 )]
 struct Cli {
+    /// Log line format on stderr: `text` for people, `json` (one object per line) for machines.
+    /// Filter with RUST_LOG (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -57,15 +67,25 @@ fn main() -> ExitCode {
     if let Command::Client(command) = cli.command {
         return agent_mcp::client::main(command);
     }
-    init_logging();
+    init_logging(cli.log_format);
     let config_path = match &cli.command {
         Command::Serve { config, .. }
         | Command::Stdio { config }
         | Command::CheckConfig { config } => config.clone(),
         Command::HashToken | Command::Client(_) => None,
     };
-    let mut config = match Config::load(config_path.as_deref()) {
-        Ok(c) => c,
+    let loaded =
+        Config::load(config_path.as_deref()).and_then(|c| c.with_env_overrides(std::env::vars()));
+    let mut config = match loaded {
+        Ok((config, unknown)) => {
+            for name in unknown {
+                tracing::warn!(
+                    "environment variable {name} names no configuration key; it is ignored \
+                     (see `agent-mcp check-config` for the keys)"
+                );
+            }
+            config
+        }
         Err(e) => {
             eprintln!("agent-mcp: configuration error: {e}");
             return ExitCode::from(2);
@@ -83,7 +103,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::CheckConfig { .. } => {
-            return match serde_yaml_ng::to_string(&config) {
+            return match serde_yaml_ng::to_string(&config.redacted()) {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS
@@ -134,14 +154,18 @@ fn hash_token() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -149,8 +173,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 async fn serve_stdio(config: Config) -> Result<(), BoxError> {
     let server = AgentMcp::start(&config).await?;
     info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
-    agent_mcp::transport::stdio::serve(server.stack(), tokio::io::stdin(), tokio::io::stdout())
-        .await?;
+    // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
+    tokio::select! {
+        served = agent_mcp::transport::stdio::serve(
+            server.stack(),
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        ) => served?,
+        () = shutdown_signal() => {}
+    }
     server.shutdown().await;
     Ok(())
 }
@@ -165,10 +196,11 @@ async fn serve_http(config: Config) -> Result<(), BoxError> {
     let metrics = agent_mcp::metrics::install()
         .inspect_err(|e| tracing::warn!("{e}"))
         .ok();
-    agent_mcp::transport::server::serve_with_ops(
+    agent_mcp::transport::server::serve_with_timeouts(
         listener,
         server.http_service(),
         Some(server.ops_endpoints(metrics)),
+        agent_mcp::transport::server::ServerTimeouts::from_config(&config.http),
         shutdown_signal(),
     )
     .await?;

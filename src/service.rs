@@ -62,30 +62,37 @@ impl AgentService {
             (Era::Legacy, "ping") => req.result(McpResult::empty()),
             (Era::Legacy, "logging/setLevel") => set_log_level(&req),
             (_, "tools/list") => req.result(tools_list()),
-            (_, "tools/call") => self.tools_call(&req).await,
+            (_, "tools/call") => self.tools_call(req).await,
             (_, method) => req.error(ErrorObject::method_not_found(method)),
         }
     }
 
-    async fn tools_call(&self, req: &McpRequest) -> McpResponse {
+    async fn tools_call(&self, mut req: McpRequest) -> McpResponse {
         let Some(name) = req.params.get("name").and_then(Value::as_str) else {
             return req.error(ErrorObject::invalid_params(
                 "tools/call needs params.name, the tool to call (agent_run or agent_status)",
             ));
         };
-        let args = match req.params.get("arguments") {
+        let tool = match name {
+            AGENT_RUN => Ok(AGENT_RUN),
+            AGENT_STATUS => Ok(AGENT_STATUS),
+            other => Err(other.to_owned()),
+        };
+        // Moved out, not cloned: the request is ours, and `agent_run` arguments may carry
+        // 20 MiB of images.
+        let args = match req.params.remove("arguments") {
             None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => {
                 return req.error(ErrorObject::invalid_params(
                     "tools/call params.arguments must be an object",
                 ));
             }
         };
-        let result = match name {
-            AGENT_RUN => self.agent_run(req, args).await,
-            AGENT_STATUS => self.agent_status(req, args).await,
-            other => {
+        let result = match tool {
+            Ok(AGENT_RUN) => self.agent_run(&req, args).await,
+            Ok(_) => self.agent_status(&req, args).await,
+            Err(other) => {
                 return req.error(ErrorObject::invalid_params(format!(
                     "Unknown tool: {other}. This server has agent_run and agent_status."
                 )));

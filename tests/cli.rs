@@ -149,3 +149,80 @@ async fn serve_answers_on_loopback_and_stops_on_sigterm() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn environment_overrides_scalar_keys_and_names_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent_mcp()
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env("AGENT_MCP_OLLAMA_MODEL", "from-env")
+        .env("AGENT_MCP_MCP_IMAGES_MAX_COUNT", "2")
+        .env("AGENT_MCP_HTTP_BIND", "127.0.0.1:9191")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = Config::from_yaml(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(printed.ollama.model, "from-env");
+    assert_eq!(printed.mcp.images.max_count, 2);
+    assert_eq!(printed.http.bind.port(), 9191);
+
+    let out = agent_mcp()
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env("AGENT_MCP_OLLAMA_TEMPERATURE", "hot")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENT_MCP_OLLAMA_TEMPERATURE"));
+}
+
+#[test]
+fn check_config_redacts_token_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.yaml");
+    let hash = "ab".repeat(32);
+    std::fs::write(
+        &path,
+        format!("auth:\n  tokens:\n    - name: ci\n      sha256: {hash}\n"),
+    )
+    .unwrap();
+    let out = agent_mcp()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(!printed.contains(&hash), "{printed}");
+    assert!(
+        printed.contains("name: ci") && printed.contains("<redacted>"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn json_log_format_writes_one_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent_mcp()
+        .args(["--log-format", "json", "check-config"])
+        .current_dir(dir.path())
+        .env("AGENT_MCP_NOT_A_KEY", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().next().expect("a warning line");
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON log line");
+    assert_eq!(v["level"], "WARN");
+    assert!(
+        v["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AGENT_MCP_NOT_A_KEY")
+    );
+}

@@ -235,3 +235,68 @@ async fn sigterm_lets_a_request_in_flight_finish() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn shutdown_ends_the_running_task_as_interrupted_and_keeps_the_queue() {
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::Hang);
+    fake.push_reply(Reply::text("after restart", 2, 2));
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::harness::test_config_sqlite(&fake.url(), &dir.path().join("t.db"));
+    let server = ServeProcess::spawn(&config).await;
+    let client = server.client();
+    let submit = |request: &'static str| {
+        let client = client.clone();
+        async move {
+            let r = client
+                .modern(
+                    "tools/call",
+                    json!({"name": "agent_run", "arguments": {"request": request}}),
+                )
+                .await;
+            field(&tool_text(&r.body["result"]), "task_id")
+        }
+    };
+    let running = submit("hangs").await;
+    let queued = submit("waits").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while fake.in_flight_chats() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first task never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    assert!(server.terminate().await.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+
+    // The next start finds the running task failed as interrupted, and runs the queued one.
+    let server = ServeProcess::spawn(&config).await;
+    let client = server.client();
+    let status = |id: String| {
+        let client = client.clone();
+        async move {
+            let r = client
+                .modern(
+                    "tools/call",
+                    json!({"name": "agent_status", "arguments": {"task_id": id}}),
+                )
+                .await;
+            tool_text(&r.body["result"])
+        }
+    };
+    let text = status(running).await;
+    assert_eq!(field(&text, "status"), "failed", "{text}");
+    assert!(text.contains("Interrupted by a restart"), "{text}");
+    let done = support::harness::wait_terminal(|| status(queued.clone())).await;
+    assert_eq!(
+        support::harness::result_of(&done),
+        "after restart",
+        "{done}"
+    );
+}

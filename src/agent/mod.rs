@@ -80,12 +80,21 @@ pub struct AgentCore {
     cancel_on_arrival: Mutex<HashSet<Uuid>>,
     /// Bumped by [`AgentCore::notify_task_changed`]; waiters re-read the store on each bump.
     changes: watch::Sender<u64>,
+    /// Set when the process shuts down: a task stopped by it ends `failed` as interrupted
+    /// (as after a crash), not `cancelled` (which only a client asks for).
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
 pub const CANCELLED_BEFORE_START: &str = "実行開始前に取り消されました。";
 
 impl AgentCore {
+    /// Is the process shutting down?
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Queues a stored task.
     pub fn enqueue(&self, id: Uuid) {
         self.queue.push(id);
@@ -179,7 +188,11 @@ impl Agent {
         )?
         .with_max_reply_bytes(
             usize::try_from(config.ollama.max_reply_bytes.as_u64()).unwrap_or(usize::MAX),
-        );
+        )
+        .with_retry(crate::ollama::RetryPolicy {
+            retries: config.ollama.retries,
+            backoff: config.ollama.retry_backoff,
+        });
         let core = Arc::new(AgentCore {
             store,
             queue: TaskQueue::new(),
@@ -188,6 +201,7 @@ impl Agent {
             running: Mutex::new(None),
             cancel_on_arrival: Mutex::new(HashSet::new()),
             changes: watch::Sender::new(0),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
         });
         // A task a crash left planning/running cannot resume: it ends failed, with a reason.
         crate::store::fail_interrupted(core.store.as_ref()).await?;
@@ -212,8 +226,12 @@ impl Agent {
         &self.core
     }
 
-    /// Stops taking new tasks; a running task is cancelled.
+    /// Stops taking new tasks. Queued tasks stay in the store for the next start; a running
+    /// task is stopped and ends `failed` as interrupted, as it would after a crash.
     pub async fn shutdown(mut self) {
+        self.core
+            .shutting_down
+            .store(true, std::sync::atomic::Ordering::Release);
         self.shutdown.cancel();
         let _ = (&mut self.worker).await;
     }
@@ -236,9 +254,12 @@ pub enum AgentError {
 
 async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
     loop {
+        // Shutdown first: once it is asked for, queued tasks stay queued in the store for the
+        // next start instead of being taken and stopped at once.
         let id = tokio::select! {
-            id = core.queue.next() => id,
+            biased;
             () = shutdown.cancelled() => return,
+            id = core.queue.next() => id,
         };
         let token = shutdown.child_token();
         {

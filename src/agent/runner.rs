@@ -280,6 +280,9 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
                 }
             }
         }
+        Err(RunError::Cancelled) if core.is_shutting_down() => {
+            task.fail(crate::store::INTERRUPTED_BY_RESTART);
+        }
         Err(RunError::Cancelled) => {
             task.transition(TaskState::Cancelled);
             task.result = "キャンセルされました。".to_owned();

@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -55,6 +56,8 @@ pub struct HttpRules {
     pub allowed_origins: Vec<String>,
     /// Largest request body in bytes.
     pub max_body_bytes: usize,
+    /// How long the whole body may take to arrive; a slower client gets 408.
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpRules {
@@ -63,6 +66,7 @@ impl Default for HttpRules {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: crate::config::ImageLimits::default().max_request_body(),
+            body_timeout: crate::config::HttpConfig::default().body_timeout,
         }
     }
 }
@@ -73,7 +77,13 @@ impl HttpRules {
             allowed_hosts: config.http.allowed_hosts.clone(),
             allowed_origins: config.http.allowed_origins.clone(),
             max_body_bytes: config.http.body_limit(&config.mcp.images),
+            body_timeout: config.http.body_timeout,
         }
+    }
+
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
     }
 
     pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
@@ -261,7 +271,23 @@ where
     if declared.is_some_and(|n| n > rules.max_body_bytes as u64) {
         return too_large();
     }
-    let bytes = match Limited::new(body, rules.max_body_bytes).collect().await {
+    // A client trickling its body must not hold a connection (and its buffer) forever.
+    let collected = tokio::time::timeout(
+        rules.body_timeout,
+        Limited::new(body, rules.max_body_bytes).collect(),
+    )
+    .await;
+    let Ok(collected) = collected else {
+        return transport_error(
+            StatusCode::REQUEST_TIMEOUT,
+            code::TRANSPORT,
+            format!(
+                "Request Timeout: the body did not arrive within {}; send it at once, or raise http.body_timeout",
+                humantime::format_duration(rules.body_timeout)
+            ),
+        );
+    };
+    let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
         Err(e) => {
@@ -350,7 +376,7 @@ where
     if let Some(guard) = guard {
         guard.disarm();
     }
-    into_http(&response)
+    into_http(response)
 }
 
 /// Modern routing headers: `Mcp-Method` always, `Mcp-Name` for the methods that name a target.
@@ -447,13 +473,14 @@ pub fn status_for(response: &McpResponse) -> StatusCode {
     }
 }
 
-fn into_http(response: &McpResponse) -> HttpResponse {
-    let status = status_for(response);
-    let mut resp = match response.to_json() {
+fn into_http(mut response: McpResponse) -> HttpResponse {
+    let status = status_for(&response);
+    let headers = std::mem::take(&mut response.http.headers);
+    let mut resp = match response.into_json() {
         None => empty(status),
         Some(json) => json_response(status, &json),
     };
-    for (name, value) in &response.http.headers {
+    for (name, value) in &headers {
         resp.headers_mut().insert(name.clone(), value.clone());
     }
     resp

@@ -17,10 +17,30 @@ use tracing::{debug, warn};
 
 use crate::ops::OpsEndpoints;
 
-/// How long a client may take to send its request headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long in-flight requests may take to finish after shutdown is asked for.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The connection-level timeouts of [`serve_with_timeouts`]. The body timeout lives in the
+/// MCP edge ([`HttpRules`](crate::transport::http::HttpRules)), which reads the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTimeouts {
+    /// How long a client may take to send its request headers (`http.header_timeout`).
+    pub header_read: Duration,
+}
+
+impl Default for ServerTimeouts {
+    fn default() -> Self {
+        Self::from_config(&crate::config::HttpConfig::default())
+    }
+}
+
+impl ServerTimeouts {
+    pub fn from_config(http: &crate::config::HttpConfig) -> Self {
+        Self {
+            header_read: http.header_timeout,
+        }
+    }
+}
 
 /// Serves `mcp` at `POST /mcp` on `listener` until `shutdown` resolves, then lets in-flight
 /// requests finish (bounded).
@@ -44,6 +64,25 @@ pub async fn serve_with_ops<S>(
     listener: TcpListener,
     mcp: S,
     ops: Option<OpsEndpoints>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    serve_with_timeouts(listener, mcp, ops, ServerTimeouts::default(), shutdown).await
+}
+
+/// [`serve_with_ops`] with the given connection timeouts
+/// (`ServerTimeouts::from_config(&config.http)`).
+pub async fn serve_with_timeouts<S>(
+    listener: TcpListener,
+    mcp: S,
+    ops: Option<OpsEndpoints>,
+    timeouts: ServerTimeouts,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
@@ -92,7 +131,7 @@ where
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .header_read_timeout(timeouts.header_read)
             .serve_connection(TokioIo::new(stream), svc);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
