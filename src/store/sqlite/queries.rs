@@ -154,6 +154,31 @@ fn task_from(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 /// When a terminal task finished, for retention; `None` while it is unfinished.
+/// The values bound to `?1`..`?16` of both the task INSERT and the task UPDATE, in that order
+/// ([`TASK_COLUMNS`], then `finished_at_ns`): one list, so the two statements
+/// cannot drift apart.
+fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 16] {
+    use rusqlite::types::Value;
+    [
+        Value::from(id.to_owned()),
+        Value::from(task.session_id.to_string()),
+        Value::from(task.owner.clone()),
+        Value::from(task.request.clone()),
+        Value::from(task.temperature),
+        Value::from(task.state.as_str().to_owned()),
+        Value::from(task.steps_done),
+        Value::from(task.steps_total),
+        Value::from(task.current_task.clone()),
+        Value::from(to_i64(task.tokens.input)),
+        Value::from(to_i64(task.tokens.output)),
+        Value::from(to_i64(task.critical_path_tokens)),
+        Value::from(task.result.clone()),
+        Value::from(to_ns(task.created_at)),
+        Value::from(to_ns(task.updated_at)),
+        Value::from(finished_at(task)),
+    ]
+}
+
 fn finished_at(task: &Task) -> Option<i64> {
     task.state.is_terminal().then(|| to_ns(task.updated_at))
 }
@@ -245,24 +270,7 @@ pub(super) fn insert_task(
         "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
     ))?
-    .execute(params![
-        id,
-        task.session_id.to_string(),
-        task.owner,
-        task.request,
-        task.temperature,
-        task.state.as_str(),
-        task.steps_done,
-        task.steps_total,
-        task.current_task,
-        to_i64(task.tokens.input),
-        to_i64(task.tokens.output),
-        to_i64(task.critical_path_tokens),
-        task.result,
-        to_ns(task.created_at),
-        to_ns(task.updated_at),
-        finished_at(task),
-    ])?;
+    .execute(rusqlite::params_from_iter(row_values(&id, task)))?;
     // A task that is already terminal holds no images (they would never be released).
     if !task.state.is_terminal() {
         let mut keep = tx.prepare_cached(
