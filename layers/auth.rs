@@ -55,14 +55,11 @@
 
 use std::convert::Infallible;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use pin_project_lite::pin_project;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tower_layer::Layer;
@@ -70,6 +67,7 @@ use tower_service::Service;
 
 use crate::config::AuthConfig;
 use crate::layers::audit::AuditNote;
+pub use crate::layers::reject::ResponseFuture;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token.
@@ -306,9 +304,7 @@ where
                 match self.authenticate(req.ctx.extensions.get::<HeaderMap>()) {
                     Ok(name) => req.ctx.identity = Some(name.to_owned()),
                     Err(refusal) => {
-                        return ResponseFuture::Refused {
-                            response: Some(unauthorized(&req, refusal)),
-                        };
+                        return ResponseFuture::rejected(unauthorized(&req, refusal));
                     }
                 }
             }
@@ -319,35 +315,7 @@ where
         {
             note.set_identity(identity);
         }
-        ResponseFuture::Future {
-            future: self.inner.call(req),
-        }
-    }
-}
-
-pin_project! {
-    /// The response future of [`Auth`]: a ready refusal, or the inner future.
-    #[project = ResponseFutureProj]
-    pub enum ResponseFuture<F> {
-        Refused { response: Option<McpResponse> },
-        Future { #[pin] future: F },
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Future { future } => future.poll(cx),
-            ResponseFutureProj::Refused { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response)),
-                None => Poll::Pending,
-            },
-        }
+        ResponseFuture::inner(self.inner.call(req))
     }
 }
 

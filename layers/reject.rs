@@ -1,4 +1,5 @@
-//! The response future shared by the layers that answer a request themselves or pass it on.
+//! The response future shared by the layers that answer a request themselves (validate, images,
+//! auth, rate_limit) or pass it on.
 
 use std::convert::Infallible;
 use std::future::{Future, Ready};

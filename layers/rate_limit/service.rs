@@ -1,19 +1,18 @@
 //! [`RateLimitLayer`], the [`RateLimit`] service and its [`ResponseFuture`].
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::num::NonZeroU32;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderValue, StatusCode};
-use pin_project_lite::pin_project;
 use serde_json::json;
 use tower_layer::Layer;
 use tower_service::Service;
+
+pub use crate::layers::reject::ResponseFuture;
 
 use super::limiter::{CallerKey, CallerLimiter};
 use crate::config::RateLimitConfig;
@@ -132,13 +131,13 @@ where
     fn call(&mut self, req: McpRequest) -> Self::Future {
         // Notifications get no answer to carry a refusal, so they are not counted.
         if req.is_notification() {
-            return ResponseFuture::future(self.inner.call(req));
+            return ResponseFuture::inner(self.inner.call(req));
         }
         let verdict = self.limiter.check(&CallerKey::of(&req.ctx));
         self.prune_if_due();
         match verdict {
-            Ok(()) => ResponseFuture::future(self.inner.call(req)),
-            Err(wait) => ResponseFuture::limited(limited(&req, wait, self.limiter.per_minute())),
+            Ok(()) => ResponseFuture::inner(self.inner.call(req)),
+            Err(wait) => ResponseFuture::rejected(limited(&req, wait, self.limiter.per_minute())),
         }
     }
 }
@@ -166,45 +165,6 @@ fn limited(req: &McpRequest, wait: Duration, per_minute: u32) -> McpResponse {
         .headers
         .insert(RETRY_AFTER, HeaderValue::from(secs));
     response
-}
-
-pin_project! {
-    /// The response future of [`RateLimit`]: a ready refusal, or the inner future.
-    #[project = ResponseFutureProj]
-    pub enum ResponseFuture<F> {
-        Limited { response: Option<McpResponse> },
-        Future { #[pin] future: F },
-    }
-}
-
-impl<F> ResponseFuture<F> {
-    fn future(future: F) -> Self {
-        ResponseFuture::Future { future }
-    }
-
-    fn limited(response: McpResponse) -> Self {
-        ResponseFuture::Limited {
-            response: Some(response),
-        }
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Future { future } => future.poll(cx),
-            ResponseFutureProj::Limited { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response)),
-                // Polled again after completion: the contract allows anything but a panic.
-                None => Poll::Pending,
-            },
-        }
-    }
 }
 
 #[cfg(test)]
