@@ -1,12 +1,18 @@
-//! `tools/call agent_status` through the full stack (audit → auth → rate_limit → tasks →
-//! validate → images) vs the bare `AgentService`, both in-process on a memory store.
+//! `tools/call agent_status` through the full stack (metrics → audit → auth → rate_limit →
+//! tasks → validate → images) vs the bare `AgentService`, in-process, on each store backend:
+//! `sqlite` (the default: every call reads the task from the database file) and `memory` (a
+//! hash-map lookup: the service does the least work there, so the layers weigh the most).
 //!
 //! ```text
 //! cargo bench --bench stack -- --warm-up-time 1 --measurement-time 3
 //! ```
 //!
-//! Criterion reports each variant; afterwards an interleaved run (best of 7 rounds) prints
-//! ns/op for both and the full stack's share of the bare throughput (target ≥ 90 %).
+//! Criterion reports each variant. Then, per store, 101 paired rounds (bare and full stack
+//! back to back, alternating which goes first) give the full stack's share of the bare
+//! throughput as the median of the per-pair ratios with its quartiles: a shared or busy
+//! machine slows both halves of a pair alike, so the ratio is steadier than either time
+//! (target ≥ 90 %). Last, each layer alone around the bare service (memory store).
+//! `bash scripts/stack-profile.sh` counts instructions per call of each variant instead.
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -25,6 +31,7 @@ use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::protocol::{
     McpRequest, McpResponse, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
+use agent_mcp::service::AgentService;
 use criterion::Criterion;
 use serde_json::{Map, Value, json};
 use std::num::NonZeroU32;
@@ -65,6 +72,102 @@ where
     start.elapsed()
 }
 
+/// A server on `backend` with one failed task, and the `agent_status` request for it.
+fn start(
+    runtime: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    backend: StoreBackend,
+) -> Result<(AgentMcp, McpRequest, Config), Box<dyn std::error::Error>> {
+    let mut config = Config::default();
+    // Nothing listens on the discard port: the one task fails fast and then stays put.
+    config.ollama.url = "http://127.0.0.1:9".into();
+    config.store.backend = backend;
+    config.store.path = dir.join(format!("{backend:?}.db"));
+    config.rate_limit.per_minute = u32::MAX;
+    config.rate_limit.burst = u32::MAX;
+    config.audit.enabled = true;
+    config.audit.file = Some(dir.join(format!("audit-{backend:?}.jsonl")));
+    runtime.block_on(async {
+        let server = AgentMcp::start(&config).await?;
+        let run_req = request(1, "agent_run", json!({"request": "benchmark task"}));
+        let Ok(created) = server.stack().oneshot(run_req).await;
+        let text = text_of(&created);
+        let task_id = text
+            .lines()
+            .find_map(|l| l.strip_prefix("task_id: "))
+            .ok_or_else(|| format!("agent_run did not answer a task_id: {text}"))?
+            .to_owned();
+        let status_req = request(2, "agent_status", json!({"task_id": task_id}));
+        // Wait for the task to fail, so no background work runs during the measurement.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let Ok(status) = server.service().oneshot(status_req.clone()).await;
+            if text_of(&status).contains("status: failed") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the task did not fail: {}", text_of(&status)).into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Both must answer the same thing, or the comparison means nothing.
+        let Ok(a) = server.stack().oneshot(status_req.clone()).await;
+        let Ok(b) = server.service().oneshot(status_req.clone()).await;
+        let (a, b) = (text_of(&a), text_of(&b));
+        if a != b || !a.starts_with("task_id: ") {
+            return Err(format!("full stack and bare service disagree:\n{a}\n---\n{b}").into());
+        }
+        Ok((server, status_req, config))
+    })
+}
+
+/// The quartiles of `values` (sorted in place).
+fn quartiles(values: &mut [f64]) -> [f64; 3] {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    [at(0.25), at(0.5), at(0.75)]
+}
+
+/// Paired rounds of bare and full stack; prints the share of the bare throughput.
+fn compare(
+    runtime: &tokio::runtime::Runtime,
+    label: &str,
+    bare: &mut AgentService,
+    stack: &mut Stack,
+    req: &McpRequest,
+) {
+    const PAIRS: usize = 101;
+    const ROUND: u64 = 2_000;
+    let (mut bare_ns, mut stack_ns, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..PAIRS {
+        let (b, s) = if pair % 2 == 0 {
+            let b = runtime.block_on(run(bare, req, ROUND));
+            (b, runtime.block_on(run(stack, req, ROUND)))
+        } else {
+            let s = runtime.block_on(run(stack, req, ROUND));
+            (runtime.block_on(run(bare, req, ROUND)), s)
+        };
+        let (b, s) = (
+            b.as_nanos() as f64 / ROUND as f64,
+            s.as_nanos() as f64 / ROUND as f64,
+        );
+        bare_ns.push(b);
+        stack_ns.push(s);
+        shares.push(b / s * 100.0);
+    }
+    let [_, b, _] = quartiles(&mut bare_ns);
+    let [_, s, _] = quartiles(&mut stack_ns);
+    let [q1, share, q3] = quartiles(&mut shares);
+    println!(
+        "{label} store: tools/call agent_status, {PAIRS} paired rounds of {ROUND} calls (medians):"
+    );
+    println!("  bare AgentService: {b:>8.0} ns/op");
+    println!("  full stack:        {s:>8.0} ns/op (+{:.0} ns)", s - b);
+    println!(
+        "  full stack keeps {share:.1} % of the bare throughput (quartiles {q1:.1}–{q3:.1} %; target >= 90 %)"
+    );
+}
+
 fn main() {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -83,94 +186,35 @@ fn main() {
             return;
         }
     };
-    let mut config = Config::default();
-    // Nothing listens on the discard port: the one task fails fast and then stays put.
-    config.ollama.url = "http://127.0.0.1:9".into();
-    config.store.backend = StoreBackend::Memory;
-    config.rate_limit.per_minute = u32::MAX;
-    config.rate_limit.burst = u32::MAX;
-    config.audit.enabled = true;
-    config.audit.file = Some(dir.path().join("audit.jsonl"));
-
-    let (server, status_req) = match runtime.block_on(async {
-        let server = AgentMcp::start(&config).await?;
-        let run_req = request(1, "agent_run", json!({"request": "benchmark task"}));
-        let Ok(created) = server.stack().oneshot(run_req).await;
-        let text = text_of(&created);
-        let task_id = text
-            .lines()
-            .find_map(|l| l.strip_prefix("task_id: "))
-            .ok_or_else(|| format!("agent_run did not answer a task_id: {text}"))?
-            .to_owned();
-        let status_req = request(2, "agent_status", json!({"task_id": task_id}));
-        Ok::<_, Box<dyn std::error::Error>>((server, status_req))
-    }) {
-        Ok(pair) => pair,
-        Err(e) => {
-            eprintln!("cannot set up the benchmark: {e}");
-            return;
+    // The instruction profiler (see below) measures the memory store only.
+    let profiling = std::env::var_os("STACK_PROFILE").is_some();
+    let backends: &[StoreBackend] = if profiling {
+        &[StoreBackend::Memory]
+    } else {
+        &[StoreBackend::Sqlite, StoreBackend::Memory]
+    };
+    let mut servers = Vec::new();
+    for &backend in backends {
+        match start(&runtime, dir.path(), backend) {
+            Ok(s) => servers.push((backend, s)),
+            Err(e) => {
+                eprintln!("cannot set up the {backend:?} benchmark: {e}");
+                return;
+            }
         }
+    }
+    let Some((_, (server, status_req, config))) = servers.pop() else {
+        return;
     };
     let mut stack = server.stack();
     let mut bare = server.service();
-    // Both must answer the same thing, or the comparison means nothing.
-    let (a, b) = runtime.block_on(async {
-        let Ok(a) = stack.clone().oneshot(status_req.clone()).await;
-        let Ok(b) = bare.clone().oneshot(status_req.clone()).await;
-        (text_of(&a), text_of(&b))
-    });
-    if a != b || !a.starts_with("task_id: ") {
-        eprintln!("full stack and bare service disagree:\n{a}\n---\n{b}");
-        return;
-    }
-
-    // For an instruction profiler (`valgrind --tool=callgrind`): only `STACK_PROFILE_ITERS`
-    // calls of the named variant, no criterion run.
-    if let Ok(variant) = std::env::var("STACK_PROFILE") {
-        let iters = std::env::var("STACK_PROFILE_ITERS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(10_000);
-        let t = match variant.as_str() {
-            "bare" => runtime.block_on(run(&mut bare, &status_req, iters)),
-            _ => runtime.block_on(run(&mut stack, &status_req, iters)),
-        };
-        println!("{variant}: {:.0} ns/op", t.as_nanos() as f64 / iters as f64);
-        runtime.block_on(server.shutdown());
-        return;
-    }
-
-    let mut criterion = Criterion::default().configure_from_args();
-    let mut group = criterion.benchmark_group("tools_call_agent_status");
-    group.bench_function("bare_service", |bencher| {
-        bencher.iter_custom(|iters| runtime.block_on(run(&mut bare, &status_req, iters)))
-    });
-    group.bench_function("full_stack", |bencher| {
-        bencher.iter_custom(|iters| runtime.block_on(run(&mut stack, &status_req, iters)))
-    });
-    group.finish();
-
-    // Interleaved rounds so both variants see the same machine state; best round wins.
-    const ROUND: u64 = 20_000;
-    let (mut best_bare, mut best_stack) = (f64::MAX, f64::MAX);
-    for _ in 0..7 {
-        let t = runtime.block_on(run(&mut bare, &status_req, ROUND));
-        best_bare = best_bare.min(t.as_nanos() as f64 / ROUND as f64);
-        let t = runtime.block_on(run(&mut stack, &status_req, ROUND));
-        best_stack = best_stack.min(t.as_nanos() as f64 / ROUND as f64);
-    }
-    let share = best_bare / best_stack * 100.0;
-    println!("tools/call agent_status, best of 7 rounds of {ROUND} calls:");
-    println!("  bare AgentService: {best_bare:>8.0} ns/op");
-    println!("  full stack:        {best_stack:>8.0} ns/op");
-    println!("  full stack keeps {share:.1} % of the bare throughput (target >= 90 %)");
 
     // Where the difference goes: each layer alone around the bare service (each boxed once,
     // like the full stack).
     let core = server.service();
     let audit_sink = AuditSink::file(&dir.path().join("breakdown.jsonl"));
     let mut variants: Vec<(&str, Stack)> = vec![
-        ("bare (boxed)", BoxCloneSyncService::new(core.clone())),
+        ("boxed", BoxCloneSyncService::new(core.clone())),
         (
             "images",
             BoxCloneSyncService::new(ImagesLayer::new(config.mcp.images).layer(core.clone())),
@@ -206,15 +250,80 @@ fn main() {
             BoxCloneSyncService::new(AuditLayer::new(sink).layer(core.clone())),
         ));
     }
-    println!("one layer around the bare service (best of 5 rounds of {ROUND} calls):");
-    for (name, svc) in &mut variants {
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = runtime.block_on(run(svc, &status_req, ROUND));
-            best = best.min(t.as_nanos() as f64 / ROUND as f64);
+    // For an instruction profiler (`valgrind --tool=callgrind`): only `STACK_PROFILE_ITERS`
+    // calls of the named variant (`bare`, `full`, or one layer's name), no criterion run.
+    if let Ok(name) = std::env::var("STACK_PROFILE") {
+        let iters = std::env::var("STACK_PROFILE_ITERS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        let t = match name.as_str() {
+            "bare" => runtime.block_on(run(&mut bare, &status_req, iters)),
+            "full" => runtime.block_on(run(&mut stack, &status_req, iters)),
+            layer => match variants.iter_mut().find(|(n, _)| *n == layer) {
+                Some((_, svc)) => runtime.block_on(run(svc, &status_req, iters)),
+                None => {
+                    eprintln!(
+                        "STACK_PROFILE: no variant {layer:?}; try bare, full or a layer name"
+                    );
+                    return;
+                }
+            },
+        };
+        println!("{name}: {:.0} ns/op", t.as_nanos() as f64 / iters as f64);
+        runtime.block_on(server.shutdown());
+        return;
+    }
+
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut sqlite = servers
+        .pop()
+        .map(|(_, (server, req, _))| (server.service(), server.stack(), req, server));
+    {
+        let mut group = criterion.benchmark_group("tools_call_agent_status");
+        if let Some((bare, stack, req, _)) = &mut sqlite {
+            group.bench_function("sqlite/bare_service", |bencher| {
+                bencher.iter_custom(|iters| runtime.block_on(run(bare, req, iters)))
+            });
+            group.bench_function("sqlite/full_stack", |bencher| {
+                bencher.iter_custom(|iters| runtime.block_on(run(stack, req, iters)))
+            });
         }
-        println!("  {name:<14} {best:>8.0} ns/op");
+        group.bench_function("memory/bare_service", |bencher| {
+            bencher.iter_custom(|iters| runtime.block_on(run(&mut bare, &status_req, iters)))
+        });
+        group.bench_function("memory/full_stack", |bencher| {
+            bencher.iter_custom(|iters| runtime.block_on(run(&mut stack, &status_req, iters)))
+        });
+        group.finish();
+    }
+    if let Some((bare, stack, req, _)) = &mut sqlite {
+        compare(&runtime, "sqlite (default)", bare, stack, req);
+    }
+    compare(&runtime, "memory", &mut bare, &mut stack, &status_req);
+
+    const ROUND: u64 = 2_000;
+    // Round-robin over the variants so a slow spell of the machine hits them all alike.
+    const ROUNDS: usize = 31;
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for _ in 0..ROUNDS {
+        for ((_, svc), times) in variants.iter_mut().zip(&mut times) {
+            let t = runtime.block_on(run(svc, &status_req, ROUND));
+            times.push(t.as_nanos() as f64 / ROUND as f64);
+        }
+    }
+    println!("memory store: one layer around the bare service, boxed once like the full stack");
+    println!("  (median of {ROUNDS} round-robin rounds of {ROUND} calls):");
+    let medians: Vec<f64> = times.iter_mut().map(|t| quartiles(t)[1]).collect();
+    for ((name, _), median) in variants.iter().zip(&medians) {
+        println!(
+            "  {name:<14} {median:>8.0} ns/op ({:+.0} ns)",
+            median - medians[0]
+        );
     }
     criterion.final_summary();
     runtime.block_on(server.shutdown());
+    if let Some((_, _, _, server)) = sqlite {
+        runtime.block_on(server.shutdown());
+    }
 }

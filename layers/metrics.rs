@@ -29,25 +29,88 @@
 //! ```
 
 use std::convert::Infallible;
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use metrics::{Counter, Histogram};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::layers::audit::Outcome;
+use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS, METHOD_LABELS, method_index};
 use crate::protocol::{McpRequest, McpResponse};
 
-/// Wraps a service with [`Metrics`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MetricsLayer;
+const METHODS: [&str; 13] = METHOD_LABELS;
+
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::Ok,
+    Outcome::ToolError,
+    Outcome::ProtocolError,
+    Outcome::Unauthorized,
+    Outcome::RateLimited,
+];
+
+/// Handles of every series this layer records, each registered with the installed recorder
+/// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`
+/// macros would build and look up a labelled key on every request. Series never used are
+/// never registered, so `/metrics` lists only what happened.
+struct Series {
+    requests: [[OnceLock<Counter>; OUTCOMES.len()]; METHODS.len()],
+    durations: [OnceLock<Histogram>; METHODS.len()],
+}
+
+impl Series {
+    fn new() -> Self {
+        Self {
+            requests: [const { [const { OnceLock::new() }; OUTCOMES.len()] }; METHODS.len()],
+            durations: [const { OnceLock::new() }; METHODS.len()],
+        }
+    }
+
+    fn record(&self, method: usize, outcome: Outcome, started: Instant) {
+        let method = method.min(METHODS.len() - 1);
+        let label = METHODS[method];
+        let o = OUTCOMES.iter().position(|o| *o == outcome).unwrap_or(0);
+        self.requests[method][o]
+            .get_or_init(|| {
+                metrics::counter!(MCP_REQUESTS, "method" => label, "outcome" => outcome.as_str())
+            })
+            .increment(1);
+        self.durations[method]
+            .get_or_init(|| metrics::histogram!(MCP_REQUEST_SECONDS, "method" => label))
+            .record(started.elapsed().as_secs_f64());
+    }
+}
+
+/// Wraps a service with [`Metrics`]. Build it after installing the metrics recorder (as
+/// `agent-mcp serve` does): its series bind to the recorder installed when each is first used.
+#[derive(Clone)]
+pub struct MetricsLayer {
+    series: Arc<Series>,
+}
 
 impl MetricsLayer {
-    pub const fn new() -> Self {
-        MetricsLayer
+    pub fn new() -> Self {
+        Self {
+            series: Arc::new(Series::new()),
+        }
+    }
+}
+
+impl Default for MetricsLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MetricsLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsLayer").finish_non_exhaustive()
     }
 }
 
@@ -55,15 +118,27 @@ impl<S> Layer<S> for MetricsLayer {
     type Service = Metrics<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Metrics { inner }
+        Metrics {
+            inner,
+            series: self.series.clone(),
+        }
     }
 }
 
 /// Records `agent_mcp_requests_total{method, outcome}` and
 /// `agent_mcp_request_duration_seconds{method}` for every request.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Metrics<S> {
     inner: S,
+    series: Arc<Series>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Metrics<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S> Metrics<S> {
@@ -90,10 +165,11 @@ where
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
-        let method = crate::metrics::method_label(&req.method);
+        let method = method_index(&req.method);
         let started = Instant::now();
         ResponseFuture {
             future: self.inner.call(req),
+            series: self.series.clone(),
             method,
             started,
         }
@@ -105,7 +181,8 @@ pin_project! {
     pub struct ResponseFuture<F> {
         #[pin]
         future: F,
-        method: &'static str,
+        series: Arc<Series>,
+        method: usize,
         started: Instant,
     }
 }
@@ -119,8 +196,40 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let Ok(response) = std::task::ready!(this.future.poll(cx));
-        let outcome = Outcome::of(&response).as_str();
-        crate::metrics::record_request_labelled(this.method, outcome, this.started.elapsed());
+        this.series
+            .record(*this.method, Outcome::of(&response), *this.started);
         Poll::Ready(Ok(response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_map_to_their_label() {
+        for method in [
+            "server/discover",
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "tasks/get",
+            "tasks/cancel",
+            "tasks/update",
+            "tasks/result",
+            "tasks/list",
+            "logging/setLevel",
+            "notifications/initialized",
+            "resources/list",
+        ] {
+            let label = METHODS[method_index(method)];
+            let expected = match method {
+                "notifications/initialized" => "notification",
+                "resources/list" => "other",
+                known => known,
+            };
+            assert_eq!(label, expected);
+        }
     }
 }

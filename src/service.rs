@@ -20,7 +20,7 @@ use crate::agent::task::{Session, Task, TaskImage};
 use crate::protocol::era::Era;
 use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Payload, ProtocolVersion,
-    server_info,
+    ResponseIds, server_info,
 };
 use crate::tools::{AGENT_RUN, AGENT_STATUS, tool_definitions};
 
@@ -89,19 +89,23 @@ impl AgentService {
                 ));
             }
         };
+        let mut ids = ResponseIds::default();
         let result = match tool {
-            Ok(AGENT_RUN) => self.agent_run(&req, args).await,
-            Ok(_) => self.agent_status(&req, args).await,
+            Ok(AGENT_RUN) => self.agent_run(&req, args, &mut ids).await,
+            Ok(_) => self.agent_status(&req, args, &mut ids).await,
             Err(other) => {
                 return req.error(ErrorObject::invalid_params(format!(
                     "Unknown tool: {other}. This server has agent_run and agent_status."
                 )));
             }
         };
-        req.result(result)
+        let mut response = req.result(result);
+        response.ids = ids;
+        response
     }
 
-    async fn agent_run(&self, req: &McpRequest, args: Value) -> McpResult {
+    /// Queues a task; on success `ids` names it and its session.
+    async fn agent_run(&self, req: &McpRequest, args: Value, ids: &mut ResponseIds) -> McpResult {
         let args: RunArgs = match serde_json::from_value(args) {
             Ok(a) => a,
             Err(e) => return invalid_args(AGENT_RUN, &[format!("arguments: {e}")]),
@@ -177,10 +181,18 @@ impl AgentService {
         }
         self.core.enqueue(task.id);
         crate::metrics::record_task_created();
+        ids.task_id = Some(task.id);
+        ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_accepted(&task), false)
     }
 
-    async fn agent_status(&self, req: &McpRequest, args: Value) -> McpResult {
+    /// Reports a task; when it is found `ids` names it and its session.
+    async fn agent_status(
+        &self,
+        req: &McpRequest,
+        args: Value,
+        ids: &mut ResponseIds,
+    ) -> McpResult {
         let args: StatusArgs = match serde_json::from_value(args) {
             Ok(a) => a,
             Err(e) => return invalid_args(AGENT_STATUS, &[format!("arguments: {e}")]),
@@ -215,6 +227,8 @@ impl AgentService {
             return not_found();
         }
         let position = self.core.queue_position(task.id);
+        ids.task_id = Some(task.id);
+        ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_status(&task, position), false)
     }
 }

@@ -13,7 +13,7 @@
 //! | `transport`, `peer` | `http`/`stdio`/`in-process`; the HTTP peer address |
 //! | `identity` | the token name, `stdio`, or `null` (anonymous, or refused) |
 //! | `method`, `tool` | the JSON-RPC method; `params.name` of a `tools/call` |
-//! | `task_id`, `session_id` | from the arguments, or from the `task_id:`/`session_id:` lines of the result text; UUIDs only |
+//! | `task_id`, `session_id` | from the arguments, or the ids the service reports on the response ([`ResponseIds`](crate::protocol::ResponseIds)); UUIDs only |
 //! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` |
 //! | `error_code`, `error_message` | the JSON-RPC error, or the tool error's text |
 //! | `duration_us` | time spent inside the stack |
@@ -75,8 +75,6 @@ mod record;
 mod service;
 mod sink;
 
-pub use record::{
-    ArgsSummary, AuditRecord, Outcome, base64_decoded_len, ids_in_text, scrub_message,
-};
+pub use record::{ArgsSummary, AuditRecord, Outcome, base64_decoded_len, scrub_message};
 pub use service::{Audit, AuditLayer, AuditNote, ResponseFuture};
 pub use sink::AuditSink;

@@ -121,58 +121,27 @@ pub fn uuid_field(value: Option<&str>) -> Option<Uuid> {
     value.and_then(parse_uuid)
 }
 
-/// Methods and tools recorded as they are, without copying or scrubbing.
-const KNOWN_NAMES: [&str; 14] = [
-    "tools/call",
-    "tools/list",
-    "tasks/get",
-    "tasks/result",
-    "tasks/cancel",
-    "tasks/list",
-    "tasks/update",
-    "server/discover",
-    "initialize",
-    "ping",
-    "notifications/initialized",
-    "notifications/cancelled",
-    "agent_run",
-    "agent_status",
-];
-
-/// A method or tool name as recorded: a known name as is, anything else scrubbed like an
-/// error message (it is client text).
+/// A method or tool name as recorded: a known name as is (no copy), anything else scrubbed
+/// like an error message (it is client text).
 pub fn name_field(name: &str) -> Cow<'static, str> {
-    match KNOWN_NAMES.iter().find(|known| **known == name) {
-        Some(known) => Cow::Borrowed(known),
-        None => Cow::Owned(scrub_message(name)),
-    }
-}
-
-/// `task_id:` / `session_id:` lines of an `agent_run` / `agent_status` result text.
-pub fn ids_in_text(text: &str) -> (Option<Uuid>, Option<Uuid>) {
-    ids_wanted_in_text(text, true, true)
-}
-
-/// [`ids_in_text`], parsing only the ids asked for (the others come back `None`).
-pub fn ids_wanted_in_text(
-    text: &str,
-    want_task: bool,
-    want_session: bool,
-) -> (Option<Uuid>, Option<Uuid>) {
-    let mut task_id = None;
-    let mut session_id = None;
-    for line in text.lines().take(4) {
-        if let Some(v) = line.strip_prefix("task_id:") {
-            if want_task {
-                task_id = uuid_field(Some(v.trim()));
-            }
-        } else if let Some(v) = line.strip_prefix("session_id:")
-            && want_session
-        {
-            session_id = uuid_field(Some(v.trim()));
-        }
-    }
-    (task_id, session_id)
+    Cow::Borrowed(match name {
+        "tools/call" => "tools/call",
+        "tools/list" => "tools/list",
+        "tasks/get" => "tasks/get",
+        "tasks/result" => "tasks/result",
+        "tasks/cancel" => "tasks/cancel",
+        "tasks/list" => "tasks/list",
+        "tasks/update" => "tasks/update",
+        "server/discover" => "server/discover",
+        "initialize" => "initialize",
+        "ping" => "ping",
+        "logging/setLevel" => "logging/setLevel",
+        "notifications/initialized" => "notifications/initialized",
+        "notifications/cancelled" => "notifications/cancelled",
+        "agent_run" => "agent_run",
+        "agent_status" => "agent_status",
+        _ => return Cow::Owned(scrub_message(name)),
+    })
 }
 
 /// Longest error message recorded, in bytes.
@@ -241,11 +210,102 @@ pub struct AuditRecord {
     pub error_code: Option<i64>,
     pub error_message: Option<String>,
     pub duration_us: u64,
-    pub args: Option<ArgsSummary>,
+    pub args: Option<Box<ArgsSummary>>,
 }
 
 fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&humantime::format_rfc3339_micros(*time))
+}
+
+impl AuditRecord {
+    /// Appends this record as one JSON object (no newline) to `out`: the same text
+    /// `serde_json::to_writer` makes of it, written directly. Keys and the fixed values
+    /// (era, transport, outcome, known names) need no escaping; only client-influenced
+    /// strings go through serde_json's escaper.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        out.extend_from_slice(b"{\"time\":\"");
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{}", humantime::format_rfc3339_micros(self.time));
+        out.extend_from_slice(b"\",\"id\":");
+        match &self.id {
+            None => out.extend_from_slice(b"null"),
+            Some(RequestId::Number(n)) => json_value(out, n),
+            Some(RequestId::String(s)) => json_value(out, s),
+        }
+        out.extend_from_slice(b",\"era\":");
+        plain_str(out, self.era);
+        out.extend_from_slice(b",\"version\":");
+        json_value(out, self.version);
+        out.extend_from_slice(b",\"transport\":");
+        plain_str(out, self.transport);
+        out.extend_from_slice(b",\"peer\":");
+        match &self.peer {
+            None => out.extend_from_slice(b"null"),
+            Some(peer) => {
+                let _ = write!(out, "\"{peer}\"");
+            }
+        }
+        out.extend_from_slice(b",\"identity\":");
+        json_value(out, &self.identity);
+        out.extend_from_slice(b",\"method\":");
+        name(out, &self.method);
+        out.extend_from_slice(b",\"tool\":");
+        match &self.tool {
+            None => out.extend_from_slice(b"null"),
+            Some(tool) => name(out, tool),
+        }
+        out.extend_from_slice(b",\"task_id\":");
+        uuid(out, self.task_id);
+        out.extend_from_slice(b",\"session_id\":");
+        uuid(out, self.session_id);
+        out.extend_from_slice(b",\"outcome\":");
+        plain_str(out, self.outcome.as_str());
+        out.extend_from_slice(b",\"error_code\":");
+        json_value(out, &self.error_code);
+        out.extend_from_slice(b",\"error_message\":");
+        json_value(out, &self.error_message);
+        out.extend_from_slice(b",\"duration_us\":");
+        json_value(out, &self.duration_us);
+        out.extend_from_slice(b",\"args\":");
+        json_value(out, &self.args);
+        out.push(b'}');
+    }
+}
+
+/// Any serialisable value, as serde_json writes it.
+fn json_value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Serialising these plain types into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// A string this module chose (ASCII, nothing to escape).
+fn plain_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
+/// A method or tool name: borrowed ones are the known names, owned ones client text.
+#[expect(
+    clippy::ptr_arg,
+    reason = "whether the name is borrowed is what matters here"
+)]
+fn name(out: &mut Vec<u8>, name: &Cow<'static, str>) {
+    match name {
+        Cow::Borrowed(known) => plain_str(out, known),
+        Cow::Owned(text) => json_value(out, text),
+    }
+}
+
+fn uuid(out: &mut Vec<u8>, id: Option<Uuid>) {
+    match id {
+        None => out.extend_from_slice(b"null"),
+        Some(id) => {
+            let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            plain_str(out, id.hyphenated().encode_lower(&mut buf));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -291,18 +351,76 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_read_from_result_text_and_must_be_uuids() {
-        let text =
-            "task_id: 3F2504E0-4F89-11D3-9A0C-0305E82C3301\nsession_id: nope\nstatus: queued";
-        let (task, session) = ids_in_text(text);
-        assert_eq!(
-            task.map(|u| u.to_string()).as_deref(),
-            Some("3f2504e0-4f89-11d3-9a0c-0305e82c3301")
-        );
-        assert_eq!(session, None);
+    fn names_are_kept_when_known_and_scrubbed_otherwise() {
         assert_eq!(name_field("tools/call"), Cow::<str>::Borrowed("tools/call"));
+        assert!(matches!(
+            name_field("agent_status"),
+            Cow::Borrowed("agent_status")
+        ));
+        assert!(matches!(name_field("tools/cal"), Cow::Owned(_)));
         let long = "A".repeat(50);
         assert_eq!(name_field(&long), "[50 chars redacted]");
+    }
+
+    fn record() -> AuditRecord {
+        AuditRecord {
+            time: SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_764_495_000_123_456),
+            id: Some(RequestId::Number(-7)),
+            era: "modern",
+            version: "2026-07-28",
+            transport: "http",
+            peer: Some("[::1]:8080".parse().unwrap()),
+            identity: Some("ci \"bot\"\n".into()),
+            method: Cow::Borrowed("tools/call"),
+            tool: Some(Cow::Owned("odd\u{1}tool ✓".into())),
+            task_id: Some(Uuid::from_u128(0x3f2504e0_4f89_11d3_9a0c_0305e82c3301)),
+            session_id: None,
+            outcome: Outcome::ToolError,
+            error_code: Some(-32602),
+            error_message: Some("task_id: \"x\" is not a UUID\t\\".into()),
+            duration_us: u64::MAX,
+            args: ArgsSummary::of(
+                json!({"request": "hé", "temperature": 0.1, "images": []})
+                    .as_object()
+                    .unwrap(),
+                true,
+            )
+            .map(Box::new),
+        }
+    }
+
+    /// The hand-written line is exactly what serde_json makes of the record.
+    #[test]
+    fn written_lines_equal_serde_output() {
+        let mut variants = vec![record()];
+        let mut plain = record();
+        plain.id = Some(RequestId::String("a\"b".into()));
+        plain.peer = Some("127.0.0.1:4000".parse().unwrap());
+        plain.tool = Some(Cow::Borrowed("agent_run"));
+        plain.session_id = plain.task_id;
+        variants.push(plain);
+        let mut empty = record();
+        empty.id = None;
+        empty.peer = None;
+        empty.identity = None;
+        empty.method = Cow::Owned("[50 chars redacted]".into());
+        empty.tool = None;
+        empty.task_id = None;
+        empty.error_code = None;
+        empty.error_message = None;
+        empty.duration_us = 0;
+        empty.args = None;
+        empty.outcome = Outcome::Ok;
+        variants.push(empty);
+        for record in variants {
+            let mut ours = Vec::new();
+            record.write_json(&mut ours);
+            let serde = serde_json::to_vec(&record).unwrap();
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                String::from_utf8(serde).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -18,14 +18,13 @@ use std::borrow::Cow;
 
 use uuid::Uuid;
 
-use super::record::{
-    ArgsSummary, AuditRecord, Outcome, ids_wanted_in_text, name_field, scrub_message, uuid_field,
-};
+use super::record::{ArgsSummary, AuditRecord, Outcome, name_field, scrub_message, uuid_field};
 use super::sink::AuditSink;
 use crate::config::AuditConfig;
 use crate::layers::auth::STDIO_IDENTITY;
 use crate::protocol::era::Era;
 use crate::protocol::{McpRequest, McpResponse, Payload, ProtocolVersion, RequestId, Transport};
+use crate::tools::AGENT_STATUS;
 
 /// A slot the audit layer puts into `req.ctx.extensions` so an inner layer (auth) can say who
 /// the caller turned out to be; the audit line is written after the response, when the
@@ -116,11 +115,12 @@ impl<S> Audit<S> {
     }
 }
 
-/// What is known about a request before it is handed on.
+/// What is known about a request before it is handed on. Cheap to make: no clock read
+/// besides the arrival instant, no copy of a known name, no allocation for an in-process or
+/// anonymous caller; the writer thread does the formatting.
 #[derive(Debug)]
 struct Pending {
-    start: Instant,
-    time: SystemTime,
+    arrived: Instant,
     id: Option<RequestId>,
     version: ProtocolVersion,
     transport: &'static str,
@@ -128,9 +128,9 @@ struct Pending {
     identity: Option<String>,
     method: Cow<'static, str>,
     tool: Option<Cow<'static, str>>,
-    task_id: Option<Uuid>,
-    session_id: Option<Uuid>,
-    args: Option<ArgsSummary>,
+    task_id: RawId,
+    session_id: RawId,
+    args: Option<Box<ArgsSummary>>,
     /// `tools/call` and `tasks/*` are recorded whatever their outcome.
     always: bool,
     /// Only HTTP callers learn their identity inside the stack (from a token).
@@ -140,6 +140,7 @@ struct Pending {
 
 impl Pending {
     fn capture(req: &mut McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
+        let arrived = Instant::now();
         let note = match req.ctx.transport {
             Transport::Http { .. } => {
                 let note = AuditNote::default();
@@ -148,17 +149,27 @@ impl Pending {
             }
             _ => None,
         };
-        let tool = req.tool_name().map(name_field);
-        let is_tasks = req.method.starts_with("tasks/");
-        let mut task_id = None;
-        let mut session_id = None;
-        let mut args = None;
-        if let Some(Value::Object(arguments)) = tool.as_ref().and(req.params.get("arguments")) {
-            task_id = uuid_field(arguments.get("task_id").and_then(Value::as_str));
-            session_id = uuid_field(arguments.get("session_id").and_then(Value::as_str));
-            args = ArgsSummary::of(arguments, include_request);
+        let method = name_field(&req.method);
+        let is_tool_call = method == "tools/call";
+        let is_tasks = method.starts_with("tasks/");
+        let (mut tool, mut task_id, mut session_id, mut args) =
+            (None, RawId::NONE, RawId::NONE, None);
+        if is_tool_call {
+            tool = req
+                .params
+                .get("name")
+                .and_then(Value::as_str)
+                .map(name_field);
+            if let Some(Value::Object(arguments)) = req.params.get("arguments") {
+                task_id = RawId::of(arguments.get("task_id"));
+                session_id = RawId::of(arguments.get("session_id"));
+                // `agent_status` arguments hold nothing but ids.
+                if tool.as_deref() != Some(AGENT_STATUS) {
+                    args = ArgsSummary::of(arguments, include_request).map(Box::new);
+                }
+            }
         } else if is_tasks {
-            task_id = uuid_field(req.params.get("taskId").and_then(Value::as_str));
+            task_id = RawId::of(req.params.get("taskId"));
         }
         let (peer, identity) = match req.ctx.transport {
             Transport::Http { peer } => (peer, req.ctx.identity.clone()),
@@ -167,15 +178,14 @@ impl Pending {
             Transport::InProcess => (None, req.ctx.identity.clone()),
         };
         Pending {
-            start: Instant::now(),
-            time: SystemTime::now(),
+            arrived,
             id: req.id.clone(),
             version: req.ctx.version,
             transport: req.ctx.transport.name(),
             peer,
             identity,
-            method: name_field(&req.method),
-            always: req.method == "tools/call" || is_tasks,
+            method,
+            always: is_tool_call || is_tasks,
             tool,
             task_id,
             session_id,
@@ -190,22 +200,21 @@ impl Pending {
         if !self.always && outcome == Outcome::Ok {
             return;
         }
-        let duration_us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let (mut task_id, mut session_id) = (self.task_id, self.session_id);
+        let duration_us = u64::try_from(self.arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
+        // What the service reports is parsed already; the argument's text only when it is not.
+        let mut task_id = response.ids.task_id.or_else(|| self.task_id.parse());
+        let session_id = response.ids.session_id.or_else(|| self.session_id.parse());
         let (error_code, error_message) = match &response.payload {
             Payload::Error(e) => (Some(e.code), Some(scrub_message(&e.message))),
-            Payload::Result(r) if r.is_tool_error() => (None, r.first_text().map(scrub_message)),
+            Payload::Result(r) if outcome == Outcome::ToolError => {
+                (None, r.first_text().map(scrub_message))
+            }
             Payload::Result(r) => {
-                if (task_id.is_none() || session_id.is_none())
-                    && let Some(text) = r.first_text()
+                // A task-augmented call answers with the task it created.
+                if task_id.is_none()
+                    && let Some(Value::Object(task)) = r.body.get("task")
                 {
-                    let (t, s) = ids_wanted_in_text(text, task_id.is_none(), session_id.is_none());
-                    task_id = task_id.or(t);
-                    session_id = session_id.or(s);
-                }
-                if let Some(Value::Object(task)) = r.body.get("task") {
-                    task_id =
-                        task_id.or_else(|| uuid_field(task.get("taskId").and_then(Value::as_str)));
+                    task_id = uuid_field(task.get("taskId").and_then(Value::as_str));
                 }
                 (None, None)
             }
@@ -225,27 +234,53 @@ impl Pending {
             duration_us,
             "request audited"
         );
-        self.sink.send(AuditRecord {
-            time: self.time,
-            id: self.id,
-            era: match self.version.era() {
-                Era::Modern => "modern",
-                Era::Legacy => "legacy",
+        self.sink.send_arrived(
+            self.arrived,
+            AuditRecord {
+                // Set by the writer from `arrived`.
+                time: SystemTime::UNIX_EPOCH,
+                id: self.id,
+                era: match self.version.era() {
+                    Era::Modern => "modern",
+                    Era::Legacy => "legacy",
+                },
+                version: self.version.as_str(),
+                transport: self.transport,
+                peer: self.peer,
+                identity,
+                method: self.method,
+                tool: self.tool,
+                task_id,
+                session_id,
+                outcome,
+                error_code,
+                error_message,
+                duration_us,
+                args: self.args,
             },
-            version: self.version.as_str(),
-            transport: self.transport,
-            peer: self.peer,
-            identity,
-            method: self.method,
-            tool: self.tool,
-            task_id,
-            session_id,
-            outcome,
-            error_code,
-            error_message,
-            duration_us,
-            args: self.args,
-        });
+        );
+    }
+}
+
+/// The text of a UUID argument, kept as it came (36 bytes, no allocation) and parsed only if
+/// the line needs it: usually the service reports the parsed id on the response.
+#[derive(Clone, Copy, Debug)]
+struct RawId(Option<[u8; 36]>);
+
+impl RawId {
+    const NONE: RawId = RawId(None);
+
+    fn of(value: Option<&Value>) -> RawId {
+        RawId(
+            value
+                .and_then(Value::as_str)
+                .and_then(|s| <[u8; 36]>::try_from(s.as_bytes()).ok()),
+        )
+    }
+
+    /// The id, if the text is a UUID (anything else is client text and not recorded).
+    fn parse(&self) -> Option<Uuid> {
+        uuid_field(self.0.as_ref().and_then(|b| std::str::from_utf8(b).ok()))
     }
 }
 
@@ -355,10 +390,16 @@ mod tests {
             note.set_identity("alice");
         }
         Ok(match (req.method.as_str(), req.tool_name()) {
-            ("tools/call", Some("agent_run")) => req.result(McpResult::tool_text(
-                format!("task_id: {TASK}\nsession_id: {SESSION}\nstatus: queued"),
-                false,
-            )),
+            ("tools/call", Some("agent_run")) => {
+                let mut r = req.result(McpResult::tool_text(
+                    format!("task_id: {TASK}\nsession_id: {SESSION}\nstatus: queued"),
+                    false,
+                ));
+                // The real service names the task it queued on the response.
+                r.ids.task_id = TASK.parse().ok();
+                r.ids.session_id = SESSION.parse().ok();
+                r
+            }
             ("tools/call", _) => req.result(McpResult::tool_text(
                 "Invalid arguments for tool \"x\":",
                 true,

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use super::record::AuditRecord;
 use crate::config::AuditConfig;
@@ -26,11 +26,22 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// While lines keep coming, the writer collects them for this long between writes.
 const BATCH_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// A cheap-to-clone handle to the audit writer thread.
+/// A cheap-to-clone handle to the audit writer thread (one reference count).
 #[derive(Clone, Debug)]
-pub struct AuditSink {
-    tx: SyncSender<AuditRecord>,
+pub struct AuditSink(Arc<SinkInner>);
+
+#[derive(Debug)]
+struct SinkInner {
+    tx: SyncSender<Queued>,
     dropped: Arc<AtomicU64>,
+}
+
+/// A record on its way to the writer. A record queued by the audit layer carries the
+/// instant its request arrived, and the writer turns that into the wall-clock `time`, so the
+/// request path reads the clock once instead of twice.
+struct Queued {
+    arrived: Option<Instant>,
+    record: AuditRecord,
 }
 
 impl AuditSink {
@@ -73,15 +84,30 @@ impl AuditSink {
             // The receiver is gone with the closure, so every send reports the loss.
             tracing::error!(target: "agent_mcp::audit", error = %e, "cannot start the audit writer thread");
         }
-        AuditSink { tx, dropped }
+        AuditSink(Arc::new(SinkInner { tx, dropped }))
     }
 
     /// Queues a record without blocking.
     pub fn send(&self, record: AuditRecord) {
-        match self.tx.try_send(record) {
+        self.queue(Queued {
+            arrived: None,
+            record,
+        });
+    }
+
+    /// Queues a record of a request that arrived at `arrived`; the writer sets its `time`.
+    pub(super) fn send_arrived(&self, arrived: Instant, record: AuditRecord) {
+        self.queue(Queued {
+            arrived: Some(arrived),
+            record,
+        });
+    }
+
+    fn queue(&self, queued: Queued) {
+        match self.0.tx.try_send(queued) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                if self.0.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         target: "agent_mcp::audit",
                         "the audit writer is behind; dropping audit lines until it catches up"
@@ -145,18 +171,18 @@ impl<W: Write> Writer<W> {
         }
     }
 
-    fn run(mut self, rx: Receiver<AuditRecord>) {
+    fn run(mut self, rx: Receiver<Queued>) {
         // Block only when idle. Under load the thread naps between batches instead: a sender
         // whose receiver is parked in `recv` must wake it with a syscall, which would cost
         // every request microseconds; a napping receiver costs senders nothing.
-        while let Ok(record) = rx.recv() {
-            self.push(&record);
+        while let Ok(mut record) = rx.recv() {
+            self.push(&mut record);
             loop {
                 let mut closed = false;
                 loop {
                     match rx.try_recv() {
-                        Ok(record) => {
-                            self.push(&record);
+                        Ok(mut record) => {
+                            self.push(&mut record);
                             if self.buf.len() >= BATCH_BYTES {
                                 self.write_batch();
                             }
@@ -182,16 +208,14 @@ impl<W: Write> Writer<W> {
         self.write_batch();
     }
 
-    fn push(&mut self, record: &AuditRecord) {
-        match serde_json::to_writer(&mut self.buf, record) {
-            Ok(()) => {
-                self.buf.push(b'\n');
-                self.lines += 1;
-            }
-            Err(e) => {
-                tracing::error!(target: "agent_mcp::audit", error = %e, "cannot serialise an audit line");
-            }
+    fn push(&mut self, queued: &mut Queued) {
+        if let Some(arrived) = queued.arrived {
+            let now = SystemTime::now();
+            queued.record.time = now.checked_sub(arrived.elapsed()).unwrap_or(now);
         }
+        queued.record.write_json(&mut self.buf);
+        self.buf.push(b'\n');
+        self.lines += 1;
     }
 
     fn write_batch(&mut self) {

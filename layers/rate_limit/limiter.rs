@@ -7,9 +7,10 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use dashmap::DashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::NoOpMiddleware;
-use governor::state::keyed::DashMapStateStore;
+use governor::state::InMemoryState;
 use governor::{Quota, RateLimiter};
 
 use crate::protocol::{RequestContext, Transport};
@@ -37,6 +38,9 @@ impl CallerKey {
     }
 }
 
+/// governor's DashMap key store with a fast seeded hash (keys are token names and peer IPs).
+type KeyStore = DashMap<CallerKey, InMemoryState, foldhash::fast::RandomState>;
+
 /// How many calls pass between two prunes of the key map.
 const DEFAULT_PRUNE_EVERY: u64 = 4096;
 
@@ -46,7 +50,7 @@ const DEFAULT_PRUNE_EVERY: u64 = 4096;
 /// (`governor::clock::FakeRelativeClock`).
 #[derive(Debug)]
 pub struct CallerLimiter<C: Clock = DefaultClock> {
-    limiter: RateLimiter<CallerKey, DashMapStateStore<CallerKey>, C, NoOpMiddleware<C::Instant>>,
+    limiter: RateLimiter<CallerKey, KeyStore, C, NoOpMiddleware<C::Instant>>,
     clock: C,
     per_minute: NonZeroU32,
     calls: AtomicU64,
@@ -64,7 +68,11 @@ impl<C: Clock + Clone> CallerLimiter<C> {
     pub fn with_clock(per_minute: NonZeroU32, burst: NonZeroU32, clock: C) -> Self {
         let quota = Quota::per_minute(per_minute).allow_burst(burst);
         Self {
-            limiter: RateLimiter::dashmap_with_clock(quota, clock.clone()),
+            limiter: RateLimiter::new(
+                quota,
+                KeyStore::with_hasher(foldhash::fast::RandomState::default()),
+                clock.clone(),
+            ),
             clock,
             per_minute,
             calls: AtomicU64::new(0),

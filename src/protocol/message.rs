@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
@@ -107,6 +108,7 @@ impl McpRequest {
             version: self.ctx.version,
             payload,
             http: HttpHints::default(),
+            ids: ResponseIds::default(),
         }
     }
 
@@ -201,6 +203,14 @@ pub struct HttpHints {
     pub headers: http::HeaderMap,
 }
 
+/// The task and session a response is about, when its handler knows them. Layers read them
+/// here (the audit log records them) instead of parsing the result text. Never sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponseIds {
+    pub task_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+}
+
 /// The answer to one [`McpRequest`].
 #[derive(Clone, Debug)]
 pub struct McpResponse {
@@ -208,6 +218,7 @@ pub struct McpResponse {
     pub version: ProtocolVersion,
     pub payload: Payload,
     pub http: HttpHints,
+    pub ids: ResponseIds,
 }
 
 /// The `Implementation` object naming this server.
@@ -293,6 +304,7 @@ mod tests {
             version,
             payload: Payload::Result(result),
             http: HttpHints::default(),
+            ids: ResponseIds::default(),
         }
     }
 

@@ -12,6 +12,6 @@ pub mod message;
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
-    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResultKind,
-    Transport, server_info,
+    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
+    ResultKind, Transport, server_info,
 };
