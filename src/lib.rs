@@ -51,6 +51,7 @@ use tower::util::BoxCloneSyncService;
 
 use crate::agent::{Agent, AgentError};
 use crate::config::{Config, StoreBackend};
+use crate::layers::audit::AuditLayer;
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
 use crate::store::{MemoryStore, SqliteStore, TaskStore};
@@ -64,6 +65,8 @@ pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
 pub struct AgentMcp {
     agent: Agent,
     config: Config,
+    /// One audit writer for every stack this server builds, flushed at shutdown.
+    audit: Option<AuditLayer>,
 }
 
 impl AgentMcp {
@@ -85,6 +88,7 @@ impl AgentMcp {
         Ok(AgentMcp {
             agent,
             config: config.clone(),
+            audit: AuditLayer::from_config(&config.audit),
         })
     }
 
@@ -95,7 +99,7 @@ impl AgentMcp {
 
     /// The full stack: the configured layers around the [`AgentService`].
     pub fn stack(&self) -> Stack {
-        stack::build(&self.config, self.service())
+        stack::build_with_audit(&self.config, self.service(), self.audit.clone())
     }
 
     /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount.
@@ -120,8 +124,22 @@ impl AgentMcp {
         &self.config
     }
 
-    /// Stops the worker; a running task is cancelled.
+    /// Stops the worker (a running task is cancelled), then waits up to two seconds for the
+    /// audit lines of every answered request to be written.
     pub async fn shutdown(self) {
         self.agent.shutdown().await;
+        if let Some(audit) = self.audit {
+            let sink = audit.sink().clone();
+            let flushed =
+                tokio::task::spawn_blocking(move || sink.flush(std::time::Duration::from_secs(2)))
+                    .await
+                    .unwrap_or(false);
+            if !flushed {
+                tracing::error!(
+                    target: "agent_mcp::audit",
+                    "the audit writer did not finish within 2 s of shutdown; its last lines may be missing"
+                );
+            }
+        }
     }
 }

@@ -6,15 +6,26 @@ use tower::util::BoxCloneSyncService;
 
 use crate::Stack;
 use crate::config::Config;
+use crate::layers::audit::AuditLayer;
 use crate::service::AgentService;
 
-/// Builds the full stack from the configuration.
+/// Builds the full stack from the configuration (with an audit writer of its own).
 pub fn build(config: &Config, service: AgentService) -> Stack {
+    build_with_audit(config, service, AuditLayer::from_config(&config.audit))
+}
+
+/// [`build`] with the audit layer given (`None`: no audit), so several stacks can share one
+/// audit writer and their owner can flush it.
+pub fn build_with_audit(
+    config: &Config,
+    service: AgentService,
+    audit: Option<AuditLayer>,
+) -> Stack {
     let svc = ServiceBuilder::new()
         // Counts every request by method and outcome, refusals included.
         .layer(crate::layers::metrics::MetricsLayer::new())
         // layer: audit
-        .option_layer(crate::layers::audit::AuditLayer::from_config(&config.audit))
+        .option_layer(audit)
         // layer: auth
         .layer(crate::layers::auth::AuthLayer::from_config(&config.auth))
         // layer: rate_limit

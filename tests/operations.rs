@@ -300,3 +300,57 @@ async fn shutdown_ends_the_running_task_as_interrupted_and_keeps_the_queue() {
         "{done}"
     );
 }
+
+/// Every answered request's audit line is in the file once `shutdown` returns, even when
+/// the writer was mid-batch (it naps between batches while lines keep coming).
+#[tokio::test]
+async fn shutdown_writes_out_every_audit_line() {
+    use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
+    use tower::ServiceExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let audit_file = dir.path().join("audit.jsonl");
+    let mut config = test_config("http://127.0.0.1:9");
+    config.audit.enabled = true;
+    config.audit.file = Some(audit_file.clone());
+    config.rate_limit.per_minute = 1_000_000;
+    config.rate_limit.burst = 1_000_000;
+    let server = agent_mcp::AgentMcp::start(&config).await.expect("start");
+    let stack = server.stack();
+    const CALLS: i64 = 3_000;
+    for id in 0..CALLS {
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), json!("agent_status"));
+        params.insert(
+            "arguments".into(),
+            json!({"task_id": "3f2504e0-4f89-41d3-9a0c-0305e82c3301"}),
+        );
+        let req = McpRequest {
+            id: Some(RequestId::Number(id)),
+            method: "tools/call".into(),
+            params,
+            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        };
+        let Ok(response) = stack.clone().oneshot(req).await;
+        assert!(response.error_code().is_none());
+    }
+    // The stack stays alive (an embedder may still hold it): the writer is not ended by its
+    // channel closing, only the flush in `shutdown` makes it write its batch now.
+    server.shutdown().await;
+    let text = std::fs::read_to_string(&audit_file).expect("audit file");
+    drop(stack);
+    let ids: Vec<i64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("JSON line")["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    assert_eq!(
+        ids.len() as i64,
+        CALLS,
+        "audit lines missing after shutdown"
+    );
+    assert_eq!(ids, (0..CALLS).collect::<Vec<_>>());
+}

@@ -66,6 +66,11 @@ impl AuditLayer {
         })
     }
 
+    /// Where this layer's lines go (to [`AuditSink::flush`] them at shutdown).
+    pub fn sink(&self) -> &AuditSink {
+        &self.sink
+    }
+
     /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
     pub fn with_include_request(mut self, include: bool) -> Self {
         self.include_request = include;

@@ -36,12 +36,20 @@ struct SinkInner {
     dropped: Arc<AtomicU64>,
 }
 
-/// A record on its way to the writer. A record queued by the audit layer carries the
-/// instant its request arrived, and the writer turns that into the wall-clock `time`, so the
-/// request path reads the clock once instead of twice.
-struct Queued {
-    arrived: Option<Instant>,
-    record: AuditRecord,
+/// What goes to the writer: a record, or a request to write out everything before it.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "records are the traffic; boxing them would allocate per request"
+)]
+enum Queued {
+    /// A record queued by the audit layer carries the instant its request arrived, and the
+    /// writer turns that into the wall-clock `time`, so the request path reads the clock
+    /// once instead of twice.
+    Record {
+        arrived: Option<Instant>,
+        record: AuditRecord,
+    },
+    Flush(SyncSender<()>),
 }
 
 impl AuditSink {
@@ -89,7 +97,7 @@ impl AuditSink {
 
     /// Queues a record without blocking.
     pub fn send(&self, record: AuditRecord) {
-        self.queue(Queued {
+        self.queue(Queued::Record {
             arrived: None,
             record,
         });
@@ -97,10 +105,36 @@ impl AuditSink {
 
     /// Queues a record of a request that arrived at `arrived`; the writer sets its `time`.
     pub(super) fn send_arrived(&self, arrived: Instant, record: AuditRecord) {
-        self.queue(Queued {
+        self.queue(Queued::Record {
             arrived: Some(arrived),
             record,
         });
+    }
+
+    /// Waits until every record queued before this call is written (or its write failed and
+    /// was reported), for at most `timeout`. Blocks the calling thread: for shutdown, so the
+    /// last lines are not lost with the process. `false` if the writer did not answer in time.
+    pub fn flush(&self, timeout: std::time::Duration) -> bool {
+        let (done, written) = sync_channel(1);
+        let deadline = Instant::now() + timeout;
+        let mut message = Queued::Flush(done);
+        // The channel may be full; the flush waits its turn like a record would.
+        loop {
+            match self.0.tx.try_send(message) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => {
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                    message = back;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+        written
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_ok()
     }
 
     fn queue(&self, queued: Queued) {
@@ -209,13 +243,21 @@ impl<W: Write> Writer<W> {
     }
 
     fn push(&mut self, queued: &mut Queued) {
-        if let Some(arrived) = queued.arrived {
-            let now = SystemTime::now();
-            queued.record.time = now.checked_sub(arrived.elapsed()).unwrap_or(now);
+        match queued {
+            Queued::Record { arrived, record } => {
+                if let Some(arrived) = arrived {
+                    let now = SystemTime::now();
+                    record.time = now.checked_sub(arrived.elapsed()).unwrap_or(now);
+                }
+                record.write_json(&mut self.buf);
+                self.buf.push(b'\n');
+                self.lines += 1;
+            }
+            Queued::Flush(done) => {
+                self.write_batch();
+                let _ = done.try_send(());
+            }
         }
-        queued.record.write_json(&mut self.buf);
-        self.buf.push(b'\n');
-        self.lines += 1;
     }
 
     fn write_batch(&mut self) {
