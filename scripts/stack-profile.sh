@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per `tools/call agent_status` for each variant of benches/stack.rs, counted by
-# callgrind (exact and independent of machine load, unlike the criterion wall-clock figures).
+# callgrind (unmoved by machine load, unlike the criterion wall-clock figures; runs differ by ±2 %).
 # Each variant runs twice, with N and 2N calls; the difference divided by N is the cost of one
 # call without the setup. The audit writer thread is counted separately.
 #
