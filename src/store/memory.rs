@@ -72,6 +72,13 @@ impl TaskStore for MemoryStore {
 
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError> {
         let mut inner = self.write();
+        // As in the SQLite store: a session purged since it was looked up comes back empty.
+        inner.sessions.entry(task.session_id).or_insert_with(|| {
+            let mut session = Session::new(task.owner.clone());
+            session.id = task.session_id;
+            session.created_at = task.created_at;
+            (session, Vec::new())
+        });
         let seq = inner.next_seq;
         inner.next_seq += 1;
         inner.tasks.insert(task.id, (seq, task.clone()));
@@ -121,11 +128,26 @@ impl TaskStore for MemoryStore {
 
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError> {
         let mut inner = self.write();
-        let before = inner.tasks.len();
-        inner
-            .tasks
-            .retain(|_, (_, t)| !(t.state.is_terminal() && t.updated_at < finished_before));
-        Ok((before - inner.tasks.len()) as u64)
+        let mut sessions = Vec::new();
+        inner.tasks.retain(|_, (_, t)| {
+            let expired = t.state.is_terminal() && t.updated_at < finished_before;
+            if expired {
+                sessions.push(t.session_id);
+            }
+            !expired
+        });
+        let purged = sessions.len() as u64;
+        if purged > 0 {
+            // Sessions left without any task go, with their turns.
+            let in_use: std::collections::HashSet<Uuid> =
+                inner.tasks.values().map(|(_, t)| t.session_id).collect();
+            for session in sessions {
+                if !in_use.contains(&session) {
+                    inner.sessions.remove(&session);
+                }
+            }
+        }
+        Ok(purged)
     }
 }
 
@@ -168,6 +190,11 @@ mod tests {
         loaded.transition(TaskState::Completed);
         store.update_task(&loaded).await.unwrap();
         assert!(store.task_images(t.id).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn sessions_go_with_their_last_task() {
+        crate::store::conformance::sessions_go_with_their_last_task(&MemoryStore::new()).await;
     }
 
     #[tokio::test]

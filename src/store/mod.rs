@@ -63,7 +63,8 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError>;
     async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError>;
     /// Stores a new task with its images; it is durable (for durable stores) when this
-    /// returns. On error nothing of the task is stored.
+    /// returns. On error nothing of the task is stored. A session the task names that is not
+    /// stored (a purge removed it after it was looked up) is stored anew, empty.
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError>;
     /// The task without the cost of its images: `images` may be empty even when the task has
     /// some (the SQLite store never loads them here). Use [`TaskStore::task_images`].
@@ -81,6 +82,62 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn update_task(&self, task: &Task) -> Result<(), StoreError>;
     /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;
-    /// Deletes terminal tasks that finished before `finished_before`. Returns how many.
+    /// Deletes terminal tasks that finished before `finished_before`, and the sessions (with
+    /// their turns) that have no task left then. Returns how many tasks.
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError>;
+}
+
+/// Checks every store must pass, run by each store's tests.
+#[cfg(test)]
+pub(crate) mod conformance {
+    use std::time::{Duration, SystemTime};
+
+    use super::TaskStore;
+    use crate::agent::task::{Session, Task, TaskState, Turn, TurnRole};
+
+    /// A session goes (with its turns) once its last task is purged, not before; a task
+    /// accepted for a session purged meanwhile brings the session back, empty.
+    pub(crate) async fn sessions_go_with_their_last_task(store: &dyn TaskStore) {
+        let hour = Duration::from_secs(3600);
+        let now = SystemTime::now();
+        let turn = Turn {
+            role: TurnRole::User,
+            content: "hello".into(),
+        };
+        let (lone, shared, fresh) = (Session::new(None), Session::new(None), Session::new(None));
+        for s in [&lone, &shared, &fresh] {
+            store.create_session(s).await.unwrap();
+            store
+                .append_turns(s.id, std::slice::from_ref(&turn))
+                .await
+                .unwrap();
+        }
+        let finished = |session: &Session, at: SystemTime| {
+            let mut t = Task::new(session.id, None, "x".into(), None);
+            t.state = TaskState::Completed;
+            t.updated_at = at;
+            t
+        };
+        let old_lone = finished(&lone, now - 2 * hour);
+        let old_shared = finished(&shared, now - 2 * hour);
+        let recent_shared = finished(&shared, now);
+        let recent_fresh = finished(&fresh, now);
+        for t in [&old_lone, &old_shared, &recent_shared, &recent_fresh] {
+            store.insert_task(t).await.unwrap();
+            store.update_task(t).await.unwrap();
+        }
+        assert_eq!(store.purge_finished(now - hour).await.unwrap(), 2);
+        assert!(store.session(lone.id).await.unwrap().is_none());
+        assert!(store.session_turns(lone.id).await.is_err());
+        assert_eq!(store.session_turns(shared.id).await.unwrap().len(), 1);
+        assert_eq!(store.session_turns(fresh.id).await.unwrap().len(), 1);
+
+        // agent_run found `lone` before the purge, and stores its task after it.
+        let late = Task::new(lone.id, Some("alice".into()), "late".into(), None);
+        store.insert_task(&late).await.unwrap();
+        let back = store.session(lone.id).await.unwrap().expect("session back");
+        assert_eq!(back.owner.as_deref(), Some("alice"));
+        assert!(store.session_turns(lone.id).await.unwrap().is_empty());
+        assert!(store.task(late.id).await.unwrap().is_some());
+    }
 }

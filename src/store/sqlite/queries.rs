@@ -266,6 +266,17 @@ pub(super) fn insert_task(
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let id = task.id.to_string();
+    // The session was looked up before; if a purge removed it since (its last task expired),
+    // it comes back empty rather than leaving this task without one.
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, owner, created_at_ns) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (id) DO NOTHING",
+    )?
+    .execute(params![
+        task.session_id.to_string(),
+        task.owner,
+        to_ns(task.created_at)
+    ])?;
     tx.prepare_cached(&format!(
         "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
@@ -386,27 +397,46 @@ pub(super) fn tasks_in_state(conn: &Connection, state: TaskState) -> rusqlite::R
 }
 
 /// Deletes up to `limit` terminal tasks that finished before `cutoff_ns`, with anything they
-/// still link to. Returns how many tasks went.
+/// still link to, and the sessions (with their turns) left without any task. Returns how many
+/// tasks went.
 pub(super) fn purge_batch(
     conn: &mut Connection,
     cutoff_ns: i64,
     limit: u32,
 ) -> rusqlite::Result<u64> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let ids = tx
+    let gone = tx
         .prepare_cached(
             "DELETE FROM tasks WHERE seq IN (\
                  SELECT seq FROM tasks WHERE finished_at_ns < ?1 \
                  AND state IN ('completed', 'failed', 'cancelled') LIMIT ?2) \
-             RETURNING id",
+             RETURNING id, session_id",
         )?
-        .query_map(params![cutoff_ns, limit], |row| row.get::<_, String>(0))?
+        .query_map(params![cutoff_ns, limit], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    for id in &ids {
+    let mut sessions: Vec<&str> = Vec::with_capacity(gone.len());
+    for (id, session) in &gone {
         release_images(&tx, id)?;
+        sessions.push(session);
+    }
+    sessions.sort_unstable();
+    sessions.dedup();
+    {
+        let mut forget = tx.prepare_cached(
+            "DELETE FROM sessions WHERE id = ?1 \
+             AND NOT EXISTS (SELECT 1 FROM tasks WHERE session_id = ?1)",
+        )?;
+        let mut forget_turns = tx.prepare_cached("DELETE FROM turns WHERE session_id = ?1")?;
+        for session in sessions {
+            if forget.execute([session])? > 0 {
+                forget_turns.execute([session])?;
+            }
+        }
     }
     tx.commit()?;
-    Ok(ids.len() as u64)
+    Ok(gone.len() as u64)
 }
 
 /// Removes image links of tasks that no longer exist and images nothing links to. Cheap: only

@@ -62,6 +62,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_id, position)
     ) WITHOUT ROWID;
     CREATE INDEX task_images_by_hash ON task_images (sha256);",
+    // 2: sessions are purged with their last task, which looks tasks up by session.
+    "CREATE INDEX tasks_by_session ON tasks (session_id);",
 ];
 
 /// How long a statement waits for a lock held by another connection (the other thread, or a

@@ -270,6 +270,17 @@ async fn purge_respects_retention() {
 }
 
 #[tokio::test]
+async fn purged_sessions_take_their_turns_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    crate::store::conformance::sessions_go_with_their_last_task(&store).await;
+    // Two sessions with one turn each are left, and the one brought back has none.
+    let conn = peek(&dir);
+    assert_eq!(count(&conn, "sessions"), 3);
+    assert_eq!(count(&conn, "turns"), 2);
+}
+
+#[tokio::test]
 async fn purge_runs_in_batches() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
