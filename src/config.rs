@@ -632,6 +632,16 @@ impl Config {
         if self.ollama.retries > 10 {
             return invalid("ollama.retries", "must be from 0 through 10".into());
         }
+        if self.store.retention < Duration::from_secs(60) {
+            return invalid(
+                "store.retention",
+                format!(
+                    "must be at least 1m, so clients can still read a finished task's result \
+                     (got {}); e.g. 1h or 7d",
+                    humantime::format_duration(self.store.retention)
+                ),
+            );
+        }
         if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
             return invalid(
                 "http",
@@ -898,6 +908,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("ollama.url:"), "{e}");
+        let e = Config::from_yaml("store:\n  retention: 0s\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("store.retention: must be at least 1m"), "{e}");
+        assert!(Config::from_yaml("store:\n  retention: 1m\n").is_ok());
         let e = Config::from_yaml("ollama:\n  request_timeout: soon\n")
             .unwrap_err()
             .to_string();
