@@ -250,6 +250,11 @@ fn main() {
             BoxCloneSyncService::new(AuditLayer::new(sink).layer(core.clone())),
         ));
     }
+    // The full stack without its one layer that hands work to another thread.
+    variants.push((
+        "all_but_audit",
+        agent_mcp::stack::build_with_audit(&config, core.clone(), None),
+    ));
     // For an instruction profiler (`valgrind --tool=callgrind`): only `STACK_PROFILE_ITERS`
     // calls of the named variant (`bare`, `full`, or one layer's name), no criterion run.
     if let Ok(name) = std::env::var("STACK_PROFILE") {
