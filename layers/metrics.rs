@@ -201,35 +201,3 @@ where
         Poll::Ready(Ok(response))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn methods_map_to_their_label() {
-        for method in [
-            "server/discover",
-            "initialize",
-            "ping",
-            "tools/list",
-            "tools/call",
-            "tasks/get",
-            "tasks/cancel",
-            "tasks/update",
-            "tasks/result",
-            "tasks/list",
-            "logging/setLevel",
-            "notifications/initialized",
-            "resources/list",
-        ] {
-            let label = METHODS[method_index(method)];
-            let expected = match method {
-                "notifications/initialized" => "notification",
-                "resources/list" => "other",
-                known => known,
-            };
-            assert_eq!(label, expected);
-        }
-    }
-}

@@ -136,3 +136,20 @@ pub fn install() -> Result<MetricsHandle, String> {
         })
         .clone()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_method_maps_to_its_own_label() {
+        let (known, catch_all) = METHOD_LABELS.split_at(METHOD_LABELS.len() - 2);
+        for (i, method) in known.iter().enumerate() {
+            assert_eq!(method_index(method), i, "{method}");
+        }
+        assert_eq!(catch_all, ["notification", "other"]);
+        assert_eq!(method_label("notifications/initialized"), "notification");
+        assert_eq!(method_label("resources/list"), "other");
+        assert_eq!(method_label("Tools/List"), "other");
+    }
+}

@@ -153,6 +153,15 @@ async fn metrics_after_a_task() {
     )
     .expect("ok tools/call series");
     assert!(ok_calls >= 2.0, "{text}");
+    // Every counted tools/call was also timed.
+    assert_eq!(
+        series(
+            &text,
+            r#"agent_mcp_request_duration_seconds_count{method="tools/call"}"#
+        ),
+        Some(ok_calls + 1.0),
+        "{text}"
+    );
 }
 
 #[tokio::test]
