@@ -140,7 +140,7 @@ impl Default for AgentToolsConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentCommandsConfig {
-    /// Program names (argv[0], no path) the model may run. Empty: run_command is not offered.
+    /// Program names (`argv[0]`, no path) the model may run. Empty: run_command is not offered.
     pub allow: Vec<String>,
     /// A command still running after this is killed (with its process group).
     #[serde(with = "humantime_serde_compat")]
@@ -271,7 +271,7 @@ impl AgentConfig {
 pub struct HttpConfig {
     /// Address `agent-mcp serve` listens on. Loopback by default.
     pub bind: SocketAddr,
-    /// Extra `Host` names accepted besides localhost, 127.0.0.1 and [::1] (any port).
+    /// Extra `Host` names accepted besides localhost, 127.0.0.1 and `[::1]` (any port).
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin`s accepted besides loopback ones, e.g. `https://ide.example`.
     pub allowed_origins: Vec<String>,

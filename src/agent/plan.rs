@@ -30,7 +30,7 @@ const MAX_TITLE_CHARS: usize = 100;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanStep {
     pub id: String,
-    /// One line, at most [`MAX_TITLE_CHARS`] characters.
+    /// One line, at most 100 characters (longer titles are cut).
     pub title: String,
     /// What the step is to do; empty for an unplanned step (the request says it all).
     pub instructions: String,
