@@ -2,7 +2,9 @@
 //!
 //! Both write a new file next to the target and rename it over the target. The rename replaces
 //! the directory entry, so a hard link to a file outside the workspace is never written
-//! through, and a reader never sees half a file.
+//! through, and a reader never sees half a file. On Linux 5.6+ every step is relative to the
+//! target's folder held open beneath the workspace root, so a folder swapped for a symbolic
+//! link after the path was checked cannot redirect the write.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -41,11 +43,7 @@ pub(super) fn write_file(ws: &Workspace, args: &WriteFileArgs) -> Result<String,
         return Err(ToolError::Refused(format!("'{shown}' is a folder")));
     }
     let existed = target.exists();
-    if let Some(parent) = target.parent() {
-        // Every missing folder is a plain name under a resolved folder inside the workspace.
-        std::fs::create_dir_all(parent).map_err(|e| io_error(&shown, &e))?;
-    }
-    replace(&target, args.content.as_bytes(), &shown)?;
+    replace(ws, &target, args.content.as_bytes(), &shown)?;
     Ok(format!(
         "{} '{shown}' ({} bytes)",
         if existed { "replaced" } else { "created" },
@@ -95,7 +93,7 @@ pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, T
     } else {
         text.replacen(&args.old_text, &args.new_text, 1)
     };
-    replace(&target, edited.as_bytes(), &shown)?;
+    replace(ws, &target, edited.as_bytes(), &shown)?;
     Ok(format!(
         "replaced {} occurrence{} in '{shown}'",
         if args.replace_all { count } else { 1 },
@@ -107,13 +105,25 @@ pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, T
     ))
 }
 
-/// Writes `content` to a fresh file beside `target`, keeps the old file's permissions, and
-/// renames it over `target`.
-fn replace(target: &Path, content: &[u8], shown: &str) -> Result<(), ToolError> {
-    let dir = target
-        .parent()
-        .ok_or_else(|| ToolError::Refused(format!("'{shown}' has no folder")))?;
-    let temp = dir.join(format!(".agent-mcp-{}.tmp", uuid::Uuid::new_v4().simple()));
+/// Writes `content` to a fresh file beside `target` (creating missing folders), keeps the old
+/// file's permissions, and renames it over `target`. Where the kernel allows, every step is
+/// made relative to the target's folder held open beneath the workspace root
+/// ([`Workspace::hold_dir`]), so a folder swapped on the way after the path was checked cannot
+/// redirect the write; elsewhere by path.
+fn replace(ws: &Workspace, target: &Path, content: &[u8], shown: &str) -> Result<(), ToolError> {
+    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+        return Err(ToolError::Refused(format!("'{shown}' has no folder")));
+    };
+    let temp = format!(".agent-mcp-{}.tmp", uuid::Uuid::new_v4().simple());
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(held) = ws.hold_dir(dir) {
+        return replace_beneath(&held?, name, &temp, content)
+            .map_err(|e| io_error(shown, &e).into());
+    }
+    let _ = ws;
+    // Every missing folder is a plain name under a resolved folder inside the workspace.
+    std::fs::create_dir_all(dir).map_err(|e| io_error(shown, &e))?;
+    let temp = dir.join(temp);
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     no_follow(&mut options);
@@ -133,6 +143,40 @@ fn replace(target: &Path, content: &[u8], shown: &str) -> Result<(), ToolError> 
         return Err(io_error(shown, &e).into());
     }
     Ok(())
+}
+
+/// [`replace`] relative to the held folder `dir`: `openat(O_CREAT | O_EXCL | O_NOFOLLOW)`,
+/// `fstatat` of the old file for its permissions, `renameat`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn replace_beneath(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    temp: &str,
+    content: &[u8],
+) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let result = (|| {
+        file.write_all(content)?;
+        if let Ok(old) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            && FileType::from_raw_mode(old.st_mode) == FileType::RegularFile
+        {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & 0o7777))?;
+        }
+        file.sync_all()?;
+        rustix::fs::renameat(dir, temp, dir, name)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
+    }
+    result
 }
 
 #[cfg(test)]
@@ -255,5 +299,30 @@ mod tests {
         write_file(&ws, &args).unwrap();
         let mode = std::fs::metadata(&script).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
+    }
+
+    /// The check-then-write race: the folder is swapped for a link out after the path was
+    /// resolved. The write is refused and nothing lands outside.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn a_folder_swapped_for_a_link_after_the_check_is_not_written_through() {
+        let (dir, ws) = ws();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let target = ws.writable("sub/new.txt").unwrap();
+        std::fs::rename(dir.path().join("sub"), dir.path().join("sub-old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("sub")).unwrap();
+        let err = replace(&ws, &target, b"data", "sub/new.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // A missing folder on the way is created beneath the root, as before.
+        let deeper = ws.writable("sub-old/a/b/c.txt").unwrap();
+        replace(&ws, &deeper, b"ok", "sub-old/a/b/c.txt").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("sub-old/a/b/c.txt")).unwrap(),
+            "ok"
+        );
     }
 }

@@ -228,6 +228,66 @@ impl Workspace {
     fn open_beneath(&self, _resolved: &Path) -> Option<io::Result<File>> {
         None
     }
+
+    /// Opens the resolved folder `dir`, creating the folders that are missing, one name at a
+    /// time beneath the root: `openat2(…, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and
+    /// `mkdirat`, each relative to the folder opened before. Writes made relative to the
+    /// returned handle land in that folder even if a folder on its path is swapped for a
+    /// symbolic link afterwards; a symbolic link met on the way (the path changed since it was
+    /// resolved) is refused. `None` where the kernel (or platform) lacks `openat2`.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(super) fn hold_dir(&self, dir: &Path) -> Option<Result<std::os::fd::OwnedFd, PathError>> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        use rustix::io::Errno;
+        use std::path::Component;
+        let display = self.display(dir);
+        let failed = |e: Errno| match e {
+            // A symbolic link, or a way out, where the resolved path had none.
+            Errno::LOOP | Errno::XDEV => PathError::SymlinkOutside(display.clone()),
+            e => io_error(&display, &e.into()),
+        };
+        let Ok(relative) = dir.strip_prefix(&self.root) else {
+            return Some(Err(PathError::Outside(display)));
+        };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let mut held = match rustix::fs::open(&self.root, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => return Some(Err(failed(e))),
+        };
+        for component in relative.components() {
+            let Component::Normal(name) = component else {
+                return Some(Err(PathError::Invalid(display)));
+            };
+            let next = match rustix::fs::openat2(&held, name, flags, Mode::empty(), how) {
+                Err(Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&held, name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Some(Err(failed(e))),
+                    }
+                    rustix::fs::openat2(&held, name, flags, Mode::empty(), how)
+                }
+                other => other,
+            };
+            held = match next {
+                Ok(fd) => fd,
+                // No openat2 here (Linux < 5.6, or a seccomp filter): use path-based writes.
+                Err(Errno::NOSYS) | Err(Errno::PERM) => return None,
+                // With O_NOFOLLOW a final symbolic link is opened as itself, not a folder.
+                Err(Errno::NOTDIR)
+                    if rustix::fs::statat(&held, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| {
+                            rustix::fs::FileType::from_raw_mode(st.st_mode)
+                                == rustix::fs::FileType::Symlink
+                        }) =>
+                {
+                    return Some(Err(PathError::SymlinkOutside(display)));
+                }
+                Err(e) => return Some(Err(failed(e))),
+            };
+        }
+        Some(Ok(held))
+    }
 }
 
 pub(super) fn io_error(path: &str, e: &io::Error) -> PathError {
