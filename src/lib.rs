@@ -84,11 +84,13 @@ impl AgentMcp {
         config: &Config,
         store: Arc<dyn TaskStore>,
     ) -> Result<AgentMcp, AgentError> {
+        // Before the worker starts, so a bad audit.file stops nothing half-started.
+        let audit = AuditLayer::from_config(&config.audit).map_err(AgentError::Audit)?;
         let agent = Agent::start(config, store).await?;
         Ok(AgentMcp {
             agent,
             config: config.clone(),
-            audit: AuditLayer::from_config(&config.audit),
+            audit,
         })
     }
 

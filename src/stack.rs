@@ -9,9 +9,14 @@ use crate::config::Config;
 use crate::layers::audit::AuditLayer;
 use crate::service::AgentService;
 
-/// Builds the full stack from the configuration (with an audit writer of its own).
-pub fn build(config: &Config, service: AgentService) -> Stack {
-    build_with_audit(config, service, AuditLayer::from_config(&config.audit))
+/// Builds the full stack from the configuration (with an audit writer of its own). Fails
+/// only when `audit.file` cannot be opened.
+pub fn build(config: &Config, service: AgentService) -> std::io::Result<Stack> {
+    Ok(build_with_audit(
+        config,
+        service,
+        AuditLayer::from_config(&config.audit)?,
+    ))
 }
 
 /// [`build`] with the audit layer given (`None`: no audit), so several stacks can share one

@@ -226,3 +226,28 @@ fn json_log_format_writes_one_object_per_line() {
             .contains("AGENT_MCP_NOT_A_KEY")
     );
 }
+
+/// An `audit.file` that cannot be opened stops the server at start with the key, the path
+/// and what to do, rather than moving the audit trail elsewhere.
+#[test]
+fn the_server_refuses_an_audit_file_it_cannot_open() {
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file where a folder of the path should be.
+    std::fs::write(dir.path().join("not-a-folder"), "x").unwrap();
+    let audit = dir.path().join("not-a-folder/audit.jsonl");
+    let out = agent_mcp()
+        .arg("stdio")
+        .current_dir(dir.path())
+        .env("AGENT_MCP_STORE_BACKEND", "memory")
+        .env("AGENT_MCP_AUDIT_FILE", &audit)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot open audit.file {}", audit.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("leave audit.file unset"), "{stderr}");
+}

@@ -25,7 +25,8 @@
 //! `[N chars redacted]` and they are capped at 1000 bytes.
 //!
 //! Lines go to a file (`audit.file`: appended, created with mode 0600, parent directories
-//! created) or to stderr, written by a background thread: the request path only queues a
+//! created; one that cannot be opened stops the server at start) or to stderr, written by a
+//! background thread: the request path only queues a
 //! record (see [`AuditSink`]). A failing write is reported on the application log and never
 //! touches the response. The identity comes from inner layers through an [`AuditNote`] in the
 //! request's extensions. A `debug` event under the target `mcp::audit` repeats method, tool,

@@ -59,11 +59,16 @@ impl AuditLayer {
         }
     }
 
-    /// The layer `audit` asks for, or `None` when it is off.
-    pub fn from_config(config: &AuditConfig) -> Option<Self> {
-        config.enabled.then(|| {
-            Self::new(AuditSink::from_config(config)).with_include_request(config.include_request)
-        })
+    /// The layer `audit` asks for, or `None` when it is off; an error when `audit.file`
+    /// cannot be opened.
+    pub fn from_config(config: &AuditConfig) -> std::io::Result<Option<Self>> {
+        if !config.enabled {
+            return Ok(None);
+        }
+        let sink = AuditSink::from_config(config)?;
+        Ok(Some(
+            Self::new(sink).with_include_request(config.include_request),
+        ))
     }
 
     /// Where this layer's lines go (to [`AuditSink::flush`] them at shutdown).

@@ -53,19 +53,21 @@ enum Queued {
 }
 
 impl AuditSink {
-    /// The sink `audit.file` asks for. A file that cannot be opened is reported on the
-    /// application log and audit lines go to stderr instead, so they are not lost.
-    pub fn from_config(config: &AuditConfig) -> AuditSink {
+    /// The sink `audit.file` asks for: that file, or stderr when it is unset. A file that
+    /// cannot be opened is an error (the server refuses to start rather than keep its audit
+    /// trail somewhere the operator did not say).
+    pub fn from_config(config: &AuditConfig) -> io::Result<AuditSink> {
         match &config.file {
-            None => Self::stderr(),
-            Some(path) => Self::file(path).unwrap_or_else(|e| {
-                tracing::error!(
-                    target: "agent_mcp::audit",
-                    path = %path.display(),
-                    error = %e,
-                    "cannot open the audit file; writing audit lines to stderr instead"
-                );
-                Self::stderr()
+            None => Ok(Self::stderr()),
+            Some(path) => Self::file(path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot open audit.file {}: {e}; fix the path or its permissions, or \
+                         leave audit.file unset to write audit lines to stderr",
+                        path.display()
+                    ),
+                )
             }),
         }
     }

@@ -250,6 +250,9 @@ pub enum AgentError {
     Ollama(#[from] OllamaError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The audit log cannot be written where `audit.file` says.
+    #[error(transparent)]
+    Audit(std::io::Error),
 }
 
 async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
