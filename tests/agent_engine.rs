@@ -28,28 +28,6 @@ fn config(fake: &FakeOllama, workspace: &Path) -> Config {
     config
 }
 
-async fn run(client: &HttpClient, request: &str) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": request}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    field(&tool_text(&r.body["result"]), "task_id")
-}
-
-async fn status(client: &HttpClient, task_id: &str) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    tool_text(&r.body["result"])
-}
-
 /// What `agent_status` showed while the task ran.
 #[derive(Default, Debug)]
 struct Seen {
@@ -69,7 +47,7 @@ async fn watch(client: &HttpClient, task_id: &str) -> (String, Seen) {
     let mut seen = Seen::default();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let text = status(client, task_id).await;
+        let text = client.agent_status(task_id).await;
         let state = field(&text, "status");
         push_new(&mut seen.states, state.clone());
         push_new(&mut seen.completed, field(&text, "completed_tasks"));
@@ -182,7 +160,7 @@ async fn a_three_step_plan_runs_in_dependency_order_with_progress() {
     let server = HttpServer::start(config).await;
     let client = server.client();
 
-    let id = run(&client, "Fix the bug and document it.").await;
+    let id = client.agent_run("Fix the bug and document it.").await;
     let (done, seen) = watch(&client, &id).await;
 
     assert_eq!(field(&done, "status"), "completed", "{done}");
@@ -282,7 +260,7 @@ async fn invalid_plans_fall_back_to_one_visible_step() {
     for (i, (plan, reason)) in cases.iter().enumerate() {
         fake.push_reply(Reply::text(plan, 11, 3));
         fake.push_reply(delayed(Reply::text(&format!("answer {i}"), 5, 2)));
-        let id = run(&client, &format!("request {i}")).await;
+        let id = client.agent_run(&format!("request {i}")).await;
         let (done, seen) = watch(&client, &id).await;
         assert_eq!(field(&done, "status"), "completed", "{done}");
         assert_eq!(result_of(&done), format!("answer {i}"));
@@ -328,7 +306,7 @@ async fn the_model_fixes_a_failing_check_in_the_workspace() {
     let server = HttpServer::start(config).await;
     let client = server.client();
 
-    let id = run(&client, "Fix the failing check.").await;
+    let id = client.agent_run("Fix the failing check.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "Fixed: the answer is 4 now.");
@@ -390,7 +368,7 @@ async fn a_step_still_calling_tools_at_max_iterations_fails() {
     config.agent.max_iterations = 2;
     let server = HttpServer::start(config).await;
     let client = server.client();
-    let id = run(&client, "Loop forever.").await;
+    let id = client.agent_run("Loop forever.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "failed");
     let reason = result_of(&done);
@@ -511,7 +489,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     config.agent.commands.allow = vec!["echo".into()];
     let server = HttpServer::start(config).await;
     let client = server.client();
-    let id = run(&client, "Try to escape.").await;
+    let id = client.agent_run("Try to escape.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
 
@@ -573,7 +551,7 @@ async fn a_command_past_its_timeout_is_killed_and_huge_output_is_capped() {
     let server = HttpServer::start(config).await;
     let client = server.client();
     let started = std::time::Instant::now();
-    let id = run(&client, "Run things.").await;
+    let id = client.agent_run("Run things.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -734,7 +712,7 @@ async fn a_model_without_tools_runs_as_plain_chat_with_configured_think_and_num_
     config.ollama.num_ctx = 4096;
     let server = HttpServer::start(config).await;
     let client = server.client();
-    let id = run(&client, "Hello").await;
+    let id = client.agent_run("Hello").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     // Thinking text stays out of the result.
@@ -772,7 +750,7 @@ async fn tool_calls_split_across_chunks_are_all_executed() {
     fake.push_reply(Reply::text(as_text, 5, 2));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let client = server.client();
-    let id = run(&client, "Read both.").await;
+    let id = client.agent_run("Read both.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), as_text);
@@ -834,7 +812,7 @@ async fn independent_steps_run_concurrently_up_to_the_limit() {
     config.agent.step_concurrency = 2;
     let server = HttpServer::start(config).await;
     let client = server.client();
-    let id = run(&client, "Do three things.").await;
+    let id = client.agent_run("Do three things.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(field(&done, "completed_tasks"), "3/3");

@@ -7,20 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, HttpServer, StdioServer, field, result_of, test_config, tool_text, wait_terminal,
+    HttpServer, StdioServer, field, result_of, test_config, tool_text, wait_terminal,
 };
-
-async fn http_status(client: &HttpClient, task_id: &str) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(r.body["result"]["isError"], json!(false));
-    tool_text(&r.body["result"])
-}
 
 #[tokio::test]
 async fn modern_http_run_to_completion_with_exact_tokens() {
@@ -56,7 +44,7 @@ async fn modern_http_run_to_completion_with_exact_tokens() {
         format!("タスク {task_id} をセッション {session_id} に登録しました。")
     );
 
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(
         done,
         format!(
@@ -291,12 +279,12 @@ async fn five_tasks_run_one_at_a_time_in_submission_order() {
         ids.push(field(&tool_text(&r.body["result"]), "task_id"));
     }
     // While the first runs, the last waits behind the others.
-    let last = http_status(&client, &ids[4]).await;
+    let last = client.agent_status(&ids[4]).await;
     assert_eq!(field(&last, "status"), "queued");
     assert!(field(&last, "message").contains("待ち順"), "{last}");
 
     for (i, id) in ids.iter().enumerate() {
-        let done = wait_terminal(|| http_status(&client, id)).await;
+        let done = wait_terminal(|| client.agent_status(id)).await;
         assert_eq!(field(&done, "status"), "completed");
         // Replies are handed out in the order chats arrive, so task i got chat i.
         assert_eq!(result_of(&done), format!("answer {i}"));
@@ -333,7 +321,7 @@ async fn unreachable_ollama_fails_the_task_and_the_server_keeps_serving() {
         )
         .await;
     let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(field(&done, "status"), "failed");
     assert_eq!(field(&done, "message"), "タスクが失敗しました。");
     let reason = result_of(&done);
@@ -361,7 +349,7 @@ async fn unknown_model_fails_with_a_pull_hint() {
         )
         .await;
     let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(field(&done, "status"), "failed");
     let reason = result_of(&done);
     assert!(reason.contains("missing-model"), "{reason}");
@@ -382,7 +370,7 @@ async fn images_need_a_vision_model_and_fail_before_any_chat() {
         )
         .await;
     let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(field(&done, "status"), "failed");
     assert!(result_of(&done).contains("vision"), "{done}");
     assert_eq!(fake.chat_count(), 0);
@@ -405,7 +393,7 @@ async fn images_reach_a_vision_model() {
         )
         .await;
     let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(result_of(&done), "A red pixel.");
     let sent = fake.chat_requests();
     let last = sent[0]["messages"]
@@ -438,7 +426,7 @@ async fn images_reach_a_vision_model_through_the_sqlite_store_unchanged() {
         )
         .await;
     let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| http_status(&client, &task_id)).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     assert_eq!(result_of(&done), "Two pixels.", "{done}");
     let sent = fake.chat_requests();
     let user = sent[0]["messages"]

@@ -6,11 +6,8 @@ mod support;
 use std::time::Duration;
 
 use agent_mcp::config::Config;
-use serde_json::json;
 use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{
-    HttpClient, HttpServer, field, result_of, test_config, tool_text, wait_terminal,
-};
+use support::harness::{HttpClient, HttpServer, field, result_of, test_config, wait_terminal};
 
 /// Short timeouts so a fault costs a second, not minutes.
 fn config(url: &str) -> Config {
@@ -22,28 +19,10 @@ fn config(url: &str) -> Config {
     config
 }
 
-async fn status(client: &HttpClient, task_id: &str) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    tool_text(&r.body["result"])
-}
-
 /// Runs one task to its end; returns (status, result text).
 async fn run_task(client: &HttpClient, request: &str) -> (String, String) {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": request}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let task_id = field(&tool_text(&r.body["result"]), "task_id");
-    let done = wait_terminal(|| status(client, &task_id)).await;
+    let task_id = client.agent_run(request).await;
+    let done = wait_terminal(|| client.agent_status(&task_id)).await;
     (field(&done, "status"), result_of(&done))
 }
 

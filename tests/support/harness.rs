@@ -185,6 +185,31 @@ impl HttpClient {
         self.post_raw(&headers, body.to_string()).await
     }
 
+    /// `agent_run` with just a request (modern era); the task_id it answers.
+    pub async fn agent_run(&self, request: &str) -> String {
+        let r = self
+            .modern(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": request}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        field(&tool_text(&r.body["result"]), "task_id")
+    }
+
+    /// `agent_status` of `task_id` (modern era): its text, which must not be a tool error.
+    pub async fn agent_status(&self, task_id: &str) -> String {
+        let r = self
+            .modern(
+                "tools/call",
+                json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
+        tool_text(&r.body["result"])
+    }
+
     /// A legacy request; `version` is the MCP-Protocol-Version header, if any.
     pub async fn legacy(&self, method: &str, params: Value, version: Option<&str>) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
