@@ -85,9 +85,21 @@ pub struct TaskTiming {
 
 /// The 2026-07-28 `Task` fields (flat; `ttlMs`, `pollIntervalMs`).
 pub fn modern_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
+    let status = modern_status(task.state);
+    task_fields(task, position, status, ["ttlMs", "pollIntervalMs"], timing)
+}
+
+/// The `Task` fields both revisions share; they name the status and the two timings apart.
+fn task_fields(
+    task: &Task,
+    position: Option<usize>,
+    status: &'static str,
+    [ttl_key, poll_key]: [&str; 2],
+    timing: TaskTiming,
+) -> Map<String, Value> {
     let mut body = Map::with_capacity(8);
     body.insert("taskId".into(), Value::from(task.id.to_string()));
-    body.insert("status".into(), Value::from(modern_status(task.state)));
+    body.insert("status".into(), Value::from(status));
     body.insert(
         "statusMessage".into(),
         Value::from(status_message(task, position)),
@@ -97,11 +109,8 @@ pub fn modern_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> 
         "lastUpdatedAt".into(),
         Value::from(timestamp(task.updated_at)),
     );
-    body.insert("ttlMs".into(), Value::from(timing.ttl_ms));
-    body.insert(
-        "pollIntervalMs".into(),
-        Value::from(timing.poll_interval_ms),
-    );
+    body.insert(ttl_key.into(), Value::from(timing.ttl_ms));
+    body.insert(poll_key.into(), Value::from(timing.poll_interval_ms));
     body
 }
 
@@ -120,21 +129,8 @@ pub fn detailed_task(
 
 /// The 2025-11-25 `Task` object (`ttl`, `pollInterval`).
 pub fn legacy_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
-    let mut body = Map::with_capacity(7);
-    body.insert("taskId".into(), Value::from(task.id.to_string()));
-    body.insert("status".into(), Value::from(legacy_status(task.state)));
-    body.insert(
-        "statusMessage".into(),
-        Value::from(status_message(task, position)),
-    );
-    body.insert("createdAt".into(), Value::from(timestamp(task.created_at)));
-    body.insert(
-        "lastUpdatedAt".into(),
-        Value::from(timestamp(task.updated_at)),
-    );
-    body.insert("ttl".into(), Value::from(timing.ttl_ms));
-    body.insert("pollInterval".into(), Value::from(timing.poll_interval_ms));
-    body
+    let status = legacy_status(task.state);
+    task_fields(task, position, status, ["ttl", "pollInterval"], timing)
 }
 
 /// The task id an `agent_run` acknowledgement names (its `task_id:` line).
