@@ -45,38 +45,27 @@ use crate::layers::audit::Outcome;
 use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS, METHOD_LABELS, method_index};
 use crate::protocol::{McpRequest, McpResponse};
 
-const METHODS: [&str; 13] = METHOD_LABELS;
-
-const OUTCOMES: [Outcome; 5] = [
-    Outcome::Ok,
-    Outcome::ToolError,
-    Outcome::ProtocolError,
-    Outcome::Unauthorized,
-    Outcome::RateLimited,
-];
-
 /// Handles of every series this layer records, each registered with the installed recorder
 /// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`
 /// macros would build and look up a labelled key on every request. Series never used are
 /// never registered, so `/metrics` lists only what happened.
 struct Series {
-    requests: [[OnceLock<Counter>; OUTCOMES.len()]; METHODS.len()],
-    durations: [OnceLock<Histogram>; METHODS.len()],
+    requests: [[OnceLock<Counter>; Outcome::COUNT]; METHOD_LABELS.len()],
+    durations: [OnceLock<Histogram>; METHOD_LABELS.len()],
 }
 
 impl Series {
     fn new() -> Self {
         Self {
-            requests: [const { [const { OnceLock::new() }; OUTCOMES.len()] }; METHODS.len()],
-            durations: [const { OnceLock::new() }; METHODS.len()],
+            requests: [const { [const { OnceLock::new() }; Outcome::COUNT] }; METHOD_LABELS.len()],
+            durations: [const { OnceLock::new() }; METHOD_LABELS.len()],
         }
     }
 
     fn record(&self, method: usize, outcome: Outcome, started: Instant) {
-        let method = method.min(METHODS.len() - 1);
-        let label = METHODS[method];
-        let o = OUTCOMES.iter().position(|o| *o == outcome).unwrap_or(0);
-        self.requests[method][o]
+        let method = method.min(METHOD_LABELS.len() - 1);
+        let label = METHOD_LABELS[method];
+        self.requests[method][outcome.index()]
             .get_or_init(|| {
                 metrics::counter!(MCP_REQUESTS, "method" => label, "outcome" => outcome.as_str())
             })

@@ -30,6 +30,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// How many outcomes there are; [`Outcome::index`] is below it.
+    pub const COUNT: usize = 5;
+
+    /// A dense index, for tables of per-outcome values.
+    pub const fn index(self) -> usize {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::ToolError => 1,
+            Outcome::ProtocolError => 2,
+            Outcome::Unauthorized => 3,
+            Outcome::RateLimited => 4,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -444,16 +458,19 @@ mod tests {
 
     #[test]
     fn outcome_names() {
-        let names: Vec<_> = [
+        let all = [
             Outcome::Ok,
             Outcome::ToolError,
             Outcome::ProtocolError,
             Outcome::Unauthorized,
             Outcome::RateLimited,
-        ]
-        .iter()
-        .map(|o| serde_json::to_value(o).unwrap())
-        .collect();
+        ];
+        let indexes: Vec<usize> = all.iter().map(|o| o.index()).collect();
+        assert_eq!(indexes, (0..Outcome::COUNT).collect::<Vec<_>>());
+        let names: Vec<_> = all
+            .iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect();
         assert_eq!(
             names,
             vec![
