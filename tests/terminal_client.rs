@@ -282,24 +282,7 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
         discover.text
     );
 
-    let mut child = client(&["run", "Never finishes.", "--url", &server.url])
-        .spawn()
-        .expect("spawn the client");
-    let pid = child.id().expect("pid");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut seen = Vec::new();
-    tokio::time::timeout(DEADLINE, async {
-        while let Some(line) = stdout.next_line().await.expect("read") {
-            let running = line == "running 0/1 ollama chat tokens=0";
-            seen.push(line);
-            if running {
-                return;
-            }
-        }
-        panic!("the client ended before the task ran: {seen:?}");
-    })
-    .await
-    .expect("the task runs");
+    let running = run_until_running(&server.url).await;
     // `running` is saved just before the chat starts; Ctrl-C once the model is busy.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while fake.in_flight_chats() != 1 {
@@ -307,18 +290,7 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(kill.success());
-    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
-        .await
-        .expect("the client ends after the cancellation")
-        .expect("wait");
-    while let Some(line) = stdout.next_line().await.expect("read") {
-        seen.push(line);
-    }
+    let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(4));
     let (task_id, _) = assert_output(
         &seen,
@@ -446,6 +418,61 @@ async fn bad_arguments_and_unreachable_servers_exit_early() {
 
 /// The real server without its Tasks layer, as it was before the extension landed: `agent_run`
 /// answers with the acknowledgement text and nothing can be cancelled through MCP.
+/// A client running `agent-mcp run "Never finishes."`, read up to the line saying it runs.
+struct RunningClient {
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    seen: Vec<String>,
+}
+
+async fn run_until_running(url: &str) -> RunningClient {
+    let mut child = client(&["run", "Never finishes.", "--url", url])
+        .spawn()
+        .expect("spawn the client");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(line) = stdout.next_line().await.expect("read") {
+            let running = line == "running 0/1 ollama chat tokens=0";
+            seen.push(line);
+            if running {
+                return;
+            }
+        }
+        panic!("the client ended before the task ran: {seen:?}");
+    })
+    .await
+    .expect("the task runs");
+    RunningClient {
+        child,
+        stdout,
+        seen,
+    }
+}
+
+/// Ctrl-C (SIGINT) to the client: how it exited, and every line it printed.
+async fn interrupt(running: RunningClient) -> (Output, Vec<String>) {
+    let RunningClient {
+        child,
+        mut stdout,
+        mut seen,
+    } = running;
+    let pid = child.id().expect("pid");
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(kill.success());
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("the client ends after Ctrl-C")
+        .expect("wait");
+    while let Some(line) = stdout.next_line().await.expect("read") {
+        seen.push(line);
+    }
+    (out, seen)
+}
+
 async fn start_without_tasks(config: Config) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -472,37 +499,9 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
     let fake = FakeOllama::start_with(slow_fake().with_default_reply(Reply::Hang)).await;
     let (url, _stop) = start_without_tasks(test_config(&fake.url())).await;
 
-    let mut child = client(&["run", "Never finishes.", "--url", &url])
-        .spawn()
-        .expect("spawn the client");
-    let pid = child.id().expect("pid");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut seen = Vec::new();
-    tokio::time::timeout(DEADLINE, async {
-        while let Some(line) = stdout.next_line().await.expect("read") {
-            let running = line == "running 0/1 ollama chat tokens=0";
-            seen.push(line);
-            if running {
-                return;
-            }
-        }
-        panic!("the client ended before the task ran: {seen:?}");
-    })
-    .await
-    .expect("the task runs");
+    let running = run_until_running(&url).await;
 
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(kill.success());
-    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
-        .await
-        .expect("the client ends at once")
-        .expect("wait");
-    while let Some(line) = stdout.next_line().await.expect("read") {
-        seen.push(line);
-    }
+    let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(130));
     let (task_id, _) = assert_output(&seen, true, &["running 0/1 ollama chat tokens=0"]);
     assert_eq!(
