@@ -185,29 +185,30 @@ impl HttpClient {
         self.post_raw(&headers, body.to_string()).await
     }
 
-    /// `agent_run` with just a request (modern era); the task_id it answers.
-    pub async fn agent_run(&self, request: &str) -> String {
+    /// A modern `tools/call` that must answer 200; its `result`.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Value {
         let r = self
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": {"request": request}}),
-            )
+            .modern("tools/call", json!({"name": name, "arguments": arguments}))
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
-        field(&tool_text(&r.body["result"]), "task_id")
+        r.body["result"].clone()
+    }
+
+    /// `agent_run` with just a request (modern era); the task_id it answers.
+    pub async fn agent_run(&self, request: &str) -> String {
+        let result = self
+            .call_tool("agent_run", json!({"request": request}))
+            .await;
+        field(&tool_text(&result), "task_id")
     }
 
     /// `agent_status` of `task_id` (modern era): its text, which must not be a tool error.
     pub async fn agent_status(&self, task_id: &str) -> String {
-        let r = self
-            .modern(
-                "tools/call",
-                json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-            )
+        let result = self
+            .call_tool("agent_status", json!({"task_id": task_id}))
             .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
-        tool_text(&r.body["result"])
+        assert_eq!(result["isError"], json!(false), "{result}");
+        tool_text(&result)
     }
 
     /// A legacy request; `version` is the MCP-Protocol-Version header, if any.
