@@ -1,21 +1,57 @@
 //! The test suite's fake Ollama as a standalone process, for scripts that run the real server
-//! without a model (the conformance run). Prints its URL on stdout, then serves until killed.
+//! without a model (the conformance run, the official clients in scripts/clients.sh). Prints its
+//! URL on stdout, then serves until killed.
 //!
 //! ```sh
 //! cargo run --example fake_ollama   # → http://127.0.0.1:PORT
 //! ```
+//!
+//! Environment (all optional; unset = the fake's defaults):
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `FAKE_OLLAMA_CHUNK_DELAY_MS=N` | waits N ms between the streamed lines of every reply |
+//! | `FAKE_OLLAMA_REPLY=hang` | every `/api/chat` sends its headers, then nothing until the client hangs up: a task stays running until it is cancelled |
 
 #[path = "../tests/support"]
 mod support {
     pub mod fake_ollama;
 }
 
-use support::fake_ollama;
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 
 use std::io::Write;
+use std::time::Duration;
+
+fn config_from_env() -> Result<FakeConfig, String> {
+    let mut cfg = FakeConfig::default();
+    if let Ok(ms) = std::env::var("FAKE_OLLAMA_CHUNK_DELAY_MS") {
+        let ms: u64 = ms
+            .parse()
+            .map_err(|_| format!("FAKE_OLLAMA_CHUNK_DELAY_MS={ms:?}: not a number of ms"))?;
+        cfg = cfg.with_chunk_delay(Duration::from_millis(ms));
+    }
+    match std::env::var("FAKE_OLLAMA_REPLY").as_deref() {
+        Err(_) | Ok("") | Ok("default") => {}
+        Ok("hang") => cfg = cfg.with_default_reply(Reply::Hang),
+        Ok(other) => {
+            return Err(format!(
+                "FAKE_OLLAMA_REPLY={other:?}: expected hang or default"
+            ));
+        }
+    }
+    Ok(cfg)
+}
 
 fn main() {
-    let fake = fake_ollama::FakeOllama::spawn(fake_ollama::FakeConfig::default());
+    let cfg = match config_from_env() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("fake_ollama: {e}");
+            std::process::exit(2);
+        }
+    };
+    let fake = FakeOllama::spawn(cfg);
     println!("{}", fake.url());
     let _ = std::io::stdout().flush();
     loop {
