@@ -243,7 +243,9 @@ async fn declared_agent_run_is_a_task_that_get_resolves_at_once_and_completes() 
         assert_eq!(done["statusMessage"], "タスクが完了しました。");
         assert_eq!(done["result"]["isError"], json!(false));
         assert!(done["result"].get("_meta").is_none(), "{done}");
-        assert!(done["result"].get("resultType").is_none(), "{done}");
+        // The inlined result is a 2026-07-28 CallToolResult, which the official Tasks client
+        // validates as one: resultType is required there.
+        assert_eq!(done["result"]["resultType"], "complete", "{done}");
         // The final text is exactly the agent_status text.
         let status = status_text(&c, &id).await;
         assert_eq!(text_of(&done["result"]), status);

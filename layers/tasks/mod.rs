@@ -90,7 +90,10 @@ mod wire;
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksLayer};
 pub use service::Tasks;
-pub use wire::{RELATED_TASK, TASKS_EXTENSION, legacy_status, modern_status, status_message};
+pub use wire::{
+    MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,
+    status_message,
+};
 
 #[cfg(test)]
 mod tests;

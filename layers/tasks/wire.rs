@@ -80,7 +80,28 @@ pub fn final_result(task: &Task) -> Map<String, Value> {
 #[derive(Clone, Copy, Debug)]
 pub struct TaskTiming {
     pub ttl_ms: u64,
+    /// The interval suggested for a running task, or the next one in line.
     pub poll_interval_ms: u64,
+}
+
+/// The longest poll interval suggested for a task far back in the queue (unless the base
+/// interval is longer still).
+pub const MAX_POLL_INTERVAL_MS: u64 = 5 * 60 * 1000;
+
+impl TaskTiming {
+    /// The poll interval suggested for a task at `position` in the queue (`None`: not queued).
+    ///
+    /// A task `p` places back cannot start before the `p - 1` ahead of it have run, so it is
+    /// suggested `p` times the base interval, up to [`MAX_POLL_INTERVAL_MS`]. The sum of
+    /// `1 / p` grows only with the logarithm of the queue, so one caller polling every one of
+    /// its tasks at the suggested pace sends few requests a second however many tasks it has
+    /// queued (with a 1 s base: 1 running + 1,000 queued → under 12 per second), well inside
+    /// the default read budget of the rate limit.
+    pub fn poll_interval_ms(&self, position: Option<usize>) -> u64 {
+        let factor = u64::try_from(position.unwrap_or(1).max(1)).unwrap_or(u64::MAX);
+        let cap = MAX_POLL_INTERVAL_MS.max(self.poll_interval_ms);
+        self.poll_interval_ms.saturating_mul(factor).min(cap)
+    }
 }
 
 /// The 2026-07-28 `Task` fields (flat; `ttlMs`, `pollIntervalMs`).
@@ -110,11 +131,20 @@ fn task_fields(
         Value::from(timestamp(task.updated_at)),
     );
     body.insert(ttl_key.into(), Value::from(timing.ttl_ms));
-    body.insert(poll_key.into(), Value::from(timing.poll_interval_ms));
+    body.insert(
+        poll_key.into(),
+        Value::from(timing.poll_interval_ms(position)),
+    );
     body
 }
 
 /// The 2026-07-28 `DetailedTask`: the task plus, once it is `completed`, its inlined result.
+///
+/// The inlined result is "the result type of the original request" (the extension's
+/// `CompletedTask.result`): a 2026-07-28 `CallToolResult`, so it carries
+/// `resultType: "complete"` like every result of that revision. The official Tasks client
+/// validates it as one and fails the whole call without it. The 2025-11-25 `tasks/result`
+/// payload stays legacy-shaped (see `legacy.rs`): no `resultType` there.
 pub fn detailed_task(
     task: &Task,
     position: Option<usize>,
@@ -122,7 +152,9 @@ pub fn detailed_task(
 ) -> Map<String, Value> {
     let mut body = modern_task(task, position, timing);
     if matches!(task.state, TaskState::Completed | TaskState::Failed) {
-        body.insert("result".into(), Value::Object(final_result(task)));
+        let mut result = final_result(task);
+        result.insert("resultType".into(), Value::from("complete"));
+        body.insert("result".into(), Value::Object(result));
     }
     body
 }
@@ -275,12 +307,37 @@ mod tests {
     }
 
     #[test]
+    fn poll_interval_grows_with_the_queue_position_up_to_a_cap() {
+        let t = TIMING;
+        assert_eq!(t.poll_interval_ms(None), 1000, "running");
+        assert_eq!(t.poll_interval_ms(Some(1)), 1000, "next in line");
+        assert_eq!(t.poll_interval_ms(Some(2)), 2000);
+        assert_eq!(t.poll_interval_ms(Some(37)), 37_000);
+        assert_eq!(t.poll_interval_ms(Some(300)), MAX_POLL_INTERVAL_MS);
+        assert_eq!(t.poll_interval_ms(Some(usize::MAX)), MAX_POLL_INTERVAL_MS);
+        // One caller polling a running task and 1,000 queued ones at the suggested pace.
+        let per_second: f64 = std::iter::once(None)
+            .chain((1..=1000).map(Some))
+            .map(|p| 1000.0 / t.poll_interval_ms(p) as f64)
+            .sum();
+        assert!(per_second < 12.0, "{per_second} polls per second");
+        // A base interval longer than the cap is never shortened.
+        let slow = TaskTiming {
+            ttl_ms: 1,
+            poll_interval_ms: 10 * MAX_POLL_INTERVAL_MS,
+        };
+        assert_eq!(slow.poll_interval_ms(Some(3)), 10 * MAX_POLL_INTERVAL_MS);
+    }
+
+    #[test]
     fn only_finished_tool_calls_inline_a_result() {
         for state in [TaskState::Running, TaskState::Cancelled] {
             assert!(!detailed_task(&task(state), None, TIMING).contains_key("result"));
         }
         let done = task(TaskState::Completed);
         let body = detailed_task(&done, None, TIMING);
+        // A 2026-07-28 CallToolResult: the official Tasks client rejects it without resultType.
+        assert_eq!(body["result"]["resultType"], json!("complete"));
         assert_eq!(body["result"]["isError"], json!(false));
         assert_eq!(
             body["result"]["content"][0]["text"],
@@ -289,6 +346,9 @@ mod tests {
         let failed = detailed_task(&task(TaskState::Failed), None, TIMING);
         assert_eq!(failed["status"], json!("completed"));
         assert_eq!(failed["result"]["isError"], json!(true));
+        assert_eq!(failed["result"]["resultType"], json!("complete"));
+        // The legacy tasks/result payload is built from the same fields without it.
+        assert!(!final_result(&done).contains_key("resultType"));
     }
 
     #[test]
