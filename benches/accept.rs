@@ -99,6 +99,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     config.store.synchronous = Synchronous::Full;
     config.rate_limit.per_minute = u32::MAX;
     config.rate_limit.burst = u32::MAX;
+    config.rate_limit.reads.per_minute = u32::MAX;
+    config.rate_limit.reads.burst = u32::MAX;
     config.audit.enabled = true;
     config.audit.file = Some(dir.path().join("audit.jsonl"));
     let server = AgentMcp::start(&config).await?;

@@ -85,6 +85,8 @@ fn start(
     config.store.path = dir.join(format!("{backend:?}.db"));
     config.rate_limit.per_minute = u32::MAX;
     config.rate_limit.burst = u32::MAX;
+    config.rate_limit.reads.per_minute = u32::MAX;
+    config.rate_limit.reads.burst = u32::MAX;
     config.audit.enabled = true;
     config.audit.file = Some(dir.join(format!("audit-{backend:?}.jsonl")));
     runtime.block_on(async {

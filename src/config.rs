@@ -444,15 +444,25 @@ pub struct TokenConfig {
     pub sha256: String,
 }
 
-/// `rate_limit`: per-caller request limits (seed 002: 60 requests per minute per user).
+/// `rate_limit`: per-caller request limits, in two budgets that follow what a call costs.
+///
+/// Creating a task (`tools/call agent_run`) spends the main budget: seed 002's 60 per minute
+/// per user. Everything else (`agent_status`, `tasks/*`, `tools/list`, `server/discover`)
+/// spends [`ReadBudget`], large enough that a client polling its tasks at the advertised
+/// `pollIntervalMs` never meets it. stdio is not limited unless `stdio: true`: its one client
+/// started the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitConfig {
     pub enabled: bool,
-    /// Sustained requests per minute per caller.
+    /// Sustained new tasks (`agent_run` calls) per minute per caller.
     pub per_minute: u32,
-    /// Requests a caller may make at once before the sustained rate applies.
+    /// New tasks a rested caller may create at once before the sustained rate applies.
     pub burst: u32,
+    /// The budget of every other request.
+    pub reads: ReadBudget,
+    /// Also limit requests that arrive over stdio (the caller `stdio`).
+    pub stdio: bool,
 }
 
 impl Default for RateLimitConfig {
@@ -461,6 +471,28 @@ impl Default for RateLimitConfig {
             enabled: true,
             per_minute: 60,
             burst: 60,
+            reads: ReadBudget::default(),
+            stdio: false,
+        }
+    }
+}
+
+/// `rate_limit.reads`: the budget of every request but `agent_run` (status reads, `tasks/*`,
+/// listing, discovery). Each costs microseconds; the budget stops floods, not clients.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReadBudget {
+    /// Sustained requests per minute per caller (20 a second by default).
+    pub per_minute: u32,
+    /// Requests a rested caller may send at once.
+    pub burst: u32,
+}
+
+impl Default for ReadBudget {
+    fn default() -> Self {
+        Self {
+            per_minute: 1200,
+            burst: 300,
         }
     }
 }
@@ -700,6 +732,16 @@ impl Config {
             }
             if self.rate_limit.burst == 0 {
                 return invalid("rate_limit.burst", "must be greater than 0".into());
+            }
+            if self.rate_limit.reads.per_minute == 0 {
+                return invalid(
+                    "rate_limit.reads.per_minute",
+                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
+                        .into(),
+                );
+            }
+            if self.rate_limit.reads.burst == 0 {
+                return invalid("rate_limit.reads.burst", "must be greater than 0".into());
             }
         }
         Ok(())

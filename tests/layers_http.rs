@@ -222,26 +222,33 @@ async fn tasks_and_sessions_belong_to_the_token_that_created_them() {
 }
 
 #[tokio::test]
-async fn the_61st_call_in_a_minute_is_429_and_other_callers_are_unaffected() {
+async fn the_61st_agent_run_in_a_minute_is_429_and_other_callers_are_unaffected() {
     let fake = FakeOllama::start().await;
     let config = with_tokens(test_config(&fake.url()));
     assert_eq!(
         (config.rate_limit.per_minute, config.rate_limit.burst),
-        (60, 60)
+        (60, 60),
+        "the default task budget (seed 002: 60 per minute per user)"
     );
     let server = HttpServer::start(config).await;
     let c = server.client();
     let alice = bearer(TOKEN_A);
+    let run = json!({"name": "agent_run", "arguments": {"request": "count me"}});
     let started = Instant::now();
     for i in 1..=60 {
-        let r = call(&c, Some(&alice), "tools/list", json!({})).await;
-        assert_eq!(r.status, 200, "call {i}: {}", r.text);
+        let r = call(&c, Some(&alice), "tools/call", run.clone()).await;
+        assert_eq!(r.status, 200, "agent_run {i}: {}", r.text);
+        assert_eq!(
+            r.body["result"]["isError"], false,
+            "agent_run {i}: {}",
+            r.text
+        );
     }
-    let r = call(&c, Some(&alice), "tools/list", json!({})).await;
+    let r = call(&c, Some(&alice), "tools/call", run.clone()).await;
     assert_eq!(
         r.status,
         429,
-        "61st call after {:?} (a refill comes every second): {}",
+        "61st agent_run after {:?} (a refill comes every second): {}",
         started.elapsed(),
         r.text
     );
@@ -250,14 +257,18 @@ async fn the_61st_call_in_a_minute_is_429_and_other_callers_are_unaffected() {
     assert_eq!(r.body["error"]["data"], json!({"retryAfterSeconds": 1}));
     assert_eq!(
         r.body["error"]["message"],
-        "Rate limit exceeded: at most 60 requests per minute per caller. Retry after 1 s."
+        "Rate limit exceeded: at most 60 new tasks (agent_run calls) per minute per caller. \
+         Retry after 1 s."
     );
-    // Bob, from the same address, has his own bucket.
-    let r = call(&c, Some(&bearer(TOKEN_B)), "tools/list", json!({})).await;
+    // Alice can still read: reads have their own budget.
+    let r = call(&c, Some(&alice), "tools/list", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // Bob, from the same address, has his own buckets.
+    let r = call(&c, Some(&bearer(TOKEN_B)), "tools/call", run.clone()).await;
     assert_eq!(r.status, 200, "{}", r.text);
     // A refill arrives within the advertised delay.
     tokio::time::sleep(Duration::from_millis(1050)).await;
-    let r = call(&c, Some(&alice), "tools/list", json!({})).await;
+    let r = call(&c, Some(&alice), "tools/call", run).await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
@@ -269,8 +280,10 @@ async fn the_audit_file_has_one_line_per_call_and_refusal() {
     let mut config = with_tokens(test_config(&fake.url()));
     config.audit.enabled = true;
     config.audit.file = Some(path.clone());
-    config.rate_limit.per_minute = 1;
-    config.rate_limit.burst = 5;
+    // Reads (agent_status, tools/list, an unknown tool) spend a budget small enough that the
+    // fourth read of alice is refused; agent_run spends the default task budget.
+    config.rate_limit.reads.per_minute = 1;
+    config.rate_limit.reads.burst = 3;
     let server = HttpServer::start(config).await;
     let c = server.client();
     let alice = bearer(TOKEN_A);
@@ -318,7 +331,7 @@ async fn the_audit_file_has_one_line_per_call_and_refusal() {
     let unknown_code = unknown.body["error"]["code"]
         .as_i64()
         .expect("a JSON-RPC error");
-    // 7: the sixth request of alice exceeds burst 5.
+    // 7: the fourth read of alice exceeds the read burst of 3.
     let limited = call(&c, Some(&alice), "tools/list", json!({})).await;
     assert_eq!(limited.status, 429, "{}", limited.text);
 

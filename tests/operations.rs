@@ -64,9 +64,7 @@ async fn not_ready_when_ollama_is_unreachable() {
 async fn metrics_after_a_task() {
     let fake = FakeOllama::start().await;
     fake.push_reply(Reply::text("counted", 11, 4));
-    let mut config = test_config(&fake.url());
-    config.rate_limit.per_minute = 600;
-    config.rate_limit.burst = 50;
+    let config = test_config(&fake.url());
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
     let run = client
@@ -168,8 +166,9 @@ async fn metrics_after_a_task() {
 async fn rate_limit_refusals_are_counted() {
     let fake = FakeOllama::start().await;
     let mut config = test_config(&fake.url());
-    config.rate_limit.per_minute = 1;
-    config.rate_limit.burst = 2;
+    // A read budget small enough to meet with three calls (tools/list spends reads).
+    config.rate_limit.reads.per_minute = 1;
+    config.rate_limit.reads.burst = 2;
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
     let mut statuses = Vec::new();
@@ -322,8 +321,11 @@ async fn shutdown_writes_out_every_audit_line() {
     let mut config = test_config("http://127.0.0.1:9");
     config.audit.enabled = true;
     config.audit.file = Some(audit_file.clone());
+    // 3000 calls in one go, in-process: both budgets out of the way (this tests the audit).
     config.rate_limit.per_minute = 1_000_000;
     config.rate_limit.burst = 1_000_000;
+    config.rate_limit.reads.per_minute = 1_000_000;
+    config.rate_limit.reads.burst = 1_000_000;
     let server = agent_mcp::AgentMcp::start(&config).await.expect("start");
     let stack = server.stack();
     const CALLS: i64 = 3_000;

@@ -1,5 +1,18 @@
-//! Per-caller rate limits (seed 002: 60 requests per minute per user, then `429` with
-//! `Retry-After`).
+//! Per-caller rate limits (seed 002: 60 per minute per user, then `429` with `Retry-After`).
+//!
+//! The limit stops abuse, never a polite client. The server's default
+//! ([`RateLimitLayer::from_config`]) keeps two budgets per caller, split by cost:
+//!
+//! | budget | spent by | default |
+//! |---|---|---|
+//! | tasks (`rate_limit.per_minute`, `burst`) | `tools/call agent_run`: each call may queue minutes of model work | 60/min, burst 60 |
+//! | reads (`rate_limit.reads`) | everything else: `agent_status`, `tasks/*`, `tools/list`, `server/discover`, … | 1200/min, burst 300 |
+//!
+//! and leaves stdio unlimited (`rate_limit.stdio: false`): over stdio there is exactly one
+//! client, and it started the server. A client that polls each of its tasks at the advertised
+//! `pollIntervalMs` (which grows with the task's place in the queue) stays far inside the read
+//! budget however many tasks it has queued. [`RateLimitLayer::new`] alone is one budget for
+//! every request on every transport, for embedders who want that.
 //!
 //! A `governor` keyed GCRA limiter counts each request against its caller:
 //!

@@ -16,24 +16,74 @@ pub use crate::layers::reject::ResponseFuture;
 
 use super::limiter::{CallerKey, CallerLimiter};
 use crate::config::RateLimitConfig;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse};
+use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
+use crate::tools::AGENT_RUN;
 
 /// JSON-RPC error code of a refused (rate-limited) request.
 pub const RATE_LIMITED: i64 = -32000;
 
-/// Applies [`RateLimit`]: `per_minute` requests per caller, `burst` at once.
+/// One budget: a keyed limiter and what it counts, for the refusal message.
+#[derive(Clone, Debug)]
+struct Budget {
+    limiter: Arc<CallerLimiter>,
+    /// What `per_minute` counts, e.g. "requests" or "new tasks (agent_run calls)".
+    counts: &'static str,
+}
+
+impl Budget {
+    fn new(per_minute: NonZeroU32, burst: NonZeroU32, counts: &'static str) -> Self {
+        Self {
+            limiter: Arc::new(CallerLimiter::new(per_minute, burst)),
+            counts,
+        }
+    }
+}
+
+/// What the task budget counts (see [`RateLimitLayer::with_read_budget`]).
+const TASKS: &str = "new tasks (agent_run calls)";
+/// What a single budget, or the read budget, counts.
+const REQUESTS: &str = "requests";
+
+/// Applies [`RateLimit`]: per caller, `per_minute` sustained and `burst` at once.
 ///
-/// Clones share one limiter, so every clone of the stack counts against the same buckets.
+/// [`RateLimitLayer::new`] is one budget for every request on every transport. The server's
+/// default ([`RateLimitLayer::from_config`]) splits it the way its costs fall: creating a task
+/// (`tools/call agent_run`) spends the main budget, everything else (status reads, `tasks/*`,
+/// `tools/list`, discovery) spends a much larger read budget, and stdio is not limited, since
+/// its one client started the server.
+///
+/// Clones share their limiters, so every clone of the stack counts against the same buckets.
 #[derive(Clone, Debug)]
 pub struct RateLimitLayer {
-    limiter: Arc<CallerLimiter>,
+    main: Budget,
+    reads: Option<Budget>,
+    limit_stdio: bool,
 }
 
 impl RateLimitLayer {
+    /// One budget for every request, on every transport.
     pub fn new(per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
         Self {
-            limiter: Arc::new(CallerLimiter::new(per_minute, burst)),
+            main: Budget::new(per_minute, burst, REQUESTS),
+            reads: None,
+            limit_stdio: true,
         }
+    }
+
+    /// Gives everything but `tools/call agent_run` a budget of its own, so that reads (a
+    /// client polling its tasks, listing tools) never spend the budget for creating tasks,
+    /// and creating tasks never starves reads.
+    pub fn with_read_budget(mut self, per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
+        self.main.counts = TASKS;
+        self.reads = Some(Budget::new(per_minute, burst, REQUESTS));
+        self
+    }
+
+    /// Whether requests that arrive over stdio are counted (by default they are; the server's
+    /// configuration turns this off unless `rate_limit.stdio` is set).
+    pub fn limit_stdio(mut self, limit: bool) -> Self {
+        self.limit_stdio = limit;
+        self
     }
 
     /// The layer `rate_limit` asks for, or `None` when it is off.
@@ -43,16 +93,37 @@ impl RateLimitLayer {
         }
         let per_minute = NonZeroU32::new(config.per_minute)?;
         let burst = NonZeroU32::new(config.burst)?;
-        Some(Self::new(per_minute, burst))
+        let layer = Self::new(per_minute, burst).limit_stdio(config.stdio);
+        match (
+            NonZeroU32::new(config.reads.per_minute),
+            NonZeroU32::new(config.reads.burst),
+        ) {
+            (Some(per_minute), Some(burst)) => Some(layer.with_read_budget(per_minute, burst)),
+            _ => Some(layer),
+        }
     }
 
-    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval).
+    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
+    /// the single budget for every request.
     pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
-        Self { limiter }
+        Self {
+            main: Budget {
+                limiter,
+                counts: REQUESTS,
+            },
+            reads: None,
+            limit_stdio: true,
+        }
     }
 
+    /// The main limiter: every request's, or with a read budget, `agent_run`'s.
     pub fn limiter(&self) -> &Arc<CallerLimiter> {
-        &self.limiter
+        &self.main.limiter
+    }
+
+    /// The read budget's limiter, if there is one.
+    pub fn read_limiter(&self) -> Option<&Arc<CallerLimiter>> {
+        self.reads.as_ref().map(|b| &b.limiter)
     }
 }
 
@@ -62,7 +133,7 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimit<S> {
         RateLimit {
             inner,
-            limiter: self.limiter.clone(),
+            config: self.clone(),
         }
     }
 }
@@ -72,7 +143,7 @@ impl<S> Layer<S> for RateLimitLayer {
 #[derive(Clone, Debug)]
 pub struct RateLimit<S> {
     inner: S,
-    limiter: Arc<CallerLimiter>,
+    config: RateLimitLayer,
 }
 
 impl<S> RateLimit<S> {
@@ -96,22 +167,36 @@ impl<S> RateLimit<S> {
         self.inner
     }
 
-    fn prune_if_due(&self) {
-        if !self.limiter.prune_due() {
-            return;
+    /// The budget `req` spends, or `None` when it is not counted.
+    fn budget_of(&self, req: &McpRequest) -> Option<&Budget> {
+        // Notifications get no answer to carry a refusal, so they are not counted.
+        if req.is_notification()
+            || (!self.config.limit_stdio && matches!(req.ctx.transport, Transport::Stdio))
+        {
+            return None;
         }
-        let limiter = self.limiter.clone();
-        let prune = move || {
-            limiter.prune();
-            limiter.prune_done();
-        };
-        // Pruning walks every key; keep it off the request path when a runtime is there.
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn_blocking(prune);
-            }
-            Err(_) => prune(),
+        match &self.config.reads {
+            Some(reads) if req.tool_name() != Some(AGENT_RUN) => Some(reads),
+            _ => Some(&self.config.main),
         }
+    }
+}
+
+fn prune_if_due(limiter: &Arc<CallerLimiter>) {
+    if !limiter.prune_due() {
+        return;
+    }
+    let limiter = limiter.clone();
+    let prune = move || {
+        limiter.prune();
+        limiter.prune_done();
+    };
+    // Pruning walks every key; keep it off the request path when a runtime is there.
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(prune);
+        }
+        Err(_) => prune(),
     }
 }
 
@@ -129,15 +214,14 @@ where
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
-        // Notifications get no answer to carry a refusal, so they are not counted.
-        if req.is_notification() {
+        let Some(budget) = self.budget_of(&req) else {
             return ResponseFuture::inner(self.inner.call(req));
-        }
-        let verdict = self.limiter.check(&CallerKey::of(&req.ctx));
-        self.prune_if_due();
+        };
+        let verdict = budget.limiter.check(&CallerKey::of(&req.ctx));
+        prune_if_due(&budget.limiter);
         match verdict {
             Ok(()) => ResponseFuture::inner(self.inner.call(req)),
-            Err(wait) => ResponseFuture::rejected(limited(&req, wait, self.limiter.per_minute())),
+            Err(wait) => ResponseFuture::rejected(limited(&req, wait, budget)),
         }
     }
 }
@@ -148,12 +232,13 @@ pub fn retry_after_seconds(wait: Duration) -> u64 {
     secs.max(1)
 }
 
-fn limited(req: &McpRequest, wait: Duration, per_minute: u32) -> McpResponse {
+fn limited(req: &McpRequest, wait: Duration, budget: &Budget) -> McpResponse {
     let secs = retry_after_seconds(wait);
+    let (per_minute, counts) = (budget.limiter.per_minute(), budget.counts);
     let error = ErrorObject::new(
         RATE_LIMITED,
         format!(
-            "Rate limit exceeded: at most {per_minute} requests per minute per caller. \
+            "Rate limit exceeded: at most {per_minute} {counts} per minute per caller. \
              Retry after {secs} s."
         ),
     )
@@ -261,6 +346,156 @@ mod tests {
         assert_eq!(retry_after_seconds(Duration::from_millis(1)), 1);
         assert_eq!(retry_after_seconds(Duration::from_secs(2)), 2);
         assert_eq!(retry_after_seconds(Duration::from_millis(2001)), 3);
+    }
+
+    fn with_transport(mut req: McpRequest, transport: Transport) -> McpRequest {
+        req.ctx.transport = transport;
+        req
+    }
+
+    fn agent_run(id: i64) -> McpRequest {
+        let mut req = request(id, Some("alice"), [127, 0, 0, 1]);
+        req.method = "tools/call".into();
+        req.params = json!({"name": "agent_run", "arguments": {"request": "x"}})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        req
+    }
+
+    fn status_of(r: &McpResponse) -> Option<StatusCode> {
+        r.http.status
+    }
+
+    #[tokio::test]
+    async fn the_default_splits_tasks_from_reads_and_leaves_stdio_alone() {
+        let layer = RateLimitLayer::from_config(&RateLimitConfig {
+            per_minute: 2,
+            burst: 2,
+            reads: crate::config::ReadBudget {
+                per_minute: 60,
+                burst: 3,
+            },
+            ..RateLimitConfig::default()
+        })
+        .expect("enabled");
+        let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
+        let call = |req| svc.clone().oneshot(req);
+
+        // Two new tasks, then the third is refused, with a message about tasks.
+        for id in 1..=2 {
+            let Ok(r) = call(agent_run(id)).await;
+            assert_eq!(status_of(&r), None);
+        }
+        let Ok(r) = call(agent_run(3)).await;
+        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
+        let Payload::Error(e) = &r.payload else {
+            panic!("expected an error, got {:?}", r.payload);
+        };
+        assert_eq!(
+            e.message,
+            "Rate limit exceeded: at most 2 new tasks (agent_run calls) per minute per caller. \
+             Retry after 30 s."
+        );
+        // The same caller's reads have their own budget: three pass, the fourth does not.
+        for id in 4..=6 {
+            let Ok(r) = call(request(id, Some("alice"), [127, 0, 0, 1])).await;
+            assert_eq!(status_of(&r), None, "read {id}");
+        }
+        let Ok(r) = call(request(7, Some("alice"), [127, 0, 0, 1])).await;
+        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
+        let Payload::Error(e) = &r.payload else {
+            panic!("expected an error, got {:?}", r.payload);
+        };
+        assert_eq!(
+            e.message,
+            "Rate limit exceeded: at most 60 requests per minute per caller. Retry after 1 s."
+        );
+        // stdio is not counted at all: 500 calls of each kind pass.
+        for id in 0..500 {
+            let Ok(r) = call(with_transport(agent_run(id), Transport::Stdio)).await;
+            assert_eq!(status_of(&r), None, "stdio agent_run {id}");
+            let read = request(id, Some("stdio"), [127, 0, 0, 1]);
+            let Ok(r) = call(with_transport(read, Transport::Stdio)).await;
+            assert_eq!(status_of(&r), None, "stdio read {id}");
+        }
+    }
+
+    #[tokio::test]
+    async fn stdio_is_limited_when_asked() {
+        let layer = RateLimitLayer::from_config(&RateLimitConfig {
+            per_minute: 1,
+            burst: 1,
+            stdio: true,
+            ..RateLimitConfig::default()
+        })
+        .expect("enabled");
+        let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
+        let stdio = |id| with_transport(agent_run(id), Transport::Stdio);
+        let Ok(r) = svc.clone().oneshot(stdio(1)).await;
+        assert_eq!(status_of(&r), None);
+        let Ok(r) = svc.clone().oneshot(stdio(2)).await;
+        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
+    }
+
+    /// Polls `tasks` (each a queue position, `None` = running) at the interval the Tasks layer
+    /// suggests for it, for `minutes` of a fake clock, through the default read budget, with
+    /// the phases of the polls spread as tasks created one after another spread them.
+    /// Returns (polls, refusals).
+    fn poll_at_the_advertised_pace(tasks: &[Option<usize>], minutes: u64) -> (u64, u64) {
+        use crate::layers::tasks::{DEFAULT_POLL_INTERVAL, TaskTiming};
+        use governor::clock::FakeRelativeClock;
+
+        let reads = RateLimitConfig::default().reads;
+        let clock = FakeRelativeClock::default();
+        let limiter =
+            CallerLimiter::with_clock(nz(reads.per_minute), nz(reads.burst), clock.clone());
+        let key = CallerKey::Peer([127, 0, 0, 1].into());
+        let timing = TaskTiming {
+            ttl_ms: 1,
+            poll_interval_ms: u64::try_from(DEFAULT_POLL_INTERVAL.as_millis()).unwrap_or(1000),
+        };
+        let intervals: Vec<u64> = tasks.iter().map(|p| timing.poll_interval_ms(*p)).collect();
+        // Tasks created one after another are polled out of phase: spread the first polls
+        // over each task's interval (a multiplicative hash of its index).
+        let mut next: Vec<u64> = intervals
+            .iter()
+            .enumerate()
+            .map(|(k, every)| (k as u64).wrapping_mul(2_654_435_761) % every)
+            .collect();
+        let (mut polls, mut refused) = (0, 0);
+        let end = minutes * 60_000;
+        let mut now = 0;
+        while now < end {
+            for (due, every) in next.iter_mut().zip(&intervals) {
+                if *due <= now {
+                    polls += 1;
+                    refused += u64::from(limiter.check(&key).is_err());
+                    *due += every;
+                }
+            }
+            clock.advance(Duration::from_millis(10));
+            now += 10;
+        }
+        (polls, refused)
+    }
+
+    #[test]
+    fn polling_at_the_advertised_interval_never_meets_the_default_read_budget() {
+        // Three tasks of one caller (one running, two queued), five minutes.
+        let (polls, refused) = poll_at_the_advertised_pace(&[None, Some(1), Some(2)], 5);
+        assert!(polls >= 750, "{polls} polls");
+        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
+        // The worst case the base interval allows: three tasks all polled every second.
+        let (polls, refused) = poll_at_the_advertised_pace(&[None, None, None], 5);
+        assert_eq!((polls, refused), (900, 0));
+        // A caller with one running task and 1,000 queued behind it.
+        let many: Vec<Option<usize>> = std::iter::once(None).chain((1..=1000).map(Some)).collect();
+        let (polls, refused) = poll_at_the_advertised_pace(&many, 5);
+        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
+        // Without the growing interval, the same caller would be refused (so the check bites).
+        let (polls, refused) = poll_at_the_advertised_pace(&vec![None; 1001], 1);
+        assert!(refused > polls / 2, "{refused} of {polls} polls refused");
     }
 
     #[test]
