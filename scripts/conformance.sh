@@ -43,19 +43,12 @@ OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
 [ -n "$OLLAMA_URL" ] || { echo "fake Ollama did not start" >&2; exit 1; }
 
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
-cat > "$WORK/agent.yaml" <<YAML
-ollama:
-  url: $OLLAMA_URL
-  model: test-model
-http:
-  bind: 127.0.0.1:$PORT
-# The suite sends hundreds of requests from one address within a minute.
-rate_limit:
-  enabled: false
-store:
-  backend: memory
-YAML
-(cd "$WORK" && RUST_LOG=warn exec "$BIN" serve --config "$WORK/agent.yaml") 2> "$WORK/server.log" &
+# The default configuration, as a user gets it: no agent.yaml, nothing tuned (rate limits,
+# SQLite store and audit log as shipped). Only the Ollama to talk to and its model are set,
+# the way a user sets them (OLLAMA_HOST, AGENT_MCP_OLLAMA_MODEL). The default store lives
+# under the state directory: a throwaway one here.
+(cd "$WORK" && RUST_LOG=warn OLLAMA_HOST="$OLLAMA_URL" AGENT_MCP_OLLAMA_MODEL=test-model \
+   XDG_STATE_HOME="$WORK/state" exec "$BIN" serve --bind "127.0.0.1:$PORT") 2> "$WORK/server.log" &
 PIDS+=($!)
 URL="http://127.0.0.1:$PORT/mcp"
 for _ in $(seq 1 100); do
