@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpServer, StdioServer, field, result_of, test_config, tool_text, wait_terminal,
+    HttpServer, StdioServer, field, modern_meta, result_of, test_config, tool_text, wait_terminal,
 };
 
 #[tokio::test]
@@ -437,4 +437,46 @@ async fn images_reach_a_vision_model_through_the_sqlite_store_unchanged() {
         .unwrap()
         .clone();
     assert_eq!(user["images"], json!([png, png]));
+}
+
+/// Over stdio there is one client, and it started the server: with the default rate limits a
+/// burst of 500 requests (70 of them `agent_run`, past the HTTP task budget of 60) is answered
+/// without one refusal.
+#[tokio::test]
+async fn a_burst_of_500_stdio_requests_meets_no_rate_limit_by_default() {
+    let fake = FakeOllama::start().await;
+    let config = test_config(&fake.url());
+    assert!(config.rate_limit.enabled, "the default limits are on");
+    let mut server = StdioServer::spawn(&config).await;
+    const CALLS: i64 = 500;
+    let mut burst = String::new();
+    for id in 1..=CALLS {
+        let params = if id % 7 == 0 {
+            json!({"name": "agent_run", "arguments": {"request": format!("task {id}")}})
+        } else {
+            json!({"name": "agent_status", "arguments": {"task_id": "00000000-0000-4000-8000-000000000000"}})
+        };
+        let mut params = params;
+        params["_meta"] = modern_meta(json!({}));
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        burst.push_str(&msg.to_string());
+        burst.push('\n');
+    }
+    // All 500 lines at once, before reading any answer.
+    server.send_line(burst.trim_end()).await;
+    let mut answered = std::collections::BTreeSet::new();
+    let mut runs = 0;
+    for _ in 0..CALLS {
+        let msg = server.read_message().await;
+        assert!(msg.get("error").is_none(), "refused: {msg}");
+        let id = msg["id"].as_i64().expect("a response id");
+        if id % 7 == 0 {
+            assert_eq!(msg["result"]["isError"], json!(false), "{msg}");
+            runs += 1;
+        }
+        answered.insert(id);
+    }
+    assert_eq!(answered.len(), CALLS as usize);
+    assert_eq!(runs, CALLS / 7);
+    assert!(server.close().await.success());
 }

@@ -289,6 +289,8 @@ impl StdioServer {
             .arg("--config")
             .arg(&path)
             .current_dir(dir.path())
+            // A default SQLite store lives under the state directory: keep it in the temp dir.
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -367,6 +369,8 @@ impl ServeProcess {
             .args(["serve", "--bind", "127.0.0.1:0", "--config"])
             .arg(&path)
             .current_dir(dir.path())
+            // A default SQLite store lives under the state directory: keep it in the temp dir.
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
             .kill_on_drop(true)
