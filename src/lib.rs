@@ -27,7 +27,8 @@
 //! # Ok(()) }
 //! ```
 
-#![forbid(unsafe_code)]
+// One audited exception: `pre_exec` in src/agent/tools/command.rs (`set_up_child`).
+#![deny(unsafe_code)]
 
 pub mod agent;
 pub mod client;

@@ -1,11 +1,15 @@
 //! `run_command`: an allow-listed program with argv, no shell, in the workspace.
 //!
 //! The program (argv[0]) must be a bare name on `agent.commands.allow`; it is looked up on the
-//! command `PATH` and must not resolve inside the workspace (where the model can write). The
-//! child gets a minimal environment (`PATH`, `HOME`, `TMPDIR`, `LANG` and `agent.commands.env`),
-//! no stdin, and its own process group. On timeout, on task cancellation and after it exits,
-//! the whole group is killed, so background children do not outlive the call; Tokio's
-//! `kill_on_drop` is the backstop if the call itself is dropped.
+//! command `PATH` and must not resolve inside the workspace (where the model can write), and
+//! runs with argv[0] as written (a rustup proxy picks its tool by that name). The child gets a
+//! minimal environment (`PATH`, `HOME`, `TMPDIR`, `LANG` and `agent.commands.env`), no stdin,
+//! and its own process group. Between `fork` and `exec` it joins its own cgroup where the
+//! machine offers one (see `cgroup.rs`), sets the rlimits of `agent.commands.limits`, and
+//! changes into its `cwd` through a folder handle opened beneath the root. On timeout, on task
+//! cancellation and after it exits, the whole group and everything in its cgroup are killed,
+//! so background children (even `setsid` daemons, where there is a cgroup) do not outlive the
+//! call; Tokio's `kill_on_drop` is the backstop if the call itself is dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -68,41 +72,41 @@ pub(super) async fn run_command(
             ws.display(&cwd)
         )));
     }
-    for arg in &args.argv[1..] {
-        check_argument(ws, &cwd, arg)?;
-    }
+    check_arguments(ws, &cwd, &args.argv)?;
     let path_var = command_path(settings, ws);
     let executable = find_program(program, &path_var, ws).ok_or_else(|| {
         ToolError::Refused(format!("'{program}' was not found on the command PATH"))
     })?;
-
-    let limits = wanted_limits(&settings.limits);
-    let wrapper = limits_wrapper().filter(|_| !limits.is_empty());
-    let mut command = match wrapper {
-        // prlimit(1) sets the limits on itself, then execs the program: no window in which
-        // the program runs unlimited.
-        Some(wrapper) => {
-            let mut c = Command::new(wrapper);
-            c.args(
-                limits
-                    .iter()
-                    .map(|(_, flag, v)| format!("--{flag}={v}:{v}")),
-            )
-            .arg("--")
-            .arg(&executable);
-            c
+    // The child changes into the folder held open beneath the root (fchdir), never by path:
+    // a folder swapped for a link after the check cannot move the command outside.
+    #[cfg(unix)]
+    let held_cwd = ws.open_dir(&cwd).map_err(|e| match e {
+        super::PathError::Invalid(_) => {
+            ToolError::Refused(format!("cwd '{}' is not a folder", ws.display(&cwd)))
         }
-        None => {
-            let mut c = Command::new(&executable);
-            // argv[0] as the model wrote it, not the resolved path.
-            #[cfg(unix)]
-            c.arg0(program);
-            c
-        }
+        e => e.into(),
+    })?;
+    // Its own cgroup where the machine offers one: the process limit holds for root too, and
+    // nothing it starts outlives the call.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let cage = match super::cgroup::available() {
+        Ok(cgroups) => Some(
+            super::cgroup::Cage::create(cgroups, settings.limits.processes).map_err(|e| {
+                ToolError::Io(format!(
+                    "cannot make a cgroup for '{program}': {e}; try again, or tell the operator"
+                ))
+            })?,
+        ),
+        Err(_) => None,
     };
+
+    // The program itself, with argv[0] as the model wrote it (not the resolved path: a
+    // rustup proxy such as ~/.cargo/bin/cargo -> rustup picks the tool by its argv[0]).
+    let mut command = Command::new(&executable);
+    #[cfg(unix)]
+    command.arg0(program);
     command
         .args(&args.argv[1..])
-        .current_dir(&cwd)
         .env_clear()
         .env("PATH", &path_var)
         .env("HOME", home(ws))
@@ -115,18 +119,30 @@ pub(super) async fn run_command(
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
+    #[cfg(unix)]
+    {
+        let setup = ChildSetup {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            cgroup: match &cage {
+                Some(cage) => Some(
+                    cage.procs()
+                        .map_err(|e| ToolError::Io(format!("cannot set up '{program}': {e}")))?,
+                ),
+                None => None,
+            },
+            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            cgroup: None,
+            limits: wanted_limits(&settings.limits),
+            cwd: held_cwd,
+        };
+        set_up_child(&mut command, setup);
+    }
+    #[cfg(not(unix))]
+    command.current_dir(&cwd);
     let mut child = command
         .spawn()
         .map_err(|e| ToolError::Io(format!("cannot start '{program}': {e}")))?;
     let pid = child.id();
-    if wrapper.is_none()
-        && let Err(e) = limit_resources(pid, &limits)
-    {
-        kill_group(pid, &mut child);
-        return Err(ToolError::Io(format!(
-            "cannot set resource limits on '{program}': {e}"
-        )));
-    }
     let cap = settings.max_output_bytes;
     let stdout = child.stdout.take().map(|s| tokio::spawn(drain(s, cap)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(drain(s, cap)));
@@ -136,6 +152,7 @@ pub(super) async fn run_command(
             Ok(status) => Ending::Exited(status),
             Err(e) => {
                 kill_group(pid, &mut child);
+                // The cage (if any) kills the rest as it is dropped.
                 return Err(ToolError::Io(format!("waiting for '{program}' failed: {e}")));
             }
         },
@@ -144,6 +161,10 @@ pub(super) async fn run_command(
     };
     // Also after a normal exit: background children of the command must not outlive it.
     kill_group(pid, &mut child);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(cage) = cage {
+        cage.kill_all().await;
+    }
     let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
     let stdout = collect(stdout).await;
     let stderr = collect(stderr).await;
@@ -171,23 +192,119 @@ pub(super) async fn run_command(
     Ok(out)
 }
 
-/// Refuses an argument that names a path outside the workspace: an absolute path outside the
-/// root, a `..` that climbs above it (from `cwd`), or an existing path that resolves outside
-/// through a symbolic link. `--flag=value` is checked by its value. This is defence in depth
-/// for programs that take paths; a program that can be told to open files some other way
-/// (a script interpreter, `-I..` style glued flags) is trusted with the workspace's user
-/// rights once it is on `agent.commands.allow` (see SECURITY.md).
-fn check_argument(ws: &Workspace, cwd: &Path, arg: &str) -> Result<(), ToolError> {
-    let value = match arg.split_once('=') {
-        Some((flag, value)) if flag.starts_with('-') => value,
-        _ => arg,
+/// Longest tail of a short-option cluster that is checked as a glued path (`PATH_MAX`).
+const MAX_GLUED_PATH: usize = 4096;
+
+/// Refuses arguments that name a path outside the workspace or one of the server's own files.
+///
+/// Each argument after the program is checked as a path (relative to `cwd`), and so are
+/// - its value after the first `=` (`--file=PATH`, `dd if=PATH`, `make VAR=PATH`),
+/// - in a short-option cluster (`-C/abs`, `-I..`, `-xf../a.tar`), every tail after the first
+///   option letter (a value glued to its option),
+/// - for `ln -s` / `--symbolic`, each target against the folder the link is made in (where the
+///   link will resolve it), not only against `cwd`.
+///
+/// A path is refused when it is absolute outside the root, when `..` climbs above the root
+/// (from `cwd`, lexically), when what exists of it resolves outside (a symbolic link out, also
+/// for a new name behind it, a `..` after a link, or a dangling link), or when it is one of the
+/// server's own files. This is defence in depth for programs that take paths; a program that
+/// can be told to open files some other way (a script interpreter, a config file it reads) is
+/// trusted with the workspace's user rights once it is on `agent.commands.allow` (see
+/// SECURITY.md).
+fn check_arguments(ws: &Workspace, cwd: &Path, argv: &[String]) -> Result<(), ToolError> {
+    for arg in &argv[1..] {
+        for candidate in path_candidates(arg) {
+            check_path(ws, cwd, arg, candidate)?;
+        }
+    }
+    if argv[0] == "ln" {
+        check_symlink_targets(ws, cwd, &argv[1..])?;
+    }
+    Ok(())
+}
+
+/// The strings of `arg` that may be used as paths (see [`check_arguments`]).
+fn path_candidates(arg: &str) -> Vec<&str> {
+    let mut out = vec![arg];
+    if let Some((_, value)) = arg.split_once('=') {
+        out.push(value);
+    }
+    if arg.starts_with('-') && !arg.starts_with("--") {
+        out.extend(
+            arg.char_indices()
+                .skip(2)
+                .map(|(i, _)| &arg[i..])
+                .filter(|tail| tail.len() <= MAX_GLUED_PATH),
+        );
+    }
+    out
+}
+
+/// `ln -s TARGET… LINK|DIR` (or `-t DIR TARGET…`): each target is resolved by the kernel from
+/// the link's folder, so it is checked from there.
+fn check_symlink_targets(ws: &Workspace, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
+    let is_short = |a: &str| a.starts_with('-') && !a.starts_with("--") && a.len() > 1;
+    let symbolic = args
+        .iter()
+        .any(|a| a == "--symbolic" || (is_short(a) && a[1..].contains('s')));
+    if !symbolic {
+        return Ok(());
+    }
+    let mut folder: Option<PathBuf> = None;
+    let mut operands: Vec<&String> = Vec::new();
+    let mut options_done = false;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if options_done || !arg.starts_with('-') || arg == "-" {
+            operands.push(arg);
+        } else if arg == "--" {
+            options_done = true;
+        } else if let Some(dir) = arg.strip_prefix("--target-directory=") {
+            folder = Some(cwd.join(dir));
+        } else if arg == "--target-directory" || arg == "-t" {
+            folder = args.next().map(|dir| cwd.join(dir));
+        } else if arg == "-S" || arg == "--suffix" {
+            args.next();
+        } else if is_short(arg)
+            && let Some((at, _)) = arg.char_indices().find(|(_, c)| *c == 't')
+            && at + 1 < arg.len()
+        {
+            folder = Some(cwd.join(&arg[at + 1..]));
+        }
+    }
+    let folder = match folder {
+        Some(dir) => dir,
+        None if operands.len() < 2 => cwd.to_path_buf(),
+        None => {
+            let Some(last) = operands.pop() else {
+                return Ok(());
+            };
+            let dest = cwd.join(last);
+            if dest.is_dir() {
+                dest
+            } else {
+                dest.parent()
+                    .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf)
+            }
+        }
     };
+    let folder = folder.canonicalize().unwrap_or(folder);
+    for target in operands {
+        check_path(ws, &folder, target, target)?;
+    }
+    Ok(())
+}
+
+/// Refuses `value` (from `arg`) as a path from `cwd` if it leads outside the workspace or to
+/// one of the server's own files.
+fn check_path(ws: &Workspace, cwd: &Path, arg: &str, value: &str) -> Result<(), ToolError> {
     if value.is_empty() || value == "/dev/null" {
         return Ok(());
     }
     let refuse = || {
         ToolError::Refused(format!(
-            "argument '{}' names a path outside the workspace; use paths inside it",
+            "argument '{}' names a path outside the workspace (or through a symbolic link out \
+             of it); use paths inside the workspace",
             crate::agent::plan::one_line(arg)
         ))
     };
@@ -214,16 +331,28 @@ fn check_argument(ws: &Workspace, cwd: &Path, arg: &str) -> Result<(), ToolError
     if !stays_inside {
         return Err(refuse());
     }
-    // Then on disk: an existing path must resolve inside (no symbolic link out).
-    if let Ok(real) = joined.canonicalize()
-        && !real.starts_with(ws.root())
-    {
+    // Then on disk, as the kernel will resolve it: what exists of the path must resolve
+    // inside. The deepest existing entry is resolved with every link and `..` in it, so a new
+    // name behind a link out, or a `..` after a link, is caught; a dangling link is refused.
+    let (existing, missing) = ws.deepest_existing(&joined);
+    let Ok(real) = existing.canonicalize() else {
         return Err(refuse());
+    };
+    if !real.starts_with(ws.root()) {
+        return Err(refuse());
+    }
+    let full = missing.iter().fold(real, |p, name| p.join(name));
+    if ws.protected().covers(&full) {
+        return Err(ToolError::Refused(format!(
+            "argument '{}' names one of the agent server's own files (configuration, task \
+             database, lock or audit log); commands may not touch it. Work on other files",
+            crate::agent::plan::one_line(arg)
+        )));
     }
     Ok(())
 }
 
-/// A resource to limit, its `prlimit(1)` flag, and the value.
+/// A resource to limit, its name in messages, and the value.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 type Limit = (rustix::process::Resource, &'static str, u64);
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -262,54 +391,51 @@ fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
     Vec::new()
 }
 
-/// util-linux `prlimit(1)` at a fixed system location (never looked up on the command PATH,
-/// which the model's workspace must not be able to influence).
-fn limits_wrapper() -> Option<&'static Path> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        ["/usr/bin/prlimit", "/bin/prlimit"]
-            .into_iter()
-            .map(Path::new)
-            .find(|p| is_executable(p))
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    None
+/// What the child does between `fork` and `exec`, in this order: join its cgroup, set its
+/// rlimits, change into its `cwd` (held open beneath the root).
+#[cfg(unix)]
+struct ChildSetup {
+    /// `cgroup.procs` of the command's cgroup, open for writing.
+    cgroup: Option<std::os::fd::OwnedFd>,
+    limits: Vec<Limit>,
+    cwd: std::os::fd::OwnedFd,
 }
 
-/// Without `prlimit(1)`: sets the limits on the started child with `prlimit(2)`.
-///
-/// The crate forbids `unsafe`, so there is no `pre_exec` to set them between fork and exec.
-/// The race: the program runs unlimited for the moment before the call lands, and a child it
-/// forks in that window keeps the old limits. The wall-clock timeout and the process-group
-/// kill still bound those.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn limit_resources(pid: Option<u32>, limits: &[Limit]) -> std::io::Result<()> {
-    use rustix::process::{Rlimit, prlimit};
-    let Some(pid) = pid
-        .and_then(|p| i32::try_from(p).ok())
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        // Already reaped: nothing left to limit.
-        return Ok(());
-    };
-    for &(resource, _, value) in limits {
-        let limit = Rlimit {
-            current: Some(value),
-            maximum: Some(value),
-        };
-        match prlimit(Some(pid), resource, limit) {
-            Ok(_) => {}
-            // The child exited (and was reaped) before we got to it.
-            Err(rustix::io::Errno::SRCH) => return Ok(()),
-            Err(e) => return Err(e.into()),
+#[cfg(unix)]
+impl ChildSetup {
+    /// Runs in the child after `fork`: only system calls (no allocation, no lock), which is
+    /// what is allowed there. An error stops the child before `exec` and fails the spawn.
+    fn apply(&self) -> std::io::Result<()> {
+        if let Some(procs) = &self.cgroup {
+            // `0` is "the writing process": the child moves itself before it can fork.
+            rustix::io::write(procs, b"0")?;
         }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        for &(resource, _, value) in &self.limits {
+            let limit = rustix::process::Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            };
+            rustix::process::setrlimit(resource, limit)?;
+        }
+        rustix::process::fchdir(&self.cwd)?;
+        Ok(())
     }
-    Ok(())
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn limit_resources(_pid: Option<u32>, _limits: &[Limit]) -> std::io::Result<()> {
-    Ok(())
+/// Has the child run [`ChildSetup::apply`] between `fork` and `exec`.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn set_up_child(command: &mut Command, setup: ChildSetup) {
+    // SAFETY: `pre_exec` runs the closure in the forked child, where only async-signal-safe
+    // operations are sound (another thread may have held the allocator's or any other lock at
+    // the fork). `ChildSetup::apply` makes only raw system calls through rustix (`write`,
+    // `prlimit64`, `fchdir`) on values prepared before the fork: it reads `setup` (moved into
+    // the closure, not mutated), does not allocate (a rustix `Errno` converts into
+    // `io::Error` without allocating), takes no lock and touches no thread-local state.
+    unsafe {
+        command.pre_exec(move || setup.apply());
+    }
 }
 
 /// Reads a pipe to its end, keeping its head and tail.
@@ -586,5 +712,64 @@ mod tests {
         assert!(out.contains("timed out"), "{}", &out[..200.min(out.len())]);
         assert!(out.contains("bytes omitted"));
         assert!(out.len() < 1200, "{} bytes", out.len());
+    }
+
+    /// The argument check beyond plain paths: `key=value`, glued short options, new names
+    /// behind a link out, `..` after an inside link, `ln -s` targets from the link's folder,
+    /// and the server's own files.
+    #[cfg(unix)]
+    #[test]
+    fn the_argument_check_covers_values_glued_options_new_names_and_link_targets() {
+        let base = tempfile::tempdir().unwrap();
+        let base_path = base.path().canonicalize().unwrap();
+        let ws_dir = base_path.join("ws");
+        std::fs::create_dir_all(ws_dir.join("a/b")).unwrap();
+        std::fs::write(ws_dir.join("agent.yaml"), "x").unwrap();
+        std::os::unix::fs::symlink(&base_path, ws_dir.join("out")).unwrap();
+        std::os::unix::fs::symlink(".", ws_dir.join("self")).unwrap();
+        let ws = Workspace::open(&ws_dir)
+            .unwrap()
+            .protect(super::super::ProtectedFiles::new([
+                ws_dir.join("agent.yaml")
+            ]));
+        let root = ws.root().to_path_buf();
+        let check = |cwd: &str, argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+            check_arguments(&ws, &root.join(cwd), &argv).map_err(|e| e.to_string())
+        };
+        let outside = base_path.display().to_string();
+        for (cwd, argv) in [
+            ("", vec!["dd", &*format!("if={outside}/x")]),
+            ("", vec!["make", "DESTDIR=../x"]),
+            ("", vec!["tar", &*format!("-C{outside}")]),
+            ("", vec!["tar", &*format!("-xf{outside}/a.tar")]),
+            ("", vec!["ls", "-I.."]),
+            ("", vec!["touch", "out/NEW"]),
+            ("", vec!["touch", "self/../NEW"]),
+            ("a/b", vec!["ln", "-s", "../x", "../../lnk"]),
+            ("a/b", vec!["ln", "-sf", "../x", "../../lnk"]),
+            ("a/b", vec!["ln", "--symbolic", "-t", "../..", "../x"]),
+            ("a/b", vec!["ln", "-s", "--target-directory=../..", "../x"]),
+        ] {
+            let e = check(cwd, &argv).unwrap_err();
+            assert!(
+                e.contains("names a path outside the workspace"),
+                "{argv:?}: {e}"
+            );
+        }
+        let e = check("", &["cat", "agent.yaml"]).unwrap_err();
+        assert!(e.contains("server's own files"), "{e}");
+        let e = check("a", &["cp", "../agent.yaml", "b/x"]).unwrap_err();
+        assert!(e.contains("server's own files"), "{e}");
+        for (cwd, argv) in [
+            ("", vec!["echo", "a..b", "s/../x/", "k=v", "-n"]),
+            ("", vec!["cat", "-n", "a"]),
+            ("", vec!["touch", "a/NEW"]),
+            ("a/b", vec!["ln", "-s", "../../agent", "lnk"]),
+            ("a/b", vec!["ln", "-s", "../x", "../lnk"]),
+            ("", vec!["ln", "-s", "x", "a/b/lnk"]),
+        ] {
+            assert_eq!(check(cwd, &argv), Ok(()), "{argv:?}");
+        }
     }
 }

@@ -105,8 +105,22 @@ pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, T
     ))
 }
 
+/// The mode bits a rewritten file keeps from the old one: permissions and the sticky bit, not
+/// setuid/setgid (the model must not be able to make a privileged program of its own).
+const KEPT_MODE_BITS: u32 = 0o1777;
+
+fn without_set_id(permissions: std::fs::Permissions) -> std::fs::Permissions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::Permissions::from_mode(permissions.mode() & KEPT_MODE_BITS)
+    }
+    #[cfg(not(unix))]
+    permissions
+}
+
 /// Writes `content` to a fresh file beside `target` (creating missing folders), keeps the old
-/// file's permissions, and renames it over `target`. Where the kernel allows, every step is
+/// file's permissions (setuid and setgid cleared), and renames it over `target`. Where the kernel allows, every step is
 /// made relative to the target's folder held open beneath the workspace root
 /// ([`Workspace::hold_dir`]), so a folder swapped on the way after the path was checked cannot
 /// redirect the write; elsewhere by path.
@@ -133,7 +147,7 @@ fn replace(ws: &Workspace, target: &Path, content: &[u8], shown: &str) -> Result
         if let Ok(meta) = std::fs::symlink_metadata(target)
             && meta.is_file()
         {
-            file.set_permissions(meta.permissions())?;
+            file.set_permissions(without_set_id(meta.permissions()))?;
         }
         file.sync_all()?;
         std::fs::rename(&temp, target)
@@ -167,7 +181,7 @@ fn replace_beneath(
         if let Ok(old) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
             && FileType::from_raw_mode(old.st_mode) == FileType::RegularFile
         {
-            rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & 0o7777))?;
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & KEPT_MODE_BITS))?;
         }
         file.sync_all()?;
         rustix::fs::renameat(dir, temp, dir, name)?;
@@ -324,5 +338,33 @@ mod tests {
             std::fs::read_to_string(dir.path().join("sub-old/a/b/c.txt")).unwrap(),
             "ok"
         );
+    }
+
+    /// A rewrite keeps the permissions but never setuid/setgid.
+    #[cfg(unix)]
+    #[test]
+    fn setuid_and_setgid_are_cleared_on_a_rewrite() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, ws) = ws();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        let args = WriteFileArgs {
+            path: "tool".into(),
+            content: "#!/bin/sh\nid\n".into(),
+        };
+        write_file(&ws, &args).unwrap();
+        let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755);
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let edit = EditFileArgs {
+            path: "tool".into(),
+            old_text: "id".into(),
+            new_text: "whoami".into(),
+            replace_all: false,
+        };
+        edit_file(&ws, &edit).unwrap();
+        let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755);
     }
 }

@@ -2,12 +2,11 @@
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 
 use serde::Deserialize;
 
 use super::ToolError;
-use super::workspace::{Workspace, io_error};
+use super::workspace::{PathError, Workspace, io_error};
 
 /// Most entries `list_dir` shows.
 const MAX_ENTRIES: usize = 1000;
@@ -54,23 +53,40 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Too
     let dir = ws.existing(&args.path)?;
     let shown = ws.display(&dir);
     if !dir.is_dir() {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is a file, not a folder; use read_file"
-        )));
+        return Err(not_a_folder(&shown));
     }
+    // Read through the folder held open beneath the root, never by path again: a folder
+    // swapped for a link after the check cannot redirect the listing.
+    let held = ws.open_dir(&dir).map_err(|e| match e {
+        PathError::Invalid(_) => not_a_folder(&shown),
+        e => e.into(),
+    })?;
     let mut entries: Vec<(String, String)> = Vec::new();
-    let reader = std::fs::read_dir(&dir).map_err(|e| io_error(&shown, &e))?;
-    for entry in reader {
-        let entry = entry.map_err(|e| io_error(&shown, &e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let kind = entry.file_type().map_err(|e| io_error(&shown, &e))?;
-        let line = if kind.is_symlink() {
-            format!("{name}@ (symbolic link)")
-        } else if kind.is_dir() {
-            format!("{name}/")
-        } else {
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            format!("{name} ({size} bytes)")
+    let mut reader = rustix::fs::Dir::read_from(&held).map_err(|e| io_error(&shown, &e.into()))?;
+    while let Some(entry) = reader.read() {
+        let entry = entry.map_err(|e| io_error(&shown, &e.into()))?;
+        let raw = entry.file_name();
+        if raw == c"." || raw == c".." {
+            continue;
+        }
+        let name = raw.to_string_lossy().into_owned();
+        let st = rustix::fs::statat(&held, raw, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+        let kind = st
+            .as_ref()
+            .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode))
+            .unwrap_or_else(|_| entry.file_type());
+        let line = match kind {
+            rustix::fs::FileType::Symlink => format!("{name}@ (symbolic link)"),
+            rustix::fs::FileType::Directory => format!("{name}/"),
+            rustix::fs::FileType::Fifo => format!("{name}| (FIFO)"),
+            rustix::fs::FileType::Socket => format!("{name}= (socket)"),
+            rustix::fs::FileType::CharacterDevice | rustix::fs::FileType::BlockDevice => {
+                format!("{name} (device)")
+            }
+            _ => {
+                let size = st.map(|st| st.st_size).unwrap_or(0);
+                format!("{name} ({size} bytes)")
+            }
         };
         entries.push((name, line));
     }
@@ -85,6 +101,10 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Too
         let _ = writeln!(out, "[{} more entries not shown]", total - MAX_ENTRIES);
     }
     Ok(out)
+}
+
+fn not_a_folder(shown: &str) -> ToolError {
+    ToolError::Refused(format!("'{shown}' is a file, not a folder; use read_file"))
 }
 
 pub(super) fn read_file(
@@ -164,57 +184,27 @@ pub(super) fn search_text(
     }
     let start = ws.existing(&args.path)?;
     let limit = args.max_results.unwrap_or(100).clamp(1, MAX_RESULTS);
-    let mut matches = Vec::new();
-    let mut scanned = 0usize;
-    let mut stack: Vec<PathBuf> = vec![start];
-    let mut truncated = false;
-    'walk: while let Some(path) = stack.pop() {
-        // Never follow links while walking: a link out would escape the workspace.
-        let Ok(meta) = path.symlink_metadata() else {
-            continue;
-        };
-        if meta.is_dir() {
-            let Ok(reader) = std::fs::read_dir(&path) else {
-                continue;
-            };
-            let mut children: Vec<PathBuf> = reader
-                .filter_map(Result::ok)
-                .filter(|e| !SKIPPED_DIRS.iter().any(|s| e.file_name() == *s))
-                .map(|e| e.path())
-                .collect();
-            children.sort();
-            stack.extend(children.into_iter().rev());
-            continue;
-        }
-        if !meta.is_file() || meta.len() > max_file_bytes as u64 {
-            continue;
-        }
-        scanned += 1;
-        if scanned > MAX_FILES_SCANNED {
-            truncated = true;
-            break;
-        }
-        let Ok(file) = ws.open_read(&path) else {
-            continue;
-        };
-        let Some(text) = read_text(file) else {
-            continue;
-        };
-        for (i, line) in text.lines().enumerate() {
-            if line.contains(&args.pattern) {
-                if matches.len() == limit {
-                    truncated = true;
-                    break 'walk;
-                }
-                matches.push(format!(
-                    "{}:{}: {}",
-                    ws.display(&path),
-                    i + 1,
-                    shorten(line.trim_end())
-                ));
-            }
-        }
+    let mut search = Search {
+        ws,
+        pattern: &args.pattern,
+        limit,
+        max_file_bytes,
+        matches: Vec::new(),
+        scanned: 0,
+        truncated: false,
+    };
+    if start.is_dir() {
+        // Walk through held folders: each entry is opened relative to its folder with
+        // O_NOFOLLOW, so no link is followed and no swap redirects the walk.
+        let held = ws.open_dir(&start)?;
+        search.walk(held, ws.display(&start));
+    } else {
+        let file = ws.open_read(&start)?;
+        search.scan(file, &ws.display(&start));
     }
+    let Search {
+        matches, truncated, ..
+    } = search;
     if matches.is_empty() {
         return Ok(format!("no matches for '{}'", args.pattern));
     }
@@ -229,10 +219,126 @@ pub(super) fn search_text(
     Ok(out)
 }
 
+/// Deepest folder `search_text` descends into.
+const MAX_DEPTH: usize = 64;
+
+struct Search<'a> {
+    ws: &'a Workspace,
+    pattern: &'a str,
+    limit: usize,
+    max_file_bytes: usize,
+    matches: Vec<String>,
+    scanned: usize,
+    truncated: bool,
+}
+
+impl Search<'_> {
+    /// Depth first, in name order; stops at the result limit or [`MAX_FILES_SCANNED`].
+    fn walk(&mut self, root: std::os::fd::OwnedFd, root_shown: String) {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        // (the folder, its entries left to visit in reverse order, its display path)
+        let names = entry_names(&root);
+        let mut stack = vec![(root, names, root_shown)];
+        loop {
+            let depth = stack.len();
+            let Some((dir, names, shown)) = stack.last_mut() else {
+                break;
+            };
+            let Some(name) = names.pop() else {
+                stack.pop();
+                continue;
+            };
+            let child_shown = if shown == "." {
+                name.to_string_lossy().into_owned()
+            } else {
+                format!("{shown}/{}", name.to_string_lossy())
+            };
+            let Ok(st) = rustix::fs::statat(&*dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    if SKIPPED_DIRS.iter().any(|s| name == *s) || depth >= MAX_DEPTH {
+                        continue;
+                    }
+                    let Ok(child) = rustix::fs::openat(
+                        &*dir,
+                        &name,
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    ) else {
+                        continue;
+                    };
+                    let names = entry_names(&child);
+                    stack.push((child, names, child_shown));
+                }
+                // Never links (a link out would escape), never FIFOs, devices or sockets.
+                FileType::RegularFile => {
+                    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > self.max_file_bytes as u64 {
+                        continue;
+                    }
+                    self.scanned += 1;
+                    if self.scanned > MAX_FILES_SCANNED {
+                        self.truncated = true;
+                        return;
+                    }
+                    let Ok(file) = self.ws.open_read_at(&*dir, &name, &child_shown) else {
+                        continue;
+                    };
+                    if !self.scan(file, &child_shown) {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds the matches of one file; `false` once the result limit is reached.
+    fn scan(&mut self, file: std::fs::File, shown: &str) -> bool {
+        let Some(text) = read_text(file, self.max_file_bytes) else {
+            return true;
+        };
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(self.pattern) {
+                if self.matches.len() == self.limit {
+                    self.truncated = true;
+                    return false;
+                }
+                self.matches
+                    .push(format!("{shown}:{}: {}", i + 1, shorten(line.trim_end())));
+            }
+        }
+        true
+    }
+}
+
+/// The entry names of a held folder, sorted and reversed for popping.
+fn entry_names(dir: &std::os::fd::OwnedFd) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut names = Vec::new();
+    if let Ok(mut reader) = rustix::fs::Dir::read_from(dir) {
+        while let Some(Ok(entry)) = reader.read() {
+            let raw = entry.file_name();
+            if raw != c"." && raw != c".." {
+                names.push(std::ffi::OsStr::from_bytes(raw.to_bytes()).to_owned());
+            }
+        }
+    }
+    names.sort();
+    names.reverse();
+    names
+}
+
 /// The file as text, or `None` for a binary file.
-fn read_text(mut file: std::fs::File) -> Option<String> {
+fn read_text(file: std::fs::File, max_bytes: usize) -> Option<String> {
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
+    file.take(max_bytes as u64 + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() > max_bytes {
+        return None;
+    }
     if bytes.contains(&0) {
         return None;
     }

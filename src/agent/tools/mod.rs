@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cgroup;
 mod command;
 mod edit;
 mod files;
@@ -52,7 +53,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::AgentConfig;
 use crate::ollama::ToolCall;
-pub use workspace::{PathError, Workspace};
+pub use cgroup::describe as describe_command_isolation;
+pub use workspace::{PathError, ProtectedFiles, Workspace};
+
+/// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).
+pub const DEFAULT_TOOL_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Every tool name, in the order they are offered.
 pub const TOOL_NAMES: [&str; 6] = [
@@ -73,6 +78,12 @@ pub struct ToolSettings {
     pub max_read_bytes: usize,
     pub max_output_bytes: usize,
     pub commands: CommandSettings,
+    /// The server's own files, refused by every tool even inside the workspace.
+    pub protected: ProtectedFiles,
+    /// Longest a file tool call (`list_dir`, `read_file`, `search_text`, `write_file`,
+    /// `edit_file`) may take; past it the call ends with an error and the task goes on.
+    /// `run_command` is bounded by `commands.timeout` instead.
+    pub tool_deadline: Duration,
 }
 
 /// `agent.commands`.
@@ -110,7 +121,16 @@ impl ToolSettings {
                 env: agent.commands.env.clone(),
                 limits: agent.commands.limits.clone(),
             },
+            protected: ProtectedFiles::default(),
+            tool_deadline: DEFAULT_TOOL_DEADLINE,
         }
+    }
+
+    /// Also refuses `paths` (the server's configuration file, database, audit log…) in every
+    /// tool, by path and by identity taken now (see [`ProtectedFiles`]). Call it when the
+    /// server starts, before the model runs.
+    pub fn protect(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.protected = self.protected.with(paths);
     }
 }
 
@@ -133,6 +153,11 @@ pub enum ToolError {
     Io(String),
     #[error("cancelled")]
     Cancelled,
+    #[error(
+        "{tool} did not finish within {limit} and was abandoned (a slow or stuck file system?); \
+         try a smaller folder or another file"
+    )]
+    Deadline { tool: &'static str, limit: String },
 }
 
 /// The enabled tools over one opened workspace.
@@ -146,7 +171,7 @@ pub struct Toolbox {
 impl Toolbox {
     /// Resolves the workspace root (it must be an existing folder).
     pub fn open(settings: &ToolSettings) -> Result<Toolbox, PathError> {
-        let workspace = Workspace::open(&settings.workspace)?;
+        let workspace = Workspace::open(&settings.workspace)?.protect(settings.protected.clone());
         let enabled = TOOL_NAMES
             .into_iter()
             .filter(|name| !settings.disabled.iter().any(|d| d == name))
@@ -224,31 +249,41 @@ impl Toolbox {
         let args = &call.function.arguments;
         let ws = self.workspace.clone();
         let max_read = self.settings.max_read_bytes;
+        let blocking = |work| blocking(tool, work, cancel, self.settings.tool_deadline);
         match tool {
             "list_dir" => {
                 let a: files::ListDirArgs = arguments(tool, files::LIST_DIR_EXPECTED, args)?;
-                blocking(move || files::list_dir(&ws, &a)).await
+                blocking(Box::new(move || files::list_dir(&ws, &a))).await
             }
             "read_file" => {
                 let a: files::ReadFileArgs = arguments(tool, files::READ_FILE_EXPECTED, args)?;
-                blocking(move || files::read_file(&ws, &a, max_read)).await
+                blocking(Box::new(move || files::read_file(&ws, &a, max_read))).await
             }
             "search_text" => {
                 let a: files::SearchArgs = arguments(tool, files::SEARCH_EXPECTED, args)?;
-                blocking(move || files::search_text(&ws, &a, max_read)).await
+                blocking(Box::new(move || files::search_text(&ws, &a, max_read))).await
             }
             "write_file" => {
                 let a: edit::WriteFileArgs = arguments(tool, edit::WRITE_FILE_EXPECTED, args)?;
-                blocking(move || edit::write_file(&ws, &a)).await
+                blocking(Box::new(move || edit::write_file(&ws, &a))).await
             }
             "edit_file" => {
                 let a: edit::EditFileArgs = arguments(tool, edit::EDIT_FILE_EXPECTED, args)?;
-                blocking(move || edit::edit_file(&ws, &a)).await
+                blocking(Box::new(move || edit::edit_file(&ws, &a))).await
             }
             "run_command" => {
                 let a: command::RunCommandArgs =
                     arguments(tool, command::RUN_COMMAND_EXPECTED, args)?;
-                command::run_command(&ws, &self.settings.commands, &a, cancel).await
+                // The command has its own timeout; this bounds what comes around it (starting,
+                // draining pipes, killing what is left).
+                let limit = self.settings.commands.timeout + COMMAND_DEADLINE_MARGIN;
+                tokio::select! {
+                    out = command::run_command(&ws, &self.settings.commands, &a, cancel) => out,
+                    () = tokio::time::sleep(limit) => Err(ToolError::Deadline {
+                        tool,
+                        limit: humantime::format_duration(limit).to_string(),
+                    }),
+                }
             }
             other => Err(ToolError::Unknown {
                 name: other.to_owned(),
@@ -258,14 +293,30 @@ impl Toolbox {
     }
 }
 
-/// Runs blocking file work off the async threads.
-async fn blocking<F>(work: F) -> Result<String, ToolError>
-where
-    F: FnOnce() -> Result<String, ToolError> + Send + 'static,
-{
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| Err(ToolError::Io(format!("the tool stopped unexpectedly: {e}"))))
+/// Extra time `run_command` gets past `agent.commands.timeout` before the call is abandoned.
+const COMMAND_DEADLINE_MARGIN: Duration = Duration::from_secs(15);
+
+type Work = Box<dyn FnOnce() -> Result<String, ToolError> + Send>;
+
+/// Runs blocking file work off the async threads, for at most `deadline`, and gives up at
+/// once when the task is cancelled. A thread stuck in the kernel is left behind (it holds no
+/// lock the worker needs); the worker goes on.
+async fn blocking(
+    tool: &'static str,
+    work: Work,
+    cancel: &CancellationToken,
+    deadline: Duration,
+) -> Result<String, ToolError> {
+    let handle = tokio::task::spawn_blocking(work);
+    tokio::select! {
+        done = handle => done
+            .unwrap_or_else(|e| Err(ToolError::Io(format!("the tool stopped unexpectedly: {e}")))),
+        () = cancel.cancelled() => Err(ToolError::Cancelled),
+        () = tokio::time::sleep(deadline) => Err(ToolError::Deadline {
+            tool,
+            limit: humantime::format_duration(deadline).to_string(),
+        }),
+    }
 }
 
 /// Some models send the arguments object as a JSON string; accept both.
@@ -454,5 +505,58 @@ mod tests {
             Toolbox::describe(&call("list_dir", json!(null))),
             "list_dir"
         );
+    }
+
+    /// A file tool stuck in the kernel does not hold the worker: the call ends at its
+    /// deadline, or at once when the task is cancelled.
+    #[tokio::test]
+    async fn a_stuck_file_tool_gives_up_at_its_deadline_and_on_cancel() {
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let stuck = std::sync::Arc::new(std::sync::Mutex::new(stuck));
+        let work =
+            |stuck: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>| -> Work {
+                Box::new(move || {
+                    let _ = stuck.lock().map(|rx| rx.recv());
+                    Ok("finished".into())
+                })
+            };
+        let cancel = CancellationToken::new();
+        let started = std::time::Instant::now();
+        let out = blocking(
+            "read_file",
+            work(stuck.clone()),
+            &cancel,
+            Duration::from_millis(200),
+        )
+        .await;
+        assert!(
+            matches!(
+                &out,
+                Err(ToolError::Deadline {
+                    tool: "read_file",
+                    ..
+                })
+            ),
+            "{out:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let text = out.unwrap_err().to_string();
+        assert!(text.contains("did not finish within 200ms"), "{text}");
+        let fired = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            fired.cancel();
+        });
+        let out = blocking(
+            "search_text",
+            work(stuck.clone()),
+            &cancel,
+            Duration::from_secs(3600),
+        )
+        .await;
+        assert!(matches!(out, Err(ToolError::Cancelled)), "{out:?}");
+        // Let the stuck threads go, so the runtime can stop.
+        let _ = release.send(());
+        let _ = release.send(());
     }
 }

@@ -121,13 +121,64 @@ fn open_connections(
     synchronous: crate::config::Synchronous,
 ) -> Result<Opened, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
+        create_private_dir(dir)
             .map_err(|e| format!("cannot create the folder {}: {e}", dir.display()))?;
     }
     let lock = lock_exclusively(path)?;
+    private_files(path)?;
     let writer = schema::open_writer(path, synchronous)?;
     let reader = schema::open_reader(path)?;
     Ok((lock, writer, reader))
+}
+
+/// Creates `dir` and its missing parents readable by the server's user only (0700): the
+/// database holds every caller's request texts. An existing folder is left as it is.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Makes the database and its `-wal`, `-shm` and `-journal` files readable by the server's user
+/// only (0600): creates the database empty with that mode if it is missing (SQLite gives its
+/// companion files the database's mode), and narrows the mode of existing ones.
+fn private_files(path: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            let file = Path::new(&name);
+            let Ok(meta) = std::fs::metadata(file) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode & 0o700))
+                    .map_err(|e| {
+                        format!("cannot make {} private (chmod 600 it): {e}", file.display())
+                    })?;
+                tracing::info!(
+                    path = %file.display(),
+                    was = format!("{:o}", mode & 0o777),
+                    "the task database was readable by others; it is now 0600"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Takes an exclusive lock on `<path>.lock` for as long as the returned file lives; the OS
@@ -136,10 +187,11 @@ fn open_connections(
 fn lock_exclusively(path: &Path) -> Result<std::fs::File, String> {
     let mut lock_path = path.as_os_str().to_owned();
     lock_path.push(".lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
         .open(&lock_path)
         .map_err(|e| format!("cannot open the lock file {}: {e}", lock_path.display()))?;
     #[cfg(unix)]

@@ -385,3 +385,27 @@ async fn a_hash_from_the_image_layer_is_used_without_decoding_again() {
     let loaded = store.task_images(t.id).await.unwrap();
     assert_eq!(loaded[0].data_base64, "already-validated");
 }
+
+/// The database holds every caller's request texts: its folder is 0700 and its files 0600,
+/// also when they were made readable by others before.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_database_folder_and_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let store = open(&dir).await;
+    let session = Session::new(None);
+    store.create_session(&session).await.unwrap();
+    let db = dir.path().join("db/tasks.db");
+    assert_eq!(mode(&dir.path().join("db")), 0o700);
+    for suffix in ["", "-wal", "-shm", ".lock"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", db.display()));
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    drop(store);
+    // An older database left readable by others is narrowed at the next open.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _store = open(&dir).await;
+    assert_eq!(mode(&db), 0o600);
+}
