@@ -124,6 +124,9 @@ fn main() -> ExitCode {
         Command::HashToken => return hash_token(),
         Command::Client(command) => return agent_mcp::client::main(command),
     };
+    // Dropping the runtime would wait for every blocking thread, one stuck in the kernel
+    // included (a tool on a hung file system): give them a moment, then leave them.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -230,4 +233,19 @@ async fn shutdown_signal() {
         let _ = ctrl_c.await;
     }
     info!("shutting down");
+    // The promise (README): stopped within 30 s of the signal, whatever is stuck.
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_BOUND);
+        eprintln!(
+            "agent-mcp: shutdown did not finish within {}s; exiting now",
+            SHUTDOWN_BOUND.as_secs()
+        );
+        std::process::exit(1);
+    });
 }
+
+/// Longest time from SIGINT/SIGTERM to the process's exit (README: at most 30 s).
+const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(29);
+
+/// How long the runtime waits for blocking threads at exit.
+const RUNTIME_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
