@@ -85,10 +85,13 @@ start_fake() {
 # The model takes about two seconds a reply (300 ms a streamed line), so that polling clients
 # see a task queued or running before it completes; the second one never answers, so that a
 # task stays running (and the next one queued) until it is cancelled.
+# A third takes about 20 s a reply, for a minute of polite polling.
 start_fake fast FAKE_OLLAMA_CHUNK_DELAY_MS=300
 start_fake hang FAKE_OLLAMA_REPLY=hang
+start_fake slow FAKE_OLLAMA_CHUNK_DELAY_MS=4000
 OLLAMA_URL="$(head -n1 "$WORK/fast.url")"
 OLLAMA_URL_HANG="$(head -n1 "$WORK/hang.url")"
+OLLAMA_URL_SLOW="$(head -n1 "$WORK/slow.url")"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -117,7 +120,7 @@ start_server() {
 
 # --- the clients ---------------------------------------------------------------------------
 
-export AGENT_MCP_BIN="$BIN" OLLAMA_URL OLLAMA_URL_HANG
+export AGENT_MCP_BIN="$BIN" OLLAMA_URL OLLAMA_URL_HANG OLLAMA_URL_SLOW
 status=0
 
 # run_suite <name> <command…>: fresh servers for this client, then the client program, bounded.
@@ -129,14 +132,16 @@ run_suite() {
   MCP_URL="$SERVER_URL"
   start_server "$name-hang" "$OLLAMA_URL_HANG"
   MCP_URL_HANG="$SERVER_URL"
+  start_server "$name-slow" "$OLLAMA_URL_SLOW"
+  MCP_URL_SLOW="$SERVER_URL"
   CLIENTS_WORK="$WORK/$name-stdio"
   mkdir -p "$CLIENTS_WORK"
   local started=$SECONDS
-  if ! MCP_URL="$MCP_URL" MCP_URL_HANG="$MCP_URL_HANG" CLIENTS_WORK="$CLIENTS_WORK" \
+  if ! MCP_URL="$MCP_URL" MCP_URL_HANG="$MCP_URL_HANG" MCP_URL_SLOW="$MCP_URL_SLOW" CLIENTS_WORK="$CLIENTS_WORK" \
       timeout --kill-after=10 900 "$@"; then
     status=1
     echo "== $name FAILED; server logs (last lines):" >&2
-    for log in "$WORK/server-$name-fast/server.log" "$WORK/server-$name-hang/server.log"; do
+    for log in "$WORK"/server-"$name"-*/server.log; do
       echo "-- $log" >&2
       tail -n 20 "$log" >&2 || true
     done

@@ -110,7 +110,7 @@ def make_client(transport: str, era: str, errlog: Any) -> Client:
     return Client(stdio_client(params, errlog=errlog), mode=mode, client_info=CLIENT_INFO, read_timeout_seconds=60)
 
 
-async def run_task(client: Client, arguments: dict[str, Any]) -> dict[str, str]:
+async def run_task(client: Client, arguments: dict[str, Any], max_polls: int = 120) -> dict[str, str]:
     """agent_run, then agent_status every second (the advertised poll interval) to the end."""
     started = await client.call_tool("agent_run", arguments)
     expect(not started.is_error, f"agent_run isError: {text_of(started)}")
@@ -118,7 +118,7 @@ async def run_task(client: Client, arguments: dict[str, Any]) -> dict[str, str]:
     expect(bool(UUID.match(run.get("task_id", ""))), f"agent_run text has no task_id: {text_of(started)!r}")
     expect(bool(UUID.match(run.get("session_id", ""))), f"agent_run text has no session_id: {text_of(started)!r}")
     seen: list[str] = []
-    for _ in range(120):
+    for _ in range(max_polls):
         result = await client.call_tool("agent_status", {"task_id": run["task_id"]})
         expect(not result.is_error, f"agent_status isError: {text_of(result)}")
         status = fields(text_of(result))
@@ -129,7 +129,7 @@ async def run_task(client: Client, arguments: dict[str, Any]) -> dict[str, str]:
             status["run_session_id"] = run["session_id"]
             return status
         await anyio.sleep(1)
-    raise CheckFailed(f"task {run['task_id']} did not finish in 120 polls; states {seen}")
+    raise CheckFailed(f"task {run['task_id']} did not finish in {max_polls} polls; states {seen}")
 
 
 async def one_combination(transport: str, era: str, errlog: Any) -> None:
@@ -151,14 +151,14 @@ async def one_combination(transport: str, era: str, errlog: Any) -> None:
                 connected = True
                 if await check(f"{tag} connect: negotiates {version}", lambda: negotiated(client)) is None:
                     return
-                await checks(client, tag, era)
+                await checks(client, tag, transport)
     except Exception as error:  # noqa: BLE001 - reported as a failed check
         failed += 1
         what = "the connection broke" if connected else f"connect: negotiates {version}"
         print(f"FAIL {tag} {what}: {describe(error)}", flush=True)
 
 
-async def checks(client: Client, tag: str, era: str) -> None:
+async def checks(client: Client, tag: str, transport: str) -> None:
     async def schemas() -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         expect(set(tools) == {"agent_run", "agent_status"}, f"tools {sorted(tools)}")
@@ -239,13 +239,51 @@ async def checks(client: Client, tag: str, era: str) -> None:
 
     await check(f"{tag} an unknown tool: JSON-RPC -32602, and the client carries on", unknown_tool)
 
+    if transport == "stdio" and first is not None:
+        # Over stdio there is one client, and it started the server: nothing to limit.
+        async def burst() -> None:
+            for i in range(500):
+                result = await client.call_tool("agent_status", {"task_id": first["task_id"]})
+                expect(not result.is_error, f"call {i + 1}: isError: {text_of(result)}")
+
+        await check(f"{tag} 500 agent_status calls in a burst: none refused", burst)
+
+
+async def polite_polling() -> None:
+    """A polite client is never refused: three tasks polled at once, each every second (the
+    advertised pollIntervalMs), for as long as they take (about 20 s each, one after another)."""
+    tag = "[http 2026-07-28]"
+
+    async def body() -> bool:
+        async with Client(env("MCP_URL_SLOW"), mode="auto", client_info=CLIENT_INFO, read_timeout_seconds=60) as client:
+            ended: dict[int, dict[str, str]] = {}
+
+            async def one(i: int) -> None:
+                ended[i] = await run_task(client, {"request": f"Polite task {i}."}, max_polls=240)
+
+            async with anyio.create_task_group() as group:
+                for i in range(3):
+                    group.start_soon(one, i)
+            for i, status in sorted(ended.items()):
+                expect(status.get("status") == "completed", f"task {i + 1} ended {status.get('status')}")
+        return True
+
+    await check(
+        f"{tag} three tasks polled at once with agent_status every 1 s until done (about 60 s): none refused",
+        body,
+        timeout=300,
+    )
+
 
 async def main() -> None:
     log_path = os.path.join(env("CLIENTS_WORK"), "python-stdio-servers.log")
     with open(log_path, "a", encoding="utf-8") as errlog:
-        for transport in ("http", "stdio"):
-            for era in ERAS:
-                await one_combination(transport, era, errlog)
+        # The minute of polite polling runs beside the other checks (on a server of its own).
+        async with anyio.create_task_group() as group:
+            group.start_soon(polite_polling)
+            for transport in ("http", "stdio"):
+                for era in ERAS:
+                    await one_combination(transport, era, errlog)
     print(f"{passed} passed, {failed} failed", flush=True)
     sys.exit(0 if failed == 0 else 1)
 

@@ -89,8 +89,8 @@ export function stdioParameters(ollamaUrl) {
 }
 
 /**
- * Connects the official client. `server` is "fast" (the fake answers at once) or "hang" (every
- * model call hangs until cancelled). Returns { client, transport, wire } where `wire` is the raw
+ * Connects the official client. `server` is "fast" (the fake model answers in about 2 s),
+ * "slow" (about 20 s) or "hang" (every model call hangs until cancelled). Returns { client, transport, wire } where `wire` is the raw
  * request path on the same transport (for ext-tasks).
  */
 export async function connect({ transport: kind, era, server = "fast" }) {
@@ -99,16 +99,11 @@ export async function connect({ transport: kind, era, server = "fast" }) {
     versionNegotiation: settings.versionNegotiation,
     capabilities: {},
   });
-  let transport;
-  if (kind === "http") {
-    transport = new StreamableHTTPClientTransport(
-      new URL(env(server === "hang" ? "MCP_URL_HANG" : "MCP_URL")),
-    );
-  } else {
-    transport = new StdioClientTransport(
-      stdioParameters(env(server === "hang" ? "OLLAMA_URL_HANG" : "OLLAMA_URL")),
-    );
-  }
+  const suffix = { fast: "", hang: "_HANG", slow: "_SLOW" }[server];
+  const transport =
+    kind === "http"
+      ? new StreamableHTTPClientTransport(new URL(env(`MCP_URL${suffix}`)))
+      : new StdioClientTransport(stdioParameters(env(`OLLAMA_URL${suffix}`)));
   await client.connect(transport, { timeout: 30_000 });
   const wire = new RawWire(transport);
   return { client, transport, wire, settings };

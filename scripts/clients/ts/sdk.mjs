@@ -179,10 +179,53 @@ async function cancelledTasks(transport, era) {
   }
 }
 
+/**
+ * A polite client must never be refused: three tasks followed at once, each polled at the
+ * pollIntervalMs the server advertises, for as long as they take (about 20 s each, run one after
+ * another: about a minute of polling).
+ */
+async function politePolling() {
+  const tag = "[http 2026-07-28]";
+  const conn = await check(`${tag} connect to the server whose model takes about 20 s a task`, () =>
+    connect({ transport: "http", era: "2026-07-28", server: "slow" }),
+  );
+  if (!conn) return;
+  const session = taskSession(conn, "http-slow");
+  try {
+    await check(
+      `${tag} ext-tasks: three tasks followed at once at the advertised pollIntervalMs all complete (none refused)`,
+      async () => {
+        const executions = await Promise.all(
+          [1, 2, 3].map((i) =>
+            session.callTool(
+              "agent_run",
+              { request: `Polite task ${i}.` },
+              { task: { preference: "prefer" }, requestTimeoutMs: 60_000 },
+            ),
+          ),
+        );
+        const settled = await Promise.all(executions.map((e) => e.settle()));
+        settled.forEach(({ outcome }, i) => {
+          if (outcome.status === "failed") throw outcome.error;
+          assert(outcome.status === "completed", `task ${i + 1}: outcome ${outcome.status}`);
+          const text = fields(textOf(outcome.result));
+          assert(text.status === "completed", `task ${i + 1}: status ${text.status}`);
+        });
+      },
+      300_000,
+    );
+  } finally {
+    await close(conn, session);
+  }
+}
+
+// The minute of polite polling runs beside the other checks (on a server of its own).
+const polite = politePolling();
 for (const transport of TRANSPORTS) {
   for (const era of Object.keys(ERAS)) {
     await completedTask(transport, era);
     await cancelledTasks(transport, era);
   }
 }
+await polite;
 summary();
