@@ -61,8 +61,9 @@ echo "node $("$NODE" --version), $("$PY" --version), mcp $("$PY" -c 'import impo
 
 echo "== building agent-mcp and the fake Ollama"
 cargo build --locked --quiet --bin agent-mcp --example fake_ollama
-BIN="$ROOT/target/debug/agent-mcp"
-FAKE="$ROOT/target/debug/examples/fake_ollama"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+BIN="$TARGET/debug/agent-mcp"
+FAKE="$TARGET/debug/examples/fake_ollama"
 
 WORK="$(mktemp -d)"
 PIDS=()
