@@ -6,7 +6,7 @@
 #   - the MCP Inspector CLI (scripts/clients/inspector),
 # each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era.
 # Every client program prints one line per check and "N passed, N failed"; any failure fails
-# the run.
+# the run. CLIENTS_KEEP_WORK=1 keeps the temporary folder with every server's log.
 #
 # Pinned versions are installed into .tools/ (nothing global) and reinstalled only when a pin
 # changes: Node 22 (shared with scripts/conformance.sh), the npm packages from the committed
@@ -70,7 +70,11 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  if [ -n "${CLIENTS_KEEP_WORK:-}" ]; then
+    echo "== kept $WORK (server logs: server-*/server.log, stdio servers: */stdio-*/server.log)"
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 
@@ -121,7 +125,8 @@ start_server() {
 
 # --- the clients ---------------------------------------------------------------------------
 
-export AGENT_MCP_BIN="$BIN" OLLAMA_URL OLLAMA_URL_HANG OLLAMA_URL_SLOW
+# (No AGENT_MCP_* names here: the server reads those as configuration and warns about the rest.)
+export CLIENTS_SERVER_BIN="$BIN" OLLAMA_URL OLLAMA_URL_HANG OLLAMA_URL_SLOW
 status=0
 
 # run_suite <name> <command…>: fresh servers for this client, then the client program, bounded.

@@ -103,7 +103,7 @@ async function combination(transport, era) {
       ? { url: env("MCP_URL") }
       : {
           // As a host starts it: in an empty folder, only the fake's Ollama URL and model set.
-          command: [env("AGENT_MCP_BIN"), "stdio"],
+          command: [env("CLIENTS_SERVER_BIN"), "stdio"],
           cwd: mkdtempSync(join(WORK, "stdio-")),
           env: [`OLLAMA_HOST=${env("OLLAMA_URL")}`, "AGENT_MCP_OLLAMA_MODEL=test-model", "RUST_LOG=warn"],
         };

@@ -102,7 +102,7 @@ def make_client(transport: str, era: str, errlog: Any) -> Client:
     # As a host starts it: `agent-mcp stdio` in its own empty folder, only the fake's Ollama URL
     # and model set.
     params = StdioServerParameters(
-        command=env("AGENT_MCP_BIN"),
+        command=env("CLIENTS_SERVER_BIN"),
         args=["stdio"],
         cwd=tempfile.mkdtemp(prefix="stdio-", dir=env("CLIENTS_WORK")),
         env={"OLLAMA_HOST": env("OLLAMA_URL"), "AGENT_MCP_OLLAMA_MODEL": "test-model", "RUST_LOG": "warn"},

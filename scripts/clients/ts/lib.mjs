@@ -80,7 +80,7 @@ export const CLIENT_INFO = { name: "agent-mcp-ci-ts-client", version: "1.0.0" };
 export function stdioParameters(ollamaUrl) {
   const work = mkdtempSync(join(env("CLIENTS_WORK"), "stdio-"));
   return {
-    command: env("AGENT_MCP_BIN"),
+    command: env("CLIENTS_SERVER_BIN"),
     args: ["stdio"],
     cwd: work,
     env: { OLLAMA_HOST: ollamaUrl, AGENT_MCP_OLLAMA_MODEL: "test-model", RUST_LOG: "warn" },
