@@ -67,6 +67,11 @@ FAKE="$TARGET/debug/examples/fake_ollama"
 
 WORK="$(mktemp -d)"
 PIDS=()
+# The servers and clients run as a user with nothing set up: no AGENT_MCP_* variables from the
+# caller, and a HOME (where the server keeps its state by default) that ends with this run.
+for var in $(compgen -e | grep -E '^(AGENT_MCP_|XDG_)' || true); do unset "$var"; done
+RUN_HOME="$WORK/home"
+mkdir -p "$RUN_HOME"
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -110,7 +115,7 @@ start_server() {
   port="$(free_port)"
   dir="$WORK/server-$name"
   mkdir -p "$dir"
-  (cd "$dir" && OLLAMA_HOST="$ollama" AGENT_MCP_OLLAMA_MODEL=test-model RUST_LOG=warn \
+  (cd "$dir" && HOME="$RUN_HOME" OLLAMA_HOST="$ollama" AGENT_MCP_OLLAMA_MODEL=test-model RUST_LOG=warn \
     exec "$BIN" serve --bind "127.0.0.1:$port") 2> "$dir/server.log" &
   PIDS+=($!)
   SERVER_URL="http://127.0.0.1:$port/mcp"
@@ -143,8 +148,9 @@ run_suite() {
   CLIENTS_WORK="$WORK/$name-stdio"
   mkdir -p "$CLIENTS_WORK"
   local started=$SECONDS
-  if ! MCP_URL="$MCP_URL" MCP_URL_HANG="$MCP_URL_HANG" MCP_URL_SLOW="$MCP_URL_SLOW" CLIENTS_WORK="$CLIENTS_WORK" \
-      timeout --kill-after=10 900 "$@"; then
+  # The stdio servers the clients start inherit HOME from them.
+  if ! HOME="$RUN_HOME" MCP_URL="$MCP_URL" MCP_URL_HANG="$MCP_URL_HANG" MCP_URL_SLOW="$MCP_URL_SLOW" \
+      CLIENTS_WORK="$CLIENTS_WORK" timeout --kill-after=10 900 "$@"; then
     status=1
     echo "== $name FAILED; server logs (last lines):" >&2
     for log in "$WORK"/server-"$name"-*/server.log; do
