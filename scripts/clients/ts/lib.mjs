@@ -121,6 +121,8 @@ export class RawWire {
   #transport;
   #pending = new Map();
   #next = 0;
+  /** Every request the transport could not deliver or the server refused (e.g. HTTP 429), as text. */
+  failures = [];
 
   constructor(transport) {
     this.#transport = transport;
@@ -166,12 +168,17 @@ export class RawWire {
         options.context?.headers ? { headers: options.context.headers } : undefined,
       );
     } catch (error) {
+      // ext-tasks retries failed reads quietly; keep them visible to the checks.
+      this.failures.push(`${request.method}: ${describe(error)}`);
       this.#pending.get(id)?.({ error: { code: -32603, message: `transport: ${describe(error)}` } });
       this.#pending.delete(id);
       throw error;
     }
     const message = await response;
-    if ("error" in message) return { kind: "error", error: message.error };
+    if ("error" in message) {
+      this.failures.push(`${request.method}: JSON-RPC ${message.error.code} ${message.error.message}`);
+      return { kind: "error", error: message.error };
+    }
     return { kind: "result", result: message.result };
   };
 

@@ -211,6 +211,9 @@ async function politePolling() {
           const text = fields(textOf(outcome.result));
           assert(text.status === "completed", `task ${i + 1}: status ${text.status}`);
         });
+        // ext-tasks retries a refused poll by itself, so count refusals on the wire.
+        const refused = conn.wire.failures;
+        assert(refused.length === 0, `${refused.length} requests refused, the first: ${refused[0]}`);
       },
       300_000,
     );
