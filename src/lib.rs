@@ -73,11 +73,20 @@ pub struct AgentMcp {
 impl AgentMcp {
     /// Opens the configured store, starts the agent's worker and builds the stack.
     pub async fn start(config: &Config) -> Result<AgentMcp, AgentError> {
+        Self::start_protecting(config, Vec::new()).await
+    }
+
+    /// [`AgentMcp::start`], keeping `protect` (e.g. the configuration file it was loaded from)
+    /// out of the agent's tools as well as the store and audit files, which always are.
+    pub async fn start_protecting(
+        config: &Config,
+        protect: Vec<std::path::PathBuf>,
+    ) -> Result<AgentMcp, AgentError> {
         let store: Arc<dyn TaskStore> = match config.store.backend {
             StoreBackend::Memory => Arc::new(MemoryStore::new()),
             StoreBackend::Sqlite => Arc::new(SqliteStore::open(&config.store).await?),
         };
-        Self::start_with_store(config, store).await
+        Self::start_inner(config, store, protect).await
     }
 
     /// Like [`AgentMcp::start`] with a store of your own.
@@ -85,9 +94,18 @@ impl AgentMcp {
         config: &Config,
         store: Arc<dyn TaskStore>,
     ) -> Result<AgentMcp, AgentError> {
-        // Before the worker starts, so a bad audit.file stops nothing half-started.
+        Self::start_inner(config, store, Vec::new()).await
+    }
+
+    async fn start_inner(
+        config: &Config,
+        store: Arc<dyn TaskStore>,
+        protect: Vec<std::path::PathBuf>,
+    ) -> Result<AgentMcp, AgentError> {
+        // Before the worker starts, so a bad audit.file stops nothing half-started. Also
+        // before the agent records the identity of the server's files: they exist by now.
         let audit = AuditLayer::from_config(&config.audit).map_err(AgentError::Audit)?;
-        let agent = Agent::start(config, store).await?;
+        let agent = Agent::start_protecting(config, store, protect).await?;
         Ok(AgentMcp {
             agent,
             config: config.clone(),

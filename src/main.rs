@@ -91,6 +91,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The file the configuration came from: the agent's tools must not touch it.
+    let config_file =
+        config_path.or_else(|| Some(PathBuf::from("agent.yaml")).filter(|p| p.is_file()));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -118,9 +121,9 @@ fn main() -> ExitCode {
             if let Some(bind) = bind {
                 config.http.bind = bind;
             }
-            runtime.block_on(serve_http(config))
+            runtime.block_on(serve_http(config, config_file))
         }
-        Command::Stdio { .. } => runtime.block_on(serve_stdio(config)),
+        Command::Stdio { .. } => runtime.block_on(serve_stdio(config, config_file)),
         Command::HashToken => return hash_token(),
         Command::Client(command) => return agent_mcp::client::main(command),
     };
@@ -173,8 +176,8 @@ fn init_logging(format: LogFormat) {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-async fn serve_stdio(config: Config) -> Result<(), BoxError> {
-    let server = AgentMcp::start(&config).await?;
+async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
+    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
     info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
@@ -189,11 +192,11 @@ async fn serve_stdio(config: Config) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn serve_http(config: Config) -> Result<(), BoxError> {
+async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
     let listener = tokio::net::TcpListener::bind(config.http.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
-    let server = AgentMcp::start(&config).await?;
+    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
     let addr = listener.local_addr()?;
     info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
     let metrics = agent_mcp::metrics::install()

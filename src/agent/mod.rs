@@ -61,9 +61,43 @@ impl AgentSettings {
             step_concurrency: config.agent.step_concurrency,
             max_iterations: config.agent.max_iterations,
             think: config.agent.think,
-            tools: tools::ToolSettings::from_config(&config.agent),
+            tools: {
+                let mut tools = tools::ToolSettings::from_config(&config.agent);
+                tools.protect(server_files(config));
+                tools
+            },
         }
     }
+}
+
+/// The files the server itself writes, which the agent's tools must not touch: the SQLite
+/// database with its `-wal`, `-shm`, `-journal` and `.lock` companions, and the audit log.
+/// The configuration file, and a database at a default location, are not known here: their
+/// loader adds them with [`tools::ToolSettings::protect`], or through
+/// [`crate::AgentMcp::start_protecting`].
+pub fn server_files(config: &Config) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    if config.store.backend == crate::config::StoreBackend::Sqlite
+        && let Some(db) = configured(config.store.path.clone())
+    {
+        for suffix in ["-wal", "-shm", "-journal", ".lock"] {
+            let mut name = db.clone().into_os_string();
+            name.push(suffix);
+            files.push(name.into());
+        }
+        files.push(db);
+    }
+    if config.audit.enabled
+        && let Some(audit) = &config.audit.file
+    {
+        files.push(audit.clone());
+    }
+    files
+}
+
+/// `store.path` when it names a file (a path, or a path that may be unset).
+fn configured(path: impl Into<Option<std::path::PathBuf>>) -> Option<std::path::PathBuf> {
+    path.into()
 }
 
 /// State shared by the service and the worker.
@@ -181,6 +215,16 @@ impl Agent {
     /// Builds the Ollama client, re-queues tasks the store has queued, and starts the worker.
     /// Needs a Tokio runtime.
     pub async fn start(config: &Config, store: Arc<dyn TaskStore>) -> Result<Agent, AgentError> {
+        Self::start_protecting(config, store, Vec::new()).await
+    }
+
+    /// [`Agent::start`], with more of the server's own files (e.g. its configuration file) out
+    /// of the tools' reach, besides the store and audit files of `config`.
+    pub async fn start_protecting(
+        config: &Config,
+        store: Arc<dyn TaskStore>,
+        protect: Vec<std::path::PathBuf>,
+    ) -> Result<Agent, AgentError> {
         let ollama = OllamaClient::new(
             &config.ollama.url,
             config.ollama.request_timeout,
@@ -197,12 +241,22 @@ impl Agent {
             store,
             queue: TaskQueue::new(),
             ollama,
-            settings: AgentSettings::from_config(config),
+            settings: {
+                let mut settings = AgentSettings::from_config(config);
+                settings.tools.protect(protect);
+                settings
+            },
             running: Mutex::new(None),
             cancel_on_arrival: Mutex::new(HashSet::new()),
             changes: watch::Sender::new(0),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
         });
+        if !core.settings.tools.commands.allow.is_empty() {
+            match tools::describe_command_isolation() {
+                Ok(how) => tracing::info!("run_command: {how}"),
+                Err(why) => tracing::warn!("run_command: {why}"),
+            }
+        }
         // A task a crash left planning/running cannot resume: it ends failed, with a reason.
         crate::store::fail_interrupted(core.store.as_ref()).await?;
         for task in core.store.tasks_in_state(TaskState::Queued).await? {
