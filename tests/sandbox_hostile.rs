@@ -30,7 +30,6 @@ const SET_ID: usize = 2;
 const OWN_FILES: usize = 12;
 const REAL_SERVER: usize = 3;
 /// Every hostile tool call of this file (the rustup test is a functional one, not counted).
-#[allow(dead_code)]
 const HOSTILE_CASES: usize =
     PATH_TRICKS + SPECIAL_FILES + SWAP_RACES + DAEMONS + LIMITS + SET_ID + OWN_FILES + REAL_SERVER;
 
@@ -757,5 +756,17 @@ async fn the_real_server_refuses_its_config_file_and_a_fifo_and_stops_on_sigterm
         started.elapsed() < Duration::from_secs(30),
         "SIGTERM took {:?}",
         started.elapsed()
+    );
+}
+
+/// SECURITY.md quotes the size of this suite; it must stay true.
+#[test]
+fn security_md_states_this_suites_case_count() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/SECURITY.md"))
+        .expect("SECURITY.md");
+    let claim = format!("attacker's tool calls ({HOSTILE_CASES} of them)");
+    assert!(
+        text.contains(&claim),
+        "SECURITY.md should say \"{claim}\" (tests/sandbox_hostile.rs sends {HOSTILE_CASES})"
     );
 }
