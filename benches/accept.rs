@@ -95,7 +95,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Nothing listens on the discard port: each task fails at once, after it was accepted.
     config.ollama.url = "http://127.0.0.1:9".into();
     config.store.backend = StoreBackend::Sqlite;
-    config.store.path = dir.path().join("store").join("agent-mcp.db");
+    config.store.path = Some(dir.path().join("store").join("agent-mcp.db"));
     config.store.synchronous = Synchronous::Full;
     config.rate_limit.per_minute = u32::MAX;
     config.rate_limit.burst = u32::MAX;

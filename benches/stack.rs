@@ -82,7 +82,7 @@ fn start(
     // Nothing listens on the discard port: the one task fails fast and then stays put.
     config.ollama.url = "http://127.0.0.1:9".into();
     config.store.backend = backend;
-    config.store.path = dir.join(format!("{backend:?}.db"));
+    config.store.path = Some(dir.join(format!("{backend:?}.db")));
     config.rate_limit.per_minute = u32::MAX;
     config.rate_limit.burst = u32::MAX;
     config.rate_limit.reads.per_minute = u32::MAX;

@@ -11,6 +11,11 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+mod paths;
+mod sources;
+
+pub use sources::{Loaded, Source, Sources};
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -356,8 +361,10 @@ pub struct StoreConfig {
     /// Where tasks and sessions live: `sqlite` (a file; survives restarts) or `memory` (lost
     /// on exit).
     pub backend: StoreBackend,
-    /// The SQLite file; a relative path is under the current directory. Its folder is created.
-    pub path: PathBuf,
+    /// The SQLite file; a relative path is under the current directory. Its folder is created
+    /// (0700). Unset: a file of its own for each workspace under the user's state directory
+    /// ([`Config::store_path`]), so the agent's tools never see it.
+    pub path: Option<PathBuf>,
     /// SQLite `synchronous`. `FULL`: a task is on disk, power loss included, before
     /// `agent_run` answers.
     pub synchronous: Synchronous,
@@ -371,7 +378,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             backend: StoreBackend::Sqlite,
-            path: PathBuf::from(".agent-mcp/agent-mcp.db"),
+            path: None,
             synchronous: Synchronous::Full,
             retention: Duration::from_secs(7 * 24 * 3600),
         }
@@ -382,7 +389,7 @@ impl StoreConfig {
     /// The default SQLite settings with the file at `path`.
     pub fn sqlite_at(path: impl Into<PathBuf>) -> Self {
         Self {
-            path: path.into(),
+            path: Some(path.into()),
             ..Self::default()
         }
     }
@@ -535,24 +542,34 @@ pub enum ConfigError {
 impl Config {
     /// Loads `path`; with `None`, `./agent.yaml` if it exists, else the defaults.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_with_file(path).map(|(config, _)| config)
+    }
+
+    /// [`Self::load`], also returning the file read and its text.
+    fn load_with_file(
+        path: Option<&Path>,
+    ) -> Result<(Config, Option<(PathBuf, String)>), ConfigError> {
         let path = match path {
             Some(p) => Some(p.to_path_buf()),
             None => Some(PathBuf::from("agent.yaml")).filter(|p| p.is_file()),
         };
-        let config = match path {
-            None => Config::default(),
+        match path {
+            None => Ok((Config::default(), None)),
             Some(path) => {
                 let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
                     path: path.clone(),
                     source,
                 })?;
-                Config::from_yaml(&text).map_err(|e| match e {
-                    ConfigError::Parse { message, .. } => ConfigError::Parse { path, message },
+                let config = Config::from_yaml(&text).map_err(|e| match e {
+                    ConfigError::Parse { message, .. } => ConfigError::Parse {
+                        path: path.clone(),
+                        message,
+                    },
                     other => other,
-                })?
+                })?;
+                Ok((config, Some((path, text))))
             }
-        };
-        Ok(config)
+        }
     }
 
     /// Applies `AGENT_MCP_*` environment overrides to every scalar key, then validates.
@@ -565,6 +582,16 @@ impl Config {
         self,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<(Config, Vec<String>), ConfigError> {
+        self.apply_env_overrides(vars)
+            .map(|(config, unknown, _)| (config, unknown))
+    }
+
+    /// [`Self::with_env_overrides`], also returning each key set and the variable that set it.
+    #[allow(clippy::type_complexity)]
+    fn apply_env_overrides(
+        self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Config, Vec<String>, Vec<(String, String)>), ConfigError> {
         let mut tree = serde_yaml_ng::to_value(&self).map_err(|e| ConfigError::Parse {
             path: PathBuf::from("<environment>"),
             message: e.to_string(),
@@ -572,7 +599,7 @@ impl Config {
         let mut keys = Vec::new();
         scalar_keys(&tree, String::new(), &mut keys);
         let mut unknown = Vec::new();
-        let mut applied = false;
+        let mut applied = Vec::new();
         for (name, value) in vars {
             let Some(suffix) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
@@ -591,9 +618,9 @@ impl Config {
                 path: PathBuf::from(format!("environment variable {name}")),
                 message: format!("{path}: {e}"),
             })?;
-            applied = true;
+            applied.push((path.clone(), name));
         }
-        let config = if applied {
+        let config = if !applied.is_empty() {
             serde_yaml_ng::from_value::<Config>(tree).map_err(|e| ConfigError::Parse {
                 path: PathBuf::from("<environment>"),
                 message: e.to_string(),
@@ -602,7 +629,7 @@ impl Config {
             self
         };
         config.validate()?;
-        Ok((config, unknown))
+        Ok((config, unknown, applied))
     }
 
     /// A copy safe to print: token hashes are replaced.
@@ -797,12 +824,15 @@ fn set_path(tree: &mut serde_yaml_ng::Value, path: &str, value: serde_yaml_ng::V
     }
 }
 
+/// `ollama.url` when neither the file, `AGENT_MCP_OLLAMA_URL` nor `OLLAMA_HOST` sets it.
+const DEFAULT_OLLAMA_URL: &str = "http://127.0.0.1:11434";
+
 fn default_ollama_url() -> String {
     std::env::var("OLLAMA_HOST")
         .ok()
         .map(|h| normalize_ollama_host(&h))
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "http://127.0.0.1:11434".into())
+        .unwrap_or_else(|| DEFAULT_OLLAMA_URL.into())
 }
 
 /// Turns an `OLLAMA_HOST` value (`host`, `host:port`, `0.0.0.0`, `http://host:port`) into a URL

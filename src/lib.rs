@@ -84,7 +84,16 @@ impl AgentMcp {
     ) -> Result<AgentMcp, AgentError> {
         let store: Arc<dyn TaskStore> = match config.store.backend {
             StoreBackend::Memory => Arc::new(MemoryStore::new()),
-            StoreBackend::Sqlite => Arc::new(SqliteStore::open(&config.store).await?),
+            StoreBackend::Sqlite => {
+                // The default file is per workspace, outside it (Config::store_path).
+                let mut store = config.store.clone();
+                store.path = Some(
+                    config
+                        .store_path()
+                        .map_err(|e| crate::store::StoreError::Unavailable(e.to_string()))?,
+                );
+                Arc::new(SqliteStore::open(&store).await?)
+            }
         };
         Self::start_inner(config, store, protect).await
     }

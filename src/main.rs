@@ -47,7 +47,9 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Check the configuration and print it as it will be used.
+    /// Check the configuration and print it as it will be used, each value with where it came
+    /// from (default, file, AGENT_MCP_* or OLLAMA_HOST); warn about the server's own files
+    /// inside the agent's workspace.
     CheckConfig {
         #[arg(long)]
         config: Option<PathBuf>,
@@ -74,26 +76,26 @@ fn main() -> ExitCode {
         | Command::CheckConfig { config } => config.clone(),
         Command::HashToken | Command::Client(_) => None,
     };
-    let loaded =
-        Config::load(config_path.as_deref()).and_then(|c| c.with_env_overrides(std::env::vars()));
-    let mut config = match loaded {
-        Ok((config, unknown)) => {
-            for name in unknown {
+    let (mut config, sources) = match Config::load_traced(config_path.as_deref(), std::env::vars())
+    {
+        Ok(loaded) => {
+            for name in loaded.unknown_env {
                 tracing::warn!(
                     "environment variable {name} names no configuration key; it is ignored \
                      (see `agent-mcp check-config` for the keys)"
                 );
             }
-            config
+            (loaded.config, loaded.sources)
         }
         Err(e) => {
             eprintln!("agent-mcp: configuration error: {e}");
             return ExitCode::from(2);
         }
     };
-    // The file the configuration came from: the agent's tools must not touch it.
-    let config_file =
-        config_path.or_else(|| Some(PathBuf::from("agent.yaml")).filter(|p| p.is_file()));
+    let config_file = sources.file().map(std::path::Path::to_path_buf);
+    for warning in config.overlap_warnings(config_file.as_deref()) {
+        tracing::warn!("{warning}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,16 +108,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::CheckConfig { .. } => {
-            return match serde_yaml_ng::to_string(&config.redacted()) {
-                Ok(text) => {
-                    print!("{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("agent-mcp: cannot print the configuration: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            print!("{}", config.annotated_yaml(&sources));
+            return ExitCode::SUCCESS;
         }
         Command::Serve { bind, .. } => {
             if let Some(bind) = bind {

@@ -14,10 +14,27 @@ fn agent_mcp() -> Command {
 fn the_example_config_documents_exactly_the_defaults() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/agent.yaml.example"))
         .expect("agent.yaml.example");
-    // OLLAMA_HOST changes the default URL; the example shows the built-in one.
-    let mut defaults = Config::default();
-    defaults.ollama.url = "http://127.0.0.1:11434".into();
+    // Values worked out at run time are not pinned: copying the example changes nothing.
+    let defaults = Config::default();
     assert_eq!(Config::from_yaml(&text).expect("example parses"), defaults);
+    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("yaml");
+    for (section, key) in [
+        ("ollama", "url"),
+        ("agent", "workspace"),
+        ("store", "path"),
+        ("http", "max_body_bytes"),
+        ("audit", "file"),
+    ] {
+        assert!(
+            tree[section].get(key).is_none(),
+            "agent.yaml.example pins {section}.{key}, whose default is derived at run time; \
+             leave it commented"
+        );
+        assert!(
+            text.contains(&format!("# {key}: ")),
+            "agent.yaml.example does not show {section}.{key} (commented)"
+        );
+    }
     // Every key of the effective configuration appears in the example.
     let effective = serde_yaml_ng::to_string(&defaults).unwrap();
     for line in effective.lines() {
@@ -99,12 +116,96 @@ fn ollama_host_supplies_the_url() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("url: http://127.0.0.1:11500"));
 }
 
+/// A user who exports `OLLAMA_HOST` and copies the example to ./agent.yaml gets that Ollama:
+/// a task runs to `completed` against it, and check-config says where the URL came from.
+#[tokio::test]
+async fn the_copied_example_talks_to_ollama_host() {
+    let fake = support::fake_ollama::FakeOllama::start_with(
+        support::fake_ollama::FakeConfig::default().with_model("qwen3:8b"),
+    )
+    .await;
+    // Ollama's own form: host:port, no scheme.
+    let host = fake.url().trim_start_matches("http://").to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/agent.yaml.example"),
+        dir.path().join("agent.yaml"),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let out = agent_mcp()
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env("OLLAMA_HOST", &host)
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let url_line = printed
+        .lines()
+        .find(|l| l.trim_start().starts_with("url:"))
+        .unwrap_or_default();
+    assert_eq!(
+        url_line.trim(),
+        format!("url: http://{host}  # environment OLLAMA_HOST={host}"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("model: qwen3:8b  # file agent.yaml"),
+        "{printed}"
+    );
+
+    // The real server, in that folder, with nothing else set.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("OLLAMA_HOST", &host)
+        .env("XDG_STATE_HOME", &state)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = listening_url(&mut child).await;
+    let client = support::harness::HttpClient::new(&url);
+    let task_id = client.agent_run("say hello").await;
+    let text = support::harness::wait_terminal(|| client.agent_status(&task_id)).await;
+    assert!(text.contains("status: completed"), "{text}");
+    assert!(text.contains("Hello from the fake model."), "{text}");
+    assert!(fake.chat_count() >= 1, "the task talked to OLLAMA_HOST");
+    // The default database is outside the folder the server (and its agent) works in.
+    assert!(!dir.path().join(".agent-mcp").exists());
+    assert!(state.join("agent-mcp/workspaces").is_dir());
+}
+
+/// Reads the server's stderr until it says where it listens; the MCP URL.
+async fn listening_url(child: &mut tokio::process::Child) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("server exited before listening");
+    })
+    .await
+    .expect("listening within 20 s");
+    // Keep draining stderr so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
+}
+
 /// The README's first command, `agent-mcp serve`, answers MCP on loopback and stops cleanly on
 /// SIGTERM.
 #[tokio::test]
 async fn serve_answers_on_loopback_and_stops_on_sigterm() {
-    use tokio::io::AsyncBufReadExt;
-
     let fake = support::fake_ollama::FakeOllama::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = support::harness::test_config(&fake.url());
@@ -117,17 +218,7 @@ async fn serve_answers_on_loopback_and_stops_on_sigterm() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("server exited before listening");
-    })
-    .await
-    .expect("listening within 20 s");
+    let url = listening_url(&mut child).await;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let client = support::harness::HttpClient::new(&url);
     let r = client.modern("tools/list", serde_json::json!({})).await;

@@ -51,7 +51,13 @@ impl SqliteStore {
     /// Opens (or creates) the file at `config.path`, creating its folder, and migrates the
     /// schema to the latest version.
     pub async fn open(config: &StoreConfig) -> Result<SqliteStore, StoreError> {
-        let path = config.path.clone();
+        // `AgentMcp::start` fills in the default location (`Config::store_path`).
+        let path = config.path.clone().ok_or_else(|| {
+            StoreError::Unavailable(
+                "no SQLite file given: set store.path, or resolve it with Config::store_path"
+                    .into(),
+            )
+        })?;
         let synchronous = config.synchronous;
         let shown: Arc<str> = path.display().to_string().into();
         let opened = tokio::task::spawn_blocking(move || open_connections(&path, synchronous))
