@@ -71,33 +71,12 @@ impl AgentSettings {
 }
 
 /// The files the server itself writes, which the agent's tools must not touch: the SQLite
-/// database with its `-wal`, `-shm`, `-journal` and `.lock` companions, and the audit log.
-/// The configuration file, and a database at a default location, are not known here: their
-/// loader adds them with [`tools::ToolSettings::protect`], or through
-/// [`crate::AgentMcp::start_protecting`].
+/// database where it is (configured, or at its default location) with its `-wal`, `-shm`,
+/// `-journal` and `.lock` companions, and the audit log ([`Config::own_files`]). The
+/// configuration file is not known here; its loader adds it with
+/// [`tools::ToolSettings::protect`], or through [`crate::AgentMcp::start_protecting`].
 pub fn server_files(config: &Config) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    if config.store.backend == crate::config::StoreBackend::Sqlite
-        && let Some(db) = configured(config.store.path.clone())
-    {
-        for suffix in ["-wal", "-shm", "-journal", ".lock"] {
-            let mut name = db.clone().into_os_string();
-            name.push(suffix);
-            files.push(name.into());
-        }
-        files.push(db);
-    }
-    if config.audit.enabled
-        && let Some(audit) = &config.audit.file
-    {
-        files.push(audit.clone());
-    }
-    files
-}
-
-/// `store.path` when it names a file (a path, or a path that may be unset).
-fn configured(path: impl Into<Option<std::path::PathBuf>>) -> Option<std::path::PathBuf> {
-    path.into()
+    config.own_files(None)
 }
 
 /// State shared by the service and the worker.
@@ -335,5 +314,30 @@ async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
         *core.running_slot() = None;
         // The runner has saved a terminal state (or skipped a task that was not queued).
         core.notify_task_changed(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tools refuse the database where the server keeps it, the default location (outside
+    /// the workspace unless the state directory is inside it) included, with its companions.
+    #[test]
+    fn the_tools_protect_the_database_where_it_is_and_the_audit_file() {
+        let mut config = Config::default();
+        config.audit.enabled = true;
+        config.audit.file = Some("audit/agent-mcp.log".into());
+        let db = config
+            .store_path()
+            .expect("a default store path (HOME or XDG_STATE_HOME is set)");
+        let protected = server_files(&config);
+        let mut wal = db.clone().into_os_string();
+        wal.push("-wal");
+        for wanted in [db.clone(), wal.into(), "audit/agent-mcp.log".into()] {
+            assert!(protected.contains(&wanted), "{wanted:?} in {protected:?}");
+        }
+        config.store.backend = crate::config::StoreBackend::Memory;
+        assert!(!server_files(&config).contains(&db));
     }
 }
