@@ -371,18 +371,25 @@ async fn rate_limits_say_when_to_retry() {
     let fake = FakeOllama::start().await;
     let mut config = test_config(&fake.url());
     config.rate_limit.enabled = true;
+    // One new task a minute: the first run spends it, the second run's agent_run is refused.
     config.rate_limit.per_minute = 1;
     config.rate_limit.burst = 1;
     let server = HttpServer::start(config).await;
-    // The first request (discover) uses the only token; agent_run is refused.
-    let out = run_client(client(&["run", "Hi.", "--url", &server.url])).await;
+    let first = run_client(client(&["run", "Hi.", "--url", &server.url])).await;
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let out = run_client(client(&["run", "Hi again.", "--url", &server.url])).await;
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.starts_with("agent-mcp: rate limited: retry in ") && stderr.ends_with(" s\n"),
         "{stderr}"
     );
-    assert_eq!(fake.chat_count(), 0);
+    assert_eq!(fake.chat_count(), 1, "only the first run reached the model");
 }
 
 #[tokio::test]
