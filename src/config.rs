@@ -158,12 +158,12 @@ pub struct AgentCommandsConfig {
     /// Extra environment variables for commands; nothing else of the server's environment
     /// is passed except `PATH`, `HOME` and `TMPDIR`.
     pub env: std::collections::BTreeMap<String, String>,
-    /// Resource limits set on each command's process (Linux, `prlimit`); null: no limit.
+    /// Resource limits set on each command's process before it starts (Linux); null: no limit.
     pub limits: CommandLimits,
 }
 
-/// `agent.commands.limits`: rlimits applied to each command right after it starts, inherited
-/// by its children.
+/// `agent.commands.limits`: rlimits set in each command's process before `exec`, inherited by
+/// its children; `processes` also caps the command's own cgroup where one can be made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CommandLimits {
@@ -174,7 +174,9 @@ pub struct CommandLimits {
     /// they use.
     #[serde(with = "exact_size::option")]
     pub address_space: Option<ByteSize>,
-    /// Processes (and threads) of the server's user, counted across the user (`RLIMIT_NPROC`).
+    /// Processes (and threads) of one command: the `pids.max` of its cgroup where the server
+    /// can make cgroups (root included), else `RLIMIT_NPROC` of the server's user, counted
+    /// across the user and not applied to root by the kernel.
     pub processes: Option<u64>,
     /// Largest file a command may write (`RLIMIT_FSIZE`).
     #[serde(with = "exact_size::option")]
