@@ -1,18 +1,28 @@
-//! `agent.yaml`: types, defaults and validation.
+//! `agent.yaml`: the configuration types and their defaults (this file), and beside them
+//! reading the file (`load`), `AGENT_MCP_*` overrides (`env`), validation (`validate`), the
+//! source of each value (`sources`), the server's own file locations (`paths`) and the serde
+//! adapters for sizes and durations (`serde_with`).
 //!
 //! Every key has a default, so no file is needed to start. Unknown keys and bad values are
 //! errors that name the key (`ollama.temperature: …`). `OLLAMA_HOST` (Ollama's own variable)
 //! supplies `ollama.url` when the file does not set it.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+mod env;
+mod load;
 mod paths;
+mod serde_with;
 mod sources;
+mod validate;
+
+pub use env::ENV_PREFIX;
+use serde_with::{exact_size, humantime_serde_compat};
 
 pub use sources::{Loaded, Source, Sources};
 
@@ -207,72 +217,6 @@ impl Default for AgentCommandsConfig {
     }
 }
 
-impl AgentConfig {
-    /// Checks the `agent` section.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
-        if !(1..=64).contains(&self.max_steps) {
-            return invalid("agent.max_steps", "must be from 1 through 64".into());
-        }
-        if !(1..=16).contains(&self.step_concurrency) {
-            return invalid("agent.step_concurrency", "must be from 1 through 16".into());
-        }
-        if self.max_iterations == 0 {
-            return invalid("agent.max_iterations", "must be greater than 0".into());
-        }
-        for name in &self.tools.disabled {
-            if !crate::agent::tools::TOOL_NAMES.contains(&name.as_str()) {
-                return invalid(
-                    "agent.tools.disabled",
-                    format!(
-                        "unknown tool '{name}'; tools are {}",
-                        crate::agent::tools::TOOL_NAMES.join(", ")
-                    ),
-                );
-            }
-        }
-        if self.tools.max_read_bytes.as_u64() == 0 || self.tools.max_output_bytes.as_u64() == 0 {
-            return invalid(
-                "agent.tools",
-                "max_read_bytes and max_output_bytes must be greater than 0".into(),
-            );
-        }
-        for program in &self.commands.allow {
-            if program.is_empty() || program.contains(['/', '\\']) {
-                return invalid(
-                    "agent.commands.allow",
-                    format!("'{program}' must be a bare program name found on PATH, e.g. cargo"),
-                );
-            }
-        }
-        if self.commands.timeout.is_zero() {
-            return invalid("agent.commands.timeout", "must be greater than 0".into());
-        }
-        let limits = &self.commands.limits;
-        if limits.cpu_time.is_some_and(|t| t.as_secs() == 0)
-            || limits
-                .address_space
-                .is_some_and(|b| b.as_u64() < 1024 * 1024)
-            || limits.processes == Some(0)
-            || limits.file_size.is_some_and(|b| b.as_u64() == 0)
-        {
-            return invalid(
-                "agent.commands.limits",
-                "cpu_time must be at least 1s, address_space at least 1 MiB, processes and \
-                 file_size greater than 0; use null for no limit"
-                    .into(),
-            );
-        }
-        if self.commands.max_output_bytes.as_u64() == 0 {
-            return invalid(
-                "agent.commands.max_output_bytes",
-                "must be greater than 0".into(),
-            );
-        }
-        Ok(())
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
@@ -323,7 +267,7 @@ pub struct McpConfig {
     pub images: ImageLimits,
 }
 
-/// `mcp.images`: seed 000 §2.2 limits.
+/// `mcp.images`: the limits on `agent_run`'s images.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImageLimits {
@@ -455,9 +399,9 @@ pub struct TokenConfig {
 
 /// `rate_limit`: per-caller request limits, in two budgets that follow what a call costs.
 ///
-/// Creating a task (`tools/call agent_run`) spends the main budget: seed 002's 60 per minute
-/// per user. Everything else (`agent_status`, `tasks/*`, `tools/list`, `server/discover`)
-/// spends [`ReadBudget`], large enough that a client polling its tasks at the advertised
+/// Creating a task (`tools/call agent_run`) spends the main budget: 60 per minute per caller.
+/// Everything else (`agent_status`, `tasks/*`, `tools/list`, `server/discover`) spends
+/// [`ReadBudget`], large enough that a client polling its tasks at the advertised
 /// `pollIntervalMs` never meets it. stdio is not limited unless `stdio: true`: its one client
 /// started the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -541,291 +485,6 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
-impl Config {
-    /// Loads `path`; with `None`, `./agent.yaml` if it exists, else the defaults.
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        Self::load_with_file(path).map(|(config, _)| config)
-    }
-
-    /// [`Self::load`], also returning the file read and its text.
-    fn load_with_file(
-        path: Option<&Path>,
-    ) -> Result<(Config, Option<(PathBuf, String)>), ConfigError> {
-        let path = match path {
-            Some(p) => Some(p.to_path_buf()),
-            None => Some(PathBuf::from("agent.yaml")).filter(|p| p.is_file()),
-        };
-        match path {
-            None => Ok((Config::default(), None)),
-            Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                let config = Config::from_yaml(&text).map_err(|e| match e {
-                    ConfigError::Parse { message, .. } => ConfigError::Parse {
-                        path: path.clone(),
-                        message,
-                    },
-                    other => other,
-                })?;
-                Ok((config, Some((path, text))))
-            }
-        }
-    }
-
-    /// Applies `AGENT_MCP_*` environment overrides to every scalar key, then validates.
-    ///
-    /// The variable of a key is its path in capitals with `_` for `.`: `ollama.model` is
-    /// `AGENT_MCP_OLLAMA_MODEL`, `mcp.images.max_bytes` is `AGENT_MCP_MCP_IMAGES_MAX_BYTES`.
-    /// Values are read as YAML scalars (`0.2`, `true`, `"10 MiB"`, `null`). Returns the
-    /// `AGENT_MCP_*` variables that name no key (typos), for the caller to warn about.
-    pub fn with_env_overrides(
-        self,
-        vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<(Config, Vec<String>), ConfigError> {
-        self.apply_env_overrides(vars)
-            .map(|(config, unknown, _)| (config, unknown))
-    }
-
-    /// [`Self::with_env_overrides`], also returning each key set and the variable that set it.
-    #[allow(clippy::type_complexity)]
-    fn apply_env_overrides(
-        self,
-        vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<(Config, Vec<String>, Vec<(String, String)>), ConfigError> {
-        let mut tree = serde_yaml_ng::to_value(&self).map_err(|e| ConfigError::Parse {
-            path: PathBuf::from("<environment>"),
-            message: e.to_string(),
-        })?;
-        let mut keys = Vec::new();
-        scalar_keys(&tree, String::new(), &mut keys);
-        let mut unknown = Vec::new();
-        let mut applied = Vec::new();
-        for (name, value) in vars {
-            let Some(suffix) = name.strip_prefix(ENV_PREFIX) else {
-                continue;
-            };
-            let Some(path) = keys.iter().find(|k| env_suffix(k) == suffix) else {
-                if !ENV_NOT_CONFIG.contains(&name.as_str()) {
-                    unknown.push(name);
-                }
-                continue;
-            };
-            let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&value)
-                .unwrap_or(serde_yaml_ng::Value::String(value.clone()));
-            set_path(&mut tree, path, parsed);
-            // Deserialise after each variable so an error names the one that caused it.
-            serde_yaml_ng::from_value::<Config>(tree.clone()).map_err(|e| ConfigError::Parse {
-                path: PathBuf::from(format!("environment variable {name}")),
-                message: format!("{path}: {e}"),
-            })?;
-            applied.push((path.clone(), name));
-        }
-        let config = if !applied.is_empty() {
-            serde_yaml_ng::from_value::<Config>(tree).map_err(|e| ConfigError::Parse {
-                path: PathBuf::from("<environment>"),
-                message: e.to_string(),
-            })?
-        } else {
-            self
-        };
-        config.validate()?;
-        Ok((config, unknown, applied))
-    }
-
-    /// A copy safe to print: token hashes are replaced.
-    pub fn redacted(&self) -> Config {
-        let mut copy = self.clone();
-        for token in &mut copy.auth.tokens {
-            token.sha256 = "<redacted>".into();
-        }
-        copy
-    }
-
-    /// Parses and validates YAML text. An empty document means all defaults.
-    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = if text.trim().is_empty() {
-            Config::default()
-        } else {
-            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse {
-                path: PathBuf::from("<yaml>"),
-                message: e.to_string(),
-            })?
-        };
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Checks values serde cannot.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
-        let url = self.ollama.url.as_str();
-        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
-            return invalid(
-                "ollama.url",
-                format!("\"{url}\" is not an http:// or https:// URL"),
-            );
-        }
-        if self.ollama.model.trim().is_empty() {
-            return invalid("ollama.model", "must name a model, e.g. qwen3:8b".into());
-        }
-        if let Some(t) = self.ollama.temperature
-            && !(0.0..=2.0).contains(&t)
-        {
-            return invalid(
-                "ollama.temperature",
-                format!("must be from 0.0 through 2.0, got {t}"),
-            );
-        }
-        if self.ollama.num_ctx == 0 {
-            return invalid("ollama.num_ctx", "must be greater than 0".into());
-        }
-        if self.ollama.request_timeout.is_zero() {
-            return invalid("ollama.request_timeout", "must be greater than 0".into());
-        }
-        if self.ollama.connect_timeout.is_zero() {
-            return invalid("ollama.connect_timeout", "must be greater than 0".into());
-        }
-        if self.ollama.max_reply_bytes.as_u64() == 0 {
-            return invalid("ollama.max_reply_bytes", "must be greater than 0".into());
-        }
-        if self.ollama.retries > 10 {
-            return invalid("ollama.retries", "must be from 0 through 10".into());
-        }
-        if self.store.retention < Duration::from_secs(60) {
-            return invalid(
-                "store.retention",
-                format!(
-                    "must be at least 1m, so clients can still read a finished task's result \
-                     (got {}); e.g. 1h or 7d",
-                    humantime::format_duration(self.store.retention)
-                ),
-            );
-        }
-        if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
-            return invalid(
-                "http",
-                "header_timeout and body_timeout must be greater than 0".into(),
-            );
-        }
-        let images = &self.mcp.images;
-        if images.max_bytes.as_u64() == 0 {
-            return invalid("mcp.images.max_bytes", "must be greater than 0".into());
-        }
-        if images.max_total_bytes < images.max_bytes {
-            return invalid(
-                "mcp.images.max_total_bytes",
-                format!(
-                    "must be at least mcp.images.max_bytes ({})",
-                    images.max_bytes.display().iec()
-                ),
-            );
-        }
-        if let Some(cap) = self.http.max_body_bytes
-            && cap.as_u64() < 1024
-        {
-            return invalid(
-                "http.max_body_bytes",
-                "must be at least 1 KiB to carry any request".into(),
-            );
-        }
-        for (i, token) in self.auth.tokens.iter().enumerate() {
-            if token.name.trim().is_empty() {
-                return invalid("auth.tokens", format!("entry {i} has an empty name"));
-            }
-            let hex = token.sha256.len() == 64
-                && token
-                    .sha256
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !hex {
-                return invalid(
-                    "auth.tokens",
-                    format!(
-                        "entry {i} ({}): sha256 must be 64 lowercase hex digits; \
-                         print it with `agent-mcp hash-token`",
-                        token.name
-                    ),
-                );
-            }
-        }
-        self.agent.validate()?;
-        if self.rate_limit.enabled {
-            if self.rate_limit.per_minute == 0 {
-                return invalid(
-                    "rate_limit.per_minute",
-                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
-                        .into(),
-                );
-            }
-            if self.rate_limit.burst == 0 {
-                return invalid("rate_limit.burst", "must be greater than 0".into());
-            }
-            if self.rate_limit.reads.per_minute == 0 {
-                return invalid(
-                    "rate_limit.reads.per_minute",
-                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
-                        .into(),
-                );
-            }
-            if self.rate_limit.reads.burst == 0 {
-                return invalid("rate_limit.reads.burst", "must be greater than 0".into());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Prefix of the environment variables that override configuration keys.
-pub const ENV_PREFIX: &str = "AGENT_MCP_";
-
-/// `AGENT_MCP_*` variables that are not configuration keys (the terminal client's token).
-const ENV_NOT_CONFIG: &[&str] = &["AGENT_MCP_TOKEN"];
-
-fn env_suffix(path: &str) -> String {
-    path.replace('.', "_").to_ascii_uppercase()
-}
-
-/// Dotted paths of every scalar (or null) leaf of a configuration tree.
-fn scalar_keys(value: &serde_yaml_ng::Value, prefix: String, out: &mut Vec<String>) {
-    match value {
-        serde_yaml_ng::Value::Mapping(map) => {
-            for (k, v) in map {
-                if let Some(k) = k.as_str() {
-                    let path = if prefix.is_empty() {
-                        k.to_owned()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    scalar_keys(v, path, out);
-                }
-            }
-        }
-        serde_yaml_ng::Value::Sequence(_) | serde_yaml_ng::Value::Tagged(_) => {}
-        _ => out.push(prefix),
-    }
-}
-
-fn set_path(tree: &mut serde_yaml_ng::Value, path: &str, value: serde_yaml_ng::Value) {
-    let mut node = tree;
-    let mut parts = path.split('.').peekable();
-    while let Some(part) = parts.next() {
-        let serde_yaml_ng::Value::Mapping(map) = node else {
-            return;
-        };
-        let key = serde_yaml_ng::Value::String(part.to_owned());
-        if parts.peek().is_none() {
-            map.insert(key, value);
-            return;
-        }
-        match map.get_mut(&key) {
-            Some(next) => node = next,
-            None => return,
-        }
-    }
-}
-
 /// `ollama.url` when neither the file, `AGENT_MCP_OLLAMA_URL` nor `OLLAMA_HOST` sets it.
 const DEFAULT_OLLAMA_URL: &str = "http://127.0.0.1:11434";
 
@@ -858,84 +517,6 @@ pub fn normalize_ollama_host(value: &str) -> String {
         h => h,
     };
     format!("{scheme}://{host}:{port}")
-}
-
-/// Byte sizes that print back exactly: `"10 MiB"` when the value is a whole number of KiB, MiB
-/// or GiB, else the plain byte count (bytesize's own `Serialize` rounds, e.g. 1537 → "1.5 KiB").
-/// Reading accepts both forms.
-mod exact_size {
-    use bytesize::ByteSize;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(size: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
-        let bytes = size.as_u64();
-        for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-            if bytes > 0 && bytes.is_multiple_of(unit) {
-                return s.serialize_str(&format!("{} {name}", bytes / unit));
-            }
-        }
-        s.serialize_u64(bytes)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
-        ByteSize::deserialize(d)
-    }
-
-    pub mod option {
-        use bytesize::ByteSize;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(size: &Option<ByteSize>, s: S) -> Result<S::Ok, S::Error> {
-            match size {
-                Some(size) => super::serialize(size, s),
-                None => s.serialize_none(),
-            }
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ByteSize>, D::Error> {
-            Option::<ByteSize>::deserialize(d)
-        }
-    }
-}
-
-/// Durations as humantime strings (`"10m"`, `"5s"`, `"7d"`).
-mod humantime_serde_compat {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            serde::de::Error::custom(format!(
-                "\"{text}\" is not a duration ({e}); write e.g. \"30s\", \"10m\" or \"7d\""
-            ))
-        })
-    }
-
-    /// `Option<Duration>`: null, or a humantime string.
-    pub mod option {
-        use std::time::Duration;
-
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-            match d {
-                Some(d) => super::serialize(d, s),
-                None => s.serialize_none(),
-            }
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-            #[derive(Deserialize)]
-            struct Wrapped(#[serde(deserialize_with = "super::deserialize")] Duration);
-            Ok(Option::<Wrapped>::deserialize(d)?.map(|Wrapped(d)| d))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,193 @@
+//! The checks serde cannot make: ranges, non-empty values, URL shapes, consistency between
+//! keys. Every error names its key and says what to do.
+
+use std::time::Duration;
+
+use super::{AgentConfig, Config, ConfigError};
+
+impl Config {
+    /// Checks values serde cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        let url = self.ollama.url.as_str();
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
+            return invalid(
+                "ollama.url",
+                format!("\"{url}\" is not an http:// or https:// URL"),
+            );
+        }
+        if self.ollama.model.trim().is_empty() {
+            return invalid("ollama.model", "must name a model, e.g. qwen3:8b".into());
+        }
+        if let Some(t) = self.ollama.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return invalid(
+                "ollama.temperature",
+                format!("must be from 0.0 through 2.0, got {t}"),
+            );
+        }
+        if self.ollama.num_ctx == 0 {
+            return invalid("ollama.num_ctx", "must be greater than 0".into());
+        }
+        if self.ollama.request_timeout.is_zero() {
+            return invalid("ollama.request_timeout", "must be greater than 0".into());
+        }
+        if self.ollama.connect_timeout.is_zero() {
+            return invalid("ollama.connect_timeout", "must be greater than 0".into());
+        }
+        if self.ollama.max_reply_bytes.as_u64() == 0 {
+            return invalid("ollama.max_reply_bytes", "must be greater than 0".into());
+        }
+        if self.ollama.retries > 10 {
+            return invalid("ollama.retries", "must be from 0 through 10".into());
+        }
+        if self.store.retention < Duration::from_secs(60) {
+            return invalid(
+                "store.retention",
+                format!(
+                    "must be at least 1m, so clients can still read a finished task's result \
+                     (got {}); e.g. 1h or 7d",
+                    humantime::format_duration(self.store.retention)
+                ),
+            );
+        }
+        if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
+            return invalid(
+                "http",
+                "header_timeout and body_timeout must be greater than 0".into(),
+            );
+        }
+        let images = &self.mcp.images;
+        if images.max_bytes.as_u64() == 0 {
+            return invalid("mcp.images.max_bytes", "must be greater than 0".into());
+        }
+        if images.max_total_bytes < images.max_bytes {
+            return invalid(
+                "mcp.images.max_total_bytes",
+                format!(
+                    "must be at least mcp.images.max_bytes ({})",
+                    images.max_bytes.display().iec()
+                ),
+            );
+        }
+        if let Some(cap) = self.http.max_body_bytes
+            && cap.as_u64() < 1024
+        {
+            return invalid(
+                "http.max_body_bytes",
+                "must be at least 1 KiB to carry any request".into(),
+            );
+        }
+        for (i, token) in self.auth.tokens.iter().enumerate() {
+            if token.name.trim().is_empty() {
+                return invalid("auth.tokens", format!("entry {i} has an empty name"));
+            }
+            let hex = token.sha256.len() == 64
+                && token
+                    .sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entry {i} ({}): sha256 must be 64 lowercase hex digits; \
+                         print it with `agent-mcp hash-token`",
+                        token.name
+                    ),
+                );
+            }
+        }
+        self.agent.validate()?;
+        if self.rate_limit.enabled {
+            if self.rate_limit.per_minute == 0 {
+                return invalid(
+                    "rate_limit.per_minute",
+                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
+                        .into(),
+                );
+            }
+            if self.rate_limit.burst == 0 {
+                return invalid("rate_limit.burst", "must be greater than 0".into());
+            }
+            if self.rate_limit.reads.per_minute == 0 {
+                return invalid(
+                    "rate_limit.reads.per_minute",
+                    "must be greater than 0 (set rate_limit.enabled: false to turn limits off)"
+                        .into(),
+                );
+            }
+            if self.rate_limit.reads.burst == 0 {
+                return invalid("rate_limit.reads.burst", "must be greater than 0".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AgentConfig {
+    /// Checks the `agent` section.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if !(1..=64).contains(&self.max_steps) {
+            return invalid("agent.max_steps", "must be from 1 through 64".into());
+        }
+        if !(1..=16).contains(&self.step_concurrency) {
+            return invalid("agent.step_concurrency", "must be from 1 through 16".into());
+        }
+        if self.max_iterations == 0 {
+            return invalid("agent.max_iterations", "must be greater than 0".into());
+        }
+        for name in &self.tools.disabled {
+            if !crate::agent::tools::TOOL_NAMES.contains(&name.as_str()) {
+                return invalid(
+                    "agent.tools.disabled",
+                    format!(
+                        "unknown tool '{name}'; tools are {}",
+                        crate::agent::tools::TOOL_NAMES.join(", ")
+                    ),
+                );
+            }
+        }
+        if self.tools.max_read_bytes.as_u64() == 0 || self.tools.max_output_bytes.as_u64() == 0 {
+            return invalid(
+                "agent.tools",
+                "max_read_bytes and max_output_bytes must be greater than 0".into(),
+            );
+        }
+        for program in &self.commands.allow {
+            if program.is_empty() || program.contains(['/', '\\']) {
+                return invalid(
+                    "agent.commands.allow",
+                    format!("'{program}' must be a bare program name found on PATH, e.g. cargo"),
+                );
+            }
+        }
+        if self.commands.timeout.is_zero() {
+            return invalid("agent.commands.timeout", "must be greater than 0".into());
+        }
+        let limits = &self.commands.limits;
+        if limits.cpu_time.is_some_and(|t| t.as_secs() == 0)
+            || limits
+                .address_space
+                .is_some_and(|b| b.as_u64() < 1024 * 1024)
+            || limits.processes == Some(0)
+            || limits.file_size.is_some_and(|b| b.as_u64() == 0)
+        {
+            return invalid(
+                "agent.commands.limits",
+                "cpu_time must be at least 1s, address_space at least 1 MiB, processes and \
+                 file_size greater than 0; use null for no limit"
+                    .into(),
+            );
+        }
+        if self.commands.max_output_bytes.as_u64() == 0 {
+            return invalid(
+                "agent.commands.max_output_bytes",
+                "must be greater than 0".into(),
+            );
+        }
+        Ok(())
+    }
+}
