@@ -307,7 +307,8 @@ fn images_of(
     Some(out)
 }
 
-/// A tool error in the style of seed 001: a header line, then one line per problem.
+/// An invalid-arguments tool error (`docs/contract.md` §6.2): a header line, then one line per
+/// problem.
 pub fn invalid_args(tool: &str, problems: &[String]) -> McpResult {
     let mut text = format!("Invalid arguments for tool \"{tool}\":");
     for p in problems {

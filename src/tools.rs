@@ -1,8 +1,8 @@
 //! The two published tools: `agent_run` and `agent_status`.
 //!
-//! Input schemas are exactly those of the contract (seed 000 §2.1 and §3.1) and are pinned by an
-//! exact-JSON test below. The same values are what the validation layer compiles, so the
-//! published schema and the enforced schema cannot drift apart.
+//! Input schemas are exactly those of the contract (`docs/contract.md` §2.2 and §3.2) and are
+//! pinned by an exact-JSON test below. The same values are what the validation layer compiles, so
+//! the published schema and the enforced schema cannot drift apart.
 
 use std::sync::OnceLock;
 
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 pub const AGENT_RUN: &str = "agent_run";
 pub const AGENT_STATUS: &str = "agent_status";
 
-/// The input schema of `agent_run` (seed 000 §2.1).
+/// The input schema of `agent_run` (`docs/contract.md` §2.2).
 pub fn agent_run_schema() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
     SCHEMA.get_or_init(|| {
@@ -54,7 +54,7 @@ pub fn agent_run_schema() -> &'static Value {
     })
 }
 
-/// The input schema of `agent_status` (seed 000 §3.1).
+/// The input schema of `agent_status` (`docs/contract.md` §3.2).
 pub fn agent_status_schema() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
     SCHEMA.get_or_init(|| {
@@ -127,7 +127,7 @@ pub fn tool_definitions() -> &'static [Value] {
 mod tests {
     use super::*;
 
-    /// Pins the published tools: names, schemas (byte-equal as JSON values to the seed),
+    /// Pins the published tools: names, schemas (byte-equal as JSON values to docs/contract.md),
     /// annotations. A change here is a change to the public contract.
     #[test]
     fn published_tools_are_pinned() {

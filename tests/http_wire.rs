@@ -489,7 +489,7 @@ async fn tool_level_outcomes() {
             r.body["result"].clone()
         }
     };
-    // Unknown task: the seed's not-found text, as a normal result.
+    // Unknown task: the not-found text (docs/contract.md §3.5), as a normal result.
     let unknown = "00000000-0000-0000-0000-000000000000";
     let r = call("agent_status", json!({"task_id": unknown})).await;
     assert_eq!(r["isError"], false);

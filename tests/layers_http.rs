@@ -228,7 +228,7 @@ async fn the_61st_agent_run_in_a_minute_is_429_and_other_callers_are_unaffected(
     assert_eq!(
         (config.rate_limit.per_minute, config.rate_limit.burst),
         (60, 60),
-        "the default task budget (seed 002: 60 per minute per user)"
+        "the default task budget (docs/contract.md §7: 60 per minute, burst 60)"
     );
     let server = HttpServer::start(config).await;
     let c = server.client();

@@ -163,8 +163,8 @@ async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_t
              message: タスクが完了しました。\nresult: The tests pass now.\n"
         )
     );
-    // With the owning session, and with a session it does not belong to (the seed's
-    // not-found text, which is not a tool error).
+    // With the owning session, and with a session it does not belong to (the
+    // not-found text of docs/contract.md §3.5, which is not a tool error).
     let out = run_client(client(&[
         "status",
         &task_id,

@@ -1,6 +1,7 @@
-//! Tool-argument validation through the full stack over real HTTP: every rule of seed 000 §2.2
-//! and §4, one bad input per row, each answered `isError: true` with the exact lines expected
-//! (seed 001 "入力の検証": a header line, then `<field path>: <what is wrong>` per violation).
+//! Tool-argument validation through the full stack over real HTTP: every rule of
+//! docs/contract.md §2.4, §2.5 and §6.2, one bad input per row, each answered `isError: true`
+//! with the exact lines expected (§6.2: a header line, then `<field path>: <what is wrong>` per
+//! violation).
 
 mod support;
 

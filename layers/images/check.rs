@@ -1,4 +1,4 @@
-//! The image rules of seed 000 §2.2 and what a passing image leaves behind.
+//! The image rules of `docs/contract.md` §2.5 and what a passing image leaves behind.
 //!
 //! Order of work, cheapest first, so an oversized or excessive request costs no allocation:
 //! count; each element's shape and MIME type; each image's decoded size, computed from the

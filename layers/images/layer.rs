@@ -3,8 +3,8 @@ use tower_layer::Layer;
 use super::Images;
 use crate::config::ImageLimits;
 
-/// Applies [`Images`] to a service: the seed's image rules under the given limits
-/// (`mcp.images` in `agent.yaml`).
+/// Applies [`Images`] to a service: the image rules of `docs/contract.md` §2.5 under the given
+/// limits (`mcp.images` in `agent.yaml`).
 #[derive(Clone, Copy, Debug)]
 pub struct ImagesLayer {
     limits: ImageLimits,

@@ -1,4 +1,4 @@
-//! The image rules of `agent_run` (seed 000 §2.2), under the `mcp.images` limits.
+//! The image rules of `agent_run` (`docs/contract.md` §2.5), under the `mcp.images` limits.
 //!
 //! [`ImagesLayer`] checks the `images` argument of every `tools/call` of `agent_run`:
 //!

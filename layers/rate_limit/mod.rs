@@ -1,4 +1,4 @@
-//! Per-caller rate limits (seed 002: 60 per minute per user, then `429` with `Retry-After`).
+//! Per-caller rate limits (`docs/contract.md` §7: over a budget, `429` with `Retry-After`).
 //!
 //! The limit stops abuse, never a polite client. The server's default
 //! ([`RateLimitLayer::from_config`]) keeps two budgets per caller, split by cost:

@@ -6,15 +6,15 @@
 //! - against the tool's published input schema ([`crate::tools::input_schema`], the very value
 //!   `tools/list` returns), compiled once per process with `format` assertions on, so a
 //!   `session_id` or `task_id` that is not a hyphenated UUID is refused;
-//! - then against the contract's runtime rules (seed 000 §2.2, §4): `request` is not empty or
-//!   whitespace-only, and `temperature` lies within 0.0 through 2.0.
+//! - then against the contract's runtime rules (`docs/contract.md` §2.4): `request` is not
+//!   empty or whitespace-only, and `temperature` lies within 0.0 through 2.0.
 //!
 //! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
 //! `isError: true` whose text is `Invalid arguments for tool "<tool>":` followed by one line per
-//! violation, `<field path>: <what is wrong>; <what to do>`, ordered by field path (seed 001,
-//! "入力の検証"). Every violation is listed, not only the first, up to 20 lines; past that a
-//! last `arguments:` line says there are more (a huge malformed array must not make a huge
-//! answer).
+//! violation, `<field path>: <what is wrong>; <what to do>`, ordered by field path
+//! (`docs/contract.md` §6.2). Every violation is listed, not only the first, up to 20 lines;
+//! past that a last `arguments:` line says there are more (a huge malformed array must not make
+//! a huge answer).
 //!
 //! Passed through untouched: notifications, methods other than `tools/call`, unknown tools (the
 //! service answers those with `-32602`), and `arguments` that are neither an object nor absent

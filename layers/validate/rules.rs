@@ -168,7 +168,8 @@ impl ToolRules {
     }
 }
 
-/// Seed 000 §2.2 rules the schema cannot say: a blank `request`, `temperature` out of range.
+/// The rules the schema cannot say (`docs/contract.md` §2.4): a blank `request`, `temperature`
+/// out of range.
 /// The blank-request line is the service's own wording, which tests/http_wire.rs pins.
 fn runtime_rules(args: &Value, found: &mut Vec<(FieldPath, String)>) {
     if let Some(request) = args.get("request").and_then(Value::as_str)

@@ -1,4 +1,4 @@
-//! The text results of `agent_run` and `agent_status` (seed 000 §2.4, §3.4).
+//! The text results of `agent_run` and `agent_status` (`docs/contract.md` §2.6, §3.4, §3.5).
 //!
 //! One function renders a task's status; `agent_status`, the Tasks extension's final result and
 //! the terminal client all show exactly this text.

@@ -1,5 +1,5 @@
 //! `--image FILE`: read the file, tell PNG, JPEG and WebP apart by their magic bytes, and
-//! encode it as an `agent_run` image (`{mime_type, data_base64}`, seed 000 §2.2).
+//! encode it as an `agent_run` image (`{mime_type, data_base64}`, `docs/contract.md` §2.5).
 //!
 //! The server checks the same magic bytes (and the size limits); checking here too means a
 //! wrong file is named before anything is sent.

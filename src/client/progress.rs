@@ -37,7 +37,7 @@ const REDRAW: &str = "\r\x1b[2K";
 /// Width assumed when `COLUMNS` does not say.
 const DEFAULT_COLUMNS: usize = 80;
 
-/// The fields of an `agent_status` text the client shows (seed 000 §3.4).
+/// The fields of an `agent_status` text the client shows (`docs/contract.md` §3.4).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusSnapshot {
     pub task_id: String,
