@@ -6,7 +6,7 @@
 //!                  \                                        /
 //!         parse one JSON-RPC message, classify its era, check transport rules
 //!                                    |
-//!    layers/   audit → auth → rate_limit → tasks → validate → images   (outermost first)
+//!    layers/   metrics → audit → auth → rate_limit → tasks → validate → images   (outermost first)
 //!                                    |
 //!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
 //!                                    |
