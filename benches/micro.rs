@@ -18,7 +18,6 @@ use std::convert::Infallible;
 use std::hint::black_box;
 
 use agent_mcp::agent::status::render_status;
-use agent_mcp::agent::task::{Task, TaskState, TokenUsage};
 use agent_mcp::config::ImageLimits;
 use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::layers::validate::ValidateLayer;
@@ -27,6 +26,7 @@ use agent_mcp::protocol::{
     Incoming, McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId,
     Transport, VersionHints, classify,
 };
+use agent_mcp::task::{Task, TaskState, TokenUsage};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, Throughput};

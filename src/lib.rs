@@ -42,6 +42,7 @@ pub mod protocol;
 pub mod service;
 pub mod stack;
 pub mod store;
+pub mod task;
 pub mod tools;
 pub mod transport;
 

@@ -15,8 +15,8 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::agent::AgentCore;
-use crate::agent::task::TaskState;
 use crate::metrics::MetricsHandle;
+use crate::task::TaskState;
 
 /// How long `/readyz` waits for Ollama's `/api/version`.
 const OLLAMA_PROBE_TIMEOUT: Duration = Duration::from_secs(2);

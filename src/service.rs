@@ -16,12 +16,12 @@ use tower_service::Service;
 
 use crate::agent::AgentCore;
 use crate::agent::status::{parse_uuid, render_accepted, render_not_found, render_status};
-use crate::agent::task::{Session, Task, TaskImage};
 use crate::protocol::era::Era;
 use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Payload, ProtocolVersion,
     ResponseIds, server_info,
 };
+use crate::task::{Session, Task, TaskImage};
 use crate::tools::{AGENT_RUN, AGENT_STATUS, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes

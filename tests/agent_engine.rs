@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_mcp::agent::Agent;
-use agent_mcp::agent::task::{Session, Task, TaskState};
 use agent_mcp::config::Config;
 use agent_mcp::store::{MemoryStore, TaskStore};
+use agent_mcp::task::{Session, Task, TaskState};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_mcp::AgentMcp;
-use agent_mcp::agent::task::TaskState;
 use agent_mcp::config::Config;
 use agent_mcp::store::{INTERRUPTED_BY_RESTART, SqliteStore, TaskStore};
+use agent_mcp::task::TaskState;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{

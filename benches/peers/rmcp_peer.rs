@@ -13,7 +13,7 @@ use std::io::Write;
 use std::sync::{Arc, RwLock};
 
 use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
-use agent_mcp::agent::task::{Task, TaskState, TokenUsage};
+use agent_mcp::task::{Task, TaskState, TokenUsage};
 use agent_mcp::tools::tool_definitions;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;

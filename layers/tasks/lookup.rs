@@ -12,9 +12,9 @@ use super::service::Inner;
 use super::wire::{accepted_task_id, store_fault, task_id_missing, task_not_found};
 use crate::agent::AgentCore;
 use crate::agent::status::parse_uuid;
-use crate::agent::task::Task;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload};
 use crate::store::StoreError;
+use crate::task::Task;
 
 /// A safety net for waits: changes saved without [`AgentCore::notify_task_changed`] (another
 /// instance sharing the store, a runner that does not notify) are still seen this often.

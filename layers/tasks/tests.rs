@@ -10,13 +10,13 @@ use uuid::Uuid;
 
 use super::*;
 use crate::agent::status::render_accepted;
-use crate::agent::task::{Session, Task, TaskState};
 use crate::agent::{Agent, AgentCore};
 use crate::config::Config;
 use crate::protocol::{
     McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId, Transport,
 };
 use crate::store::MemoryStore;
+use crate::task::{Session, Task, TaskState};
 
 const TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 

@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::agent::status::{render_status, state_message};
-use crate::agent::task::{Task, TaskState};
 use crate::protocol::{ErrorObject, code};
+use crate::task::{Task, TaskState};
 
 /// The 2026-07-28 Tasks extension identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";

@@ -1,4 +1,5 @@
-//! The agent: task model, queue and the worker that runs one task at a time.
+//! The agent: the queue and the worker that runs one task at a time. The task model it works on
+//! is [`crate::task`], shared with the store.
 //!
 //! [`Agent::start`] spawns the single worker. Tasks flow `queued → running → completed | failed |
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
@@ -11,7 +12,6 @@ pub mod status;
 mod step;
 mod step_progress;
 mod step_schedule;
-pub mod task;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -25,8 +25,8 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::ollama::{OllamaClient, OllamaError};
 use crate::store::{StoreError, TaskStore};
+use crate::task::{Task, TaskState};
 use queue::TaskQueue;
-use task::{Task, TaskState};
 
 /// What the runner needs to know from the configuration.
 #[derive(Clone, Debug)]

@@ -24,9 +24,9 @@ use super::plan::{Plan, plan_schema};
 use super::step::Engine;
 use super::step_progress::Progress;
 use super::step_schedule::{ScheduleError, run_steps};
-use super::task::{TaskState, Turn, TurnRole};
 use super::tools::{PathError, Toolbox};
 use crate::ollama::{Message, OllamaError};
+use crate::task::{TaskState, Turn, TurnRole};
 
 /// The title of the single step a task runs as when it is not planned.
 pub const SINGLE_STEP_TITLE: &str = "ollama chat";

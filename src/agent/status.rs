@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use uuid::Uuid;
 
-use super::task::{Task, TaskState};
+use crate::task::{Task, TaskState};
 
 /// The human message for a state; `queue_position` (1-based) is shown while queued.
 pub fn state_message(state: TaskState, queue_position: Option<usize>) -> String {
@@ -88,7 +88,7 @@ pub fn parse_uuid(text: &str) -> Option<Uuid> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::task::TokenUsage;
+    use crate::task::TokenUsage;
 
     fn task() -> Task {
         let mut t = Task::new(

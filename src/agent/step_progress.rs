@@ -13,7 +13,7 @@ use tracing::error;
 use super::AgentCore;
 use super::plan::Plan;
 use super::step::StepEvent;
-use super::task::{Task, TaskState};
+use crate::task::{Task, TaskState};
 
 /// The task and what its steps are doing now.
 pub(crate) struct Progress<'a> {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{StoreError, TaskStore};
-use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
+use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 
 #[derive(Debug, Default)]
 struct Inner {

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! # async fn run() -> Result<(), agent_mcp::store::StoreError> {
-//! use agent_mcp::agent::task::{Session, Task, TaskState};
+//! use agent_mcp::task::{Session, Task, TaskState};
 //! use agent_mcp::config::StoreConfig;
 //! use agent_mcp::store::{SqliteStore, TaskStore};
 //!
@@ -38,7 +38,7 @@ pub use memory::MemoryStore;
 pub use recovery::{INTERRUPTED_BY_RESTART, fail_interrupted, purge_expired_periodically};
 pub use sqlite::SqliteStore;
 
-use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
+use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ pub(crate) mod conformance {
     use std::time::{Duration, SystemTime};
 
     use super::TaskStore;
-    use crate::agent::task::{Session, Task, TaskState, Turn, TurnRole};
+    use crate::task::{Session, Task, TaskState, Turn, TurnRole};
 
     /// A session goes (with its turns) once its last task is purged, not before; a task
     /// accepted for a session purged meanwhile brings the session back, empty.

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{StoreError, TaskStore};
-use crate::agent::task::TaskState;
+use crate::task::TaskState;
 
 /// The result of a task that was planning or running when the process stopped.
 pub const INTERRUPTED_BY_RESTART: &str = "Interrupted by a restart: agent-mcp stopped while this \
@@ -68,8 +68,8 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::agent::task::Task;
     use crate::store::MemoryStore;
+    use crate::task::Task;
 
     #[tokio::test]
     async fn running_and_planning_tasks_fail_queued_ones_stay() {

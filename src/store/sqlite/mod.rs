@@ -29,8 +29,8 @@ use rusqlite::ErrorCode;
 use uuid::Uuid;
 
 use super::{StoreError, TaskStore};
-use crate::agent::task::{Session, Task, TaskImage, TaskState, Turn};
 use crate::config::StoreConfig;
+use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 use thread::ConnectionThread;
 
 /// How many tasks one purge transaction deletes, so other writes interleave with a large purge.

@@ -10,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::agent::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
 use crate::store::StoreError;
+use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
 
 /// An image keyed by the SHA-256 of its decoded bytes, ready to store. `data` is the standard
 /// base64 text exactly as the client sent it: that is what Ollama takes, so it is stored as is

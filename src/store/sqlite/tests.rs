@@ -4,8 +4,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
 use super::*;
-use crate::agent::task::{TokenUsage, TurnRole};
 use crate::config::{StoreConfig, Synchronous};
+use crate::task::{TokenUsage, TurnRole};
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&StoreConfig::sqlite_at(dir.path().join("db/tasks.db")))
