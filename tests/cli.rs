@@ -48,74 +48,6 @@ fn the_example_config_documents_exactly_the_defaults() {
     }
 }
 
-#[test]
-fn check_config_names_a_bad_key_and_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("agent.yaml");
-    std::fs::write(&path, "ollama:\n  temperature: 9\n").unwrap();
-    let out = agent_mcp()
-        .args(["check-config", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ollama.temperature"), "{err}");
-
-    std::fs::write(&path, "http:\n  bnid: 127.0.0.1:1\n").unwrap();
-    let out = agent_mcp()
-        .args(["check-config", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bnid"));
-}
-
-#[test]
-fn check_config_prints_the_effective_configuration() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("agent.yaml");
-    std::fs::write(&path, "ollama:\n  model: llama3.2\n").unwrap();
-    let out = agent_mcp()
-        .args(["check-config", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let printed = String::from_utf8_lossy(&out.stdout);
-    let reparsed = Config::from_yaml(&printed).expect("printed config parses");
-    assert_eq!(reparsed.ollama.model, "llama3.2");
-}
-
-#[test]
-fn without_a_config_file_the_defaults_apply() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = agent_mcp()
-        .arg("check-config")
-        .current_dir(dir.path())
-        .env_remove("OLLAMA_HOST")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(printed.contains("url: http://127.0.0.1:11434"), "{printed}");
-    assert!(printed.contains("bind: 127.0.0.1:8080"), "{printed}");
-}
-
-#[test]
-fn ollama_host_supplies_the_url() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = agent_mcp()
-        .arg("check-config")
-        .current_dir(dir.path())
-        .env("OLLAMA_HOST", "0.0.0.0:11500")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("url: http://127.0.0.1:11500"));
-}
-
 /// A user who exports `OLLAMA_HOST` and copies the example to ./agent.yaml gets that Ollama:
 /// a task runs to `completed` against it, and check-config says where the URL came from.
 #[tokio::test]
@@ -241,104 +173,214 @@ async fn serve_answers_on_loopback_and_stops_on_sigterm() {
     assert!(status.success(), "{status}");
 }
 
-#[test]
-fn environment_overrides_scalar_keys_and_names_a_bad_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = agent_mcp()
-        .arg("check-config")
-        .current_dir(dir.path())
-        .env("AGENT_MCP_OLLAMA_MODEL", "from-env")
-        .env("AGENT_MCP_MCP_IMAGES_MAX_COUNT", "2")
-        .env("AGENT_MCP_HTTP_BIND", "127.0.0.1:9191")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = Config::from_yaml(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    assert_eq!(printed.ollama.model, "from-env");
-    assert_eq!(printed.mcp.images.max_count, 2);
-    assert_eq!(printed.http.bind.port(), 9191);
-
-    let out = agent_mcp()
-        .arg("check-config")
-        .current_dir(dir.path())
-        .env("AGENT_MCP_OLLAMA_TEMPERATURE", "hot")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENT_MCP_OLLAMA_TEMPERATURE"));
+/// What a command-line run must end with.
+#[derive(Clone, Copy, Debug)]
+enum Exit {
+    Success,
+    Failure,
+    Code(i32),
 }
 
-#[test]
-fn check_config_redacts_token_hashes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("agent.yaml");
-    let hash = "ab".repeat(32);
-    std::fs::write(
-        &path,
-        format!("auth:\n  tokens:\n    - name: ci\n      sha256: {hash}\n"),
-    )
-    .unwrap();
-    let out = agent_mcp()
-        .args(["check-config", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(!printed.contains(&hash), "{printed}");
-    assert!(
-        printed.contains("name: ci") && printed.contains("<redacted>"),
-        "{printed}"
-    );
+/// One `agent-mcp` run in a fresh folder (its working directory), and what it must print.
+/// `{dir}` in `args`, `env` and the expected texts stands for that folder.
+struct CliCase {
+    name: &'static str,
+    /// Files written into the folder first: (relative path, contents).
+    files: &'static [(&'static str, &'static str)],
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    env_remove: &'static [&'static str],
+    exit: Exit,
+    stdout_has: &'static [&'static str],
+    stdout_lacks: &'static [&'static str],
+    stderr_has: &'static [&'static str],
+    /// Any further check of the output.
+    check: Option<fn(&std::process::Output)>,
 }
 
-#[test]
-fn json_log_format_writes_one_object_per_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = agent_mcp()
-        .args(["--log-format", "json", "check-config"])
-        .current_dir(dir.path())
-        .env("AGENT_MCP_NOT_A_KEY", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let line = stderr.lines().next().expect("a warning line");
-    let v: serde_json::Value = serde_json::from_str(line).expect("JSON log line");
-    assert_eq!(v["level"], "WARN");
-    assert!(
-        v["fields"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("AGENT_MCP_NOT_A_KEY")
-    );
+const CASE: CliCase = CliCase {
+    name: "",
+    files: &[],
+    args: &["check-config"],
+    env: &[],
+    env_remove: &[],
+    exit: Exit::Success,
+    stdout_has: &[],
+    stdout_lacks: &[],
+    stderr_has: &[],
+    check: None,
+};
+
+/// A token hash that check-config must not print.
+macro_rules! token_hash {
+    () => {
+        "abababababababababababababababababababababababababababababababab"
+    };
 }
 
-/// An `audit.file` that cannot be opened stops the server at start with the key, the path
-/// and what to do, rather than moving the audit trail elsewhere.
+const CLI_CASES: &[CliCase] = &[
+    CliCase {
+        name: "check-config names a bad value's key and exits 2",
+        files: &[("agent.yaml", "ollama:\n  temperature: 9\n")],
+        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        exit: Exit::Code(2),
+        stderr_has: &["ollama.temperature"],
+        ..CASE
+    },
+    CliCase {
+        name: "check-config names an unknown key and exits 2",
+        files: &[("agent.yaml", "http:\n  bnid: 127.0.0.1:1\n")],
+        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        exit: Exit::Code(2),
+        stderr_has: &["bnid"],
+        ..CASE
+    },
+    CliCase {
+        name: "check-config prints the effective configuration, which parses",
+        files: &[("agent.yaml", "ollama:\n  model: llama3.2\n")],
+        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        check: Some(|out| {
+            let printed = String::from_utf8_lossy(&out.stdout);
+            let reparsed = Config::from_yaml(&printed).expect("printed config parses");
+            assert_eq!(reparsed.ollama.model, "llama3.2");
+        }),
+        ..CASE
+    },
+    CliCase {
+        name: "without a config file the defaults apply",
+        env_remove: &["OLLAMA_HOST"],
+        stdout_has: &["url: http://127.0.0.1:11434", "bind: 127.0.0.1:8080"],
+        ..CASE
+    },
+    CliCase {
+        name: "OLLAMA_HOST supplies the url",
+        env: &[("OLLAMA_HOST", "0.0.0.0:11500")],
+        stdout_has: &["url: http://127.0.0.1:11500"],
+        ..CASE
+    },
+    CliCase {
+        name: "the environment overrides scalar keys",
+        env: &[
+            ("AGENT_MCP_OLLAMA_MODEL", "from-env"),
+            ("AGENT_MCP_MCP_IMAGES_MAX_COUNT", "2"),
+            ("AGENT_MCP_HTTP_BIND", "127.0.0.1:9191"),
+        ],
+        check: Some(|out| {
+            let printed = Config::from_yaml(&String::from_utf8_lossy(&out.stdout)).unwrap();
+            assert_eq!(printed.ollama.model, "from-env");
+            assert_eq!(printed.mcp.images.max_count, 2);
+            assert_eq!(printed.http.bind.port(), 9191);
+        }),
+        ..CASE
+    },
+    CliCase {
+        name: "a bad environment override is named and exits 2",
+        env: &[("AGENT_MCP_OLLAMA_TEMPERATURE", "hot")],
+        exit: Exit::Code(2),
+        stderr_has: &["AGENT_MCP_OLLAMA_TEMPERATURE"],
+        ..CASE
+    },
+    CliCase {
+        name: "check-config redacts token hashes",
+        files: &[(
+            "agent.yaml",
+            concat!(
+                "auth:\n  tokens:\n    - name: ci\n      sha256: ",
+                token_hash!(),
+                "\n"
+            ),
+        )],
+        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        stdout_has: &["name: ci", "<redacted>"],
+        stdout_lacks: &[token_hash!()],
+        ..CASE
+    },
+    CliCase {
+        name: "--log-format json writes one object per line",
+        args: &["--log-format", "json", "check-config"],
+        env: &[("AGENT_MCP_NOT_A_KEY", "1")],
+        check: Some(|out| {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let line = stderr.lines().next().expect("a warning line");
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON log line");
+            assert_eq!(v["level"], "WARN");
+            assert!(
+                v["fields"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("AGENT_MCP_NOT_A_KEY")
+            );
+        }),
+        ..CASE
+    },
+    // An `audit.file` that cannot be opened stops the server at start with the key, the path
+    // and what to do, rather than moving the audit trail elsewhere.
+    CliCase {
+        name: "the server refuses an audit file it cannot open",
+        // A regular file where a folder of the path should be.
+        files: &[("not-a-folder", "x")],
+        args: &["stdio"],
+        env: &[
+            ("AGENT_MCP_STORE_BACKEND", "memory"),
+            ("AGENT_MCP_AUDIT_FILE", "{dir}/not-a-folder/audit.jsonl"),
+        ],
+        exit: Exit::Failure,
+        stderr_has: &[
+            "cannot open audit.file {dir}/not-a-folder/audit.jsonl",
+            "leave audit.file unset",
+        ],
+        ..CASE
+    },
+];
+
 #[test]
-fn the_server_refuses_an_audit_file_it_cannot_open() {
-    let dir = tempfile::tempdir().unwrap();
-    // A regular file where a folder of the path should be.
-    std::fs::write(dir.path().join("not-a-folder"), "x").unwrap();
-    let audit = dir.path().join("not-a-folder/audit.jsonl");
-    let out = agent_mcp()
-        .arg("stdio")
-        .current_dir(dir.path())
-        .env("AGENT_MCP_STORE_BACKEND", "memory")
-        .env("AGENT_MCP_AUDIT_FILE", &audit)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("cannot open audit.file {}", audit.display())),
-        "{stderr}"
-    );
-    assert!(stderr.contains("leave audit.file unset"), "{stderr}");
+fn check_config_and_startup_runs() {
+    for case in CLI_CASES {
+        let name = case.name;
+        let dir = tempfile::tempdir().unwrap();
+        let at = |text: &str| text.replace("{dir}", &dir.path().display().to_string());
+        for (path, contents) in case.files {
+            std::fs::write(dir.path().join(path), contents).unwrap();
+        }
+        let mut cmd = agent_mcp();
+        cmd.args(case.args.iter().map(|a| at(a)))
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null());
+        for (key, value) in case.env {
+            cmd.env(key, at(value));
+        }
+        for key in case.env_remove {
+            cmd.env_remove(key);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match case.exit {
+            Exit::Success => assert!(out.status.success(), "{name}: {}\n{stderr}", out.status),
+            Exit::Failure => assert!(!out.status.success(), "{name}: succeeded"),
+            Exit::Code(code) => {
+                assert_eq!(out.status.code(), Some(code), "{name}: {stderr}")
+            }
+        }
+        for text in case.stdout_has {
+            assert!(
+                stdout.contains(&at(text)),
+                "{name}: no {text:?} in\n{stdout}"
+            );
+        }
+        for text in case.stdout_lacks {
+            assert!(!stdout.contains(&at(text)), "{name}: {text:?} in\n{stdout}");
+        }
+        for text in case.stderr_has {
+            assert!(
+                stderr.contains(&at(text)),
+                "{name}: no {text:?} in\n{stderr}"
+            );
+        }
+        if let Some(check) = case.check {
+            // A failure inside names the case too.
+            let checked = std::panic::catch_unwind(|| check(&out));
+            assert!(checked.is_ok(), "{name}: the check above failed");
+        }
+    }
 }
