@@ -1,4 +1,4 @@
-//! One test per HTTP wire rule (protocol/mcp-2026-07-28.md §1–§2): status code and JSON-RPC
+//! The HTTP wire rules (protocol/mcp-2026-07-28.md §1–§2): status code and JSON-RPC
 //! code are both asserted.
 
 mod support;
@@ -86,132 +86,6 @@ async fn notifications_are_202_in_both_eras() {
 }
 
 #[tokio::test]
-async fn protocol_version_header_must_match_meta() {
-    let (_f, s) = server().await;
-    let c = s.client();
-    let r = c
-        .post_raw(
-            &[
-                ("mcp-protocol-version", "2025-11-25"),
-                ("mcp-method", "tools/list"),
-            ],
-            modern_body(3, "tools/list", json!({})),
-        )
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.body["error"]["code"], -32020);
-    assert_eq!(r.body["id"], 3);
-    let r = c
-        .post_raw(
-            &[("mcp-method", "tools/list")],
-            modern_body(4, "tools/list", json!({})),
-        )
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.body["error"]["code"], -32020);
-    assert_eq!(r.body["id"], 4);
-}
-
-#[tokio::test]
-async fn mcp_method_header_is_required_and_must_match() {
-    let (_f, s) = server().await;
-    let c = s.client();
-    let r = c
-        .post_raw(&MODERN_HEADERS, modern_body(1, "tools/list", json!({})))
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    let r = c
-        .post_raw(
-            &with_method("TOOLS/LIST"),
-            modern_body(2, "tools/list", json!({})),
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    // Values are trimmed.
-    let r = c
-        .post_raw(
-            &with_method("  tools/list  "),
-            modern_body(3, "tools/list", json!({})),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-}
-
-#[tokio::test]
-async fn mcp_name_header_is_required_for_tools_call_and_must_match() {
-    let (_f, s) = server().await;
-    let c = s.client();
-    let params = json!({"name": "agent_status", "arguments": {"task_id": "00000000-0000-0000-0000-000000000000"}});
-    let r = c
-        .post_raw(
-            &with_method("tools/call"),
-            modern_body(1, "tools/call", params.clone()),
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    let mut h = with_method("tools/call");
-    h.push(("mcp-name", "agent_run"));
-    let r = c
-        .post_raw(&h, modern_body(2, "tools/call", params.clone()))
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    let mut h = with_method("tools/call");
-    h.push(("mcp-name", "  agent_status "));
-    let r = c
-        .post_raw(&h, modern_body(3, "tools/call", params.clone()))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let mut h = with_method("tools/call");
-    h.push(("mcp-name", "=?base64?YWdlbnRfc3RhdHVz?="));
-    let r = c.post_raw(&h, modern_body(4, "tools/call", params)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-}
-
-#[tokio::test]
-async fn foreign_host_or_origin_is_403() {
-    let (_f, s) = server().await;
-    let c = s.client();
-    let mut h = with_method("tools/list");
-    h.push(("host", "evil.example"));
-    let r = c
-        .post_raw(&h, modern_body(1, "tools/list", json!({})))
-        .await;
-    assert_eq!(r.status, 403);
-    assert_eq!(r.body["error"]["code"], -32000);
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("evil.example")
-    );
-    let mut h = with_method("tools/list");
-    h.push(("origin", "http://evil.example"));
-    let r = c
-        .post_raw(&h, modern_body(2, "tools/list", json!({})))
-        .await;
-    assert_eq!(r.status, 403);
-    let mut h = with_method("tools/list");
-    h.push(("origin", "http://localhost:5173"));
-    h.push(("host", "localhost:1234"));
-    let r = c
-        .post_raw(&h, modern_body(3, "tools/list", json!({})))
-        .await;
-    assert_eq!(r.status, 200);
-}
-
-#[tokio::test]
 async fn configured_origin_is_accepted() {
     let fake = FakeOllama::start().await;
     let mut config = test_config(&fake.url());
@@ -224,19 +98,6 @@ async fn configured_origin_is_accepted() {
         .post_raw(&h, modern_body(1, "tools/list", json!({})))
         .await;
     assert_eq!(r.status, 200);
-}
-
-#[tokio::test]
-async fn non_json_content_type_is_415() {
-    let (_f, s) = server().await;
-    let mut h = with_method("tools/list");
-    h.push(("content-type", "text/plain"));
-    let r = s
-        .client()
-        .post_raw(&h, modern_body(1, "tools/list", json!({})))
-        .await;
-    assert_eq!(r.status, 415);
-    assert_eq!(r.body["error"]["code"], -32000);
 }
 
 #[tokio::test]
@@ -274,24 +135,6 @@ fn futures_stream(
 }
 
 #[tokio::test]
-async fn parse_errors_and_batches_are_400() {
-    let (_f, s) = server().await;
-    let r = s.client().post_raw(&[], "{not json").await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32700))
-    );
-    let r = s
-        .client()
-        .post_raw(&[], r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32600))
-    );
-}
-
-#[tokio::test]
 async fn discover_advertises_versions_server_info_and_cache() {
     let (_f, s) = server().await;
     let r = s.client().modern("server/discover", json!({})).await;
@@ -309,108 +152,6 @@ async fn discover_advertises_versions_server_info_and_cache() {
     );
     assert!(result["ttlMs"].as_u64().is_some());
     assert_eq!(result["cacheScope"], "public");
-}
-
-#[tokio::test]
-async fn discover_without_meta_is_400_invalid_params() {
-    let (_f, s) = server().await;
-    let body = json!({"jsonrpc":"2.0","id":9,"method":"server/discover","params":{}}).to_string();
-    let r = s
-        .client()
-        .post_raw(&with_method("server/discover"), body)
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32602))
-    );
-    assert_eq!(r.body["id"], 9);
-    // Missing clientCapabilities alone is also -32602.
-    let body = json!({"jsonrpc":"2.0","id":10,"method":"tools/list",
-        "params":{"_meta":{"io.modelcontextprotocol/protocolVersion": MODERN}}})
-    .to_string();
-    let r = s.client().post_raw(&with_method("tools/list"), body).await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32602))
-    );
-}
-
-#[tokio::test]
-async fn unsupported_version_is_400_32022_with_data() {
-    let (_f, s) = server().await;
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{
-        "io.modelcontextprotocol/protocolVersion":"1900-01-01",
-        "io.modelcontextprotocol/clientCapabilities":{}}}})
-    .to_string();
-    let r = s
-        .client()
-        .post_raw(
-            &[
-                ("mcp-protocol-version", "1900-01-01"),
-                ("mcp-method", "tools/list"),
-            ],
-            body,
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32022))
-    );
-    assert_eq!(r.body["error"]["data"]["requested"], "1900-01-01");
-    assert_eq!(
-        r.body["error"]["data"]["supported"],
-        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"])
-    );
-    // A legacy request with an unknown version header is refused too.
-    let r = s
-        .client()
-        .legacy("tools/list", json!({}), Some("2024-01-01"))
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32022))
-    );
-}
-
-#[tokio::test]
-async fn removed_and_unknown_methods_are_404_in_the_modern_era() {
-    let (_f, s) = server().await;
-    for method in [
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "resources/subscribe",
-        "unknown/method",
-    ] {
-        let r = s.client().modern(method, json!({})).await;
-        assert_eq!(r.status, 404, "{method}: {}", r.text);
-        assert_eq!(r.body["error"]["code"], -32601, "{method}");
-    }
-}
-
-#[tokio::test]
-async fn legacy_errors_are_200_with_the_jsonrpc_error() {
-    let (_f, s) = server().await;
-    let r = s
-        .client()
-        .legacy("unknown/method", json!({}), Some("2025-11-25"))
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (200, json!(-32601))
-    );
-    let r = s
-        .client()
-        .legacy(
-            "tools/call",
-            json!({"name": "nope", "arguments": {}}),
-            Some("2025-11-25"),
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (200, json!(-32602))
-    );
 }
 
 #[tokio::test]
@@ -452,25 +193,6 @@ async fn tools_list_is_shaped_per_era() {
     assert_eq!(
         legacy.body["result"]["tools"],
         modern.body["result"]["tools"]
-    );
-}
-
-#[tokio::test]
-async fn unknown_tool_is_invalid_params() {
-    let (_f, s) = server().await;
-    let r = s
-        .client()
-        .modern("tools/call", json!({"name": "rm_rf", "arguments": {}}))
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (400, json!(-32602))
-    );
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("rm_rf")
     );
 }
 
@@ -524,40 +246,384 @@ async fn tool_level_outcomes() {
     );
 }
 
+const PV: (&str, &str) = ("mcp-protocol-version", MODERN);
+const ACCEPT: (&str, &str) = ("accept", "application/json, text/event-stream");
+const PV_2025: (&str, &str) = ("mcp-protocol-version", "2025-11-25");
+const SUPPORTED: [&str; 4] = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// One POST to the default server and the answer each wire rule requires of it.
+struct WireCase {
+    name: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    body: fn() -> String,
+    status: u16,
+    /// `error.code`, when the answer must be a JSON-RPC error.
+    code: Option<i64>,
+    /// The response `id`, when the case checks it is echoed.
+    id: Option<i64>,
+    /// A text `error.message` must contain.
+    message_has: Option<&'static str>,
+    /// Any further check of the body.
+    check: Option<fn(&Value)>,
+}
+
+const WIRE: WireCase = WireCase {
+    name: "",
+    headers: &[],
+    body: String::new,
+    status: 200,
+    code: None,
+    id: None,
+    message_has: None,
+    check: None,
+};
+
+fn legacy_body(method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+const STATUS_PARAMS: fn() -> Value = || json!({"name": "agent_status", "arguments": {"task_id": "00000000-0000-0000-0000-000000000000"}});
+
+/// Protocol/mcp-2026-07-28.md §1–§2, one request each: status code and JSON-RPC code both.
+const WIRE_CASES: &[WireCase] = &[
+    // MCP-Protocol-Version must match _meta.
+    WireCase {
+        name: "protocol version header differs from _meta",
+        headers: &[PV_2025, ("mcp-method", "tools/list")],
+        body: || modern_body(3, "tools/list", json!({})),
+        status: 400,
+        code: Some(-32020),
+        id: Some(3),
+        ..WIRE
+    },
+    WireCase {
+        name: "protocol version header missing",
+        headers: &[("mcp-method", "tools/list")],
+        body: || modern_body(4, "tools/list", json!({})),
+        status: 400,
+        code: Some(-32020),
+        id: Some(4),
+        ..WIRE
+    },
+    // Mcp-Method is required and must match.
+    WireCase {
+        name: "Mcp-Method missing",
+        headers: &[PV, ACCEPT],
+        body: || modern_body(1, "tools/list", json!({})),
+        status: 400,
+        code: Some(-32020),
+        ..WIRE
+    },
+    WireCase {
+        name: "Mcp-Method differs in case",
+        headers: &[PV, ACCEPT, ("mcp-method", "TOOLS/LIST")],
+        body: || modern_body(2, "tools/list", json!({})),
+        status: 400,
+        code: Some(-32020),
+        ..WIRE
+    },
+    WireCase {
+        name: "Mcp-Method is trimmed",
+        headers: &[PV, ACCEPT, ("mcp-method", "  tools/list  ")],
+        body: || modern_body(3, "tools/list", json!({})),
+        ..WIRE
+    },
+    // Mcp-Name is required for tools/call and must match.
+    WireCase {
+        name: "Mcp-Name missing on tools/call",
+        headers: &[PV, ACCEPT, ("mcp-method", "tools/call")],
+        body: || modern_body(1, "tools/call", STATUS_PARAMS()),
+        status: 400,
+        code: Some(-32020),
+        ..WIRE
+    },
+    WireCase {
+        name: "Mcp-Name names another tool",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "agent_run"),
+        ],
+        body: || modern_body(2, "tools/call", STATUS_PARAMS()),
+        status: 400,
+        code: Some(-32020),
+        ..WIRE
+    },
+    WireCase {
+        name: "Mcp-Name is trimmed",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "  agent_status "),
+        ],
+        body: || modern_body(3, "tools/call", STATUS_PARAMS()),
+        ..WIRE
+    },
+    WireCase {
+        name: "Mcp-Name may be base64-encoded",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?YWdlbnRfc3RhdHVz?="),
+        ],
+        body: || modern_body(4, "tools/call", STATUS_PARAMS()),
+        ..WIRE
+    },
+    // A foreign Host or Origin is 403; loopback ones are accepted.
+    WireCase {
+        name: "foreign Host",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/list"),
+            ("host", "evil.example"),
+        ],
+        body: || modern_body(1, "tools/list", json!({})),
+        status: 403,
+        code: Some(-32000),
+        message_has: Some("evil.example"),
+        ..WIRE
+    },
+    WireCase {
+        name: "foreign Origin",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/list"),
+            ("origin", "http://evil.example"),
+        ],
+        body: || modern_body(2, "tools/list", json!({})),
+        status: 403,
+        ..WIRE
+    },
+    WireCase {
+        name: "loopback Origin and Host",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/list"),
+            ("origin", "http://localhost:5173"),
+            ("host", "localhost:1234"),
+        ],
+        body: || modern_body(3, "tools/list", json!({})),
+        ..WIRE
+    },
+    WireCase {
+        name: "non-JSON content type is 415",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/list"),
+            ("content-type", "text/plain"),
+        ],
+        body: || modern_body(1, "tools/list", json!({})),
+        status: 415,
+        code: Some(-32000),
+        ..WIRE
+    },
+    // Parse errors and batches are 400.
+    WireCase {
+        name: "body is not JSON",
+        body: || "{not json".into(),
+        status: 400,
+        code: Some(-32700),
+        ..WIRE
+    },
+    WireCase {
+        name: "a batch",
+        body: || r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#.into(),
+        status: 400,
+        code: Some(-32600),
+        ..WIRE
+    },
+    // A modern request without its _meta is -32602.
+    WireCase {
+        name: "server/discover without _meta",
+        headers: &[PV, ACCEPT, ("mcp-method", "server/discover")],
+        body: || json!({"jsonrpc":"2.0","id":9,"method":"server/discover","params":{}}).to_string(),
+        status: 400,
+        code: Some(-32602),
+        id: Some(9),
+        ..WIRE
+    },
+    WireCase {
+        name: "_meta without clientCapabilities",
+        headers: &[PV, ACCEPT, ("mcp-method", "tools/list")],
+        body: || {
+            json!({"jsonrpc":"2.0","id":10,"method":"tools/list",
+                "params":{"_meta":{"io.modelcontextprotocol/protocolVersion": MODERN}}})
+            .to_string()
+        },
+        status: 400,
+        code: Some(-32602),
+        ..WIRE
+    },
+    // An unsupported version is 400 -32022 with what was asked and what is supported.
+    WireCase {
+        name: "unsupported modern version",
+        headers: &[
+            ("mcp-protocol-version", "1900-01-01"),
+            ("mcp-method", "tools/list"),
+        ],
+        body: || {
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{
+                "io.modelcontextprotocol/protocolVersion":"1900-01-01",
+                "io.modelcontextprotocol/clientCapabilities":{}}}})
+            .to_string()
+        },
+        status: 400,
+        code: Some(-32022),
+        check: Some(|body| {
+            assert_eq!(body["error"]["data"]["requested"], "1900-01-01");
+            assert_eq!(body["error"]["data"]["supported"], json!(SUPPORTED));
+        }),
+        ..WIRE
+    },
+    WireCase {
+        name: "legacy request with an unknown version header",
+        headers: &[ACCEPT, ("mcp-protocol-version", "2024-01-01")],
+        body: || legacy_body("tools/list", json!({})),
+        status: 400,
+        code: Some(-32022),
+        ..WIRE
+    },
+    // Removed and unknown methods are 404 in the modern era.
+    WireCase {
+        name: "modern initialize",
+        headers: &[PV, ACCEPT, ("mcp-method", "initialize")],
+        body: || modern_body(1, "initialize", json!({})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern ping",
+        headers: &[PV, ACCEPT, ("mcp-method", "ping")],
+        body: || modern_body(1, "ping", json!({})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern logging/setLevel",
+        headers: &[PV, ACCEPT, ("mcp-method", "logging/setLevel")],
+        body: || modern_body(1, "logging/setLevel", json!({})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern logging/setLevel with a level (removed in 2026-07-28)",
+        headers: &[PV, ACCEPT, ("mcp-method", "logging/setLevel")],
+        body: || modern_body(1, "logging/setLevel", json!({"level": "info"})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern resources/subscribe",
+        headers: &[PV, ACCEPT, ("mcp-method", "resources/subscribe")],
+        body: || modern_body(1, "resources/subscribe", json!({})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern unknown/method",
+        headers: &[PV, ACCEPT, ("mcp-method", "unknown/method")],
+        body: || modern_body(1, "unknown/method", json!({})),
+        status: 404,
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern unknown tool is invalid params",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "rm_rf"),
+        ],
+        body: || modern_body(1, "tools/call", json!({"name": "rm_rf", "arguments": {}})),
+        status: 400,
+        code: Some(-32602),
+        message_has: Some("rm_rf"),
+        ..WIRE
+    },
+    // Legacy errors are 200 with the JSON-RPC error.
+    WireCase {
+        name: "legacy unknown method",
+        headers: &[ACCEPT, PV_2025],
+        body: || legacy_body("unknown/method", json!({})),
+        code: Some(-32601),
+        ..WIRE
+    },
+    WireCase {
+        name: "legacy unknown tool",
+        headers: &[ACCEPT, PV_2025],
+        body: || legacy_body("tools/call", json!({"name": "nope", "arguments": {}})),
+        code: Some(-32602),
+        ..WIRE
+    },
+    // Legacy logging/setLevel is advertised, acknowledged and validated.
+    WireCase {
+        name: "legacy initialize advertises logging",
+        headers: &[ACCEPT],
+        body: || {
+            legacy_body(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "x", "version": "1"}}),
+            )
+        },
+        check: Some(|body| assert_eq!(body["result"]["capabilities"]["logging"], json!({}))),
+        ..WIRE
+    },
+    WireCase {
+        name: "legacy logging/setLevel warning",
+        headers: &[ACCEPT, PV_2025],
+        body: || legacy_body("logging/setLevel", json!({"level": "warning"})),
+        check: Some(|body| assert_eq!(body["result"], json!({}))),
+        ..WIRE
+    },
+    WireCase {
+        name: "legacy logging/setLevel with an unknown level",
+        headers: &[ACCEPT, PV_2025],
+        body: || legacy_body("logging/setLevel", json!({"level": "loud"})),
+        code: Some(-32602),
+        ..WIRE
+    },
+];
+
 #[tokio::test]
-async fn legacy_logging_set_level_is_acknowledged_and_validated() {
+async fn each_wire_rule_answers_its_status_and_code() {
     let (_f, s) = server().await;
     let c = s.client();
-    let init = c
-        .legacy("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}), None)
-        .await;
-    assert_eq!(init.body["result"]["capabilities"]["logging"], json!({}));
-    let r = c
-        .legacy(
-            "logging/setLevel",
-            json!({"level": "warning"}),
-            Some("2025-11-25"),
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["result"].clone()),
-        (200, json!({}))
-    );
-    let r = c
-        .legacy(
-            "logging/setLevel",
-            json!({"level": "loud"}),
-            Some("2025-11-25"),
-        )
-        .await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (200, json!(-32602))
-    );
-    // Removed in 2026-07-28.
-    let r = c.modern("logging/setLevel", json!({"level": "info"})).await;
-    assert_eq!(
-        (r.status.as_u16(), r.body["error"]["code"].clone()),
-        (404, json!(-32601))
-    );
+    for case in WIRE_CASES {
+        let name = case.name;
+        let r = c.post_raw(case.headers, (case.body)()).await;
+        assert_eq!(r.status, case.status, "{name}: {}", r.text);
+        if let Some(code) = case.code {
+            assert_eq!(r.body["error"]["code"], code, "{name}: {}", r.text);
+        }
+        if let Some(id) = case.id {
+            assert_eq!(r.body["id"], id, "{name}: {}", r.text);
+        }
+        if let Some(text) = case.message_has {
+            let message = r.body["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(text), "{name}: {}", r.text);
+        }
+        if let Some(check) = case.check {
+            let body = r.body.clone();
+            let checked = std::panic::catch_unwind(move || check(&body));
+            assert!(
+                checked.is_ok(),
+                "{name}: the check above failed: {}",
+                r.text
+            );
+        }
+    }
 }
