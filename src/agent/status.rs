@@ -102,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn running_status_matches_the_seed() {
+    fn running_status_matches_the_contract() {
         let mut t = task();
         t.state = TaskState::Running;
         t.current_task = "ollama chat".into();
@@ -125,7 +125,7 @@ mod tests {
     }
 
     #[test]
-    fn completed_status_matches_the_seed() {
+    fn completed_status_matches_the_contract() {
         let mut t = task();
         t.state = TaskState::Completed;
         t.steps_done = 1;
@@ -149,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn accepted_and_not_found_match_the_seed() {
+    fn accepted_and_not_found_match_the_contract() {
         assert_eq!(
             render_accepted(&task()),
             "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\

@@ -255,7 +255,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_seed_running_text() {
+    fn parses_the_contract_running_text() {
         assert_eq!(
             snapshot(RUNNING),
             StatusSnapshot {
