@@ -304,141 +304,6 @@ async fn five_tasks_run_one_at_a_time_in_submission_order() {
     assert_eq!(order, expected);
 }
 
-#[tokio::test]
-async fn unreachable_ollama_fails_the_task_and_the_server_keeps_serving() {
-    // A port nothing listens on.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let url = format!("http://127.0.0.1:{port}");
-    let server = HttpServer::start(test_config(&url)).await;
-    let client = server.client();
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "anything"}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| client.agent_status(&task_id)).await;
-    assert_eq!(field(&done, "status"), "failed");
-    assert_eq!(field(&done, "message"), "タスクが失敗しました。");
-    let reason = result_of(&done);
-    assert!(reason.contains(&url), "{reason}");
-    assert!(
-        reason.contains("OLLAMA_HOST") || reason.contains("ollama serve"),
-        "{reason}"
-    );
-    // The next request is served.
-    let list = client.modern("tools/list", json!({})).await;
-    assert_eq!(list.status, 200);
-}
-
-#[tokio::test]
-async fn unknown_model_fails_with_a_pull_hint() {
-    let fake = FakeOllama::start().await;
-    let mut config = test_config(&fake.url());
-    config.ollama.model = "missing-model".into();
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "anything"}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| client.agent_status(&task_id)).await;
-    assert_eq!(field(&done, "status"), "failed");
-    let reason = result_of(&done);
-    assert!(reason.contains("missing-model"), "{reason}");
-    assert!(reason.contains("ollama pull"), "{reason}");
-}
-
-#[tokio::test]
-async fn images_need_a_vision_model_and_fail_before_any_chat() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(test_config(&fake.url())).await;
-    let client = server.client();
-    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "What is this?",
-                   "images": [{"mime_type": "image/png", "data_base64": png}]}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| client.agent_status(&task_id)).await;
-    assert_eq!(field(&done, "status"), "failed");
-    assert!(result_of(&done).contains("vision"), "{done}");
-    assert_eq!(fake.chat_count(), 0);
-}
-
-#[tokio::test]
-async fn images_reach_a_vision_model() {
-    let fake =
-        FakeOllama::start_with(FakeConfig::default().with_capabilities(&["completion", "vision"]))
-            .await;
-    fake.push_reply(Reply::text("A red pixel.", 5, 3));
-    let server = HttpServer::start(test_config(&fake.url())).await;
-    let client = server.client();
-    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "What is this?",
-                   "images": [{"mime_type": "image/png", "data_base64": png}]}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| client.agent_status(&task_id)).await;
-    assert_eq!(result_of(&done), "A red pixel.");
-    let sent = fake.chat_requests();
-    let last = sent[0]["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert_eq!(last["images"], json!([png]));
-}
-
-#[tokio::test]
-async fn images_reach_a_vision_model_through_the_sqlite_store_unchanged() {
-    let fake =
-        FakeOllama::start_with(FakeConfig::default().with_capabilities(&["completion", "vision"]))
-            .await;
-    fake.push_reply(Reply::text("Two pixels.", 5, 3));
-    let dir = tempfile::tempdir().unwrap();
-    let config = support::harness::test_config_sqlite(&fake.url(), &dir.path().join("t.db"));
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-    // The same image twice: stored once, sent twice, byte for byte as the client sent it.
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Compare",
-                   "images": [{"mime_type": "image/png", "data_base64": png},
-                              {"mime_type": "image/png", "data_base64": png}]}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let done = wait_terminal(|| client.agent_status(&task_id)).await;
-    assert_eq!(result_of(&done), "Two pixels.", "{done}");
-    let sent = fake.chat_requests();
-    let user = sent[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .clone();
-    assert_eq!(user["images"], json!([png, png]));
-}
-
 /// Over stdio there is one client, and it started the server: with the default rate limits a
 /// burst of 500 requests (70 of them `agent_run`, past the HTTP task budget of 60) is answered
 /// without one refusal.
@@ -479,4 +344,184 @@ async fn a_burst_of_500_stdio_requests_meets_no_rate_limit_by_default() {
     assert_eq!(answered.len(), CALLS as usize);
     assert_eq!(runs, CALLS / 7);
     assert!(server.close().await.success());
+}
+
+/// A 1×1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// One `agent_run` over HTTP, followed to its end, against a server set up for the case.
+/// `{url}` in the expected texts stands for the Ollama URL the server was given.
+struct RunCase {
+    name: &'static str,
+    /// Ollama is a port nothing listens on, not the fake.
+    unreachable: bool,
+    /// The fake's model can see images (capabilities `completion`, `vision`; otherwise the
+    /// fake's default).
+    vision: bool,
+    /// The fake's one reply.
+    reply: Option<&'static str>,
+    model: Option<&'static str>,
+    sqlite: bool,
+    request: &'static str,
+    /// How many copies of [`PNG`] the call attaches.
+    images: usize,
+    status: Option<&'static str>,
+    message: Option<&'static str>,
+    result: Option<&'static str>,
+    /// Texts the task's result must contain; each entry is satisfied by any one of its texts.
+    result_has: &'static [&'static [&'static str]],
+    /// How many chats reached the model.
+    chats: Option<usize>,
+    /// Any further check of the chats sent.
+    sent: Option<fn(&[Value])>,
+}
+
+const RUN: RunCase = RunCase {
+    name: "",
+    unreachable: false,
+    vision: false,
+    reply: None,
+    model: None,
+    sqlite: false,
+    request: "anything",
+    images: 0,
+    status: None,
+    message: None,
+    result: None,
+    result_has: &[],
+    chats: None,
+    sent: None,
+};
+
+const RUN_CASES: &[RunCase] = &[
+    RunCase {
+        name: "unreachable Ollama fails the task with where it looked and what to do",
+        unreachable: true,
+        status: Some("failed"),
+        message: Some("タスクが失敗しました。"),
+        result_has: &[&["{url}"], &["OLLAMA_HOST", "ollama serve"]],
+        ..RUN
+    },
+    RunCase {
+        name: "an unknown model fails with a pull hint",
+        model: Some("missing-model"),
+        status: Some("failed"),
+        result_has: &[&["missing-model"], &["ollama pull"]],
+        ..RUN
+    },
+    RunCase {
+        name: "images need a vision model and fail before any chat",
+        request: "What is this?",
+        images: 1,
+        status: Some("failed"),
+        result_has: &[&["vision"]],
+        chats: Some(0),
+        ..RUN
+    },
+    RunCase {
+        name: "images reach a vision model",
+        vision: true,
+        reply: Some("A red pixel."),
+        request: "What is this?",
+        images: 1,
+        result: Some("A red pixel."),
+        sent: Some(|sent| {
+            let last = sent[0]["messages"].as_array().unwrap().last().unwrap();
+            assert_eq!(last["images"], json!([PNG]));
+        }),
+        ..RUN
+    },
+    // The same image twice: stored once, sent twice, byte for byte as the client sent it.
+    RunCase {
+        name: "images reach a vision model through the sqlite store unchanged",
+        vision: true,
+        reply: Some("Two pixels."),
+        sqlite: true,
+        request: "Compare",
+        images: 2,
+        result: Some("Two pixels."),
+        sent: Some(|sent| {
+            let messages = sent[0]["messages"].as_array().unwrap();
+            let user = messages.iter().find(|m| m["role"] == "user").unwrap();
+            assert_eq!(user["images"], json!([PNG, PNG]));
+        }),
+        ..RUN
+    },
+];
+
+#[tokio::test]
+async fn one_run_each_ends_as_its_setup_requires() {
+    for case in RUN_CASES {
+        let name = case.name;
+        let mut fake_config = FakeConfig::default();
+        if case.vision {
+            fake_config = fake_config.with_capabilities(&["completion", "vision"]);
+        }
+        let fake = FakeOllama::start_with(fake_config).await;
+        if let Some(text) = case.reply {
+            fake.push_reply(Reply::text(text, 5, 3));
+        }
+        let url = if case.unreachable {
+            // A port nothing listens on.
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+        } else {
+            fake.url()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = if case.sqlite {
+            support::harness::test_config_sqlite(&url, &dir.path().join("t.db"))
+        } else {
+            test_config(&url)
+        };
+        if let Some(model) = case.model {
+            config.ollama.model = model.into();
+        }
+        let server = HttpServer::start(config).await;
+        let client = server.client();
+        let images: Vec<Value> = (0..case.images)
+            .map(|_| json!({"mime_type": "image/png", "data_base64": PNG}))
+            .collect();
+        let mut arguments = json!({"request": case.request});
+        if !images.is_empty() {
+            arguments["images"] = json!(images);
+        }
+        let run = client
+            .modern(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": arguments}),
+            )
+            .await;
+        let task_id = field(&tool_text(&run.body["result"]), "task_id");
+        let done = wait_terminal(|| client.agent_status(&task_id)).await;
+        if let Some(status) = case.status {
+            assert_eq!(field(&done, "status"), status, "{name}: {done}");
+        }
+        if let Some(message) = case.message {
+            assert_eq!(field(&done, "message"), message, "{name}: {done}");
+        }
+        let result = result_of(&done);
+        if let Some(expected) = case.result {
+            assert_eq!(result, expected, "{name}: {done}");
+        }
+        for any_of in case.result_has {
+            assert!(
+                any_of
+                    .iter()
+                    .any(|text| result.contains(&text.replace("{url}", &url))),
+                "{name}: none of {any_of:?} in {result}"
+            );
+        }
+        if let Some(chats) = case.chats {
+            assert_eq!(fake.chat_count(), chats, "{name}");
+        }
+        if let Some(check) = case.sent {
+            let sent = fake.chat_requests();
+            let checked = std::panic::catch_unwind(|| check(&sent));
+            assert!(checked.is_ok(), "{name}: the check above failed");
+        }
+        // The server keeps serving after the task, however it ended.
+        let list = client.modern("tools/list", json!({})).await;
+        assert_eq!(list.status, 200, "{name}");
+    }
 }

@@ -86,25 +86,6 @@ async fn slow_response_headers_within_the_timeout_complete_and_past_it_fail() {
 }
 
 #[tokio::test]
-async fn http_500_fails_with_the_servers_text() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::http_error(
-        500,
-        "llama runner process has terminated",
-    ));
-    fails_then_recovers(
-        &fake,
-        &client,
-        "Ollama answered HTTP 500: llama runner process has terminated",
-    )
-    .await;
-    // A 500 is not retried: the model may have run already.
-    assert_eq!(fake.chat_count(), 2);
-}
-
-#[tokio::test]
 async fn http_503_is_retried_with_backoff_then_succeeds() {
     let fake = FakeOllama::start().await;
     let server = HttpServer::start(config(&fake.url())).await;
@@ -122,48 +103,6 @@ async fn http_503_is_retried_with_backoff_then_succeeds() {
 }
 
 #[tokio::test]
-async fn http_503_past_the_retries_fails_saying_ollama_is_busy() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    let busy = "server busy, please try again.  maximum pending requests exceeded";
-    for _ in 0..3 {
-        fake.push_reply(Reply::http_error(503, busy));
-    }
-    let reason = fails_then_recovers(&fake, &client, "Ollama is busy").await;
-    assert!(reason.contains("after 3 attempts"), "{reason}");
-    assert!(reason.contains("ollama.retries"), "{reason}");
-    assert_eq!(fake.chat_count(), 4, "1 + 2 retries, then the healthy task");
-}
-
-#[tokio::test]
-async fn retries_zero_fails_on_the_first_503() {
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake.url());
-    config.ollama.retries = 0;
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    fake.push_reply(Reply::http_error(503, "server busy"));
-    let reason = fails_then_recovers(&fake, &client, "Ollama is busy").await;
-    assert!(!reason.contains("attempts"), "{reason}");
-    assert_eq!(fake.chat_count(), 2);
-}
-
-#[tokio::test]
-async fn http_404_names_the_missing_model() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::http_error(404, "model 'test-model' not found"));
-    fails_then_recovers(
-        &fake,
-        &client,
-        "model 'test-model' not found on the Ollama server; pull it with `ollama pull test-model`",
-    )
-    .await;
-}
-
-#[tokio::test]
 async fn a_model_missing_from_the_server_fails_before_any_chat() {
     let fake = FakeOllama::start().await;
     let mut config = config(&fake.url());
@@ -176,89 +115,6 @@ async fn a_model_missing_from_the_server_fails_before_any_chat() {
         "{reason}"
     );
     assert_eq!(fake.chat_count(), 0);
-}
-
-#[tokio::test]
-async fn connection_dropped_mid_stream_fails_as_a_transport_error() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::Cut {
-        after_chunks: vec!["Half an ".into(), "answer".into()],
-    });
-    fails_then_recovers(&fake, &client, "HTTP error talking to Ollama").await;
-}
-
-#[tokio::test]
-async fn stream_ending_without_done_fails() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::Raw(vec![
-        r#"{"message":{"role":"assistant","content":"partial"},"done":false}"#.into(),
-    ]));
-    fails_then_recovers(&fake, &client, "stream ended before done").await;
-}
-
-#[tokio::test]
-async fn malformed_ndjson_line_fails_quoting_the_line() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::Malformed {
-        after_chunks: vec!["fine ".into()],
-    });
-    fails_then_recovers(
-        &fake,
-        &client,
-        "cannot decode Ollama response `{\"model\": this is not json`",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn error_line_mid_stream_fails_with_its_text() {
-    let fake = FakeOllama::start().await;
-    let server = HttpServer::start(config(&fake.url())).await;
-    let client = server.client();
-    fake.push_reply(Reply::ErrorLine {
-        after_chunks: vec!["Working on".into()],
-        error: "an error was encountered while running the model: CUDA out of memory".into(),
-    });
-    fails_then_recovers(
-        &fake,
-        &client,
-        "Ollama stream failed: an error was encountered while running the model: CUDA out of memory",
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn reply_over_the_cap_fails_naming_the_limit() {
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake.url());
-    config.ollama.max_reply_bytes = bytesize_kib(1);
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let huge = "word ".repeat(1000);
-    fake.push_reply(Reply::text(&huge, 1, 1000));
-    fails_then_recovers(&fake, &client, "Ollama reply exceeded the 1024-byte limit").await;
-}
-
-#[tokio::test]
-async fn endless_line_without_newline_is_bounded_too() {
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake.url());
-    config.ollama.max_reply_bytes = bytesize_kib(1);
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    // 200 KiB of one line that never ends in a newline: past the cap plus framing room.
-    let endless = format!(
-        r#"{{"message":{{"role":"assistant","content":"{}"#,
-        "x".repeat(200 * 1024)
-    );
-    fake.push_reply(Reply::Raw(vec![endless]));
-    fails_then_recovers(&fake, &client, "Ollama reply exceeded the 1024-byte limit").await;
 }
 
 #[tokio::test]
@@ -283,4 +139,182 @@ async fn a_stream_that_never_ends_times_out_and_hangs_up() {
 
 fn bytesize_kib(n: u64) -> bytesize::ByteSize {
     bytesize::ByteSize::kib(n)
+}
+
+const BUSY: &str = "server busy, please try again.  maximum pending requests exceeded";
+
+/// One fault the task must fail on, after which a healthy task completes on the same server.
+struct FaultCase {
+    name: &'static str,
+    /// What the fake answers the faulty task's chats with.
+    replies: fn() -> Vec<Reply>,
+    /// `ollama.retries`, when not the default.
+    retries: Option<u32>,
+    /// `ollama.max_reply_bytes` in KiB, when not the default.
+    max_reply_kib: Option<u64>,
+    /// The failure reason must contain this.
+    reason: &'static str,
+    reason_has: &'static [&'static str],
+    reason_lacks: &'static [&'static str],
+    /// Chats the fake saw in all, the healthy task's included.
+    chats: Option<usize>,
+}
+
+const FAULT: FaultCase = FaultCase {
+    name: "",
+    replies: Vec::new,
+    retries: None,
+    max_reply_kib: None,
+    reason: "",
+    reason_has: &[],
+    reason_lacks: &[],
+    chats: None,
+};
+
+const FAULT_CASES: &[FaultCase] = &[
+    // A 500 is not retried: the model may have run already.
+    FaultCase {
+        name: "HTTP 500 fails with the server's text",
+        replies: || {
+            vec![Reply::http_error(
+                500,
+                "llama runner process has terminated",
+            )]
+        },
+        reason: "Ollama answered HTTP 500: llama runner process has terminated",
+        chats: Some(2),
+        ..FAULT
+    },
+    FaultCase {
+        name: "HTTP 503 past the retries fails saying Ollama is busy",
+        replies: || (0..3).map(|_| Reply::http_error(503, BUSY)).collect(),
+        reason: "Ollama is busy",
+        reason_has: &["after 3 attempts", "ollama.retries"],
+        // 1 + 2 retries, then the healthy task.
+        chats: Some(4),
+        ..FAULT
+    },
+    FaultCase {
+        name: "retries: 0 fails on the first 503",
+        replies: || vec![Reply::http_error(503, "server busy")],
+        retries: Some(0),
+        reason: "Ollama is busy",
+        reason_lacks: &["attempts"],
+        chats: Some(2),
+        ..FAULT
+    },
+    FaultCase {
+        name: "HTTP 404 names the missing model",
+        replies: || vec![Reply::http_error(404, "model 'test-model' not found")],
+        reason: "model 'test-model' not found on the Ollama server; pull it with `ollama pull test-model`",
+        ..FAULT
+    },
+    FaultCase {
+        name: "a connection dropped mid-stream fails as a transport error",
+        replies: || {
+            vec![Reply::Cut {
+                after_chunks: vec!["Half an ".into(), "answer".into()],
+            }]
+        },
+        reason: "HTTP error talking to Ollama",
+        ..FAULT
+    },
+    FaultCase {
+        name: "a stream ending without done fails",
+        replies: || {
+            vec![Reply::Raw(vec![
+                r#"{"message":{"role":"assistant","content":"partial"},"done":false}"#.into(),
+            ])]
+        },
+        reason: "stream ended before done",
+        ..FAULT
+    },
+    FaultCase {
+        name: "a malformed NDJSON line fails quoting the line",
+        replies: || {
+            vec![Reply::Malformed {
+                after_chunks: vec!["fine ".into()],
+            }]
+        },
+        reason: "cannot decode Ollama response `{\"model\": this is not json`",
+        ..FAULT
+    },
+    FaultCase {
+        name: "an error line mid-stream fails with its text",
+        replies: || {
+            vec![Reply::ErrorLine {
+                after_chunks: vec!["Working on".into()],
+                error: "an error was encountered while running the model: CUDA out of memory"
+                    .into(),
+            }]
+        },
+        reason: "Ollama stream failed: an error was encountered while running the model: CUDA out of memory",
+        ..FAULT
+    },
+    FaultCase {
+        name: "a reply over the cap fails naming the limit",
+        replies: || vec![Reply::text(&"word ".repeat(1000), 1, 1000)],
+        max_reply_kib: Some(1),
+        reason: "Ollama reply exceeded the 1024-byte limit",
+        ..FAULT
+    },
+    // 200 KiB of one line that never ends in a newline: past the cap plus framing room.
+    FaultCase {
+        name: "an endless line without a newline is bounded too",
+        replies: || {
+            vec![Reply::Raw(vec![format!(
+                r#"{{"message":{{"role":"assistant","content":"{}"#,
+                "x".repeat(200 * 1024)
+            )])]
+        },
+        max_reply_kib: Some(1),
+        reason: "Ollama reply exceeded the 1024-byte limit",
+        ..FAULT
+    },
+];
+
+#[tokio::test]
+async fn each_fault_fails_its_task_clearly_and_the_next_task_runs() {
+    for case in FAULT_CASES {
+        let name = case.name;
+        let fake = FakeOllama::start().await;
+        let mut config = config(&fake.url());
+        if let Some(retries) = case.retries {
+            config.ollama.retries = retries;
+        }
+        if let Some(kib) = case.max_reply_kib {
+            config.ollama.max_reply_bytes = bytesize_kib(kib);
+        }
+        let server = HttpServer::start(config).await;
+        let client = server.client();
+        for reply in (case.replies)() {
+            fake.push_reply(reply);
+        }
+        let (state, reason) = run_task(&client, "Hit the fault.").await;
+        assert_eq!(state, "failed", "{name}: {reason}");
+        assert!(
+            reason.contains(case.reason),
+            "{name}: expected {:?} in: {reason}",
+            case.reason
+        );
+        for text in case.reason_has {
+            assert!(
+                reason.contains(text),
+                "{name}: expected {text:?} in: {reason}"
+            );
+        }
+        for text in case.reason_lacks {
+            assert!(!reason.contains(text), "{name}: {text:?} in: {reason}");
+        }
+        fake.push_reply(Reply::text("Recovered.", 3, 2));
+        let (state, result) = run_task(&client, "Run normally.").await;
+        assert_eq!(
+            (state.as_str(), result.as_str()),
+            ("completed", "Recovered."),
+            "{name}: the next task"
+        );
+        if let Some(chats) = case.chats {
+            assert_eq!(fake.chat_count(), chats, "{name}");
+        }
+    }
 }
