@@ -92,33 +92,25 @@ async fn legacy_http_run_and_session_continuation() {
     assert_eq!(init.body["result"]["protocolVersion"], "2025-11-25");
     assert!(init.body["result"].get("resultType").is_none());
 
-    let call = |args: Value| {
+    let tool = |name: &'static str, args: Value| {
         let client = client.clone();
         async move {
-            let r = client
-                .legacy(
-                    "tools/call",
-                    json!({"name": "agent_run", "arguments": args}),
-                    v,
-                )
-                .await;
+            let params = json!({"name": name, "arguments": args});
+            client.legacy("tools/call", params, v).await
+        }
+    };
+    let call = |args: Value| {
+        let reply = tool("agent_run", args);
+        async move {
+            let r = reply.await;
             assert_eq!(r.status, 200, "{}", r.text);
             assert!(r.body["result"].get("resultType").is_none(), "{}", r.text);
             tool_text(&r.body["result"])
         }
     };
     let status = |task_id: String| {
-        let client = client.clone();
-        async move {
-            let r = client
-                .legacy(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-                    v,
-                )
-                .await;
-            tool_text(&r.body["result"])
-        }
+        let reply = tool("agent_status", json!({"task_id": task_id}));
+        async move { tool_text(&reply.await.body["result"]) }
     };
 
     let first = call(json!({"request": "Question one"})).await;
