@@ -190,13 +190,9 @@ async fn tasks_and_sessions_belong_to_the_token_that_created_them() {
         format!("task_id: {task_id}\nstatus: failed\nmessage: タスク {task_id} が見つかりません。")
     );
 
-    let hijack = call(
-        &c,
-        Some(&bob),
-        "tools/call",
-        json!({"name": "agent_run", "arguments": {"request": "continue", "session_id": session_id}}),
-    )
-    .await;
+    let continue_session = json!({"name": "agent_run",
+                                  "arguments": {"request": "continue", "session_id": session_id}});
+    let hijack = call(&c, Some(&bob), "tools/call", continue_session.clone()).await;
     assert_eq!(hijack.body["result"]["isError"], true, "{}", hijack.text);
     assert_eq!(
         tool_text(&hijack.body["result"]),
@@ -207,13 +203,7 @@ async fn tasks_and_sessions_belong_to_the_token_that_created_them() {
     );
 
     // The owner can continue the session.
-    let again = call(
-        &c,
-        Some(&alice),
-        "tools/call",
-        json!({"name": "agent_run", "arguments": {"request": "continue", "session_id": session_id}}),
-    )
-    .await;
+    let again = call(&c, Some(&alice), "tools/call", continue_session).await;
     assert_eq!(again.body["result"]["isError"], false, "{}", again.text);
     assert_eq!(
         field(&tool_text(&again.body["result"]), "session_id"),
@@ -277,9 +267,7 @@ async fn the_audit_file_has_one_line_per_call_and_refusal() {
     let fake = FakeOllama::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("nested/logs/audit.jsonl");
-    let mut config = with_tokens(test_config(&fake.url()));
-    config.audit.enabled = true;
-    config.audit.file = Some(path.clone());
+    let mut config = audited(&fake, &path);
     // Reads (agent_status, tools/list, an unknown tool) spend a budget small enough that the
     // fourth read of alice is refused; agent_run spends the default task budget.
     config.rate_limit.reads.per_minute = 1;
@@ -455,6 +443,14 @@ async fn the_audit_file_has_one_line_per_call_and_refusal() {
     assert_eq!(audit_lines(&path, 6).await.len(), 6);
 }
 
+/// The two tokens' configuration, auditing to `path`.
+fn audited(fake: &FakeOllama, path: &std::path::Path) -> agent_mcp::config::Config {
+    let mut config = with_tokens(test_config(&fake.url()));
+    config.audit.enabled = true;
+    config.audit.file = Some(path.to_owned());
+    config
+}
+
 /// Collects a child's stderr lines on a thread.
 fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     let lines = Arc::new(Mutex::new(Vec::new()));
@@ -472,9 +468,7 @@ async fn no_log_or_audit_line_carries_the_token_or_image_bytes() {
     let fake = FakeOllama::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let audit_path = dir.path().join("audit.jsonl");
-    let mut config = with_tokens(test_config(&fake.url()));
-    config.audit.enabled = true;
-    config.audit.file = Some(audit_path.clone());
+    let config = audited(&fake, &audit_path);
     let config_path = write_config(&dir, &config);
     let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
         .arg("serve")
@@ -534,22 +528,11 @@ async fn no_log_or_audit_line_carries_the_token_or_image_bytes() {
         "{}",
         misplaced.text
     );
-    let wrong = call(
-        &c,
-        Some(&format!("Bearer {TOKEN_A}x")),
-        "tools/list",
-        json!({}),
-    )
-    .await;
-    assert_eq!(wrong.status, 401);
-    let basic = call(
-        &c,
-        Some(&format!("Basic {TOKEN_B}")),
-        "tools/list",
-        json!({}),
-    )
-    .await;
-    assert_eq!(basic.status, 401);
+    // A wrong token and a token in the wrong scheme: both refused (and neither logged).
+    for authorization in [format!("Bearer {TOKEN_A}x"), format!("Basic {TOKEN_B}")] {
+        let refused = call(&c, Some(&authorization), "tools/list", json!({})).await;
+        assert_eq!(refused.status, 401, "{authorization}");
+    }
     // Let the task run to its end (it fails: the fake model has no vision), so its logs exist.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
