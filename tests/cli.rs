@@ -93,17 +93,12 @@ async fn the_copied_example_talks_to_ollama_host() {
     );
 
     // The real server, in that folder, with nothing else set.
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["serve", "--bind", "127.0.0.1:0"])
+    let mut serve = serve_command(&["serve", "--bind", "127.0.0.1:0"]);
+    serve
         .current_dir(dir.path())
         .env("OLLAMA_HOST", &host)
-        .env("XDG_STATE_HOME", &state)
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = listening_url(&mut child).await;
+        .env("XDG_STATE_HOME", &state);
+    let (_child, url) = start_serving(serve).await;
     let client = support::harness::HttpClient::new(&url);
     let task_id = client.agent_run("say hello").await;
     let text = support::harness::wait_terminal(|| client.agent_status(&task_id)).await;
@@ -113,6 +108,23 @@ async fn the_copied_example_talks_to_ollama_host() {
     // The default database is outside the folder the server (and its agent) works in.
     assert!(!dir.path().join(".agent-mcp").exists());
     assert!(state.join("agent-mcp/workspaces").is_dir());
+}
+
+/// `agent-mcp` with `args`, logging at info to a piped stderr, killed when dropped.
+fn serve_command(args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"));
+    cmd.args(args)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Spawns `cmd` and waits until it listens; the child and its MCP URL.
+async fn start_serving(mut cmd: tokio::process::Command) -> (tokio::process::Child, String) {
+    let mut child = cmd.spawn().unwrap();
+    let url = listening_url(&mut child).await;
+    (child, url)
 }
 
 /// Reads the server's stderr until it says where it listens; the MCP URL.
@@ -142,15 +154,9 @@ async fn serve_answers_on_loopback_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let config = support::harness::test_config(&fake.url());
     let path = support::harness::write_config(&dir, &config);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = listening_url(&mut child).await;
+    let mut serve = serve_command(&["serve", "--bind", "127.0.0.1:0", "--config"]);
+    serve.arg(&path);
+    let (mut child, url) = start_serving(serve).await;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let client = support::harness::HttpClient::new(&url);
     let r = client.modern("tools/list", serde_json::json!({})).await;
@@ -187,6 +193,8 @@ struct CliCase {
     name: &'static str,
     /// Files written into the folder first: (relative path, contents).
     files: &'static [(&'static str, &'static str)],
+    /// An `agent.yaml` written into the folder and passed with `--config` after `args`.
+    config: Option<&'static str>,
     args: &'static [&'static str],
     env: &'static [(&'static str, &'static str)],
     env_remove: &'static [&'static str],
@@ -201,6 +209,7 @@ struct CliCase {
 const CASE: CliCase = CliCase {
     name: "",
     files: &[],
+    config: None,
     args: &["check-config"],
     env: &[],
     env_remove: &[],
@@ -221,24 +230,21 @@ macro_rules! token_hash {
 const CLI_CASES: &[CliCase] = &[
     CliCase {
         name: "check-config names a bad value's key and exits 2",
-        files: &[("agent.yaml", "ollama:\n  temperature: 9\n")],
-        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        config: Some("ollama:\n  temperature: 9\n"),
         exit: Exit::Code(2),
         stderr_has: &["ollama.temperature"],
         ..CASE
     },
     CliCase {
         name: "check-config names an unknown key and exits 2",
-        files: &[("agent.yaml", "http:\n  bnid: 127.0.0.1:1\n")],
-        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        config: Some("http:\n  bnid: 127.0.0.1:1\n"),
         exit: Exit::Code(2),
         stderr_has: &["bnid"],
         ..CASE
     },
     CliCase {
         name: "check-config prints the effective configuration, which parses",
-        files: &[("agent.yaml", "ollama:\n  model: llama3.2\n")],
-        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        config: Some("ollama:\n  model: llama3.2\n"),
         check: Some(|out| {
             let printed = String::from_utf8_lossy(&out.stdout);
             let reparsed = Config::from_yaml(&printed).expect("printed config parses");
@@ -282,15 +288,11 @@ const CLI_CASES: &[CliCase] = &[
     },
     CliCase {
         name: "check-config redacts token hashes",
-        files: &[(
-            "agent.yaml",
-            concat!(
-                "auth:\n  tokens:\n    - name: ci\n      sha256: ",
-                token_hash!(),
-                "\n"
-            ),
-        )],
-        args: &["check-config", "--config", "{dir}/agent.yaml"],
+        config: Some(concat!(
+            "auth:\n  tokens:\n    - name: ci\n      sha256: ",
+            token_hash!(),
+            "\n"
+        )),
         stdout_has: &["name: ci", "<redacted>"],
         stdout_lacks: &[token_hash!()],
         ..CASE
@@ -343,8 +345,13 @@ fn check_config_and_startup_runs() {
             std::fs::write(dir.path().join(path), contents).unwrap();
         }
         let mut cmd = agent_mcp();
-        cmd.args(case.args.iter().map(|a| at(a)))
-            .current_dir(dir.path())
+        cmd.args(case.args.iter().map(|a| at(a)));
+        if let Some(contents) = case.config {
+            let path = dir.path().join("agent.yaml");
+            std::fs::write(&path, contents).unwrap();
+            cmd.arg("--config").arg(path);
+        }
+        cmd.current_dir(dir.path())
             .stdin(std::process::Stdio::null());
         for (key, value) in case.env {
             cmd.env(key, at(value));
