@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use super::backend::TaskBackend;
 use super::service::Tasks;
 use super::wire::TaskTiming;
-use crate::agent::AgentCore;
 
 /// The poll interval suggested to clients. A local model takes seconds to minutes per task, so
 /// polling faster than once a second only adds load.
@@ -17,21 +17,34 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// answering with the task as it then is.
 pub const DEFAULT_CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// Serves agent tasks through the MCP Tasks extension (2026-07-28) and the experimental
-/// 2025-11-25 tasks, both from the agent's own task store. See the [module docs](super).
-#[derive(Clone, Debug)]
-pub struct TasksLayer {
-    pub(super) core: Arc<AgentCore>,
+/// Serves tasks through the MCP Tasks extension (2026-07-28) and the experimental 2025-11-25
+/// tasks, both from one [`TaskBackend`] (the agent core in the server). See the
+/// [module docs](super).
+#[derive(Debug)]
+pub struct TasksLayer<B> {
+    pub(super) backend: Arc<B>,
     pub(super) ttl: Duration,
     pub(super) poll_interval: Duration,
     pub(super) cancel_wait: Duration,
 }
 
-impl TasksLayer {
-    /// `ttl` is how long tasks are kept after creation (the advertised `ttlMs` / `ttl`).
-    pub fn new(core: Arc<AgentCore>, ttl: Duration) -> Self {
+// Not derived: that would ask for `B: Clone`, and only the `Arc` is cloned.
+impl<B> Clone for TasksLayer<B> {
+    fn clone(&self) -> Self {
         Self {
-            core,
+            backend: self.backend.clone(),
+            ttl: self.ttl,
+            poll_interval: self.poll_interval,
+            cancel_wait: self.cancel_wait,
+        }
+    }
+}
+
+impl<B: TaskBackend> TasksLayer<B> {
+    /// `ttl` is how long tasks are kept after creation (the advertised `ttlMs` / `ttl`).
+    pub fn new(backend: Arc<B>, ttl: Duration) -> Self {
+        Self {
+            backend,
             ttl,
             poll_interval: DEFAULT_POLL_INTERVAL,
             cancel_wait: DEFAULT_CANCEL_WAIT,
@@ -59,10 +72,10 @@ impl TasksLayer {
     }
 }
 
-impl<S> Layer<S> for TasksLayer {
-    type Service = Tasks<S>;
+impl<S, B: TaskBackend> Layer<S> for TasksLayer<B> {
+    type Service = Tasks<S, B>;
 
-    fn layer(&self, inner: S) -> Tasks<S> {
+    fn layer(&self, inner: S) -> Tasks<S, B> {
         Tasks::from_layer(inner, self.clone())
     }
 }

@@ -10,8 +10,9 @@ use std::convert::Infallible;
 use serde_json::{Value, json};
 use tower_service::Service;
 
+use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
-use super::lookup::{Waited, caller_task, create, until_terminal};
+use super::lookup::{Created, Waited, caller_task, create, until_terminal};
 use super::modern::object_at;
 use super::service::Inner;
 use super::wire::{
@@ -60,16 +61,22 @@ pub fn mark_task_support(version: ProtocolVersion, mut response: McpResponse) ->
     response
 }
 
-/// A `tools/call` without `params.task`: the inner stack answers it alone.
-pub(super) fn passes_through(req: &McpRequest) -> bool {
-    !req.params.contains_key("task")
+/// Whether a `tools/call` asks to run as a task (`params.task`). One without it is answered by
+/// the inner stack alone.
+pub(super) fn asks_for_task(req: &McpRequest) -> bool {
+    req.params.contains_key("task")
 }
 
-/// `tools/call` with `params.task`: `agent_run` answers with `{task: {…}}`.
-pub async fn tools_call<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
+/// `tools/call` with `params.task` ([`asks_for_task`]): `agent_run` answers with `{task: {…}}`.
+pub async fn tools_call<S, B>(
+    config: &TasksLayer<B>,
+    inner: Inner<S>,
+    req: McpRequest,
+) -> McpResponse
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
     S::Future: Send,
+    B: TaskBackend,
 {
     let Some(task_param) = req.params.get("task") else {
         return inner.call(req).await;
@@ -91,12 +98,20 @@ where
         // Unknown tool or no name: the inner service explains.
         _ => return inner.call(req).await,
     }
-    match create(&config.core, inner, req).await {
-        Ok(created) => {
-            let task = legacy_task(&created.task, created.queue_position, config.timing());
+    let backend = &*config.backend;
+    match create(backend, inner, req).await {
+        Ok(Created {
+            mut response,
+            created,
+        }) => {
+            let task = legacy_task(
+                backend,
+                &created.task,
+                created.queue_position,
+                config.timing(),
+            );
             let mut body = serde_json::Map::with_capacity(1);
             body.insert("task".into(), Value::Object(task));
-            let mut response = created.response;
             response.payload = Payload::Result(McpResult::complete(body));
             response
         }
@@ -105,22 +120,24 @@ where
 }
 
 /// `tasks/get`, `tasks/result`, `tasks/cancel`.
-pub async fn task_method(config: &TasksLayer, req: McpRequest) -> McpResponse {
-    let core = &config.core;
-    let task = match caller_task(core, &req).await {
-        Ok(task) => task,
+pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest) -> McpResponse {
+    let backend = &*config.backend;
+    let found = match caller_task(backend, &req).await {
+        Ok(found) => found,
         Err(e) => return req.error(e),
     };
+    let task = &found.task;
     let id = task.id;
     match req.method.as_str() {
         "tasks/get" => req.result(McpResult::complete(legacy_task(
-            &task,
-            core.queue_position(id),
+            backend,
+            task,
+            found.queue_position,
             config.timing(),
         ))),
-        "tasks/result" => match until_terminal(core, task, &req.ctx.cancel, None).await {
-            Ok(Waited::Finished(task)) => {
-                let mut body = final_result(&task);
+        "tasks/result" => match until_terminal(backend, found, &req.ctx.cancel, None).await {
+            Ok(Waited::Finished(done)) => {
+                let mut body = final_result(backend, &done.task);
                 body.insert(
                     "_meta".into(),
                     json!({ RELATED_TASK: { "taskId": id.to_string() } }),
@@ -141,7 +158,7 @@ pub async fn task_method(config: &TasksLayer, req: McpRequest) -> McpResponse {
                     legacy_status(task.state)
                 )));
             }
-            let task = match core.cancel(id).await {
+            let task = match backend.cancel(id).await {
                 Ok(Some(task)) => task,
                 Ok(None) => return req.error(task_not_found(&id.to_string())),
                 Err(e) => return req.error(store_fault(&e)),
@@ -149,13 +166,18 @@ pub async fn task_method(config: &TasksLayer, req: McpRequest) -> McpResponse {
             // A running task stops when its runner notices the token; wait (bounded) so the
             // answer shows `cancelled`, as 2025-11-25 asks.
             let limit = Some(config.cancel_wait);
-            let task = match until_terminal(core, task, &req.ctx.cancel, limit).await {
-                Ok(Waited::Finished(task) | Waited::GaveUp(task)) => task,
+            let asked = Tracked {
+                task,
+                queue_position: None,
+            };
+            let now = match until_terminal(backend, asked, &req.ctx.cancel, limit).await {
+                Ok(Waited::Finished(now) | Waited::GaveUp(now)) => now,
                 Err(e) => return req.error(store_fault(&e)),
             };
             req.result(McpResult::complete(legacy_task(
-                &task,
-                core.queue_position(id),
+                backend,
+                &now.task,
+                now.queue_position,
                 config.timing(),
             )))
         }

@@ -1,5 +1,5 @@
 //! What both eras share: finding the caller's task, creating one through `agent_run`, and
-//! waiting for a task to finish without polling the store in a loop.
+//! waiting for a task to finish without polling the backend in a loop.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -8,29 +8,29 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
+use super::backend::{TaskBackend, Tracked};
 use super::service::Inner;
-use super::wire::{accepted_task_id, store_fault, task_id_missing, task_not_found};
-use crate::agent::AgentCore;
-use crate::agent::status::parse_uuid;
+use super::wire::{parse_task_id, store_fault, task_id_missing, task_not_found};
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload};
-use crate::store::StoreError;
-use crate::task::Task;
 
-/// A safety net for waits: changes saved without [`AgentCore::notify_task_changed`] (another
-/// instance sharing the store, a runner that does not notify) are still seen this often.
+/// A safety net for waits: changes saved without a notification (another instance sharing the
+/// store, a runner that does not notify) are still seen this often.
 const RECHECK: Duration = Duration::from_secs(1);
 
 /// The task `params.taskId` names, if this caller may see it. Unknown ids, malformed ids and
 /// other identities' tasks are all "not found", so ids cannot be probed.
-pub async fn caller_task(core: &AgentCore, req: &McpRequest) -> Result<Task, ErrorObject> {
+pub async fn caller_task<B: TaskBackend>(
+    backend: &B,
+    req: &McpRequest,
+) -> Result<Tracked, ErrorObject> {
     let Some(text) = req.params.get("taskId").and_then(Value::as_str) else {
         return Err(task_id_missing(&req.method));
     };
-    let Some(id) = parse_uuid(text) else {
+    let Some(id) = parse_task_id(text) else {
         return Err(task_not_found(text));
     };
-    match core.store.task(id).await {
-        Ok(Some(task)) if task.visible_to(req.ctx.identity.as_deref()) => Ok(task),
+    match backend.lookup(id).await {
+        Ok(Some(found)) if found.task.visible_to(req.ctx.identity.as_deref()) => Ok(found),
         Ok(_) => Err(task_not_found(text)),
         Err(e) => Err(store_fault(&e)),
     }
@@ -39,39 +39,39 @@ pub async fn caller_task(core: &AgentCore, req: &McpRequest) -> Result<Task, Err
 /// A task `agent_run` has just created, and the response the inner service gave.
 pub struct Created {
     pub response: McpResponse,
-    pub task: Task,
-    pub queue_position: Option<usize>,
+    pub created: Tracked,
 }
 
-/// Runs `agent_run` through the inner layers (validation included) and reads back the task it
-/// stored. Anything that is not a fresh task (a JSON-RPC error, a tool error such as invalid
-/// arguments) comes back as `Err` with the inner response unchanged.
-pub async fn create<S>(
-    core: &AgentCore,
+/// Runs `agent_run` through the inner layers (validation included) and reads back the task the
+/// response names ([`McpResponse::ids`]). Anything that is not a fresh task (a JSON-RPC error, a
+/// tool error such as invalid arguments) comes back as `Err` with the inner response unchanged.
+pub async fn create<S, B>(
+    backend: &B,
     inner: Inner<S>,
     req: McpRequest,
 ) -> Result<Created, McpResponse>
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
     S::Future: Send,
+    B: TaskBackend,
 {
     let identity = req.ctx.identity.clone();
     let response = inner.call(req).await;
     let id = match &response.payload {
-        Payload::Result(r) if !r.is_tool_error() => r.first_text().and_then(accepted_task_id),
+        Payload::Result(r) if !r.is_tool_error() => response.ids.task_id,
         _ => return Err(response),
     };
     let Some(id) = id else {
-        tracing::error!("agent_run succeeded without a task_id line; answering without a task");
+        tracing::error!(
+            "agent_run succeeded without reporting a task id; answering without a task"
+        );
         return Err(response);
     };
     // Stored before the inner service answered, so `tasks/get` resolves from here on.
-    match core.store.task(id).await {
-        Ok(Some(task)) if task.visible_to(identity.as_deref()) => Ok(Created {
-            queue_position: core.queue_position(id),
-            task,
-            response,
-        }),
+    match backend.lookup(id).await {
+        Ok(Some(created)) if created.task.visible_to(identity.as_deref()) => {
+            Ok(Created { response, created })
+        }
         Ok(_) => {
             tracing::error!(task_id = %id, "agent_run's task is not in the store");
             Err(response)
@@ -86,31 +86,31 @@ where
 /// How a wait ended.
 pub enum Waited {
     /// The task is terminal.
-    Finished(Task),
+    Finished(Tracked),
     /// `stop` fired or the time limit passed first; the task as it was last read.
-    GaveUp(Task),
+    GaveUp(Tracked),
 }
 
-/// Waits until `task` is terminal, `stop` fires, or `limit` passes. Wakes on
-/// [`AgentCore::notify_task_changed`] and re-reads the store then (and once a second as a safety
-/// net), never in a tight loop.
-pub async fn until_terminal(
-    core: &AgentCore,
-    mut task: Task,
+/// Waits until `last` is terminal, `stop` fires, or `limit` passes. Wakes on the backend's
+/// change notifications ([`TaskBackend::subscribe`]) and re-reads the task then (and once a
+/// second as a safety net), never in a tight loop.
+pub async fn until_terminal<B: TaskBackend>(
+    backend: &B,
+    mut last: Tracked,
     stop: &CancellationToken,
     limit: Option<Duration>,
-) -> Result<Waited, StoreError> {
+) -> Result<Waited, B::Error> {
     let deadline = limit.map(|l| tokio::time::Instant::now() + l);
     // Subscribed before the first read, so no change after that read is missed.
-    let mut changes = core.subscribe_task_changes();
+    let mut changes = backend.subscribe();
     loop {
         changes.borrow_and_update();
-        match core.store.task(task.id).await? {
-            Some(now) => task = now,
-            None => return Ok(Waited::GaveUp(task)),
+        match backend.lookup(last.task.id).await? {
+            Some(now) => last = now,
+            None => return Ok(Waited::GaveUp(last)),
         }
-        if task.state.is_terminal() {
-            return Ok(Waited::Finished(task));
+        if last.task.state.is_terminal() {
+            return Ok(Waited::Finished(last));
         }
         let expired = async {
             match deadline {
@@ -119,11 +119,11 @@ pub async fn until_terminal(
             }
         };
         tokio::select! {
-            () = stop.cancelled() => return Ok(Waited::GaveUp(task)),
-            () = expired => return Ok(Waited::GaveUp(task)),
+            () = stop.cancelled() => return Ok(Waited::GaveUp(last)),
+            () = expired => return Ok(Waited::GaveUp(last)),
             changed = changes.changed() => {
                 if changed.is_err() {
-                    // The core is going away; fall back to the periodic re-check.
+                    // The backend is going away; fall back to the periodic re-check.
                     tokio::time::sleep(RECHECK).await;
                 }
             }

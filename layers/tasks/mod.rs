@@ -32,11 +32,13 @@
 //! honoured for any 2025 revision, since a client that sends them speaks 2025-11-25 tasks even
 //! when a stateless HTTP request lacks its `MCP-Protocol-Version` header.
 //!
-//! **Cancellation** goes through [`AgentCore::cancel`](crate::agent::AgentCore::cancel): a queued
-//! task leaves the queue at once; a running one has its token fired, which aborts the Ollama
-//! request. Waiting (`tasks/result`, the legacy cancel) wakes on
-//! [`AgentCore::notify_task_changed`](crate::agent::AgentCore::notify_task_changed) instead of
-//! polling the store.
+//! **The backend.** The layer is generic over a [`TaskBackend`] (the agent core in the server):
+//! it looks tasks up, cancels them and waits on the backend's change notifications, never
+//! polling in a loop. A task is created by passing `agent_run` to the inner service; the new
+//! task's id is the one the service reports on the response
+//! ([`McpResponse::ids`](crate::protocol::McpResponse::ids)). **Cancellation** through the agent
+//! core: a queued task leaves the queue at once; a running one has its token fired, which
+//! aborts the Ollama request.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -79,6 +81,7 @@
 //! # Ok(()) }
 //! ```
 
+mod backend;
 mod future;
 mod layer;
 mod legacy;
@@ -87,6 +90,7 @@ mod modern;
 mod service;
 mod wire;
 
+pub use backend::{TaskBackend, Tracked};
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksLayer};
 pub use service::Tasks;

@@ -9,8 +9,9 @@ use std::convert::Infallible;
 use serde_json::{Map, Value};
 use tower_service::Service;
 
+use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
-use super::lookup::{caller_task, create};
+use super::lookup::{Created, caller_task, create};
 use super::service::Inner;
 use super::wire::{
     TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
@@ -41,28 +42,39 @@ pub(super) fn object_at<'a>(
     slot.as_object_mut()
 }
 
-/// A `tools/call` the inner stack answers alone: any tool but `agent_run`, or a request that
-/// did not declare the extension.
-pub(super) fn passes_through(req: &McpRequest) -> bool {
-    req.tool_name() != Some(AGENT_RUN) || !req.ctx.declares_extension(TASKS_EXTENSION)
+/// Whether a `tools/call` becomes a task: `agent_run` from a request that declared the
+/// extension. Any other is answered by the inner stack alone.
+pub(super) fn creates_task(req: &McpRequest) -> bool {
+    req.tool_name() == Some(AGENT_RUN) && req.ctx.declares_extension(TASKS_EXTENSION)
 }
 
-/// `agent_run` from a declaring request answers with a flat `CreateTaskResult`; everything
-/// else (other tools, undeclared requests, invalid arguments) is answered by the inner stack.
-pub async fn tools_call<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
+/// `agent_run` from a declaring request ([`creates_task`]) answers with a flat
+/// `CreateTaskResult`; a refusal of the inner stack (invalid arguments, …) is passed back.
+pub async fn tools_call<S, B>(
+    config: &TasksLayer<B>,
+    inner: Inner<S>,
+    req: McpRequest,
+) -> McpResponse
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
     S::Future: Send,
+    B: TaskBackend,
 {
-    if passes_through(&req) {
-        return inner.call(req).await;
-    }
-    match create(&config.core, inner, req).await {
-        Ok(created) => {
-            let mut response = created.response;
+    let backend = &*config.backend;
+    match create(backend, inner, req).await {
+        Ok(Created {
+            mut response,
+            created,
+        }) => {
+            let body = modern_task(
+                backend,
+                &created.task,
+                created.queue_position,
+                config.timing(),
+            );
             response.payload = Payload::Result(McpResult {
                 kind: ResultKind::Task,
-                body: modern_task(&created.task, created.queue_position, config.timing()),
+                body,
                 cache: None,
             });
             response
@@ -72,28 +84,29 @@ where
 }
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel`.
-pub async fn task_method(config: &TasksLayer, req: McpRequest) -> McpResponse {
+pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest) -> McpResponse {
     if !req.ctx.declares_extension(TASKS_EXTENSION) {
         return req.error(extension_not_declared(&req.method));
     }
-    let core = &config.core;
-    let task = match caller_task(core, &req).await {
-        Ok(task) => task,
+    let backend = &*config.backend;
+    let Tracked {
+        task,
+        queue_position,
+    } = match caller_task(backend, &req).await {
+        Ok(found) => found,
         Err(e) => return req.error(e),
     };
     match req.method.as_str() {
-        "tasks/get" => {
-            let position = core.queue_position(task.id);
-            req.result(McpResult::complete(detailed_task(
-                &task,
-                position,
-                config.timing(),
-            )))
-        }
+        "tasks/get" => req.result(McpResult::complete(detailed_task(
+            backend,
+            &task,
+            queue_position,
+            config.timing(),
+        ))),
         "tasks/cancel" => {
             // Cancelling a finished task is acknowledged the same way (idempotent).
             if !task.state.is_terminal()
-                && let Err(e) = core.cancel(task.id).await
+                && let Err(e) = backend.cancel(task.id).await
             {
                 return req.error(store_fault(&e));
             }

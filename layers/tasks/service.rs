@@ -8,32 +8,42 @@ use std::time::Duration;
 use tower::ServiceExt;
 use tower_service::Service;
 
+use super::backend::TaskBackend;
 use super::future::{ResponseFuture, Routed};
 use super::layer::TasksLayer;
 use super::{legacy, modern};
-use crate::agent::AgentCore;
 use crate::protocol::era::Era;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse};
 
 /// Wraps an MCP service with task support. Built by [`TasksLayer`].
-#[derive(Clone, Debug)]
-pub struct Tasks<S> {
+#[derive(Debug)]
+pub struct Tasks<S, B> {
     inner: S,
-    config: TasksLayer,
+    config: TasksLayer<B>,
 }
 
-impl<S> Tasks<S> {
-    pub fn new(inner: S, core: Arc<AgentCore>, ttl: Duration) -> Self {
-        Self::from_layer(inner, TasksLayer::new(core, ttl))
+// Not derived: that would ask for `B: Clone`.
+impl<S: Clone, B> Clone for Tasks<S, B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S, B: TaskBackend> Tasks<S, B> {
+    pub fn new(inner: S, backend: Arc<B>, ttl: Duration) -> Self {
+        Self::from_layer(inner, TasksLayer::new(backend, ttl))
     }
 
-    pub(super) fn from_layer(inner: S, config: TasksLayer) -> Self {
+    pub(super) fn from_layer(inner: S, config: TasksLayer<B>) -> Self {
         Self { inner, config }
     }
 
     /// A [`TasksLayer`] with these settings.
-    pub fn layer(core: Arc<AgentCore>, ttl: Duration) -> TasksLayer {
-        TasksLayer::new(core, ttl)
+    pub fn layer(backend: Arc<B>, ttl: Duration) -> TasksLayer<B> {
+        TasksLayer::new(backend, ttl)
     }
 
     pub fn get_ref(&self) -> &S {
@@ -49,10 +59,11 @@ impl<S> Tasks<S> {
     }
 }
 
-impl<S> Service<McpRequest> for Tasks<S>
+impl<S, B> Service<McpRequest> for Tasks<S, B>
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
+    B: TaskBackend,
 {
     type Response = McpResponse;
     type Error = Infallible;
@@ -66,7 +77,8 @@ where
     fn call(&mut self, req: McpRequest) -> Self::Future {
         // Most traffic (`agent_status`, `tools/list`) is not ours: hand it on as is, with no
         // clone and no boxed future.
-        if passes_through(&req) {
+        let route = Route::of(&req);
+        if route == Route::PassThrough {
             return ResponseFuture::Inner {
                 future: self.inner.call(req),
             };
@@ -75,30 +87,61 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = self.config.clone();
-        let future: Routed = Box::pin(async move { Ok(route(&config, Inner(inner), req).await) });
+        let future: Routed =
+            Box::pin(async move { Ok(serve(route, &config, Inner(inner), req).await) });
         ResponseFuture::Routed { future }
     }
 }
 
-/// True when [`route`] would only call the inner service with the request and return its
-/// response unchanged.
-fn passes_through(req: &McpRequest) -> bool {
-    if req.is_notification() {
-        return true;
-    }
-    match req.ctx.era() {
-        Era::Modern => match req.method.as_str() {
-            "server/discover" | "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result"
-            | "tasks/list" => false,
-            "tools/call" => modern::passes_through(req),
-            _ => true,
-        },
-        Era::Legacy => match req.method.as_str() {
-            "initialize" | "tools/list" | "tasks/get" | "tasks/result" | "tasks/cancel"
-            | "tasks/list" => false,
-            "tools/call" => legacy::passes_through(req),
-            _ => true,
-        },
+/// What the layer does with a request. [`Route::of`] is the one routing table: the service
+/// dispatches on it, and a request routed [`Route::PassThrough`] reaches the inner service
+/// unchanged, its response unchanged too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Not the layer's: the inner service answers alone.
+    PassThrough,
+    /// 2026-07-28 `server/discover`: the inner answer gains the extension.
+    Discover,
+    /// 2026-07-28 `tools/call` of `agent_run` from a request that declared the extension.
+    ModernCreate,
+    /// 2026-07-28 `tasks/get`, `tasks/update`, `tasks/cancel`.
+    ModernTask,
+    /// 2025 `initialize`: the inner answer gains `capabilities.tasks` (2025-11-25 only).
+    Initialize,
+    /// 2025 `tools/list`: the inner answer marks `agent_run` (2025-11-25 only).
+    ListTools,
+    /// 2025 `tools/call` with `params.task`.
+    LegacyCreate,
+    /// 2025 `tasks/get`, `tasks/result`, `tasks/cancel`.
+    LegacyTask,
+    /// `tasks/*` methods the era does not offer (the extension removed `tasks/result` and
+    /// `tasks/list`; a stateless server cannot scope a 2025 `tasks/list` to one client): -32601,
+    /// not ours to pass on either.
+    NotOffered,
+}
+
+impl Route {
+    pub(super) fn of(req: &McpRequest) -> Route {
+        if req.is_notification() {
+            return Route::PassThrough;
+        }
+        match req.ctx.era() {
+            Era::Modern => match req.method.as_str() {
+                "server/discover" => Route::Discover,
+                "tools/call" if modern::creates_task(req) => Route::ModernCreate,
+                "tasks/get" | "tasks/update" | "tasks/cancel" => Route::ModernTask,
+                "tasks/result" | "tasks/list" => Route::NotOffered,
+                _ => Route::PassThrough,
+            },
+            Era::Legacy => match req.method.as_str() {
+                "initialize" => Route::Initialize,
+                "tools/list" => Route::ListTools,
+                "tools/call" if legacy::asks_for_task(req) => Route::LegacyCreate,
+                "tasks/get" | "tasks/result" | "tasks/cancel" => Route::LegacyTask,
+                "tasks/list" => Route::NotOffered,
+                _ => Route::PassThrough,
+            },
+        }
     }
 }
 
@@ -118,40 +161,32 @@ where
     }
 }
 
-async fn route<S>(config: &TasksLayer, inner: Inner<S>, req: McpRequest) -> McpResponse
+async fn serve<S, B>(
+    route: Route,
+    config: &TasksLayer<B>,
+    inner: Inner<S>,
+    req: McpRequest,
+) -> McpResponse
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
     S::Future: Send,
+    B: TaskBackend,
 {
-    if req.is_notification() {
-        return inner.call(req).await;
-    }
-    match req.ctx.era() {
-        Era::Modern => match req.method.as_str() {
-            "server/discover" => modern::advertise(inner.call(req).await),
-            "tools/call" => modern::tools_call(config, inner, req).await,
-            "tasks/get" | "tasks/update" | "tasks/cancel" => modern::task_method(config, req).await,
-            // The extension removed them; they are not ours to pass on either.
-            "tasks/result" | "tasks/list" => {
-                let method = req.method.clone();
-                req.error(ErrorObject::method_not_found(&method))
-            }
-            _ => inner.call(req).await,
-        },
-        Era::Legacy => match req.method.as_str() {
-            "initialize" => legacy::advertise(inner.call(req).await),
-            "tools/list" => {
-                let version = req.ctx.version;
-                legacy::mark_task_support(version, inner.call(req).await)
-            }
-            "tools/call" => legacy::tools_call(config, inner, req).await,
-            "tasks/get" | "tasks/result" | "tasks/cancel" => legacy::task_method(config, req).await,
-            // Not advertised: a stateless server cannot scope a list to one client.
-            "tasks/list" => {
-                let method = req.method.clone();
-                req.error(ErrorObject::method_not_found(&method))
-            }
-            _ => inner.call(req).await,
-        },
+    match route {
+        Route::PassThrough => inner.call(req).await,
+        Route::Discover => modern::advertise(inner.call(req).await),
+        Route::ModernCreate => modern::tools_call(config, inner, req).await,
+        Route::ModernTask => modern::task_method(config, req).await,
+        Route::Initialize => legacy::advertise(inner.call(req).await),
+        Route::ListTools => {
+            let version = req.ctx.version;
+            legacy::mark_task_support(version, inner.call(req).await)
+        }
+        Route::LegacyCreate => legacy::tools_call(config, inner, req).await,
+        Route::LegacyTask => legacy::task_method(config, req).await,
+        Route::NotOffered => {
+            let method = req.method.clone();
+            req.error(ErrorObject::method_not_found(&method))
+        }
     }
 }

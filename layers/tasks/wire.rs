@@ -4,9 +4,8 @@
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
-use crate::agent::status::{render_status, state_message};
+use super::backend::TaskBackend;
 use crate::protocol::{ErrorObject, code};
 use crate::task::{Task, TaskState};
 
@@ -42,8 +41,12 @@ pub fn legacy_status(state: TaskState) -> &'static str {
 
 /// Says which agent state the task is in: the queue position while queued, the step while
 /// planning or running, the reason once failed or cancelled.
-pub fn status_message(task: &Task, queue_position: Option<usize>) -> String {
-    let base = state_message(task.state, queue_position);
+pub fn status_message<B: TaskBackend + ?Sized>(
+    backend: &B,
+    task: &Task,
+    queue_position: Option<usize>,
+) -> String {
+    let base = backend.state_message(task.state, queue_position);
     match task.state {
         TaskState::Planning | TaskState::Running if !task.current_task.is_empty() => {
             format!("{base}（{}）", task.current_task)
@@ -61,13 +64,13 @@ pub fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// The `CallToolResult` a finished task stands for: exactly the `agent_status` text, flagged
-/// as an error unless the task completed.
-pub fn final_result(task: &Task) -> Map<String, Value> {
+/// The `CallToolResult` a finished task stands for: exactly the backend's result text (the
+/// `agent_status` text), flagged as an error unless the task completed.
+pub fn final_result<B: TaskBackend + ?Sized>(backend: &B, task: &Task) -> Map<String, Value> {
     let mut body = Map::with_capacity(2);
     body.insert(
         "content".into(),
-        json!([{ "type": "text", "text": render_status(task, None) }]),
+        json!([{ "type": "text", "text": backend.result_text(task) }]),
     );
     body.insert(
         "isError".into(),
@@ -105,13 +108,20 @@ impl TaskTiming {
 }
 
 /// The 2026-07-28 `Task` fields (flat; `ttlMs`, `pollIntervalMs`).
-pub fn modern_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
+pub fn modern_task<B: TaskBackend + ?Sized>(
+    backend: &B,
+    task: &Task,
+    position: Option<usize>,
+    timing: TaskTiming,
+) -> Map<String, Value> {
     let status = modern_status(task.state);
-    task_fields(task, position, status, ["ttlMs", "pollIntervalMs"], timing)
+    let keys = ["ttlMs", "pollIntervalMs"];
+    task_fields(backend, task, position, status, keys, timing)
 }
 
 /// The `Task` fields both revisions share; they name the status and the two timings apart.
-fn task_fields(
+fn task_fields<B: TaskBackend + ?Sized>(
+    backend: &B,
     task: &Task,
     position: Option<usize>,
     status: &'static str,
@@ -123,7 +133,7 @@ fn task_fields(
     body.insert("status".into(), Value::from(status));
     body.insert(
         "statusMessage".into(),
-        Value::from(status_message(task, position)),
+        Value::from(status_message(backend, task, position)),
     );
     body.insert("createdAt".into(), Value::from(timestamp(task.created_at)));
     body.insert(
@@ -145,14 +155,15 @@ fn task_fields(
 /// `resultType: "complete"` like every result of that revision. The official Tasks client
 /// validates it as one and fails the whole call without it. The 2025-11-25 `tasks/result`
 /// payload stays legacy-shaped (see `legacy.rs`): no `resultType` there.
-pub fn detailed_task(
+pub fn detailed_task<B: TaskBackend + ?Sized>(
+    backend: &B,
     task: &Task,
     position: Option<usize>,
     timing: TaskTiming,
 ) -> Map<String, Value> {
-    let mut body = modern_task(task, position, timing);
+    let mut body = modern_task(backend, task, position, timing);
     if matches!(task.state, TaskState::Completed | TaskState::Failed) {
-        let mut result = final_result(task);
+        let mut result = final_result(backend, task);
         result.insert("resultType".into(), Value::from("complete"));
         body.insert("result".into(), Value::Object(result));
     }
@@ -160,16 +171,24 @@ pub fn detailed_task(
 }
 
 /// The 2025-11-25 `Task` object (`ttl`, `pollInterval`).
-pub fn legacy_task(task: &Task, position: Option<usize>, timing: TaskTiming) -> Map<String, Value> {
+pub fn legacy_task<B: TaskBackend + ?Sized>(
+    backend: &B,
+    task: &Task,
+    position: Option<usize>,
+    timing: TaskTiming,
+) -> Map<String, Value> {
     let status = legacy_status(task.state);
-    task_fields(task, position, status, ["ttl", "pollInterval"], timing)
+    let keys = ["ttl", "pollInterval"];
+    task_fields(backend, task, position, status, keys, timing)
 }
 
-/// The task id an `agent_run` acknowledgement names (its `task_id:` line).
-pub fn accepted_task_id(text: &str) -> Option<Uuid> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("task_id: "))
-        .and_then(crate::agent::status::parse_uuid)
+/// The task id in `params.taskId`, accepting exactly what `format: uuid` accepts (`Uuid`'s own
+/// parser also takes braced and URN forms).
+pub fn parse_task_id(text: &str) -> Option<uuid::Uuid> {
+    if text.len() != 36 {
+        return None;
+    }
+    uuid::Uuid::parse_str(text).ok()
 }
 
 /// -32021: `tasks/*` from a request that did not declare the extension.
@@ -203,7 +222,7 @@ pub fn task_id_missing(method: &str) -> ErrorObject {
 }
 
 /// -32603: the store could not be read or written.
-pub fn store_fault(e: &crate::store::StoreError) -> ErrorObject {
+pub fn store_fault(e: &impl std::fmt::Display) -> ErrorObject {
     tracing::error!(error = %e, "task store failure");
     ErrorObject::internal(format!(
         "The task store failed ({e}). Try again; if it persists, check the server log."
@@ -214,6 +233,12 @@ pub fn store_fault(e: &crate::store::StoreError) -> ErrorObject {
 mod tests {
     use super::*;
     use std::time::Duration;
+    use uuid::Uuid;
+
+    use crate::layers::tasks::tests::MemoryTasks;
+
+    /// Only its texts are used here.
+    static B: std::sync::LazyLock<MemoryTasks> = std::sync::LazyLock::new(MemoryTasks::default);
 
     fn task(state: TaskState) -> Task {
         let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
@@ -264,20 +289,20 @@ mod tests {
     #[test]
     fn status_messages_say_which_state() {
         assert_eq!(
-            status_message(&task(TaskState::Queued), Some(2)),
-            "タスクは実行待ちです（待ち順: 2）。"
+            status_message(&*B, &task(TaskState::Queued), Some(2)),
+            "queued #2."
         );
         let mut running = task(TaskState::Running);
         running.current_task = "ollama chat".into();
         assert_eq!(
-            status_message(&running, None),
-            "タスクを実行しています。（ollama chat）"
+            status_message(&*B, &running, None),
+            "running.（ollama chat）"
         );
         let mut failed = task(TaskState::Failed);
         failed.result = "x".repeat(600);
         assert_eq!(
-            status_message(&failed, None),
-            format!("タスクが失敗しました。 {}", "x".repeat(500))
+            status_message(&*B, &failed, None),
+            format!("failed. {}", "x".repeat(500))
         );
     }
 
@@ -285,20 +310,20 @@ mod tests {
     fn modern_and_legacy_task_shapes_are_pinned() {
         let t = task(TaskState::Queued);
         assert_eq!(
-            Value::Object(modern_task(&t, Some(1), TIMING)),
+            Value::Object(modern_task(&*B, &t, Some(1), TIMING)),
             json!({
                 "taskId": t.id.to_string(), "status": "working",
-                "statusMessage": "タスクは実行待ちです（待ち順: 1）。",
+                "statusMessage": "queued #1.",
                 "createdAt": "2026-08-21T12:00:00.123Z",
                 "lastUpdatedAt": "2026-08-21T12:00:05.123Z",
                 "ttlMs": 604_800_000, "pollIntervalMs": 1000
             })
         );
         assert_eq!(
-            Value::Object(legacy_task(&t, Some(1), TIMING)),
+            Value::Object(legacy_task(&*B, &t, Some(1), TIMING)),
             json!({
                 "taskId": t.id.to_string(), "status": "working",
-                "statusMessage": "タスクは実行待ちです（待ち順: 1）。",
+                "statusMessage": "queued #1.",
                 "createdAt": "2026-08-21T12:00:00.123Z",
                 "lastUpdatedAt": "2026-08-21T12:00:05.123Z",
                 "ttl": 604_800_000, "pollInterval": 1000
@@ -332,34 +357,23 @@ mod tests {
     #[test]
     fn only_finished_tool_calls_inline_a_result() {
         for state in [TaskState::Running, TaskState::Cancelled] {
-            assert!(!detailed_task(&task(state), None, TIMING).contains_key("result"));
+            assert!(!detailed_task(&*B, &task(state), None, TIMING).contains_key("result"));
         }
         let done = task(TaskState::Completed);
-        let body = detailed_task(&done, None, TIMING);
+        let body = detailed_task(&*B, &done, None, TIMING);
         // A 2026-07-28 CallToolResult: the official Tasks client rejects it without resultType.
         assert_eq!(body["result"]["resultType"], json!("complete"));
         assert_eq!(body["result"]["isError"], json!(false));
         assert_eq!(
             body["result"]["content"][0]["text"],
-            json!(render_status(&done, None))
+            json!(B.result_text(&done))
         );
-        let failed = detailed_task(&task(TaskState::Failed), None, TIMING);
+        let failed = detailed_task(&*B, &task(TaskState::Failed), None, TIMING);
         assert_eq!(failed["status"], json!("completed"));
         assert_eq!(failed["result"]["isError"], json!(true));
         assert_eq!(failed["result"]["resultType"], json!("complete"));
         // The legacy tasks/result payload is built from the same fields without it.
-        assert!(!final_result(&done).contains_key("resultType"));
-    }
-
-    #[test]
-    fn accepted_text_names_the_task() {
-        let id = Uuid::new_v4();
-        let text = format!(
-            "task_id: {id}\nsession_id: {}\nstatus: queued",
-            Uuid::new_v4()
-        );
-        assert_eq!(accepted_task_id(&text), Some(id));
-        assert_eq!(accepted_task_id("Invalid arguments"), None);
+        assert!(!final_result(&*B, &done).contains_key("resultType"));
     }
 
     #[test]

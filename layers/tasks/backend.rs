@@ -1,0 +1,53 @@
+//! [`TaskBackend`]: what the Tasks layer needs from whoever keeps the tasks.
+//!
+//! The layer creates tasks by passing `agent_run` to the inner service (so validation runs as
+//! for any other call) and learns the new task's id from
+//! [`McpResponse::ids`](crate::protocol::McpResponse::ids); everything else it asks of the
+//! backend: read a task with its queue position, cancel one, wake when a task changes, and the
+//! texts a task is shown with.
+
+use std::fmt::Display;
+use std::future::Future;
+
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::task::{Task, TaskState};
+
+/// A task as the backend holds it now, with its place in the queue.
+#[derive(Clone, Debug)]
+pub struct Tracked {
+    pub task: Task,
+    /// 1-based position while queued; `None` once the task has left the queue.
+    pub queue_position: Option<usize>,
+}
+
+/// The task store and queue behind [`TasksLayer`](super::TasksLayer), implemented by the agent
+/// core (and, in the layer's unit tests, by a small in-memory map).
+///
+/// Whether a caller may see a task is the layer's rule ([`Task::visible_to`]); the backend
+/// answers for any id.
+pub trait TaskBackend: Send + Sync + 'static {
+    /// A failure of the underlying store; shown to the client in a -32603 message.
+    type Error: Display + Send;
+
+    /// The task with this id and its queue position, or `None` if there is no such task.
+    fn lookup(&self, id: Uuid)
+    -> impl Future<Output = Result<Option<Tracked>, Self::Error>> + Send;
+
+    /// Cancels a task: a queued one leaves the queue and ends `cancelled` at once; a running one
+    /// is asked to stop and ends `cancelled` when it does (the backend then signals a change,
+    /// see [`subscribe`](Self::subscribe)). A terminal task is left alone. Returns the task as
+    /// it is after the request, or `None` if there is no such task.
+    fn cancel(&self, id: Uuid) -> impl Future<Output = Result<Option<Task>, Self::Error>> + Send;
+
+    /// A receiver that wakes after every later change of any task. The layer subscribes before
+    /// reading, then re-reads after each wake-up, so no change is missed.
+    fn subscribe(&self) -> watch::Receiver<u64>;
+
+    /// The text a task's final `CallToolResult` carries (for the agent: the `agent_status` text).
+    fn result_text(&self, task: &Task) -> String;
+
+    /// The human message for a state; `queue_position` is shown while queued.
+    fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String;
+}

@@ -1,0 +1,36 @@
+//! The agent core as the [`TaskBackend`] of the Tasks layer.
+
+use uuid::Uuid;
+
+use super::AgentCore;
+use super::status::{render_status, state_message};
+use crate::layers::tasks::{TaskBackend, Tracked};
+use crate::store::StoreError;
+use crate::task::{Task, TaskState};
+
+impl TaskBackend for AgentCore {
+    type Error = StoreError;
+
+    async fn lookup(&self, id: Uuid) -> Result<Option<Tracked>, StoreError> {
+        Ok(self.store.task(id).await?.map(|task| Tracked {
+            queue_position: self.queue_position(id),
+            task,
+        }))
+    }
+
+    async fn cancel(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
+        AgentCore::cancel(self, id).await
+    }
+
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.subscribe_task_changes()
+    }
+
+    fn result_text(&self, task: &Task) -> String {
+        render_status(task, None)
+    }
+
+    fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String {
+        state_message(state, queue_position)
+    }
+}
