@@ -1,10 +1,19 @@
 //! `POST /mcp`: stateless Streamable HTTP as a `tower::Service<http::Request<B>>`.
 //!
 //! The edge enforces the transport rules of `protocol/mcp-2026-07-28.md` §2 and holds no
-//! business logic: it checks method, Host/Origin, content type and body size, parses one
-//! JSON-RPC message, classifies its era, checks the modern routing headers, hands an
-//! [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a JSON response with the
-//! status the era asks for. It never mints an `Mcp-Session-Id`.
+//! business logic. It is a short tower stack, outermost first:
+//!
+//! | layer | refuses with |
+//! |---|---|
+//! | [`PostOnly`] in tower-http's `ValidateRequestHeader` | 405, `Allow: POST` |
+//! | [`LoopbackOnly`] in `ValidateRequestHeader` (Host, Origin) | 403 |
+//! | [`JsonContentType`] in `ValidateRequestHeader` | 415 |
+//! | [`JsonPayloadTooLarge`] over tower-http's `RequestBodyLimit` | 413 |
+//! | [`McpEndpoint`]: body deadline, parse, era, routing headers | 408, 413, 400 |
+//!
+//! The endpoint hands an [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a
+//! JSON response with the status the era asks for. Every refusal carries the same JSON-RPC
+//! error body, whichever layer gives it. The edge never mints an `Mcp-Session-Id`.
 //!
 //! ```no_run
 //! # async fn run(stack: agent_mcp::Stack) {
@@ -17,28 +26,32 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use base64::Engine;
 use bytes::Bytes;
-use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
+use pin_project_lite::pin_project;
 use serde_json::Value;
-use tower::ServiceExt;
+use tower::ServiceBuilder;
+use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer, ResponseBody as LimitBody};
+use tower_http::validate_request::{ValidateRequestHeader, ValidateRequestHeaderLayer};
 use tower_service::Service;
 
 use crate::protocol::era::Era;
-use crate::protocol::jsonrpc::{EnvelopeError, response_json};
-use crate::protocol::{
-    ErrorObject, Incoming, McpRequest, McpResponse, Payload, RequestContext, Transport,
-    VersionHints, classify, code,
-};
+use crate::protocol::jsonrpc::response_json;
+use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload, code};
+
+pub mod endpoint;
+pub mod guard;
+
+use endpoint::McpEndpoint;
+use guard::{JsonContentType, LoopbackOnly, PostOnly};
 
 /// `MCP-Protocol-Version`.
 pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -90,72 +103,56 @@ impl HttpRules {
         self.max_body_bytes = bytes;
         self
     }
-
-    fn host_allowed(&self, host: &str) -> bool {
-        let name = strip_port(host);
-        is_loopback_name(name)
-            || self
-                .allowed_hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(host) || h.eq_ignore_ascii_case(name))
-    }
-
-    fn origin_allowed(&self, origin: &str) -> bool {
-        if self
-            .allowed_origins
-            .iter()
-            .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
-        {
-            return true;
-        }
-        match origin.split_once("://") {
-            Some((scheme, authority)) if scheme == "http" || scheme == "https" => {
-                !authority.contains('/') && is_loopback_name(strip_port(authority))
-            }
-            _ => false,
-        }
-    }
 }
 
-fn strip_port(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        // [::1]:8080 → [::1]
-        return match rest.find(']') {
-            Some(i) => &authority[..i + 2],
-            None => authority,
-        };
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => authority,
-    }
-}
+/// The body of every response the edge gives.
+pub type HttpBody = Full<Bytes>;
+type HttpResponse = Response<HttpBody>;
 
-fn is_loopback_name(name: &str) -> bool {
-    name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "[::1]"
-}
+/// The stack inside [`McpHttpService`], outermost first (see the module docs).
+type Edge<S> = ValidateRequestHeader<
+    ValidateRequestHeader<
+        ValidateRequestHeader<
+            JsonPayloadTooLarge<RequestBodyLimit<McpEndpoint<S>>>,
+            JsonContentType,
+        >,
+        LoopbackOnly,
+    >,
+    PostOnly,
+>;
 
 /// The HTTP edge around an MCP stack `S`.
 #[derive(Clone, Debug)]
 pub struct McpHttpService<S> {
-    inner: S,
-    rules: Arc<HttpRules>,
+    edge: Edge<S>,
 }
 
 impl<S> McpHttpService<S> {
     pub fn new(inner: S, rules: HttpRules) -> Self {
-        Self {
-            inner,
-            rules: Arc::new(rules),
-        }
+        let rules = Arc::new(rules);
+        let max_body_bytes = rules.max_body_bytes;
+        let edge = ServiceBuilder::new()
+            .layer(ValidateRequestHeaderLayer::custom(PostOnly))
+            .layer(ValidateRequestHeaderLayer::custom(LoopbackOnly::new(
+                rules.clone(),
+            )))
+            .layer(ValidateRequestHeaderLayer::custom(JsonContentType))
+            .layer_fn(|inner| JsonPayloadTooLarge::new(inner, max_body_bytes))
+            .layer(RequestBodyLimitLayer::new(max_body_bytes))
+            .service(McpEndpoint::new(inner, rules));
+        Self { edge }
     }
 
     pub fn get_ref(&self) -> &S {
-        &self.inner
+        self.edge
+            .get_ref()
+            .get_ref()
+            .get_ref()
+            .inner
+            .get_ref()
+            .get_ref()
     }
 }
-
-type HttpResponse = Response<Full<Bytes>>;
 
 impl<S, B> Service<Request<B>> for McpHttpService<S>
 where
@@ -170,285 +167,110 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;
 
     #[inline]
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Readiness of the inner stack is awaited per request (`oneshot`), so this edge is
-        // always ready, as axum expects.
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Always ready: the endpoint awaits the inner stack per request (`oneshot`), as axum
+        // expects of a mounted service.
+        Service::<Request<B>>::poll_ready(&mut self.edge, cx)
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let inner = self.inner.clone();
-        let rules = self.rules.clone();
-        Box::pin(async move { Ok(handle(inner, &rules, req).await) })
+        Box::pin(self.edge.call(req))
     }
 }
 
-async fn handle<S, B>(inner: S, rules: &HttpRules, req: Request<B>) -> HttpResponse
+/// tower-http's `RequestBodyLimit` answers a declared `Content-Length` over the cap with its own
+/// plain-text 413; this gives clients the edge's JSON-RPC 413 instead (the same one the endpoint
+/// gives for a body that outgrows the cap while streaming), and unwraps every other response to
+/// the edge's body type.
+#[derive(Clone, Debug)]
+pub struct JsonPayloadTooLarge<S> {
+    inner: S,
+    max_body_bytes: usize,
+}
+
+impl<S> JsonPayloadTooLarge<S> {
+    pub fn new(inner: S, max_body_bytes: usize) -> Self {
+        Self {
+            inner,
+            max_body_bytes,
+        }
+    }
+}
+
+impl<S, R> Service<R> for JsonPayloadTooLarge<S>
 where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send + 'static,
-    S::Future: Send,
-    B: Body + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Service<R, Response = Response<LimitBody<HttpBody>>>,
 {
-    let (parts, body) = req.into_parts();
-    if parts.method != Method::POST {
-        let mut resp = transport_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            code::TRANSPORT,
-            format!(
-                "Method Not Allowed: {} is not served here; send each JSON-RPC message as a POST",
-                parts.method
-            ),
-        );
-        resp.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("POST"));
-        return resp;
+    type Response = HttpResponse;
+    type Error = S::Error;
+    type Future = JsonPayloadTooLargeFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
     }
-    let host = parts
-        .headers
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| parts.uri.authority().map(|a| a.as_str().to_owned()));
-    if let Some(host) = host.as_deref()
-        && !rules.host_allowed(host)
-    {
-        return transport_error(
-            StatusCode::FORBIDDEN,
-            code::TRANSPORT,
-            format!(
-                "Forbidden: Host \"{host}\" is not allowed; add it to http.allowed_hosts to serve it"
-            ),
-        );
-    }
-    if let Some(origin) = parts.headers.get(ORIGIN) {
-        let origin = origin.to_str().unwrap_or("<non-ASCII>");
-        if !rules.origin_allowed(origin) {
-            return transport_error(
-                StatusCode::FORBIDDEN,
-                code::TRANSPORT,
-                format!(
-                    "Forbidden: Origin \"{origin}\" is not allowed; add it to http.allowed_origins to serve it"
-                ),
-            );
+
+    fn call(&mut self, req: R) -> Self::Future {
+        JsonPayloadTooLargeFuture {
+            inner: self.inner.call(req),
+            max_body_bytes: self.max_body_bytes,
         }
     }
-    let content_type = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let mime = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if mime != "application/json" {
-        return transport_error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code::TRANSPORT,
-            format!(
-                "Unsupported Media Type: Content-Type is \"{content_type}\"; send Content-Type: application/json"
-            ),
-        );
+}
+
+pin_project! {
+    /// The future of [`JsonPayloadTooLarge`].
+    pub struct JsonPayloadTooLargeFuture<F> {
+        #[pin]
+        inner: F,
+        max_body_bytes: usize,
     }
-    let too_large = || {
-        transport_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            code::TRANSPORT,
-            format!(
-                "Payload Too Large: the body exceeds {} bytes; send fewer or smaller images, or raise http.max_body_bytes",
-                rules.max_body_bytes
-            ),
-        )
+}
+
+impl<F, E> Future for JsonPayloadTooLargeFuture<F>
+where
+    F: Future<Output = Result<Response<LimitBody<HttpBody>>, E>>,
+{
+    type Output = Result<HttpResponse, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let resp = std::task::ready!(this.inner.poll(cx))?;
+        Poll::Ready(Ok(unwrap_limit_body(resp, *this.max_body_bytes)))
+    }
+}
+
+fn unwrap_limit_body(resp: Response<LimitBody<HttpBody>>, max_body_bytes: usize) -> HttpResponse {
+    // The edge's own responses are JSON or empty; tower-http's refusal is the only plain-text one.
+    let from_limit = resp.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    if from_limit {
+        return payload_too_large(max_body_bytes);
+    }
+    let (parts, mut body) = resp.into_parts();
+    // Both variants of tower-http's body wrap a `Full`, whose one frame is ready at once: take it
+    // without an executor.
+    let frame = Pin::new(&mut body).poll_frame(&mut Context::from_waker(Waker::noop()));
+    let data = match frame {
+        Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        Poll::Ready(Some(Err(never))) => match never {},
+        Poll::Ready(None) | Poll::Pending => Bytes::new(),
     };
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > rules.max_body_bytes as u64) {
-        return too_large();
-    }
-    // A client trickling its body must not hold a connection (and its buffer) forever.
-    let collected = tokio::time::timeout(
-        rules.body_timeout,
-        Limited::new(body, rules.max_body_bytes).collect(),
+    Response::from_parts(parts, Full::new(data))
+}
+
+/// The edge's 413, from whichever layer finds the body too large.
+fn payload_too_large(max_body_bytes: usize) -> HttpResponse {
+    transport_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        code::TRANSPORT,
+        format!(
+            "Payload Too Large: the body exceeds {max_body_bytes} bytes; send fewer or smaller images, or raise http.max_body_bytes"
+        ),
     )
-    .await;
-    let Ok(collected) = collected else {
-        return transport_error(
-            StatusCode::REQUEST_TIMEOUT,
-            code::TRANSPORT,
-            format!(
-                "Request Timeout: the body did not arrive within {}; send it at once, or raise http.body_timeout",
-                humantime::format_duration(rules.body_timeout)
-            ),
-        );
-    };
-    let bytes = match collected {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(e) => {
-            return transport_error(
-                StatusCode::BAD_REQUEST,
-                code::TRANSPORT,
-                format!("Bad Request: the body could not be read ({e})"),
-            );
-        }
-    };
-    let message = match Incoming::from_slice(&bytes) {
-        Ok(m) => m,
-        Err(EnvelopeError { id, error }) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &response_json(id.as_ref(), Err(&error)),
-            );
-        }
-    };
-    let (id, method, params) = match message {
-        Incoming::Request { id, method, params } => (Some(id), method, params),
-        Incoming::Notification { method, params } => (None, method, params),
-        Incoming::Response { .. } => return accepted(),
-    };
-    let header_version = header_str(&parts.headers, HEADER_PROTOCOL_VERSION);
-    let hints = VersionHints {
-        header: header_version,
-        negotiated: None,
-        default_legacy: true,
-    };
-    let classified = match classify(&method, &params, hints) {
-        Ok(c) => c,
-        Err(error) => {
-            if id.is_none() {
-                // A notification we cannot classify: refuse without a body to answer.
-                return empty(StatusCode::BAD_REQUEST);
-            }
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &response_json(id.as_ref(), Err(&error)),
-            );
-        }
-    };
-    let modern = classified.version.era() == Era::Modern;
-    if modern && header_version.is_none() {
-        let error = ErrorObject::new(
-            code::HEADER_MISMATCH,
-            format!(
-                "Header mismatch: the MCP-Protocol-Version header is required; send MCP-Protocol-Version: {}",
-                classified.version
-            ),
-        );
-        if id.is_none() {
-            return empty(StatusCode::BAD_REQUEST);
-        }
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            &response_json(id.as_ref(), Err(&error)),
-        );
-    }
-    if modern
-        && id.is_some()
-        && let Err(error) = check_routing_headers(&parts.headers, &method, &params)
-    {
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            &response_json(id.as_ref(), Err(&error)),
-        );
-    }
-    let peer = parts.extensions.get::<SocketAddr>().copied();
-    let mut ctx = RequestContext::new(classified.version, Transport::Http { peer });
-    ctx.client_capabilities = classified.client_capabilities;
-    ctx.client_info = classified.client_info;
-    ctx.extensions = parts.extensions;
-    ctx.extensions.insert(parts.headers);
-    // In the modern era a client that goes away has cancelled its request (the future is
-    // dropped with the connection); a legacy disconnect is not a cancel.
-    let guard = modern.then(|| ctx.cancel.clone().drop_guard());
-    let request = McpRequest {
-        id,
-        method,
-        params,
-        ctx,
-    };
-    let Ok(response) = inner.oneshot(request).await;
-    if let Some(guard) = guard {
-        guard.disarm();
-    }
-    into_http(response)
-}
-
-/// Modern routing headers: `Mcp-Method` always, `Mcp-Name` for the methods that name a target.
-fn check_routing_headers(
-    headers: &HeaderMap,
-    method: &str,
-    params: &serde_json::Map<String, Value>,
-) -> Result<(), ErrorObject> {
-    let mismatch = |msg: String| ErrorObject::new(code::HEADER_MISMATCH, msg);
-    match header_str(headers, HEADER_METHOD) {
-        None => {
-            return Err(mismatch(format!(
-                "Header mismatch: the Mcp-Method header is required; send Mcp-Method: {method}"
-            )));
-        }
-        Some(h) if h != method => {
-            return Err(mismatch(format!(
-                "Header mismatch: Mcp-Method is \"{h}\" but the body's method is \"{method}\""
-            )));
-        }
-        Some(_) => {}
-    }
-    let name_key = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    };
-    if let Some(key) = name_key {
-        let expected = params.get(key).and_then(Value::as_str).unwrap_or("");
-        match header_str(headers, HEADER_NAME).map(decode_header_value) {
-            None => {
-                return Err(mismatch(format!(
-                    "Header mismatch: the Mcp-Name header is required for {method}; send Mcp-Name: {expected}"
-                )));
-            }
-            Some(Err(())) => {
-                return Err(mismatch(
-                    "Header mismatch: Mcp-Name has an invalid =?base64?…?= value".to_owned(),
-                ));
-            }
-            Some(Ok(name)) if name != expected => {
-                return Err(mismatch(format!(
-                    "Header mismatch: Mcp-Name is \"{name}\" but params.{key} is \"{expected}\""
-                )));
-            }
-            Some(Ok(_)) => {}
-        }
-    }
-    Ok(())
-}
-
-/// A header's value with optional whitespace trimmed; `None` if absent or not visible ASCII.
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-}
-
-/// Decodes `=?base64?…?=` header values (used for names that are not plain ASCII).
-fn decode_header_value(value: &str) -> Result<String, ()> {
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|_| ())
-            .and_then(|b| String::from_utf8(b).map_err(|_| ())),
-        None => Ok(value.to_owned()),
-    }
 }
 
 /// The HTTP status for an MCP response.
@@ -506,57 +328,4 @@ fn empty(status: StatusCode) -> HttpResponse {
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = status;
     resp
-}
-
-fn accepted() -> HttpResponse {
-    empty(StatusCode::ACCEPTED)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_hosts_and_origins() {
-        let rules = HttpRules::default();
-        for host in [
-            "localhost",
-            "localhost:8080",
-            "127.0.0.1:1",
-            "[::1]:3000",
-            "[::1]",
-        ] {
-            assert!(rules.host_allowed(host), "{host}");
-        }
-        for host in [
-            "evil.example",
-            "evil.example:80",
-            "127.0.0.2",
-            "localhost.evil",
-        ] {
-            assert!(!rules.host_allowed(host), "{host}");
-        }
-        assert!(rules.origin_allowed("http://localhost:5173"));
-        assert!(rules.origin_allowed("https://127.0.0.1"));
-        assert!(!rules.origin_allowed("http://evil.example"));
-        assert!(!rules.origin_allowed("null"));
-        assert!(!rules.origin_allowed("http://localhost/x"));
-        let rules = HttpRules {
-            allowed_hosts: vec!["mcp.internal".into()],
-            allowed_origins: vec!["https://ide.example".into()],
-            ..HttpRules::default()
-        };
-        assert!(rules.host_allowed("mcp.internal:9000"));
-        assert!(rules.origin_allowed("https://ide.example"));
-    }
-
-    #[test]
-    fn base64_header_values() {
-        assert_eq!(decode_header_value("agent_run"), Ok("agent_run".into()));
-        assert_eq!(
-            decode_header_value("=?base64?YWdlbnRfcnVu?="),
-            Ok("agent_run".into())
-        );
-        assert!(decode_header_value("=?base64?***?=").is_err());
-    }
 }

@@ -1,0 +1,308 @@
+//! The innermost service of the edge: reads the body within its deadline, parses one JSON-RPC
+//! message, classifies its era, checks the 2026-07-28 routing headers and hands an
+//! [`McpRequest`] to the MCP stack.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use base64::Engine;
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, Request, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, LengthLimitError};
+use serde_json::{Map, Value};
+use tower::ServiceExt;
+use tower_service::Service;
+
+use super::{
+    HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION, HttpResponse, HttpRules, empty, into_http,
+    json_response, payload_too_large, transport_error,
+};
+use crate::protocol::era::Era;
+use crate::protocol::jsonrpc::{EnvelopeError, response_json};
+use crate::protocol::{
+    Classified, ErrorObject, Incoming, McpRequest, McpResponse, RequestContext, RequestId,
+    Transport, VersionHints, classify, code,
+};
+
+/// Body to [`McpRequest`], and the stack's [`McpResponse`] back to HTTP.
+#[derive(Clone, Debug)]
+pub struct McpEndpoint<S> {
+    inner: S,
+    rules: Arc<HttpRules>,
+}
+
+impl<S> McpEndpoint<S> {
+    pub fn new(inner: S, rules: Arc<HttpRules>) -> Self {
+        Self { inner, rules }
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, B> Service<Request<B>> for McpEndpoint<S>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = HttpResponse;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;
+
+    #[inline]
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Readiness of the inner stack is awaited per request (`oneshot`), so this edge is
+        // always ready, as axum expects.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let inner = self.inner.clone();
+        let rules = self.rules.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let bytes = match read_body(body, &rules).await {
+                Ok(bytes) => bytes,
+                Err(refusal) => return Ok(refusal),
+            };
+            Ok(match route(&parts.headers, &bytes) {
+                Route::Reply(resp) => resp,
+                Route::Call(call) => dispatch(inner, parts, call).await,
+            })
+        })
+    }
+}
+
+/// The whole body within `rules.body_timeout` (a deadline, not an idle timeout: a client
+/// trickling its body must not hold a connection and its buffer forever): 408 if late, 413 past
+/// the cap tower-http's `Limited` enforces, 400 if the body cannot be read.
+async fn read_body<B>(body: B, rules: &HttpRules) -> Result<Bytes, HttpResponse>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Ok(collected) = tokio::time::timeout(rules.body_timeout, body.collect()).await else {
+        return Err(transport_error(
+            StatusCode::REQUEST_TIMEOUT,
+            code::TRANSPORT,
+            format!(
+                "Request Timeout: the body did not arrive within {}; send it at once, or raise http.body_timeout",
+                humantime::format_duration(rules.body_timeout)
+            ),
+        ));
+    };
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) => {
+            let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+            if e.downcast_ref::<LengthLimitError>().is_some() {
+                return Err(payload_too_large(rules.max_body_bytes));
+            }
+            Err(transport_error(
+                StatusCode::BAD_REQUEST,
+                code::TRANSPORT,
+                format!("Bad Request: the body could not be read ({e})"),
+            ))
+        }
+    }
+}
+
+/// A message that passed the edge, ready for the MCP stack.
+struct Call {
+    id: Option<RequestId>,
+    method: String,
+    params: Map<String, Value>,
+    classified: Classified,
+}
+
+enum Route {
+    /// Answered at the edge: a parse or header refusal, or 202 for a client's response.
+    Reply(HttpResponse),
+    Call(Call),
+}
+
+/// Parse one JSON-RPC message, classify its era and check the headers that era requires.
+fn route(headers: &HeaderMap, bytes: &[u8]) -> Route {
+    let message = match Incoming::from_slice(bytes) {
+        Ok(m) => m,
+        Err(EnvelopeError { id, error }) => return Route::Reply(refuse(id.as_ref(), &error)),
+    };
+    let (id, method, params) = match message {
+        Incoming::Request { id, method, params } => (Some(id), method, params),
+        Incoming::Notification { method, params } => (None, method, params),
+        Incoming::Response { .. } => return Route::Reply(empty(StatusCode::ACCEPTED)),
+    };
+    let header_version = header_str(headers, HEADER_PROTOCOL_VERSION);
+    let hints = VersionHints {
+        header: header_version,
+        negotiated: None,
+        default_legacy: true,
+    };
+    // A notification we cannot classify or whose headers are wrong is refused without a body.
+    let refuse_message = |error: &ErrorObject| match &id {
+        None => empty(StatusCode::BAD_REQUEST),
+        Some(id) => refuse(Some(id), error),
+    };
+    let classified = match classify(&method, &params, hints) {
+        Ok(c) => c,
+        Err(error) => return Route::Reply(refuse_message(&error)),
+    };
+    if classified.version.era() == Era::Modern {
+        if header_version.is_none() {
+            let error = ErrorObject::new(
+                code::HEADER_MISMATCH,
+                format!(
+                    "Header mismatch: the MCP-Protocol-Version header is required; send MCP-Protocol-Version: {}",
+                    classified.version
+                ),
+            );
+            return Route::Reply(refuse_message(&error));
+        }
+        if id.is_some()
+            && let Err(error) = check_routing_headers(headers, &method, &params)
+        {
+            return Route::Reply(refuse_message(&error));
+        }
+    }
+    Route::Call(Call {
+        id,
+        method,
+        params,
+        classified,
+    })
+}
+
+fn refuse(id: Option<&RequestId>, error: &ErrorObject) -> HttpResponse {
+    json_response(StatusCode::BAD_REQUEST, &response_json(id, Err(error)))
+}
+
+/// Hands the request to the MCP stack and its response back as HTTP.
+async fn dispatch<S>(inner: S, parts: Parts, call: Call) -> HttpResponse
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+{
+    let Call {
+        id,
+        method,
+        params,
+        classified,
+    } = call;
+    let modern = classified.version.era() == Era::Modern;
+    let peer = parts.extensions.get::<SocketAddr>().copied();
+    let mut ctx = RequestContext::new(classified.version, Transport::Http { peer });
+    ctx.client_capabilities = classified.client_capabilities;
+    ctx.client_info = classified.client_info;
+    ctx.extensions = parts.extensions;
+    ctx.extensions.insert(parts.headers);
+    // In the modern era a client that goes away has cancelled its request (the future is
+    // dropped with the connection); a legacy disconnect is not a cancel.
+    let guard = modern.then(|| ctx.cancel.clone().drop_guard());
+    let request = McpRequest {
+        id,
+        method,
+        params,
+        ctx,
+    };
+    let Ok(response) = inner.oneshot(request).await;
+    if let Some(guard) = guard {
+        guard.disarm();
+    }
+    into_http(response)
+}
+
+/// Modern routing headers: `Mcp-Method` always, `Mcp-Name` for the methods that name a target.
+fn check_routing_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<(), ErrorObject> {
+    let mismatch = |msg: String| ErrorObject::new(code::HEADER_MISMATCH, msg);
+    match header_str(headers, HEADER_METHOD) {
+        None => {
+            return Err(mismatch(format!(
+                "Header mismatch: the Mcp-Method header is required; send Mcp-Method: {method}"
+            )));
+        }
+        Some(h) if h != method => {
+            return Err(mismatch(format!(
+                "Header mismatch: Mcp-Method is \"{h}\" but the body's method is \"{method}\""
+            )));
+        }
+        Some(_) => {}
+    }
+    let name_key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    };
+    if let Some(key) = name_key {
+        let expected = params.get(key).and_then(Value::as_str).unwrap_or("");
+        match header_str(headers, HEADER_NAME).map(decode_header_value) {
+            None => {
+                return Err(mismatch(format!(
+                    "Header mismatch: the Mcp-Name header is required for {method}; send Mcp-Name: {expected}"
+                )));
+            }
+            Some(Err(())) => {
+                return Err(mismatch(
+                    "Header mismatch: Mcp-Name has an invalid =?base64?…?= value".to_owned(),
+                ));
+            }
+            Some(Ok(name)) if name != expected => {
+                return Err(mismatch(format!(
+                    "Header mismatch: Mcp-Name is \"{name}\" but params.{key} is \"{expected}\""
+                )));
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    Ok(())
+}
+
+/// A header's value with optional whitespace trimmed; `None` if absent or not visible ASCII.
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// Decodes `=?base64?…?=` header values (used for names that are not plain ASCII).
+fn decode_header_value(value: &str) -> Result<String, ()> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| ())
+            .and_then(|b| String::from_utf8(b).map_err(|_| ())),
+        None => Ok(value.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_header_values() {
+        assert_eq!(decode_header_value("agent_run"), Ok("agent_run".into()));
+        assert_eq!(
+            decode_header_value("=?base64?YWdlbnRfcnVu?="),
+            Ok("agent_run".into())
+        );
+        assert!(decode_header_value("=?base64?***?=").is_err());
+    }
+}
