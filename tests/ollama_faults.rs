@@ -146,8 +146,9 @@ const BUSY: &str = "server busy, please try again.  maximum pending requests exc
 /// One fault the task must fail on, after which a healthy task completes on the same server.
 struct FaultCase {
     name: &'static str,
-    /// What the fake answers the faulty task's chats with.
-    replies: fn() -> Vec<Reply>,
+    /// What the fake answers the faulty task's chats with, `times` times.
+    reply: fn() -> Reply,
+    times: usize,
     /// `ollama.retries`, when not the default.
     retries: Option<u32>,
     /// `ollama.max_reply_bytes` in KiB, when not the default.
@@ -162,7 +163,8 @@ struct FaultCase {
 
 const FAULT: FaultCase = FaultCase {
     name: "",
-    replies: Vec::new,
+    reply: || Reply::text("unused", 1, 1),
+    times: 1,
     retries: None,
     max_reply_kib: None,
     reason: "",
@@ -175,19 +177,15 @@ const FAULT_CASES: &[FaultCase] = &[
     // A 500 is not retried: the model may have run already.
     FaultCase {
         name: "HTTP 500 fails with the server's text",
-        replies: || {
-            vec![Reply::http_error(
-                500,
-                "llama runner process has terminated",
-            )]
-        },
+        reply: || Reply::http_error(500, "llama runner process has terminated"),
         reason: "Ollama answered HTTP 500: llama runner process has terminated",
         chats: Some(2),
         ..FAULT
     },
     FaultCase {
         name: "HTTP 503 past the retries fails saying Ollama is busy",
-        replies: || (0..3).map(|_| Reply::http_error(503, BUSY)).collect(),
+        reply: || Reply::http_error(503, BUSY),
+        times: 3,
         reason: "Ollama is busy",
         reason_has: &["after 3 attempts", "ollama.retries"],
         // 1 + 2 retries, then the healthy task.
@@ -196,7 +194,7 @@ const FAULT_CASES: &[FaultCase] = &[
     },
     FaultCase {
         name: "retries: 0 fails on the first 503",
-        replies: || vec![Reply::http_error(503, "server busy")],
+        reply: || Reply::http_error(503, "server busy"),
         retries: Some(0),
         reason: "Ollama is busy",
         reason_lacks: &["attempts"],
@@ -205,55 +203,48 @@ const FAULT_CASES: &[FaultCase] = &[
     },
     FaultCase {
         name: "HTTP 404 names the missing model",
-        replies: || vec![Reply::http_error(404, "model 'test-model' not found")],
+        reply: || Reply::http_error(404, "model 'test-model' not found"),
         reason: "model 'test-model' not found on the Ollama server; pull it with `ollama pull test-model`",
         ..FAULT
     },
     FaultCase {
         name: "a connection dropped mid-stream fails as a transport error",
-        replies: || {
-            vec![Reply::Cut {
-                after_chunks: vec!["Half an ".into(), "answer".into()],
-            }]
+        reply: || Reply::Cut {
+            after_chunks: vec!["Half an ".into(), "answer".into()],
         },
         reason: "HTTP error talking to Ollama",
         ..FAULT
     },
     FaultCase {
         name: "a stream ending without done fails",
-        replies: || {
-            vec![Reply::Raw(vec![
+        reply: || {
+            Reply::Raw(vec![
                 r#"{"message":{"role":"assistant","content":"partial"},"done":false}"#.into(),
-            ])]
+            ])
         },
         reason: "stream ended before done",
         ..FAULT
     },
     FaultCase {
         name: "a malformed NDJSON line fails quoting the line",
-        replies: || {
-            vec![Reply::Malformed {
-                after_chunks: vec!["fine ".into()],
-            }]
+        reply: || Reply::Malformed {
+            after_chunks: vec!["fine ".into()],
         },
         reason: "cannot decode Ollama response `{\"model\": this is not json`",
         ..FAULT
     },
     FaultCase {
         name: "an error line mid-stream fails with its text",
-        replies: || {
-            vec![Reply::ErrorLine {
-                after_chunks: vec!["Working on".into()],
-                error: "an error was encountered while running the model: CUDA out of memory"
-                    .into(),
-            }]
+        reply: || Reply::ErrorLine {
+            after_chunks: vec!["Working on".into()],
+            error: "an error was encountered while running the model: CUDA out of memory".into(),
         },
         reason: "Ollama stream failed: an error was encountered while running the model: CUDA out of memory",
         ..FAULT
     },
     FaultCase {
         name: "a reply over the cap fails naming the limit",
-        replies: || vec![Reply::text(&"word ".repeat(1000), 1, 1000)],
+        reply: || Reply::text(&"word ".repeat(1000), 1, 1000),
         max_reply_kib: Some(1),
         reason: "Ollama reply exceeded the 1024-byte limit",
         ..FAULT
@@ -261,11 +252,11 @@ const FAULT_CASES: &[FaultCase] = &[
     // 200 KiB of one line that never ends in a newline: past the cap plus framing room.
     FaultCase {
         name: "an endless line without a newline is bounded too",
-        replies: || {
-            vec![Reply::Raw(vec![format!(
+        reply: || {
+            Reply::Raw(vec![format!(
                 r#"{{"message":{{"role":"assistant","content":"{}"#,
                 "x".repeat(200 * 1024)
-            )])]
+            )])
         },
         max_reply_kib: Some(1),
         reason: "Ollama reply exceeded the 1024-byte limit",
@@ -287,8 +278,8 @@ async fn each_fault_fails_its_task_clearly_and_the_next_task_runs() {
         }
         let server = HttpServer::start(config).await;
         let client = server.client();
-        for reply in (case.replies)() {
-            fake.push_reply(reply);
+        for _ in 0..case.times {
+            fake.push_reply((case.reply)());
         }
         let (state, reason) = run_task(&client, "Hit the fault.").await;
         assert_eq!(state, "failed", "{name}: {reason}");
