@@ -128,7 +128,8 @@ impl Route {
         match req.ctx.era() {
             Era::Modern => match req.method.as_str() {
                 "server/discover" => Route::Discover,
-                "tools/call" if modern::creates_task(req) => Route::ModernCreate,
+                "tools/call" if !modern::creates_task(req) => Route::PassThrough,
+                "tools/call" => Route::ModernCreate,
                 "tasks/get" | "tasks/update" | "tasks/cancel" => Route::ModernTask,
                 "tasks/result" | "tasks/list" => Route::NotOffered,
                 _ => Route::PassThrough,
@@ -136,7 +137,8 @@ impl Route {
             Era::Legacy => match req.method.as_str() {
                 "initialize" => Route::Initialize,
                 "tools/list" => Route::ListTools,
-                "tools/call" if legacy::asks_for_task(req) => Route::LegacyCreate,
+                "tools/call" if !legacy::asks_for_task(req) => Route::PassThrough,
+                "tools/call" => Route::LegacyCreate,
                 "tasks/get" | "tasks/result" | "tasks/cancel" => Route::LegacyTask,
                 "tasks/list" => Route::NotOffered,
                 _ => Route::PassThrough,
