@@ -84,10 +84,14 @@ ollama:
   model: test-model
 http:
   bind: 127.0.0.1:$PORT
+# The limiter stays on (its cost is part of the figures) with both budgets out of the way.
 rate_limit:
   enabled: true
   per_minute: 4000000000
   burst: 4000000000
+  reads:
+    per_minute: 4000000000
+    burst: 4000000000
 audit:
   enabled: true
   file: $WORK/audit.jsonl
