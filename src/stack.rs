@@ -1,6 +1,8 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
+mod task_backend;
+
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 

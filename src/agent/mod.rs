@@ -12,7 +12,6 @@ pub mod status;
 mod step;
 mod step_progress;
 mod step_schedule;
-mod task_backend;
 pub mod tools;
 
 use std::collections::HashSet;

@@ -1,9 +1,12 @@
 //! The agent core as the [`TaskBackend`] of the Tasks layer.
+//!
+//! It lives here, in the composition root, because it is the one place that knows both sides:
+//! the core (`agent`, `store`) imports no layer, and the layer imports nothing of the core.
 
 use uuid::Uuid;
 
-use super::AgentCore;
-use super::status::{render_status, state_message};
+use crate::agent::AgentCore;
+use crate::agent::status::{render_status, state_message};
 use crate::layers::tasks::{TaskBackend, Tracked};
 use crate::store::StoreError;
 use crate::task::{Task, TaskState};
