@@ -1,7 +1,7 @@
 //! Request metrics: counts every MCP request by method and outcome, and times it.
 //!
 //! Outermost in the stack, so it sees every refusal the inner layers make (401, 429, invalid
-//! arguments) as the outcome the audit log names (`ok`, `tool_error`, `protocol_error`,
+//! arguments) as the [`Outcome`] the audit log also names (`ok`, `tool_error`, `protocol_error`,
 //! `unauthorized`, `rate_limited`). It records through the `metrics` facade: without an
 //! installed recorder it costs next to nothing.
 //!
@@ -41,9 +41,8 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::layers::audit::Outcome;
 use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS, METHOD_LABELS, method_index};
-use crate::protocol::{McpRequest, McpResponse};
+use crate::protocol::{McpRequest, McpResponse, Outcome};
 
 /// Handles of every series this layer records, each registered with the installed recorder
 /// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`
@@ -186,7 +185,7 @@ where
         let this = self.project();
         let Ok(response) = std::task::ready!(this.future.poll(cx));
         this.series
-            .record(*this.method, Outcome::of(&response), *this.started);
+            .record(*this.method, response.outcome(), *this.started);
         Poll::Ready(Ok(response))
     }
 }

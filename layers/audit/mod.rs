@@ -14,7 +14,7 @@
 //! | `identity` | the token name, `stdio`, or `null` (anonymous, or refused) |
 //! | `method`, `tool` | the JSON-RPC method; `params.name` of a `tools/call` |
 //! | `task_id`, `session_id` | from the arguments, or the ids the service reports on the response ([`ResponseIds`](crate::protocol::ResponseIds)); UUIDs only |
-//! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` |
+//! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` ([`Outcome`](crate::protocol::Outcome)) |
 //! | `error_code`, `error_message` | the JSON-RPC error, or the tool error's text |
 //! | `duration_us` | time spent inside the stack |
 //! | `args` | `request_bytes`, `request_sha256`, `temperature`, `image_count`, `image_bytes` (decoded size computed from the base64 length; nothing is decoded) and, only with `audit.include_request`, `request` |
@@ -76,6 +76,6 @@ mod record;
 mod service;
 mod sink;
 
-pub use record::{ArgsSummary, AuditRecord, Outcome, base64_decoded_len, scrub_message};
+pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
 pub use service::{Audit, AuditLayer, AuditNote, ResponseFuture};
 pub use sink::AuditSink;

@@ -18,12 +18,14 @@ use std::borrow::Cow;
 
 use uuid::Uuid;
 
-use super::record::{ArgsSummary, AuditRecord, Outcome, name_field, scrub_message, uuid_field};
+use super::record::{ArgsSummary, AuditRecord, name_field, scrub_message, uuid_field};
 use super::sink::AuditSink;
 use crate::config::AuditConfig;
 use crate::layers::auth::STDIO_IDENTITY;
 use crate::protocol::era::Era;
-use crate::protocol::{McpRequest, McpResponse, Payload, ProtocolVersion, RequestId, Transport};
+use crate::protocol::{
+    McpRequest, McpResponse, Outcome, Payload, ProtocolVersion, RequestId, Transport,
+};
 use crate::tools::AGENT_STATUS;
 
 /// A slot the audit layer puts into `req.ctx.extensions` so an inner layer (auth) can say who
@@ -206,7 +208,7 @@ impl Pending {
     }
 
     fn finish(self, response: &McpResponse) {
-        let outcome = Outcome::of(response);
+        let outcome = response.outcome();
         if !self.always && outcome == Outcome::Ok {
             return;
         }

@@ -4,10 +4,12 @@
 //! - [`era`]: which era and version a message speaks, and the modern `_meta` rules.
 //! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
 //!   place where results are shaped per era.
+//! - [`outcome`]: [`Outcome`], how a request ended, shared by the audit log and the metrics.
 
 pub mod era;
 pub mod jsonrpc;
 pub mod message;
+pub mod outcome;
 
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
@@ -15,3 +17,4 @@ pub use message::{
     CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
     ResultKind, Transport, server_info,
 };
+pub use outcome::Outcome;
