@@ -3,7 +3,8 @@
 //! Tokens are configured as `{name, sha256}` pairs: the SHA-256 of the token (print it with
 //! `agent-mcp hash-token`), never the token itself. The layer decides who is calling and puts
 //! it into `req.ctx.identity`, where every inner layer and the service see it; tasks and
-//! sessions belong to that identity.
+//! sessions belong to that identity. It also sets [`McpResponse::identity`] on the way out, so
+//! outer layers (the audit log) learn who called from the response.
 //!
 //! | transport | tokens configured | identity |
 //! |---|---|---|
@@ -55,19 +56,20 @@
 
 use std::convert::Infallible;
 use std::fmt;
+use std::future::{Future, Ready};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, StatusCode};
+use pin_project_lite::pin_project;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::config::AuthConfig;
-use crate::layers::audit::AuditNote;
-pub use crate::layers::reject::ResponseFuture;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token.
@@ -310,12 +312,50 @@ where
             }
             Transport::Http { .. } | Transport::InProcess => {}
         }
-        if let (Some(identity), Some(note)) =
-            (&req.ctx.identity, req.ctx.extensions.get::<AuditNote>())
-        {
-            note.set_identity(identity);
+        // The identity inner layers see is the one outer layers read off the response.
+        let identity = req.ctx.identity.clone();
+        ResponseFuture::Inner {
+            future: self.inner.call(req),
+            identity,
         }
-        ResponseFuture::inner(self.inner.call(req))
+    }
+}
+
+pin_project! {
+    /// The response future of [`Auth`]: a refusal, or the inner service's response with the
+    /// caller's identity set on it ([`McpResponse::identity`]).
+    #[project = ResponseFutureProj]
+    pub enum ResponseFuture<F> {
+        Rejected { #[pin] response: Ready<Result<McpResponse, Infallible>> },
+        Inner { #[pin] future: F, identity: Option<String> },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    fn rejected(response: McpResponse) -> Self {
+        Self::Rejected {
+            response: std::future::ready(Ok(response)),
+        }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::Rejected { response } => response.poll(cx),
+            ResponseFutureProj::Inner { future, identity } => {
+                let Ok(mut response) = std::task::ready!(future.poll(cx));
+                if let Some(identity) = identity.take() {
+                    response.identity = Some(identity);
+                }
+                Poll::Ready(Ok(response))
+            }
+        }
     }
 }
 
@@ -439,12 +479,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_identity_is_noted_for_the_audit_line() {
-        let note = AuditNote::default();
-        let mut req = request(http(), Some("Bearer token-b"));
-        req.ctx.extensions.insert(note.clone());
-        call(layer(), req).await;
-        assert_eq!(note.identity(), Some("bob"));
+    async fn the_response_names_the_caller_auth_established() {
+        let r = call(layer(), request(http(), Some("Bearer token-b"))).await;
+        assert_eq!(r.identity.as_deref(), Some("bob"));
+        let r = call(layer(), request(Transport::Stdio, None)).await;
+        assert_eq!(r.identity.as_deref(), Some("stdio"));
+        let refused = call(layer(), request(http(), Some("Bearer nope"))).await;
+        assert_eq!(refused.identity, None);
+        let anonymous = call(AuthLayer::new(), request(http(), None)).await;
+        assert_eq!(anonymous.identity, None);
+        let mut req = request(Transport::InProcess, None);
+        req.ctx.identity = Some("embedder".into());
+        assert_eq!(
+            call(layer(), req).await.identity.as_deref(),
+            Some("embedder")
+        );
     }
 
     #[test]

@@ -28,8 +28,9 @@
 //! created; one that cannot be opened stops the server at start) or to stderr, written by a
 //! background thread: the request path only queues a
 //! record (see [`AuditSink`]). A failing write is reported on the application log and never
-//! touches the response. The identity comes from inner layers through an [`AuditNote`] in the
-//! request's extensions. A `debug` event under the target `mcp::audit` repeats method, tool,
+//! touches the response. The identity is the one an inner auth layer reports on the response
+//! ([`McpResponse::identity`](crate::protocol::McpResponse::identity)), or else the one the
+//! request arrived with. A `debug` event under the target `mcp::audit` repeats method, tool,
 //! identity, outcome and duration (no arguments).
 //!
 //! ```
@@ -77,5 +78,5 @@ mod service;
 mod sink;
 
 pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
-pub use service::{Audit, AuditLayer, AuditNote, ResponseFuture};
+pub use service::{Audit, AuditLayer, ResponseFuture};
 pub use sink::AuditSink;

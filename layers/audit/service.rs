@@ -1,11 +1,9 @@
-//! [`AuditLayer`], the [`Audit`] service, its [`ResponseFuture`] and the [`AuditNote`] inner
-//! layers fill in.
+//! [`AuditLayer`], the [`Audit`] service and its [`ResponseFuture`].
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
@@ -27,23 +25,6 @@ use crate::protocol::{
     McpRequest, McpResponse, Outcome, Payload, ProtocolVersion, RequestId, Transport,
 };
 use crate::tools::AGENT_STATUS;
-
-/// A slot the audit layer puts into `req.ctx.extensions` so an inner layer (auth) can say who
-/// the caller turned out to be; the audit line is written after the response, when the
-/// request itself has been handed on.
-#[derive(Clone, Debug, Default)]
-pub struct AuditNote(Arc<OnceLock<String>>);
-
-impl AuditNote {
-    /// Records the caller's identity (the first one set wins).
-    pub fn set_identity(&self, identity: &str) {
-        let _ = self.0.set(identity.to_owned());
-    }
-
-    pub fn identity(&self) -> Option<&str> {
-        self.0.get().map(String::as_str)
-    }
-}
 
 /// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or
 /// failed request.
@@ -145,22 +126,12 @@ struct Pending {
     args: Option<Box<ArgsSummary>>,
     /// `tools/call` and `tasks/*` are recorded whatever their outcome.
     always: bool,
-    /// Only HTTP callers learn their identity inside the stack (from a token).
-    note: Option<AuditNote>,
     sink: AuditSink,
 }
 
 impl Pending {
-    fn capture(req: &mut McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
+    fn capture(req: &McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
         let arrived = Instant::now();
-        let note = match req.ctx.transport {
-            Transport::Http { .. } => {
-                let note = AuditNote::default();
-                req.ctx.extensions.insert(note.clone());
-                Some(note)
-            }
-            _ => None,
-        };
         let method = name_field(&req.method);
         let is_tool_call = method == "tools/call";
         let is_tasks = method.starts_with("tasks/");
@@ -202,7 +173,6 @@ impl Pending {
             task_id,
             session_id,
             args,
-            note,
             sink: sink.clone(),
         }
     }
@@ -232,10 +202,9 @@ impl Pending {
             }
             Payload::Accepted => (None, None),
         };
-        let identity = match &self.note {
-            Some(note) => note.identity().map(str::to_owned).or(self.identity),
-            None => self.identity,
-        };
+        // An auth layer inside says who the caller turned out to be (HTTP callers learn it
+        // from their token there); otherwise what was known on arrival stands.
+        let identity = response.identity.clone().or(self.identity);
         tracing::debug!(
             target: "mcp::audit",
             method = &*self.method,
@@ -309,8 +278,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: McpRequest) -> Self::Future {
-        let pending = Pending::capture(&mut req, &self.sink, self.include_request);
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let pending = Pending::capture(&req, &self.sink, self.include_request);
         ResponseFuture {
             future: self.inner.call(req),
             pending: Some(pending),
@@ -349,7 +318,7 @@ mod tests {
     use crate::protocol::{ErrorObject, McpResult, RequestContext};
     use serde_json::json;
     use std::io::{self, Write};
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -398,10 +367,7 @@ mod tests {
 
     /// Answers like the real stack would, by method.
     async fn handler(req: McpRequest) -> Result<McpResponse, Infallible> {
-        if let Some(note) = req.ctx.extensions.get::<AuditNote>() {
-            note.set_identity("alice");
-        }
-        Ok(match (req.method.as_str(), req.tool_name()) {
+        let mut response = match (req.method.as_str(), req.tool_name()) {
             ("tools/call", Some("agent_run")) => {
                 let mut r = req.result(McpResult::tool_text(
                     format!("task_id: {TASK}\nsession_id: {SESSION}\nstatus: queued"),
@@ -423,7 +389,12 @@ mod tests {
             }
             ("tools/list", _) => req.result(McpResult::empty()),
             (m, _) => req.error(ErrorObject::method_not_found(m)),
-        })
+        };
+        // As an auth layer inside would say who an HTTP caller is.
+        if matches!(req.ctx.transport, Transport::Http { .. }) {
+            response.identity = Some("alice".into());
+        }
+        Ok(response)
     }
 
     fn request(id: i64, method: &str, params: Value) -> McpRequest {

@@ -109,6 +109,7 @@ impl McpRequest {
             payload,
             http: HttpHints::default(),
             ids: ResponseIds::default(),
+            identity: None,
         }
     }
 
@@ -219,6 +220,11 @@ pub struct McpResponse {
     pub payload: Payload,
     pub http: HttpHints,
     pub ids: ResponseIds,
+    /// Who the caller turned out to be: the auth layer sets it to the
+    /// [`RequestContext::identity`] the request carried past it, so outer layers (the audit
+    /// log) learn it from the response. `None` for a refused or anonymous caller, or when no
+    /// auth layer is in the stack. Never sent.
+    pub identity: Option<String>,
 }
 
 /// The `Implementation` object naming this server.
@@ -305,6 +311,7 @@ mod tests {
             payload: Payload::Result(result),
             http: HttpHints::default(),
             ids: ResponseIds::default(),
+            identity: None,
         }
     }
 
