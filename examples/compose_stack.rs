@@ -120,7 +120,7 @@ where
     fn call(&mut self, req: McpRequest) -> Self::Future {
         let entry = match req.tool_name() {
             Some(tool) => format!("{} {tool}", req.method),
-            None => req.method.clone(),
+            None => req.method.to_string(),
         };
         self.log.lock().unwrap().push(entry);
         self.inner.call(req)

@@ -41,8 +41,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS, METHOD_LABELS, method_index};
-use crate::protocol::{McpRequest, McpResponse, Outcome};
+use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS};
+const METHOD_LABELS: [&str; 13] = Method::LABELS;
+use crate::protocol::{McpRequest, McpResponse, Method, Outcome};
 
 /// Handles of every series this layer records, each registered with the installed recorder
 /// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`
@@ -153,7 +154,7 @@ where
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
-        let method = method_index(&req.method);
+        let method = req.method.label_index();
         let started = Instant::now();
         ResponseFuture {
             future: self.inner.call(req),

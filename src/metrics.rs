@@ -33,59 +33,6 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0,
 ];
 
-/// Every value of the `method` label: the method names recorded as they are, then
-/// `notification` and `other` for anything else, so a client cannot grow the series set.
-pub const METHOD_LABELS: [&str; 13] = [
-    "server/discover",
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "tasks/get",
-    "tasks/cancel",
-    "tasks/update",
-    "tasks/result",
-    "tasks/list",
-    "logging/setLevel",
-    "notification",
-    "other",
-];
-
-/// The position of a request's `method` label in [`METHOD_LABELS`].
-pub fn method_index(method: &str) -> usize {
-    match method {
-        "server/discover" => 0,
-        "initialize" => 1,
-        "ping" => 2,
-        "tools/list" => 3,
-        "tools/call" => 4,
-        "tasks/get" => 5,
-        "tasks/cancel" => 6,
-        "tasks/update" => 7,
-        "tasks/result" => 8,
-        "tasks/list" => 9,
-        "logging/setLevel" => 10,
-        _ if method.starts_with("notifications/") => 11,
-        _ => 12,
-    }
-}
-
-/// The `method` label of a request's method.
-pub fn method_label(method: &str) -> &'static str {
-    METHOD_LABELS[method_index(method)]
-}
-
-pub fn record_request(method: &str, outcome: &'static str, elapsed: Duration) {
-    record_request_labelled(method_label(method), outcome, elapsed);
-}
-
-/// [`record_request`] with the label already chosen by [`method_label`]. (The metrics layer
-/// records through handles it keeps instead of looking the series up each time.)
-pub fn record_request_labelled(method: &'static str, outcome: &'static str, elapsed: Duration) {
-    metrics::counter!(MCP_REQUESTS, "method" => method, "outcome" => outcome).increment(1);
-    metrics::histogram!(MCP_REQUEST_SECONDS, "method" => method).record(elapsed.as_secs_f64());
-}
-
 pub fn record_ollama_call(endpoint: &'static str, outcome: &'static str, elapsed: Duration) {
     metrics::histogram!(OLLAMA_REQUEST_SECONDS, "endpoint" => endpoint, "outcome" => outcome)
         .record(elapsed.as_secs_f64());
@@ -135,21 +82,4 @@ pub fn install() -> Result<MetricsHandle, String> {
             Ok(MetricsHandle(handle))
         })
         .clone()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_method_maps_to_its_own_label() {
-        let (known, catch_all) = METHOD_LABELS.split_at(METHOD_LABELS.len() - 2);
-        for (i, method) in known.iter().enumerate() {
-            assert_eq!(method_index(method), i, "{method}");
-        }
-        assert_eq!(catch_all, ["notification", "other"]);
-        assert_eq!(method_label("notifications/initialized"), "notification");
-        assert_eq!(method_label("resources/list"), "other");
-        assert_eq!(method_label("Tools/List"), "other");
-    }
 }

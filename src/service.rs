@@ -18,7 +18,7 @@ use crate::agent::AgentCore;
 use crate::agent::status::{parse_uuid, render_accepted, render_not_found, render_status};
 use crate::protocol::era::Era;
 use crate::protocol::{
-    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Payload, ProtocolVersion,
+    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion,
     ResponseIds, server_info,
 };
 use crate::task::{Session, Task, TaskImage};
@@ -56,14 +56,14 @@ impl AgentService {
             return req.respond(Payload::Accepted);
         }
         let era = req.ctx.era();
-        match (era, req.method.as_str()) {
-            (Era::Modern, "server/discover") => req.result(discover()),
-            (Era::Legacy, "initialize") => req.result(initialize(&req)),
-            (Era::Legacy, "ping") => req.result(McpResult::empty()),
-            (Era::Legacy, "logging/setLevel") => set_log_level(&req),
-            (_, "tools/list") => req.result(tools_list()),
-            (_, "tools/call") => self.tools_call(req).await,
-            (_, method) => req.error(ErrorObject::method_not_found(method)),
+        match (era, &req.method) {
+            (Era::Modern, Method::ServerDiscover) => req.result(discover()),
+            (Era::Legacy, Method::Initialize) => req.result(initialize(&req)),
+            (Era::Legacy, Method::Ping) => req.result(McpResult::empty()),
+            (Era::Legacy, Method::LoggingSetLevel) => set_log_level(&req),
+            (_, Method::ToolsList) => req.result(tools_list()),
+            (_, Method::ToolsCall) => self.tools_call(req).await,
+            (_, method) => req.error(ErrorObject::method_not_found(method.as_str())),
         }
     }
 

@@ -956,7 +956,7 @@ fn in_process(identity: &str, version: ProtocolVersion, method: &str, params: Va
     }
     McpRequest {
         id: Some(RequestId::Number(1)),
-        method: method.to_owned(),
+        method: method.into(),
         params,
         ctx,
     }

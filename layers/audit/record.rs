@@ -79,23 +79,10 @@ pub fn uuid_field(value: Option<&str>) -> Option<Uuid> {
     value.and_then(parse_uuid)
 }
 
-/// A method or tool name as recorded: a known name as is (no copy), anything else scrubbed
-/// like an error message (it is client text).
+/// A tool name as recorded: one of ours as is (no copy), anything else scrubbed like an error
+/// message (it is client text).
 pub fn name_field(name: &str) -> Cow<'static, str> {
     Cow::Borrowed(match name {
-        "tools/call" => "tools/call",
-        "tools/list" => "tools/list",
-        "tasks/get" => "tasks/get",
-        "tasks/result" => "tasks/result",
-        "tasks/cancel" => "tasks/cancel",
-        "tasks/list" => "tasks/list",
-        "tasks/update" => "tasks/update",
-        "server/discover" => "server/discover",
-        "initialize" => "initialize",
-        "ping" => "ping",
-        "logging/setLevel" => "logging/setLevel",
-        "notifications/initialized" => "notifications/initialized",
-        "notifications/cancelled" => "notifications/cancelled",
         "agent_run" => "agent_run",
         "agent_status" => "agent_status",
         _ => return Cow::Owned(scrub_message(name)),

@@ -22,7 +22,7 @@ use crate::config::AuditConfig;
 use crate::layers::auth::STDIO_IDENTITY;
 use crate::protocol::era::Era;
 use crate::protocol::{
-    McpRequest, McpResponse, Outcome, Payload, ProtocolVersion, RequestId, Transport,
+    McpRequest, McpResponse, Method, Outcome, Payload, ProtocolVersion, RequestId, Transport,
 };
 use crate::tools::AGENT_STATUS;
 
@@ -132,9 +132,12 @@ struct Pending {
 impl Pending {
     fn capture(req: &McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
         let arrived = Instant::now();
-        let method = name_field(&req.method);
-        let is_tool_call = method == "tools/call";
-        let is_tasks = method.starts_with("tasks/");
+        let method = req.method.static_name().map_or_else(
+            || Cow::Owned(scrub_message(req.method.as_str())),
+            Cow::Borrowed,
+        );
+        let is_tool_call = req.method == Method::ToolsCall;
+        let is_tasks = req.method.is_tasks();
         let (mut tool, mut task_id, mut session_id, mut args) =
             (None, RawId::NONE, RawId::NONE, None);
         if is_tool_call {

@@ -19,7 +19,7 @@ use super::wire::{
     RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
 };
 use crate::protocol::{
-    ErrorObject, McpRequest, McpResponse, McpResult, Payload, ProtocolVersion, code,
+    ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion, code,
 };
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
@@ -128,14 +128,14 @@ pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest
     };
     let task = &found.task;
     let id = task.id;
-    match req.method.as_str() {
-        "tasks/get" => req.result(McpResult::complete(legacy_task(
+    match req.method {
+        Method::TasksGet => req.result(McpResult::complete(legacy_task(
             backend,
             task,
             found.queue_position,
             config.timing(),
         ))),
-        "tasks/result" => match until_terminal(backend, found, &req.ctx.cancel, None).await {
+        Method::TasksResult => match until_terminal(backend, found, &req.ctx.cancel, None).await {
             Ok(Waited::Finished(done)) => {
                 let mut body = final_result(backend, &done.task);
                 body.insert(

@@ -24,7 +24,7 @@ pub async fn caller_task<B: TaskBackend>(
     req: &McpRequest,
 ) -> Result<Tracked, ErrorObject> {
     let Some(text) = req.params.get("taskId").and_then(Value::as_str) else {
-        return Err(task_id_missing(&req.method));
+        return Err(task_id_missing(req.method.as_str()));
     };
     let Some(id) = parse_task_id(text) else {
         return Err(task_not_found(text));

@@ -16,7 +16,7 @@ use super::service::Inner;
 use super::wire::{
     TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
 };
-use crate::protocol::{McpRequest, McpResponse, McpResult, Payload, ResultKind};
+use crate::protocol::{McpRequest, McpResponse, McpResult, Method, Payload, ResultKind};
 use crate::tools::AGENT_RUN;
 
 /// `server/discover` gains `capabilities.extensions["io.modelcontextprotocol/tasks"] = {}`.
@@ -86,7 +86,7 @@ where
 /// `tasks/get`, `tasks/update`, `tasks/cancel`.
 pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest) -> McpResponse {
     if !req.ctx.declares_extension(TASKS_EXTENSION) {
-        return req.error(extension_not_declared(&req.method));
+        return req.error(extension_not_declared(req.method.as_str()));
     }
     let backend = &*config.backend;
     let Tracked {
@@ -96,14 +96,14 @@ pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest
         Ok(found) => found,
         Err(e) => return req.error(e),
     };
-    match req.method.as_str() {
-        "tasks/get" => req.result(McpResult::complete(detailed_task(
+    match req.method {
+        Method::TasksGet => req.result(McpResult::complete(detailed_task(
             backend,
             &task,
             queue_position,
             config.timing(),
         ))),
-        "tasks/cancel" => {
+        Method::TasksCancel => {
             // Cancelling a finished task is acknowledged the same way (idempotent).
             if !task.state.is_terminal()
                 && let Err(e) = backend.cancel(task.id).await

@@ -13,7 +13,7 @@ use super::future::{ResponseFuture, Routed};
 use super::layer::TasksLayer;
 use super::{legacy, modern};
 use crate::protocol::era::Era;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse};
+use crate::protocol::{ErrorObject, McpRequest, McpResponse, Method};
 
 /// Wraps an MCP service with task support. Built by [`TasksLayer`].
 #[derive(Debug)]
@@ -126,21 +126,21 @@ impl Route {
             return Route::PassThrough;
         }
         match req.ctx.era() {
-            Era::Modern => match req.method.as_str() {
-                "server/discover" => Route::Discover,
-                "tools/call" if !modern::creates_task(req) => Route::PassThrough,
-                "tools/call" => Route::ModernCreate,
-                "tasks/get" | "tasks/update" | "tasks/cancel" => Route::ModernTask,
-                "tasks/result" | "tasks/list" => Route::NotOffered,
+            Era::Modern => match req.method {
+                Method::ServerDiscover => Route::Discover,
+                Method::ToolsCall if !modern::creates_task(req) => Route::PassThrough,
+                Method::ToolsCall => Route::ModernCreate,
+                Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Route::ModernTask,
+                Method::TasksResult | Method::TasksList => Route::NotOffered,
                 _ => Route::PassThrough,
             },
-            Era::Legacy => match req.method.as_str() {
-                "initialize" => Route::Initialize,
-                "tools/list" => Route::ListTools,
-                "tools/call" if !legacy::asks_for_task(req) => Route::PassThrough,
-                "tools/call" => Route::LegacyCreate,
-                "tasks/get" | "tasks/result" | "tasks/cancel" => Route::LegacyTask,
-                "tasks/list" => Route::NotOffered,
+            Era::Legacy => match req.method {
+                Method::Initialize => Route::Initialize,
+                Method::ToolsList => Route::ListTools,
+                Method::ToolsCall if !legacy::asks_for_task(req) => Route::PassThrough,
+                Method::ToolsCall => Route::LegacyCreate,
+                Method::TasksGet | Method::TasksResult | Method::TasksCancel => Route::LegacyTask,
+                Method::TasksList => Route::NotOffered,
                 _ => Route::PassThrough,
             },
         }
@@ -186,9 +186,6 @@ where
         }
         Route::LegacyCreate => legacy::tools_call(config, inner, req).await,
         Route::LegacyTask => legacy::task_method(config, req).await,
-        Route::NotOffered => {
-            let method = req.method.clone();
-            req.error(ErrorObject::method_not_found(&method))
-        }
+        Route::NotOffered => req.error(ErrorObject::method_not_found(req.method.as_str())),
     }
 }

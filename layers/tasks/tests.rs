@@ -128,7 +128,7 @@ fn request(version: ProtocolVersion, method: &str, params: Value) -> McpRequest 
     };
     McpRequest {
         id: Some(RequestId::Number(7)),
-        method: method.to_owned(),
+        method: method.into(),
         params,
         ctx: RequestContext::new(version, Transport::InProcess),
     }

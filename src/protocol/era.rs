@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::jsonrpc::{ErrorObject, code};
+use super::method::Method;
 
 /// `_meta` key carrying the per-request protocol version (2026-07-28).
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -149,7 +150,7 @@ pub struct VersionHints<'a> {
 /// Classifies a request or notification into its era and version, enforcing the modern
 /// `_meta` rules. Errors are the JSON-RPC errors to answer with.
 pub fn classify(
-    method: &str,
+    method: &Method,
     params: &Map<String, Value>,
     hints: VersionHints<'_>,
 ) -> Result<Classified, ErrorObject> {
@@ -186,7 +187,7 @@ pub fn classify(
         return Ok(legacy(version));
     }
     // No version in the body.
-    if method == "initialize" {
+    if *method == Method::Initialize {
         // A legacy handshake; the version it asks for is negotiated by the service.
         let version = hints
             .header
@@ -196,7 +197,7 @@ pub fn classify(
         return Ok(legacy(version));
     }
     if let Some(header) = hints.header {
-        if is_modern_str(header) || method == "server/discover" {
+        if is_modern_str(header) || *method == Method::ServerDiscover {
             return Err(missing_meta(META_PROTOCOL_VERSION));
         }
         return match ProtocolVersion::parse(header) {
@@ -204,7 +205,7 @@ pub fn classify(
             None => Err(unsupported_version(header)),
         };
     }
-    if method == "server/discover" {
+    if *method == Method::ServerDiscover {
         return Err(missing_meta(META_PROTOCOL_VERSION));
     }
     if let Some(v) = hints.negotiated {
@@ -248,7 +249,7 @@ mod tests {
     #[test]
     fn body_meta_decides_first() {
         let c = classify(
-            "tools/list",
+            &Method::from("tools/list"),
             &params(modern_meta()),
             VersionHints::default(),
         )
@@ -263,14 +264,14 @@ mod tests {
             header: Some("2025-11-25"),
             ..Default::default()
         };
-        let e = classify("tools/list", &params(modern_meta()), hints).unwrap_err();
+        let e = classify(&Method::from("tools/list"), &params(modern_meta()), hints).unwrap_err();
         assert_eq!(e.code, code::HEADER_MISMATCH);
     }
 
     #[test]
     fn missing_capabilities_is_invalid_params() {
         let p = params(json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28"}}));
-        let e = classify("tools/list", &p, VersionHints::default()).unwrap_err();
+        let e = classify(&Method::from("tools/list"), &p, VersionHints::default()).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
         assert!(e.message.contains(META_CLIENT_CAPABILITIES));
     }
@@ -280,7 +281,7 @@ mod tests {
         let p = params(
             json!({"_meta": {META_PROTOCOL_VERSION: "1900-01-01", META_CLIENT_CAPABILITIES: {}}}),
         );
-        let e = classify("tools/list", &p, VersionHints::default()).unwrap_err();
+        let e = classify(&Method::from("tools/list"), &p, VersionHints::default()).unwrap_err();
         assert_eq!(e.code, code::UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(e.data.unwrap()["requested"], "1900-01-01");
     }
@@ -292,10 +293,10 @@ mod tests {
             default_legacy: true,
             ..Default::default()
         };
-        let e = classify("tools/list", &Map::new(), hints).unwrap_err();
+        let e = classify(&Method::from("tools/list"), &Map::new(), hints).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
         let e = classify(
-            "server/discover",
+            &Method::from("server/discover"),
             &Map::new(),
             VersionHints {
                 header: None,
@@ -312,10 +313,10 @@ mod tests {
             default_legacy: true,
             ..Default::default()
         };
-        let c = classify("tools/list", &Map::new(), http).unwrap();
+        let c = classify(&Method::from("tools/list"), &Map::new(), http).unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_03_26);
         let c = classify(
-            "tools/list",
+            &Method::from("tools/list"),
             &Map::new(),
             VersionHints {
                 header: Some("2025-06-18"),
@@ -325,7 +326,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_06_18);
         let e = classify(
-            "tools/list",
+            &Method::from("tools/list"),
             &Map::new(),
             VersionHints {
                 header: Some("2024-01-01"),
@@ -336,7 +337,7 @@ mod tests {
         assert_eq!(e.code, code::UNSUPPORTED_PROTOCOL_VERSION);
         // An initialize is legacy whatever header it carries.
         let c = classify(
-            "initialize",
+            &Method::from("initialize"),
             &Map::new(),
             VersionHints {
                 header: Some("2025-11-25"),
@@ -349,10 +350,15 @@ mod tests {
 
     #[test]
     fn stdio_without_meta_needs_a_prior_initialize() {
-        let e = classify("tools/list", &Map::new(), VersionHints::default()).unwrap_err();
+        let e = classify(
+            &Method::from("tools/list"),
+            &Map::new(),
+            VersionHints::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
         let c = classify(
-            "tools/list",
+            &Method::from("tools/list"),
             &Map::new(),
             VersionHints {
                 negotiated: Some(ProtocolVersion::V2025_11_25),

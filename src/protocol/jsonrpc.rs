@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::method::Method;
+
 /// Standard and MCP error codes used on the wire.
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
@@ -101,11 +103,11 @@ impl ErrorObject {
 pub enum Incoming {
     Request {
         id: RequestId,
-        method: String,
+        method: Method,
         params: Map<String, Value>,
     },
     Notification {
-        method: String,
+        method: Method,
         params: Map<String, Value>,
     },
     /// A response or error object sent by the peer (legacy clients may POST these).
@@ -185,6 +187,7 @@ impl Incoming {
         let Value::String(method) = method else {
             return Err(fail(id, "`method` must be a string"));
         };
+        let method = Method::from(method);
         let params = match obj.remove("params") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(p)) => p,

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
+use super::method::Method;
 
 /// How the request reached us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +83,7 @@ impl RequestContext {
 #[derive(Clone, Debug)]
 pub struct McpRequest {
     pub id: Option<RequestId>,
-    pub method: String,
+    pub method: Method,
     pub params: Map<String, Value>,
     pub ctx: RequestContext,
 }
@@ -94,7 +95,7 @@ impl McpRequest {
 
     /// `params.name` of a `tools/call`.
     pub fn tool_name(&self) -> Option<&str> {
-        if self.method == "tools/call" {
+        if self.method == Method::ToolsCall {
             self.params.get("name").and_then(Value::as_str)
         } else {
             None

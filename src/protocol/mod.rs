@@ -4,11 +4,13 @@
 //! - [`era`]: which era and version a message speaks, and the modern `_meta` rules.
 //! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
 //!   place where results are shaped per era.
+//! - [`method`]: [`Method`], the JSON-RPC method parsed once where a message arrives.
 //! - [`outcome`]: [`Outcome`], how a request ended, shared by the audit log and the metrics.
 
 pub mod era;
 pub mod jsonrpc;
 pub mod message;
+pub mod method;
 pub mod outcome;
 
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
@@ -17,4 +19,5 @@ pub use message::{
     CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
     ResultKind, Transport, server_info,
 };
+pub use method::Method;
 pub use outcome::Outcome;

@@ -26,8 +26,8 @@ use tower_service::Service;
 
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    ErrorObject, Incoming, McpRequest, McpResponse, ProtocolVersion, RequestContext, RequestId,
-    Transport, VersionHints, classify,
+    ErrorObject, Incoming, McpRequest, McpResponse, Method, ProtocolVersion, RequestContext,
+    RequestId, Transport, VersionHints, classify,
 };
 use crate::service::negotiated_version;
 
@@ -93,7 +93,7 @@ where
                 continue;
             }
         };
-        if id.is_none() && method == "notifications/cancelled" {
+        if id.is_none() && method == Method::Cancelled {
             cancel_request(&in_flight, &params);
             continue;
         }
@@ -114,7 +114,7 @@ where
         let mut ctx = RequestContext::new(classified.version, Transport::Stdio);
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
-        let is_initialize = method == "initialize";
+        let is_initialize = method == Method::Initialize;
         let request = McpRequest {
             id: id.clone(),
             method,

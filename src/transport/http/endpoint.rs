@@ -26,7 +26,7 @@ use super::{
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    Classified, ErrorObject, Incoming, McpRequest, McpResponse, RequestContext, RequestId,
+    Classified, ErrorObject, Incoming, McpRequest, McpResponse, Method, RequestContext, RequestId,
     Transport, VersionHints, classify, code,
 };
 
@@ -120,7 +120,7 @@ where
 /// A message that passed the edge, ready for the MCP stack.
 struct Call {
     id: Option<RequestId>,
-    method: String,
+    method: Method,
     params: Map<String, Value>,
     classified: Classified,
 }
@@ -223,7 +223,7 @@ where
 /// Modern routing headers: `Mcp-Method` always, `Mcp-Name` for the methods that name a target.
 fn check_routing_headers(
     headers: &HeaderMap,
-    method: &str,
+    method: &Method,
     params: &Map<String, Value>,
 ) -> Result<(), ErrorObject> {
     let mismatch = |msg: String| ErrorObject::new(code::HEADER_MISMATCH, msg);
@@ -233,7 +233,7 @@ fn check_routing_headers(
                 "Header mismatch: the Mcp-Method header is required; send Mcp-Method: {method}"
             )));
         }
-        Some(h) if h != method => {
+        Some(h) if h != method.as_str() => {
             return Err(mismatch(format!(
                 "Header mismatch: Mcp-Method is \"{h}\" but the body's method is \"{method}\""
             )));
@@ -241,9 +241,13 @@ fn check_routing_headers(
         Some(_) => {}
     }
     let name_key = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        Method::ToolsCall => Some("name"),
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Some("taskId"),
+        Method::Other(name) => match &**name {
+            "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            _ => None,
+        },
         _ => None,
     };
     if let Some(key) = name_key {
