@@ -43,6 +43,7 @@ fn call(name: &str, arguments: Value) -> McpRequest {
         method: "tools/call".into(),
         params: params.as_object().cloned().unwrap_or_default(),
         ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        call: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn request(id: i64, name: &str, arguments: Value) -> McpRequest {
         method: "tools/call".into(),
         params,
         ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        call: None,
     }
 }
 

@@ -42,7 +42,7 @@
 //!     }
 //!     ctx.extensions.insert(headers);
 //!     McpRequest { id: Some(RequestId::Number(1)), method: "tools/list".into(),
-//!                  params: Default::default(), ctx }
+//!                  params: Default::default(), ctx, call: None }
 //! };
 //! let ok = svc.ready().await.unwrap().call(call(Some("Bearer s3cret"))).await.unwrap();
 //! let Payload::Result(result) = &ok.payload else { panic!() };
@@ -395,6 +395,7 @@ mod tests {
             method: "tools/list".into(),
             params: Default::default(),
             ctx,
+            call: None,
         }
     }
 

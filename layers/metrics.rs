@@ -22,6 +22,7 @@
 //!     method: "tools/list".into(),
 //!     params: Default::default(),
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//!     call: None,
 //! };
 //! let resp: McpResponse = svc.oneshot(req).await.unwrap();
 //! assert!(resp.error_code().is_none());

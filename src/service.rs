@@ -10,19 +10,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tower_service::Service;
 
 use crate::agent::AgentCore;
-use crate::agent::status::{parse_uuid, render_accepted, render_not_found, render_status};
+use crate::agent::status::{render_accepted, render_not_found, render_status};
 use crate::protocol::era::Era;
 use crate::protocol::{
-    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion,
-    ResponseIds, server_info,
+    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, ParsedCall, Payload,
+    ProtocolVersion, ResponseIds, server_info,
 };
 use crate::task::{Session, Task, TaskImage};
-use crate::tools::{AGENT_RUN, AGENT_STATUS, tool_definitions};
+use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes
 /// while the process runs).
@@ -68,36 +67,18 @@ impl AgentService {
     }
 
     async fn tools_call(&self, mut req: McpRequest) -> McpResponse {
-        let Some(name) = req.params.get("name").and_then(Value::as_str) else {
-            return req.error(ErrorObject::invalid_params(
-                "tools/call needs params.name, the tool to call (agent_run or agent_status)",
-            ));
+        let call = match req.parse_tool_call() {
+            ParsedCall::Parsed(_) => req.call.take(),
+            ParsedCall::Invalid(answer) => return req.result(answer),
+            ParsedCall::NotOurs => None,
         };
-        let tool = match name {
-            AGENT_RUN => Ok(AGENT_RUN),
-            AGENT_STATUS => Ok(AGENT_STATUS),
-            other => Err(other.to_owned()),
-        };
-        // Moved out, not cloned: the request is ours, and `agent_run` arguments may carry
-        // 20 MiB of images.
-        let args = match req.params.remove("arguments") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v,
-            Some(_) => {
-                return req.error(ErrorObject::invalid_params(
-                    "tools/call params.arguments must be an object",
-                ));
-            }
+        let Some(call) = call else {
+            return req.error(not_a_call_of_ours(&req));
         };
         let mut ids = ResponseIds::default();
-        let result = match tool {
-            Ok(AGENT_RUN) => self.agent_run(&req, args, &mut ids).await,
-            Ok(_) => self.agent_status(&req, args, &mut ids).await,
-            Err(other) => {
-                return req.error(ErrorObject::invalid_params(format!(
-                    "Unknown tool: {other}. This server has agent_run and agent_status."
-                )));
-            }
+        let result = match call {
+            ToolCall::Run(args) => self.agent_run(&req, args, &mut ids).await,
+            ToolCall::Status(args) => self.agent_status(&req, args, &mut ids).await,
         };
         let mut response = req.result(result);
         response.ids = ids;
@@ -105,48 +86,21 @@ impl AgentService {
     }
 
     /// Queues a task; on success `ids` names it and its session.
-    async fn agent_run(&self, req: &McpRequest, args: Value, ids: &mut ResponseIds) -> McpResult {
-        let args: RunArgs = match serde_json::from_value(args) {
-            Ok(a) => a,
-            Err(e) => return invalid_args(AGENT_RUN, &[format!("arguments: {e}")]),
-        };
-        let mut problems = Vec::new();
-        if args.request.trim().is_empty() {
-            problems.push("request: must not be empty or whitespace-only".to_owned());
-        }
-        if let Some(t) = args.temperature
-            && !(0.0..=2.0).contains(&t)
-        {
-            problems.push(format!(
-                "temperature: must be from 0.0 through 2.0, got {t}"
-            ));
-        }
-        let images = match images_of(args.images, &mut problems) {
-            Some(images) if problems.is_empty() => images,
-            _ => return invalid_args(AGENT_RUN, &problems),
-        };
+    async fn agent_run(&self, req: &McpRequest, args: RunArgs, ids: &mut ResponseIds) -> McpResult {
         let identity = req.ctx.identity.clone();
         let store = &self.core.store;
-        let session_id = match args.session_id.as_deref() {
-            Some(text) => {
-                let known = match parse_uuid(text) {
-                    Some(id) => match store.session(id).await {
-                        Ok(found) => found.filter(|s| s.owner == identity),
-                        Err(e) => return store_failure(&e),
-                    },
-                    None => {
-                        return invalid_args(
-                            AGENT_RUN,
-                            &[format!("session_id: \"{text}\" is not a UUID")],
-                        );
-                    }
+        let session_id = match args.session_id {
+            Some(id) => {
+                let known = match store.session(id).await {
+                    Ok(found) => found.filter(|s| s.owner == identity),
+                    Err(e) => return store_failure(&e),
                 };
                 match known {
                     Some(session) => session.id,
                     None => {
                         return McpResult::tool_text(
                             format!(
-                                "Unknown session_id {text}: no such session. Omit session_id to \
+                                "Unknown session_id {id}: no such session. Omit session_id to \
                                  start a new session, or pass a session_id returned by agent_run."
                             ),
                             true,
@@ -163,19 +117,18 @@ impl AgentService {
             }
         };
         let mut task = Task::new(session_id, identity, args.request, args.temperature);
-        task.images = images;
-        // The image layer decoded and hashed each image once; the store keys images by that
-        // hash instead of decoding them again.
-        if let Some(validated) = req
-            .ctx
-            .extensions
-            .get::<crate::layers::images::ValidatedImages>()
-            && validated.0.len() == task.images.len()
-        {
-            for (image, checked) in task.images.iter_mut().zip(&validated.0) {
-                image.sha256 = Some(checked.sha256);
-            }
-        }
+        task.images = args
+            .images
+            .into_iter()
+            .map(|image| {
+                let mut stored =
+                    TaskImage::new(image.mime_type.mime().to_owned(), image.data_base64);
+                // The images layer decoded and hashed each image once; the store keys images
+                // by that hash instead of decoding them again.
+                stored.sha256 = image.checked.map(|c| c.sha256);
+                stored
+            })
+            .collect();
         if let Err(e) = store.insert_task(&task).await {
             return store_failure(&e);
         }
@@ -190,39 +143,17 @@ impl AgentService {
     async fn agent_status(
         &self,
         req: &McpRequest,
-        args: Value,
+        args: StatusArgs,
         ids: &mut ResponseIds,
     ) -> McpResult {
-        let args: StatusArgs = match serde_json::from_value(args) {
-            Ok(a) => a,
-            Err(e) => return invalid_args(AGENT_STATUS, &[format!("arguments: {e}")]),
-        };
-        let not_found = || McpResult::tool_text(render_not_found(&args.task_id), false);
-        let Some(task_id) = parse_uuid(&args.task_id) else {
-            return invalid_args(
-                AGENT_STATUS,
-                &[format!("task_id: \"{}\" is not a UUID", args.task_id)],
-            );
-        };
-        let session_filter = match args.session_id.as_deref() {
-            Some(text) => match parse_uuid(text) {
-                Some(id) => Some(id),
-                None => {
-                    return invalid_args(
-                        AGENT_STATUS,
-                        &[format!("session_id: \"{text}\" is not a UUID")],
-                    );
-                }
-            },
-            None => None,
-        };
-        let task = match self.core.store.task(task_id).await {
+        let not_found = || McpResult::tool_text(render_not_found(&args.task_id.to_string()), false);
+        let task = match self.core.store.task(args.task_id).await {
             Ok(Some(task)) => task,
             Ok(None) => return not_found(),
             Err(e) => return store_failure(&e),
         };
         if !task.visible_to(req.ctx.identity.as_deref())
-            || session_filter.is_some_and(|s| s != task.session_id)
+            || args.session_id.is_some_and(|s| s != task.session_id)
         {
             return not_found();
         }
@@ -231,6 +162,24 @@ impl AgentService {
         ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_status(&task, position), false)
     }
+}
+
+/// The JSON-RPC error for a `tools/call` that names no tool of ours or has no argument object.
+fn not_a_call_of_ours(req: &McpRequest) -> ErrorObject {
+    let Some(name) = req.params.get("name").and_then(Value::as_str) else {
+        return ErrorObject::invalid_params(
+            "tools/call needs params.name, the tool to call (agent_run or agent_status)",
+        );
+    };
+    if !matches!(
+        req.params.get("arguments"),
+        None | Some(Value::Null | Value::Object(_))
+    ) {
+        return ErrorObject::invalid_params("tools/call params.arguments must be an object");
+    }
+    ErrorObject::invalid_params(format!(
+        "Unknown tool: {name}. This server has agent_run and agent_status."
+    ))
 }
 
 impl Service<McpRequest> for AgentService {
@@ -249,75 +198,7 @@ impl Service<McpRequest> for AgentService {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunArgs {
-    request: String,
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    temperature: Option<f64>,
-    #[serde(default)]
-    images: Option<Vec<Option<ImageArg>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ImageArg {
-    mime_type: Option<String>,
-    data_base64: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusArgs {
-    task_id: String,
-    #[serde(default)]
-    session_id: Option<String>,
-}
-
-const IMAGE_MIME_TYPES: [&str; 3] = ["image/png", "image/jpeg", "image/webp"];
-
-/// The minimal image rules the service itself enforces (non-null, known MIME type); the image
-/// layer checks encodings and sizes before a request gets here.
-fn images_of(
-    images: Option<Vec<Option<ImageArg>>>,
-    problems: &mut Vec<String>,
-) -> Option<Vec<TaskImage>> {
-    let mut out = Vec::new();
-    for (i, image) in images.unwrap_or_default().into_iter().enumerate() {
-        let Some(image) = image else {
-            problems.push(format!("images[{i}]: must be an object, not null"));
-            continue;
-        };
-        let (Some(mime_type), Some(data_base64)) = (image.mime_type, image.data_base64) else {
-            problems.push(format!(
-                "images[{i}]: mime_type and data_base64 must both be strings, not null"
-            ));
-            continue;
-        };
-        if !IMAGE_MIME_TYPES.contains(&mime_type.as_str()) {
-            problems.push(format!(
-                "images[{i}].mime_type: \"{mime_type}\" is not allowed; use image/png, image/jpeg or image/webp"
-            ));
-            continue;
-        }
-        out.push(TaskImage::new(mime_type, data_base64));
-    }
-    Some(out)
-}
-
-/// An invalid-arguments tool error (`docs/contract.md` §6.2): a header line, then one line per
-/// problem.
-pub fn invalid_args(tool: &str, problems: &[String]) -> McpResult {
-    let mut text = format!("Invalid arguments for tool \"{tool}\":");
-    for p in problems {
-        text.push('\n');
-        text.push_str(p);
-    }
-    McpResult::tool_text(text, true)
-}
-
+/// The failure of a store call as a tool error: nothing was done.
 fn store_failure(e: &crate::store::StoreError) -> McpResult {
     tracing::error!(error = %e, "task store failure");
     McpResult::tool_text(

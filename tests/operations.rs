@@ -341,6 +341,7 @@ async fn shutdown_writes_out_every_audit_line() {
             method: "tools/call".into(),
             params,
             ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+            call: None,
         };
         let Ok(response) = stack.clone().oneshot(req).await;
         assert!(response.error_code().is_none());

@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::sync::OnceLock;
 
 use agent_mcp::config::{Config, ImageLimits, StoreBackend};
-use agent_mcp::layers::images::{ImagesLayer, ValidatedImages};
+use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::{ChatStreamDecoder, OllamaError};
 use agent_mcp::protocol::{
@@ -241,12 +241,15 @@ proptest! {
         };
         let text = result.first_text().unwrap_or_default();
         if !result.is_tool_error() {
-            prop_assert_eq!(text, "passed");
             if tool == "agent_run" {
+                // The typed arguments reached the inner service (no images layer: none checked).
+                prop_assert_eq!(text, "[]");
                 prop_assert!(args["request"].as_str().is_some_and(|r| !r.trim().is_empty()), "{}", args);
                 if let Some(t) = args.get("temperature").and_then(Value::as_f64) {
                     prop_assert!((0.0..=2.0).contains(&t));
                 }
+            } else {
+                prop_assert_eq!(text, "passed");
             }
             return Ok(());
         }
@@ -470,6 +473,7 @@ where
         method: "tools/call".into(),
         params,
         ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        call: None,
     };
     let inner: fn(McpRequest) -> std::future::Ready<Result<McpResponse, Infallible>> = passed;
     let mut svc = ServiceBuilder::new().layer(layer).service_fn(inner);
@@ -477,16 +481,19 @@ where
     resp
 }
 
-/// The inner service: "passed", or the images the images layer handed down.
+/// The inner service: the images of a typed `agent_run` that reached it (those the images
+/// layer checked), or "passed" for anything else.
 fn passed(req: McpRequest) -> std::future::Ready<Result<McpResponse, Infallible>> {
-    let text = match req.ctx.extensions.get::<ValidatedImages>() {
-        Some(v) => serde_json::to_string(
-            &v.0.iter()
-                .map(|i| (i.mime_type.clone(), i.decoded_len))
+    let text = match &req.call {
+        Some(agent_mcp::tools::ToolCall::Run(args)) => serde_json::to_string(
+            &args
+                .images
+                .iter()
+                .filter_map(|i| Some((i.mime_type.mime(), i.checked?.decoded_len)))
                 .collect::<Vec<_>>(),
         )
         .unwrap_or_default(),
-        None => "passed".to_owned(),
+        _ => "passed".to_owned(),
     };
     std::future::ready(Ok(req.result(McpResult::tool_text(text, false))))
 }

@@ -959,6 +959,7 @@ fn in_process(identity: &str, version: ProtocolVersion, method: &str, params: Va
         method: method.into(),
         params,
         ctx,
+        call: None,
     }
 }
 

@@ -268,16 +268,25 @@ fn cases() -> Vec<Case> {
                 &format!("temperature: 3 is out of range; {FIX_TEMPERATURE}"),
             ],
         ),
+        // Each element's shape and MIME type are part of the arguments' shape (the typed
+        // parse); content rules (encoding, magic bytes, sizes) follow once the shape is right.
         run(
-            "several image violations at once",
+            "several image shape violations at once",
             json!({"request": "x", "images": [null, {"mime_type": "image/bmp", "data_base64": PNG_1X1},
                    {"mime_type": "image/jpeg", "data_base64": PNG_1X1}, png("****")]}),
             &[
                 "images[0]: must be an object with mime_type and data_base64, not null; send one object per image",
                 &format!("images[1].mime_type: \"image/bmp\" is not supported; {FIX_MIME}"),
-                "images[2].data_base64: the data is a PNG image but mime_type says image/jpeg; set mime_type to image/png or send a JPEG image",
+            ],
+        ),
+        run(
+            "several image content violations at once",
+            json!({"request": "x", "images": [png(PNG_1X1),
+                   {"mime_type": "image/jpeg", "data_base64": PNG_1X1}, png("****")]}),
+            &[
+                "images[1].data_base64: the data is a PNG image but mime_type says image/jpeg; set mime_type to image/png or send a JPEG image",
                 &format!(
-                    "images[3].data_base64: is not valid base64: '*' at position 0; {FIX_BASE64}"
+                    "images[2].data_base64: is not valid base64: '*' at position 0; {FIX_BASE64}"
                 ),
             ],
         ),

@@ -10,7 +10,8 @@ use std::convert::Infallible;
 use std::sync::OnceLock;
 
 use agent_mcp::config::ImageLimits;
-use agent_mcp::layers::images::{ImagesLayer, ValidatedImages};
+use agent_mcp::layers::images::ImagesLayer;
+use agent_mcp::tools::ToolCall;
 use agent_mcp::protocol::{
     McpRequest, McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
@@ -81,19 +82,21 @@ fuzz_target!(|data: &[u8]| {
         method: "tools/call".into(),
         params,
         ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        call: None,
     };
     let mut svc = ServiceBuilder::new()
         .layer(ImagesLayer::new(limits()))
         .service_fn(|req: McpRequest| async move {
-            let validated = req.ctx.extensions.get::<ValidatedImages>().cloned();
-            let text = match validated {
-                Some(v) => serde_json::to_string(
-                    &v.0.iter()
-                        .map(|i| (i.mime_type.clone(), i.decoded_len))
+            let text = match &req.call {
+                Some(ToolCall::Run(args)) => serde_json::to_string(
+                    &args
+                        .images
+                        .iter()
+                        .filter_map(|i| Some((i.mime_type.mime(), i.checked?.decoded_len)))
                         .collect::<Vec<_>>(),
                 )
                 .unwrap_or_default(),
-                None => "none".to_owned(),
+                _ => "none".to_owned(),
             };
             Ok::<_, Infallible>(req.result(McpResult::tool_text(text, false)))
         });

@@ -46,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
         method: "tools/call".into(),
         params,
         ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        call: None,
     };
     let mut svc = ServiceBuilder::new()
         .layer(ValidateLayer::new())

@@ -55,6 +55,7 @@
 //!     method: "tools/call".into(),
 //!     params,
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//!     call: None,
 //! };
 //! svc.ready().await.unwrap().call(req).await.unwrap();
 //!

@@ -411,6 +411,7 @@ mod tests {
                     peer: Some(([127, 0, 0, 1], 4000).into()),
                 },
             ),
+            call: None,
         }
     }
 

@@ -8,127 +8,54 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytesize::ByteSize;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::ImageLimits;
+use crate::tools::args::MAX_ELEMENT_LINES;
+use crate::tools::{CheckedImage, ImageArg, ImageType};
 
 /// Base64 characters decoded per step (a multiple of 4), and so the scratch buffer's size.
 const CHUNK_CHARS: usize = 64 * 1024;
 
-/// Most per-element problem lines in one answer.
-const MAX_ELEMENT_LINES: usize = 20;
-
-const FIX_MIME: &str = "use image/png, image/jpeg or image/webp";
 const FIX_BASE64: &str = "encode the image file with standard base64 (A-Z, a-z, 0-9, +, /, \
     with = padding and no spaces or line breaks)";
 
-/// The images of one `agent_run`, checked; in the request's `ctx.extensions` once the images
-/// layer has passed it. Empty when the call has no images.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ValidatedImages(pub Vec<ValidatedImage>);
-
-/// One image that passed every rule, in request order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ValidatedImage {
-    /// `image/png`, `image/jpeg` or `image/webp`, matching the data's magic bytes.
-    pub mime_type: String,
-    /// Size of the decoded image in bytes.
-    pub decoded_len: usize,
-    /// SHA-256 of the decoded image, for content dedupe in the store.
-    pub sha256: [u8; 32],
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ImageKind {
-    Png,
-    Jpeg,
-    Webp,
-}
-
-impl ImageKind {
-    fn from_mime(mime: &str) -> Option<Self> {
-        match mime {
-            "image/png" => Some(Self::Png),
-            "image/jpeg" => Some(Self::Jpeg),
-            "image/webp" => Some(Self::Webp),
-            _ => None,
-        }
-    }
-
-    /// What the first bytes say the data is.
-    fn sniff(head: &[u8]) -> Option<Self> {
-        if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-            Some(Self::Png)
-        } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            Some(Self::Jpeg)
-        } else if head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
-            Some(Self::Webp)
-        } else {
-            None
-        }
-    }
-
-    fn mime(self) -> &'static str {
-        match self {
-            Self::Png => "image/png",
-            Self::Jpeg => "image/jpeg",
-            Self::Webp => "image/webp",
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Png => "PNG",
-            Self::Jpeg => "JPEG",
-            Self::Webp => "WebP",
-        }
-    }
-}
-
-/// An element that passed the cheap checks and awaits decoding.
-struct Candidate<'a> {
+/// An image that passed the cheap checks and awaits decoding.
+struct Candidate {
     index: usize,
-    kind: ImageKind,
-    data: &'a str,
     decoded_len: usize,
 }
 
-/// Checks `images` (the argument's value; absent is `Null`) against `limits`. All problems are
-/// returned, one `<field path>: <what is wrong>; <what to do>` line each.
+/// Checks the typed `images` of an `agent_run` (their shape and MIME types were checked when
+/// the arguments were parsed) against `limits`, and fills in each one's [`CheckedImage`]. All
+/// problems are returned, one `<field path>: <what is wrong>; <what to do>` line each.
 pub(crate) fn check_images(
-    images: &Value,
+    images: &mut [ImageArg],
     limits: &ImageLimits,
-) -> Result<ValidatedImages, Vec<String>> {
-    let items = match images {
-        Value::Null => return Ok(ValidatedImages::default()),
-        Value::Array(items) => items,
-        _ => {
-            return Err(vec![
-                "images: must be an array of {mime_type, data_base64} objects; send an array, or omit it"
-                    .to_owned(),
-            ]);
-        }
-    };
+) -> Result<(), Vec<String>> {
     // Count and total lines frame the per-element lines, which are listed in element order.
     let mut head = None;
     let mut problems: Vec<(usize, String)> = Vec::new();
-    let too_many = items.len() > limits.max_count;
+    let too_many = images.len() > limits.max_count;
     if too_many {
         head = Some(format!(
             "images: {} images given, at most {} are allowed; send fewer images",
-            items.len(),
+            images.len(),
             limits.max_count
         ));
     }
     let max_bytes = limits.max_bytes.as_u64();
     let mut total: u64 = 0;
-    let mut candidates = Vec::with_capacity(items.len().min(limits.max_count));
-    for (index, item) in items.iter().enumerate() {
-        let Some(c) = shape(index, item, &mut problems) else {
-            continue;
+    let mut candidates = Vec::with_capacity(images.len().min(limits.max_count));
+    for (index, image) in images.iter().enumerate() {
+        let decoded_len = match predicted_len(&image.data_base64) {
+            Ok(len) => len,
+            Err(problem) => {
+                problems.push((index, format!("images[{index}].data_base64: {problem}")));
+                continue;
+            }
         };
-        let size = c.decoded_len as u64;
+        let size = decoded_len as u64;
         total = total.saturating_add(size);
         if size > max_bytes {
             problems.push((index, format!(
@@ -137,7 +64,7 @@ pub(crate) fn check_images(
                 limits.max_bytes
             )));
         } else {
-            candidates.push(c);
+            candidates.push(Candidate { index, decoded_len });
         }
     }
     let too_big = total > limits.max_total_bytes.as_u64();
@@ -149,14 +76,19 @@ pub(crate) fn check_images(
             limits.max_total_bytes
         ));
     }
-    let mut validated = Vec::with_capacity(candidates.len());
     // Decoding is the only costly step: skip it when the request is refused anyway for its
     // count or total size.
     if !too_many && !too_big {
         let mut scratch = vec![0u8; CHUNK_CHARS / 4 * 3];
         for c in candidates {
-            match decode(&c, &mut scratch) {
-                Ok(image) => validated.push(image),
+            let Some(image) = images.get_mut(c.index) else {
+                continue;
+            };
+            match decode(image, &mut scratch) {
+                Ok(checked) => {
+                    debug_assert_eq!(checked.decoded_len, c.decoded_len);
+                    image.checked = Some(checked);
+                }
                 Err(problem) => {
                     problems.push((
                         c.index,
@@ -167,7 +99,7 @@ pub(crate) fn check_images(
         }
     }
     if head.is_none() && tail.is_none() && problems.is_empty() {
-        return Ok(ValidatedImages(validated));
+        return Ok(());
     }
     problems.sort_by_key(|(index, _)| *index);
     // A huge array of bad elements must not make a huge answer.
@@ -181,72 +113,6 @@ pub(crate) fn check_images(
         .chain(more)
         .chain(tail)
         .collect())
-}
-
-/// The element's shape, MIME type and base64 length; `None` (with problems noted) if wrong.
-fn shape<'a>(
-    index: usize,
-    item: &'a Value,
-    problems: &mut Vec<(usize, String)>,
-) -> Option<Candidate<'a>> {
-    let mut note = |line: String| problems.push((index, line));
-    let Some(object) = item.as_object() else {
-        let what = if item.is_null() { ", not null" } else { "" };
-        note(format!(
-            "images[{index}]: must be an object with mime_type and data_base64{what}; send one object per image"
-        ));
-        return None;
-    };
-    let kind = match object.get("mime_type") {
-        Some(Value::String(mime)) => match ImageKind::from_mime(mime) {
-            Some(kind) => Some(kind),
-            None => {
-                note(format!(
-                    "images[{index}].mime_type: {} is not supported; {FIX_MIME}",
-                    Value::String(mime.chars().take(40).collect())
-                ));
-                None
-            }
-        },
-        other => {
-            note(format!(
-                "images[{index}].mime_type: {}; {FIX_MIME}",
-                not_a_string(other)
-            ));
-            None
-        }
-    };
-    let data = match object.get("data_base64") {
-        Some(Value::String(data)) => match predicted_len(data) {
-            Ok(len) => Some((data.as_str(), len)),
-            Err(problem) => {
-                note(format!("images[{index}].data_base64: {problem}"));
-                None
-            }
-        },
-        other => {
-            note(format!(
-                "images[{index}].data_base64: {}; give the image bytes as standard base64",
-                not_a_string(other)
-            ));
-            None
-        }
-    };
-    let (kind, (data, decoded_len)) = (kind?, data?);
-    Some(Candidate {
-        index,
-        kind,
-        data,
-        decoded_len,
-    })
-}
-
-fn not_a_string(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "missing",
-        Some(Value::Null) => "must not be null",
-        Some(_) => "must be a string",
-    }
 }
 
 /// The decoded size of padded standard base64, from its length and padding alone: no pass
@@ -271,16 +137,17 @@ fn is_base64_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')
 }
 
-/// Decodes `c` chunk by chunk into SHA-256 and checks its magic bytes against its MIME type.
-fn decode(c: &Candidate<'_>, scratch: &mut [u8]) -> Result<ValidatedImage, String> {
-    if c.data.is_empty() {
+/// Decodes `image` chunk by chunk into SHA-256 and checks its magic bytes against its MIME
+/// type.
+fn decode(image: &ImageArg, scratch: &mut [u8]) -> Result<CheckedImage, String> {
+    if image.data_base64.is_empty() {
         return Err("is empty; give the image bytes as standard base64".to_owned());
     }
     let mut hasher = Sha256::new();
     let mut head = [0u8; 12];
     let mut head_len = 0;
     let mut decoded_len = 0;
-    let bytes = c.data.as_bytes();
+    let bytes = image.data_base64.as_bytes();
     let chunks = bytes.len().div_ceil(CHUNK_CHARS);
     for (n, chunk) in bytes.chunks(CHUNK_CHARS).enumerate() {
         let offset = n * CHUNK_CHARS;
@@ -300,22 +167,22 @@ fn decode(c: &Candidate<'_>, scratch: &mut [u8]) -> Result<ValidatedImage, Strin
         hasher.update(out);
         decoded_len += len;
     }
-    match ImageKind::sniff(&head[..head_len]) {
-        Some(kind) if kind == c.kind => Ok(ValidatedImage {
-            mime_type: kind.mime().to_owned(),
+    let declared = image.mime_type;
+    match ImageType::sniff(&head[..head_len]) {
+        Some(kind) if kind == declared => Ok(CheckedImage {
             decoded_len,
             sha256: hasher.finalize().into(),
         }),
         Some(kind) => Err(format!(
             "the data is a {} image but mime_type says {}; set mime_type to {} or send a {} image",
             kind.name(),
-            c.kind.mime(),
+            declared.mime(),
             kind.mime(),
-            c.kind.name()
+            declared.name()
         )),
         None => Err(format!(
             "the data is not a PNG, JPEG or WebP image (mime_type says {}); send the image file's bytes",
-            c.kind.mime()
+            declared.mime()
         )),
     }
 }

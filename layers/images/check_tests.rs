@@ -25,8 +25,29 @@ fn data_with(magic: &[u8], len: usize) -> String {
     STANDARD.encode(bytes)
 }
 
+/// The images of an `agent_run` as its arguments arrive, through the typed parse (shape and
+/// MIME type) and then [`check_images`] (everything that needs the limits).
+fn check(images: Value, limits: &ImageLimits) -> Result<Vec<CheckedImage>, Vec<String>> {
+    let Value::Object(args) = json!({"request": "look", "images": images}) else {
+        unreachable!("a literal object")
+    };
+    let Some(parsed) = crate::tools::ToolCall::parse(crate::tools::AGENT_RUN, args) else {
+        panic!("agent_run is one of our tools")
+    };
+    let mut args = match parsed? {
+        crate::tools::ToolCall::Run(args) => args,
+        other => panic!("agent_run parsed as {other:?}"),
+    };
+    check_images(&mut args.images, limits)?;
+    Ok(args
+        .images
+        .iter()
+        .map(|image| image.checked.expect("a passing image is checked"))
+        .collect())
+}
+
 fn problems(images: Value) -> Vec<String> {
-    match check_images(&images, &limits()) {
+    match check(images, &limits()) {
         Ok(ok) => panic!("expected problems, got {ok:?}"),
         Err(p) => p,
     }
@@ -34,22 +55,16 @@ fn problems(images: Value) -> Vec<String> {
 
 #[test]
 fn no_images_is_an_empty_list() {
-    assert_eq!(
-        check_images(&Value::Null, &limits()),
-        Ok(ValidatedImages::default())
-    );
-    assert_eq!(
-        check_images(&json!([]), &limits()),
-        Ok(ValidatedImages::default())
-    );
+    assert_eq!(check(Value::Null, &limits()), Ok(vec![]));
+    assert_eq!(check(json!([]), &limits()), Ok(vec![]));
 }
 
 #[test]
 fn each_format_passes_with_its_size_and_hash() {
     let webp = data_with(b"RIFF\0\0\0\0WEBPVP8 ", 40);
     let jpeg = data_with(&[0xFF, 0xD8, 0xFF, 0xE0], 4);
-    let got = check_images(
-        &json!([
+    let got = check(
+        json!([
             image("image/png", PNG_1X1),
             image("image/webp", &webp),
             image("image/jpeg", &jpeg)
@@ -60,23 +75,20 @@ fn each_format_passes_with_its_size_and_hash() {
         |b64: &str| -> [u8; 32] { Sha256::digest(STANDARD.decode(b64).unwrap_or_default()).into() };
     assert_eq!(
         got,
-        Ok(ValidatedImages(vec![
-            ValidatedImage {
-                mime_type: "image/png".into(),
+        Ok(vec![
+            CheckedImage {
                 decoded_len: 70,
                 sha256: hash(PNG_1X1)
             },
-            ValidatedImage {
-                mime_type: "image/webp".into(),
+            CheckedImage {
                 decoded_len: 40,
                 sha256: hash(&webp)
             },
-            ValidatedImage {
-                mime_type: "image/jpeg".into(),
+            CheckedImage {
                 decoded_len: 4,
                 sha256: hash(&jpeg)
             },
-        ]))
+        ])
     );
 }
 
@@ -85,8 +97,7 @@ fn hashing_in_chunks_matches_hashing_at_once() {
     // Several decode steps, with padding in the last one.
     let len = CHUNK_CHARS / 4 * 3 * 2 + 1;
     let data = data_with(b"\x89PNG\r\n\x1a\n", len);
-    let Ok(ValidatedImages(got)) = check_images(&json!([image("image/png", &data)]), &limits())
-    else {
+    let Ok(got) = check(json!([image("image/png", &data)]), &limits()) else {
         panic!("a valid image");
     };
     let expected: [u8; 32] = Sha256::digest(STANDARD.decode(&data).unwrap_or_default()).into();
@@ -110,7 +121,7 @@ fn null_and_wrongly_typed_parts_are_named() {
     assert_eq!(
         problems(json!({"mime_type": "image/png"})),
         vec![
-            "images: must be an array of {mime_type, data_base64} objects; send an array, or omit it"
+            "images: must be an array or null, got an object; send an array of {mime_type, data_base64} objects, or omit it"
         ]
     );
 }
@@ -214,22 +225,31 @@ fn limits_come_from_the_config() {
         max_total_bytes: ByteSize::b(100),
     };
     assert_eq!(
-        check_images(&json!([image("image/png", PNG_1X1)]), &small),
+        check(json!([image("image/png", PNG_1X1)]), &small),
         Err(vec!["images[0].data_base64: the image is 70 B decoded, over the 69 B allowed per image; send a smaller image".to_owned()])
     );
 }
 
 #[test]
 fn a_flood_of_bad_elements_is_cut_short() {
+    // The shape is checked when the arguments are parsed, before any limit.
     let problems = problems(Value::Array(vec![Value::Null; 1000]));
+    assert_eq!(problems.len(), 20 + 1);
+    assert_eq!(
+        problems[19],
+        "images[19]: must be an object with mime_type and data_base64, not null; send one object per image"
+    );
+    assert_eq!(
+        problems[20],
+        "images: 980 more problems not listed; fix these and call again"
+    );
+    // A flood of elements that are well-formed but over the limits is cut short the same way.
+    let bad = image("image/png", "not base64!");
+    let problems = self::problems(Value::Array(vec![bad; 1000]));
     assert_eq!(problems.len(), 1 + 20 + 1);
     assert_eq!(
         problems[0],
         "images: 1000 images given, at most 4 are allowed; send fewer images"
-    );
-    assert_eq!(
-        problems[20],
-        "images[19]: must be an object with mime_type and data_base64, not null; send one object per image"
     );
     assert_eq!(
         problems[21],

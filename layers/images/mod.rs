@@ -1,10 +1,11 @@
 //! The image rules of `agent_run` (`docs/contract.md` §2.5), under the `mcp.images` limits.
 //!
-//! [`ImagesLayer`] checks the `images` argument of every `tools/call` of `agent_run`:
+//! [`ImagesLayer`] checks the `images` of every `tools/call` of `agent_run`. Each element's
+//! shape (an object whose `mime_type` and `data_base64` are strings, not `null`, as the published
+//! schema would allow) and MIME type (`image/png`, `image/jpeg` or `image/webp`) are checked when
+//! the arguments are parsed into [`ToolCall`](crate::tools::ToolCall); this layer adds the rules
+//! that need its limits:
 //!
-//! - every element is an object, and its `mime_type` and `data_base64` are strings, not `null`
-//!   (the published schema allows `null` there; the contract does not);
-//! - `mime_type` is `image/png`, `image/jpeg` or `image/webp`;
 //! - `data_base64` is standard base64: the `A-Z a-z 0-9 + /` alphabet, `=` padding to a multiple
 //!   of 4, no spaces or line breaks;
 //! - at most `max_count` images, each at most `max_bytes` and all together at most
@@ -15,8 +16,9 @@
 //! The count is checked first and every size is computed from the base64 length, so a request
 //! over a limit is refused without decoding anything. Passing images are decoded exactly once,
 //! in 64 KiB steps straight into SHA-256; the decoded bytes are not kept. What passes is handed
-//! downstream as [`ValidatedImages`] in `req.ctx.extensions` (mime type, decoded size and
-//! SHA-256 of each image, in request order; empty when the call has no images).
+//! downstream on the typed arguments ([`McpRequest::call`](crate::protocol::McpRequest::call)):
+//! each [`ImageArg`](crate::tools::ImageArg) carries its decoded size and SHA-256 as
+//! [`CheckedImage`](crate::tools::CheckedImage).
 //!
 //! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
 //! `isError: true`, `Invalid arguments for tool "agent_run":` and one
@@ -35,7 +37,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), std::convert::Infallible> {
 //! use agent_mcp::config::ImageLimits;
-//! use agent_mcp::layers::images::{ImagesLayer, ValidatedImages};
+//! use agent_mcp::layers::images::ImagesLayer;
+//! use agent_mcp::tools::ToolCall;
 //! use agent_mcp::protocol::{McpRequest, McpResult, Payload, ProtocolVersion, RequestContext,
 //!     RequestId, Transport};
 //! use serde_json::json;
@@ -44,9 +47,9 @@
 //! let mut svc = ServiceBuilder::new()
 //!     .layer(ImagesLayer::new(ImageLimits::default()))
 //!     .service_fn(|req: McpRequest| async move {
-//!         let images = req.ctx.extensions.get::<ValidatedImages>().cloned().unwrap_or_default();
-//!         let text = format!("{} image(s), {} bytes", images.0.len(),
-//!                            images.0.iter().map(|i| i.decoded_len).sum::<usize>());
+//!         let Some(ToolCall::Run(args)) = &req.call else { panic!("typed agent_run arguments") };
+//!         let bytes: usize = args.images.iter().filter_map(|i| i.checked).map(|c| c.decoded_len).sum();
+//!         let text = format!("{} image(s), {bytes} bytes", args.images.len());
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text(text, false)))
 //!     });
 //!
@@ -56,6 +59,7 @@
 //!     params: json!({"name": "agent_run", "arguments": {"request": "look", "images": images}})
 //!         .as_object().cloned().unwrap_or_default(),
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//!     call: None,
 //! };
 //! let text = |resp: agent_mcp::protocol::McpResponse| match resp.payload {
 //!     Payload::Result(r) => (r.first_text().unwrap_or_default().to_owned(), r.is_tool_error()),
@@ -80,7 +84,6 @@ mod future;
 mod layer;
 mod service;
 
-pub use check::{ValidatedImage, ValidatedImages};
 pub use future::ResponseFuture;
 pub use layer::ImagesLayer;
 pub use service::Images;

@@ -1,19 +1,19 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use serde_json::Value;
 use tower_service::Service;
 
-use super::check::{ValidatedImages, check_images};
+use super::check::check_images;
 use super::future::ResponseFuture;
 use super::layer::ImagesLayer;
 use crate::config::ImageLimits;
-use crate::protocol::{McpRequest, McpResponse};
-use crate::service::invalid_args;
-use crate::tools::AGENT_RUN;
+use crate::protocol::{McpRequest, McpResponse, ParsedCall};
+use crate::tools::{AGENT_RUN, ToolCall, invalid_args};
 
-/// Checks the images of `agent_run` calls and hands [`ValidatedImages`] downstream; see the
-/// [module docs](super).
+/// Checks the images of `agent_run` calls and records each one's [`CheckedImage`] on the typed
+/// arguments it hands downstream; see the [module docs](super).
+///
+/// [`CheckedImage`]: crate::tools::CheckedImage
 #[derive(Clone, Debug)]
 pub struct Images<S> {
     inner: S,
@@ -61,37 +61,29 @@ where
     }
 
     fn call(&mut self, mut req: McpRequest) -> Self::Future {
-        match checked(&req, &self.limits) {
-            Some(Ok(images)) => {
-                req.ctx.extensions.insert(images);
-            }
-            Some(Err(problems)) => {
-                return ResponseFuture::rejected(req.result(invalid_args(AGENT_RUN, &problems)));
-            }
-            None => {}
+        // Only `agent_run` carries images; other calls are not this layer's to parse.
+        if req.call.is_none() && req.tool_name() != Some(AGENT_RUN) {
+            return ResponseFuture::inner(self.inner.call(req));
         }
-        ResponseFuture::inner(self.inner.call(req))
+        let problems = match req.parse_tool_call() {
+            ParsedCall::Parsed(ToolCall::Run(args)) => {
+                check_images(&mut args.images, &self.limits).err()
+            }
+            ParsedCall::Invalid(answer) => return ResponseFuture::rejected(req.result(answer)),
+            ParsedCall::Parsed(ToolCall::Status(_)) | ParsedCall::NotOurs => None,
+        };
+        match problems {
+            Some(problems) => {
+                ResponseFuture::rejected(req.result(invalid_args(AGENT_RUN, &problems)))
+            }
+            None => ResponseFuture::inner(self.inner.call(req)),
+        }
     }
-}
-
-/// The outcome of the image rules, for an `agent_run` call; `None` for anything else.
-fn checked(req: &McpRequest, limits: &ImageLimits) -> Option<Result<ValidatedImages, Vec<String>>> {
-    static NO_IMAGES: Value = Value::Null;
-    if req.is_notification() || req.tool_name() != Some(AGENT_RUN) {
-        return None;
-    }
-    let images = match req.params.get("arguments") {
-        None | Some(Value::Null) => &NO_IMAGES,
-        Some(Value::Object(args)) => args.get("images").unwrap_or(&NO_IMAGES),
-        // Not an object: a malformed call, which the service answers with -32602.
-        Some(_) => return None,
-    };
-    Some(check_images(images, limits))
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
     use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
 
     use super::*;
@@ -107,6 +99,7 @@ mod tests {
             method: "tools/call".into(),
             params: params.as_object().cloned().unwrap_or_default(),
             ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+            call: None,
         }
     }
 
@@ -115,16 +108,15 @@ mod tests {
         let svc = ServiceBuilder::new()
             .layer(ImagesLayer::new(ImageLimits::default()))
             .service(service_fn(|req: McpRequest| async move {
-                let seen = match req.ctx.extensions.get::<ValidatedImages>() {
-                    Some(images) => format!(
+                let seen = match &req.call {
+                    Some(ToolCall::Run(args)) => format!(
                         "images: {:?}",
-                        images
-                            .0
+                        args.images
                             .iter()
-                            .map(|i| (i.mime_type.as_str(), i.decoded_len))
+                            .map(|i| (i.mime_type.mime(), i.checked.map(|c| c.decoded_len)))
                             .collect::<Vec<_>>()
                     ),
-                    None => "no images extension".to_owned(),
+                    _ => "no typed agent_run".to_owned(),
                 };
                 Ok::<_, Infallible>(req.result(McpResult::tool_text(seen, false)))
             }));
@@ -140,13 +132,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn passing_images_reach_the_handler_as_validated_images() {
+    async fn passing_images_reach_the_handler_checked_on_the_typed_arguments() {
         let got = run(request(
             json!({"name": "agent_run", "arguments": {"request": "x",
             "images": [{"mime_type": "image/png", "data_base64": PNG_1X1}]}}),
         ))
         .await;
-        assert_eq!(got, ("images: [(\"image/png\", 70)]".to_owned(), false));
+        assert_eq!(
+            got,
+            ("images: [(\"image/png\", Some(70))]".to_owned(), false)
+        );
     }
 
     #[tokio::test]
@@ -187,7 +182,7 @@ mod tests {
             json!({"name": "agent_run", "arguments": "images"}),
         ] {
             let got = run(request(params.clone())).await;
-            assert_eq!(got, ("no images extension".to_owned(), false), "{params}");
+            assert_eq!(got, ("no typed agent_run".to_owned(), false), "{params}");
         }
         let mut note = request(json!({"name": "agent_run", "arguments": {"images": bad}}));
         note.id = None;

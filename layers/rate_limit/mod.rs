@@ -54,6 +54,7 @@
 //!     method: "tools/list".into(),
 //!     params: Default::default(),
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//!     call: None,
 //! };
 //! for id in 1..=2 {
 //!     let ok = svc.ready().await.unwrap().call(call(id)).await.unwrap();

@@ -273,6 +273,7 @@ mod tests {
             method: "tools/list".into(),
             params: Default::default(),
             ctx,
+            call: None,
         }
     }
 

@@ -62,9 +62,10 @@
 //!
 //! let request = |method: &str| McpRequest {
 //!     id: Some(RequestId::Number(1)),
-//!     method: method.to_owned(),
+//!     method: method.into(),
 //!     params: Map::new(),
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//!     call: None,
 //! };
 //!
 //! // Discovery advertises the extension.

@@ -131,6 +131,7 @@ fn request(version: ProtocolVersion, method: &str, params: Value) -> McpRequest 
         method: method.into(),
         params,
         ctx: RequestContext::new(version, Transport::InProcess),
+        call: None,
     }
 }
 

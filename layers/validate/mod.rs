@@ -50,6 +50,7 @@
 //!     method: "tools/call".into(),
 //!     params: params.as_object().cloned().unwrap_or_default(),
 //!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//!     call: None,
 //! };
 //! let resp: McpResponse = svc.ready().await?.call(req).await?;
 //! let Payload::Result(result) = &resp.payload else { panic!("a tool result") };

@@ -9,10 +9,8 @@ use jsonschema::paths::{Location, LocationSegment};
 use jsonschema::{Draft, JsonType, ValidationError, Validator};
 use serde_json::Value;
 
+use crate::tools::args::{self, quote, type_of};
 use crate::tools::{AGENT_RUN, AGENT_STATUS, agent_run_schema, agent_status_schema};
-
-/// Longest stretch of a rejected value quoted back in a message.
-const QUOTE_LIMIT: usize = 40;
 
 /// Most violation lines in one answer. A huge malformed array would otherwise turn a small
 /// request into a huge response.
@@ -89,7 +87,10 @@ impl ToolRules {
                 ));
             }
         }
-        if self == Self::AgentRun {
+        // With a valid shape the typed parse (`McpRequest::parse_tool_call`) applies the rules
+        // the schema cannot say; only a refused request lists them here too, so one answer
+        // names every problem.
+        if self == Self::AgentRun && !found.is_empty() {
             runtime_rules(args, &mut found);
         }
         // Stable: two problems of one field keep the order they were found in.
@@ -168,24 +169,28 @@ impl ToolRules {
     }
 }
 
-/// The rules the schema cannot say (`docs/contract.md` §2.4): a blank `request`, `temperature`
-/// out of range.
-/// The blank-request line is the service's own wording, which tests/http_wire.rs pins.
+/// The rules the schema cannot say (`docs/contract.md` §2.4), in their one wording
+/// ([`crate::tools::args`]): a blank `request`, `temperature` out of range.
 fn runtime_rules(args: &Value, found: &mut Vec<(FieldPath, String)>) {
-    if let Some(request) = args.get("request").and_then(Value::as_str)
-        && request.trim().is_empty()
+    if let Some(line) = args
+        .get("request")
+        .and_then(Value::as_str)
+        .and_then(args::request_problem)
     {
-        found.push((
-            FieldPath::key("request"),
-            "must not be empty or whitespace-only".to_owned(),
-        ));
+        found.push((FieldPath::key("request"), strip_field(line)));
     }
     if let Some(Value::Number(t)) = args.get("temperature")
-        && !t.as_f64().is_some_and(|t| (0.0..=2.0).contains(&t))
+        && let Some(line) = args::temperature_problem(t)
     {
-        let path = FieldPath::key("temperature");
-        let problem = format!("{t} is out of range; {}", path.hint());
-        found.push((path, problem));
+        found.push((FieldPath::key("temperature"), strip_field(line)));
+    }
+}
+
+/// `field: problem` → `problem` (the path is rendered from the [`FieldPath`]).
+fn strip_field(line: String) -> String {
+    match line.split_once(": ") {
+        Some((_, problem)) => problem.to_owned(),
+        None => line,
     }
 }
 
@@ -219,29 +224,6 @@ fn type_name(t: JsonType) -> &'static str {
     }
 }
 
-fn type_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "true or false",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// A value quoted back as JSON (so a newline in it cannot break the one-line-per-problem
-/// format), cut short when long.
-fn quote(value: &Value) -> String {
-    match value {
-        Value::String(s) if s.chars().count() > QUOTE_LIMIT => {
-            let cut: String = s.chars().take(QUOTE_LIMIT).collect();
-            format!("{}…", Value::String(cut))
-        }
-        other => other.to_string(),
-    }
-}
-
 /// Where in the arguments a problem is: `temperature`, `images[2].mime_type`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 struct FieldPath(Vec<Segment>);
@@ -266,18 +248,7 @@ impl FieldPath {
     /// What to do about a problem at this path, in plain words.
     fn hint(&self) -> &'static str {
         match self.0.last() {
-            Some(Segment::Key(k)) => match k.as_str() {
-                "request" => "describe the work to do as a non-empty string",
-                "session_id" => "pass the session_id that agent_run returned, or omit it",
-                "temperature" => {
-                    "use a number from 0.0 through 2.0, or null for the server default"
-                }
-                "images" => "send an array of {mime_type, data_base64} objects, or omit it",
-                "mime_type" => "use image/png, image/jpeg or image/webp",
-                "data_base64" => "give the image bytes as standard base64",
-                "task_id" => "pass the task_id that agent_run returned",
-                _ => "see the tool's input schema in tools/list",
-            },
+            Some(Segment::Key(k)) => args::hint(k),
             Some(Segment::Index(_)) => "send an object with mime_type and data_base64",
             None => "send the arguments as a JSON object",
         }

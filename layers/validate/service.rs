@@ -7,8 +7,9 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::layer::ValidateLayer;
 use super::rules;
+use crate::protocol::ParsedCall;
 use crate::protocol::{McpRequest, McpResponse};
-use crate::service::invalid_args;
+use crate::tools::invalid_args;
 
 /// Checks `tools/call` arguments of `agent_run` and `agent_status` before `inner` sees them;
 /// see the [module docs](super).
@@ -53,20 +54,23 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        match violations(&req) {
-            Some((tool, problems)) => {
-                ResponseFuture::rejected(req.result(invalid_args(tool, &problems)))
-            }
-            None => ResponseFuture::inner(self.inner.call(req)),
+    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+        if let Some((tool, problems)) = violations(&req) {
+            return ResponseFuture::rejected(req.result(invalid_args(tool, &problems)));
         }
+        // The shape is the schema's: parse into the typed values every later layer and the
+        // service read, applying the rules the schema cannot say.
+        if let ParsedCall::Invalid(answer) = req.parse_tool_call() {
+            return ResponseFuture::rejected(req.result(answer));
+        }
+        ResponseFuture::inner(self.inner.call(req))
     }
 }
 
 /// The tool and its violations, if this is a `tools/call` of one of our tools with bad
 /// arguments.
 fn violations(req: &McpRequest) -> Option<(&'static str, Vec<String>)> {
-    if req.is_notification() {
+    if req.is_notification() || req.call.is_some() {
         return None;
     }
     let name = req.tool_name()?;
@@ -101,6 +105,7 @@ mod tests {
             method: method.into(),
             params: params.as_object().cloned().unwrap_or_default(),
             ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+            call: None,
         }
     }
 

@@ -5,8 +5,6 @@
 
 use std::fmt::Write;
 
-use uuid::Uuid;
-
 use crate::task::{Task, TaskState};
 
 /// The human message for a state; `queue_position` (1-based) is shown while queued.
@@ -77,18 +75,13 @@ pub fn render_not_found(task_id: &str) -> String {
 }
 
 /// Parses a UUID for lookups, accepting exactly what `format: uuid` accepts.
-pub fn parse_uuid(text: &str) -> Option<Uuid> {
-    // `Uuid::parse_str` also takes braced and URN forms; the schema's `uuid` format does not.
-    if text.len() != 36 {
-        return None;
-    }
-    Uuid::parse_str(text).ok()
-}
+pub use crate::tools::args::parse_uuid;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::task::TokenUsage;
+    use uuid::Uuid;
 
     fn task() -> Task {
         let mut t = Task::new(

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
+use crate::tools::{ToolCall, invalid_args};
 
 /// How the request reached us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +87,21 @@ pub struct McpRequest {
     pub method: Method,
     pub params: Map<String, Value>,
     pub ctx: RequestContext,
+    /// The typed arguments of a `tools/call` of `agent_run` or `agent_status`, once someone
+    /// parsed them ([`McpRequest::parse_tool_call`]); `params.arguments` is moved out then.
+    pub call: Option<ToolCall>,
+}
+
+/// What [`McpRequest::parse_tool_call`] found.
+#[derive(Debug)]
+pub enum ParsedCall<'a> {
+    /// Not a `tools/call` of one of our tools with an object (or absent) `arguments`: left
+    /// untouched, for the service to answer.
+    NotOurs,
+    /// The typed arguments, parsed now or earlier.
+    Parsed(&'a mut ToolCall),
+    /// The arguments break the tool's rules: the `Invalid arguments for tool` answer.
+    Invalid(McpResult),
 }
 
 impl McpRequest {
@@ -99,6 +115,46 @@ impl McpRequest {
             self.params.get("name").and_then(Value::as_str)
         } else {
             None
+        }
+    }
+
+    /// Parses `params.arguments` of a `tools/call` of `agent_run` or `agent_status` into
+    /// [`ToolCall`], the first time anyone asks: the arguments are moved out of `params` (not
+    /// copied: they may carry 20 MiB of images) and the typed values kept in
+    /// [`McpRequest::call`] for every later layer and the service.
+    pub fn parse_tool_call(&mut self) -> ParsedCall<'_> {
+        if self.call.is_none() {
+            if self.is_notification() {
+                return ParsedCall::NotOurs;
+            }
+            let Some(tool) = self.tool_name() else {
+                return ParsedCall::NotOurs;
+            };
+            let tool = tool.to_owned();
+            let arguments = match self.params.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(_)) => match self.params.remove("arguments") {
+                    Some(Value::Object(arguments)) => arguments,
+                    _ => Map::new(),
+                },
+                Some(_) => return ParsedCall::NotOurs,
+            };
+            match ToolCall::parse(&tool, arguments) {
+                None => return ParsedCall::NotOurs,
+                Some(Ok(call)) => self.call = Some(call),
+                Some(Err(problems)) => {
+                    let tool = if tool == crate::tools::AGENT_RUN {
+                        crate::tools::AGENT_RUN
+                    } else {
+                        crate::tools::AGENT_STATUS
+                    };
+                    return ParsedCall::Invalid(invalid_args(tool, &problems));
+                }
+            }
+        }
+        match self.call.as_mut() {
+            Some(call) => ParsedCall::Parsed(call),
+            None => ParsedCall::NotOurs,
         }
     }
 

@@ -16,8 +16,8 @@ pub mod outcome;
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
-    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
-    ResultKind, Transport, server_info,
+    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
+    ResponseIds, ResultKind, Transport, server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;

@@ -120,6 +120,7 @@ where
             method,
             params,
             ctx,
+            call: None,
         };
         if is_initialize {
             // Handled inline: later lines of this process are classified with its outcome.

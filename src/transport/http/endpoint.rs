@@ -212,6 +212,7 @@ where
         method,
         params,
         ctx,
+        call: None,
     };
     let Ok(response) = inner.oneshot(request).await;
     if let Some(guard) = guard {

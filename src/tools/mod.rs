@@ -6,6 +6,10 @@
 
 use std::sync::OnceLock;
 
+pub mod args;
+
+pub use args::{CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall, invalid_args};
+
 use serde_json::{Value, json};
 
 pub const AGENT_RUN: &str = "agent_run";
