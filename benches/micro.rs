@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::hint::black_box;
 
 use agent_mcp::agent::status::render_status;
-use agent_mcp::config::ImageLimits;
+use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::ChatStreamDecoder;

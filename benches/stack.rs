@@ -220,7 +220,9 @@ fn main() {
         ("boxed", BoxCloneSyncService::new(core.clone())),
         (
             "images",
-            BoxCloneSyncService::new(ImagesLayer::new(config.mcp.images).layer(core.clone())),
+            BoxCloneSyncService::new(
+                ImagesLayer::new(config.mcp.images.into()).layer(core.clone()),
+            ),
         ),
         (
             "validate",
@@ -229,7 +231,14 @@ fn main() {
         (
             "tasks",
             BoxCloneSyncService::new(
-                TasksLayer::new(core.core().clone(), config.store.retention).layer(core.clone()),
+                TasksLayer::new(
+                    core.core().clone(),
+                    agent_mcp::layers::tasks::TasksConfig {
+                        ttl: config.store.retention,
+                        ..Default::default()
+                    },
+                )
+                .layer(core.clone()),
             ),
         ),
         (

@@ -75,8 +75,7 @@ use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
 /// JSON-RPC error code of a request refused for want of a valid bearer token.
 pub const UNAUTHORIZED: i64 = -32001;
 
-/// The identity of every stdio caller.
-pub const STDIO_IDENTITY: &str = "stdio";
+pub use crate::protocol::STDIO_IDENTITY;
 
 /// SHA-256 of `token` as 64 lowercase hex digits (what `auth.tokens[].sha256` holds).
 pub fn sha256_hex(token: &str) -> String {

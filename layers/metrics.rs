@@ -42,9 +42,15 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS};
+use crate::plugin::{McpRequest, McpResponse, Method, Outcome};
+
+/// MCP requests by `method` and `outcome` (ok, tool_error, protocol_error, unauthorized,
+/// rate_limited). Rate-limit refusals are the `outcome="rate_limited"` series.
+pub const MCP_REQUESTS: &str = "agent_mcp_requests_total";
+/// Seconds spent answering MCP requests, by `method`.
+pub const MCP_REQUEST_SECONDS: &str = "agent_mcp_request_duration_seconds";
+
 const METHOD_LABELS: [&str; 13] = Method::LABELS;
-use crate::protocol::{McpRequest, McpResponse, Method, Outcome};
 
 /// Handles of every series this layer records, each registered with the installed recorder
 /// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`

@@ -38,6 +38,7 @@ pub mod layers;
 pub mod metrics;
 pub mod ollama;
 pub mod ops;
+pub mod plugin;
 pub mod protocol;
 pub mod service;
 pub mod stack;

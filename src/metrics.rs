@@ -9,11 +9,8 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// MCP requests by `method` and `outcome` (ok, tool_error, protocol_error, unauthorized,
-/// rate_limited). Rate-limit refusals are the `outcome="rate_limited"` series.
-pub const MCP_REQUESTS: &str = "agent_mcp_requests_total";
-/// Seconds spent answering MCP requests, by `method`.
-pub const MCP_REQUEST_SECONDS: &str = "agent_mcp_request_duration_seconds";
+/// The request series, recorded by the metrics layer (which owns their names).
+pub use crate::layers::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS};
 /// Tasks waiting in the queue.
 pub const QUEUE_DEPTH: &str = "agent_mcp_queue_depth";
 /// Tasks now in a non-terminal `state` (queued, planning, running).

@@ -1,6 +1,7 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
+mod layer_config;
 mod task_backend;
 
 use tower::ServiceBuilder;
@@ -44,12 +45,17 @@ pub fn build_with_audit(
         // purges them only after that.
         .layer(crate::layers::tasks::TasksLayer::new(
             service.core().clone(),
-            config.store.retention,
+            crate::layers::tasks::TasksConfig {
+                ttl: config.store.retention,
+                ..Default::default()
+            },
         ))
         // layer: validate
         .layer(crate::layers::validate::ValidateLayer::new())
         // layer: images
-        .layer(crate::layers::images::ImagesLayer::new(config.mcp.images))
+        .layer(crate::layers::images::ImagesLayer::new(
+            config.mcp.images.into(),
+        ))
         .service(service);
     BoxCloneSyncService::new(svc)
 }

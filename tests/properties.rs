@@ -7,7 +7,8 @@
 use std::convert::Infallible;
 use std::sync::OnceLock;
 
-use agent_mcp::config::{Config, ImageLimits, StoreBackend};
+use agent_mcp::config::{Config, StoreBackend};
+use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::{ChatStreamDecoder, OllamaError};

@@ -9,7 +9,7 @@
 use std::convert::Infallible;
 use std::sync::OnceLock;
 
-use agent_mcp::config::ImageLimits;
+use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::tools::ToolCall;
 use agent_mcp::protocol::{

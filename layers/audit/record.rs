@@ -10,9 +10,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::agent::status::parse_uuid;
-use crate::layers::auth::hex;
 use crate::protocol::{Outcome, RequestId};
+use crate::tools::args::parse_uuid;
 
 /// What the arguments of a `tools/call` looked like, without their content.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -41,7 +40,7 @@ impl ArgsSummary {
         let mut summary = ArgsSummary::default();
         if let Some(request) = arguments.get("request").and_then(Value::as_str) {
             summary.request_bytes = Some(request.len());
-            summary.request_sha256 = Some(hex(&Sha256::digest(request.as_bytes())));
+            summary.request_sha256 = Some(lower_hex(&Sha256::digest(request.as_bytes())));
             if include_request {
                 summary.request = Some(request.to_owned());
             }
@@ -71,6 +70,16 @@ pub fn base64_decoded_len(text: &str) -> u64 {
         .min(2);
     let len = bytes.len() as u64;
     (len * 3 / 4).saturating_sub(padding as u64)
+}
+
+/// `bytes` as lowercase hex digits.
+fn lower_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 /// A UUID argument or result field; anything else is not recorded (it could be arbitrary

@@ -19,10 +19,10 @@ use uuid::Uuid;
 use super::record::{ArgsSummary, AuditRecord, name_field, scrub_message, uuid_field};
 use super::sink::AuditSink;
 use crate::config::AuditConfig;
-use crate::layers::auth::STDIO_IDENTITY;
 use crate::protocol::era::Era;
 use crate::protocol::{
-    McpRequest, McpResponse, Method, Outcome, Payload, ProtocolVersion, RequestId, Transport,
+    McpRequest, McpResponse, Method, Outcome, Payload, ProtocolVersion, RequestId, STDIO_IDENTITY,
+    Transport,
 };
 use crate::tools::AGENT_STATUS;
 

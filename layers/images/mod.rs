@@ -36,8 +36,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), std::convert::Infallible> {
-//! use agent_mcp::config::ImageLimits;
-//! use agent_mcp::layers::images::ImagesLayer;
+//! use agent_mcp::layers::images::{ImageLimits, ImagesLayer};
 //! use agent_mcp::tools::ToolCall;
 //! use agent_mcp::protocol::{McpRequest, McpResult, Payload, ProtocolVersion, RequestContext,
 //!     RequestId, Transport};
@@ -80,10 +79,7 @@
 //! ```
 
 mod check;
-mod future;
-mod layer;
 mod service;
 
-pub use future::ResponseFuture;
-pub use layer::ImagesLayer;
-pub use service::Images;
+pub use check::ImageLimits;
+pub use service::{Images, ImagesLayer};

@@ -1,82 +1,38 @@
-use std::convert::Infallible;
-use std::task::{Context, Poll};
-
-use tower_service::Service;
-
-use super::check::check_images;
-use super::future::ResponseFuture;
-use super::layer::ImagesLayer;
-use crate::config::ImageLimits;
-use crate::protocol::{McpRequest, McpResponse, ParsedCall};
-use crate::tools::{AGENT_RUN, ToolCall, invalid_args};
+use super::check::{ImageLimits, check_images};
+use crate::plugin::{
+    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, ToolCall, invalid_args,
+};
 
 /// Checks the images of `agent_run` calls and records each one's [`CheckedImage`] on the typed
 /// arguments it hands downstream; see the [module docs](super).
 ///
-/// [`CheckedImage`]: crate::tools::CheckedImage
-#[derive(Clone, Debug)]
-pub struct Images<S> {
-    inner: S,
-    limits: ImageLimits,
-}
+/// [`CheckedImage`]: crate::plugin::CheckedImage
+pub type Images<S> = Gate<S, ImageLimits>;
 
-impl<S> Images<S> {
-    pub fn new(inner: S, limits: ImageLimits) -> Self {
-        Self { inner, limits }
-    }
+/// Applies [`Images`] to a service: the image rules of `docs/contract.md` §2.5 under the given
+/// limits (`mcp.images` in `agent.yaml`).
+pub type ImagesLayer = GateLayer<ImageLimits>;
 
-    /// An [`ImagesLayer`], for `ServiceBuilder::layer`.
-    pub const fn layer(limits: ImageLimits) -> ImagesLayer {
-        ImagesLayer::new(limits)
-    }
-
-    pub fn limits(&self) -> &ImageLimits {
-        &self.limits
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
+impl GateLayer<ImageLimits> {
+    pub const fn new(limits: ImageLimits) -> Self {
+        GateLayer::with(limits)
     }
 }
 
-impl<S> Service<McpRequest> for Images<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+impl Check for ImageLimits {
+    fn check(&self, mut req: McpRequest) -> Result<McpRequest, McpResponse> {
         // Only `agent_run` carries images; other calls are not this layer's to parse.
         if req.call.is_none() && req.tool_name() != Some(AGENT_RUN) {
-            return ResponseFuture::inner(self.inner.call(req));
+            return Ok(req);
         }
         let problems = match req.parse_tool_call() {
-            ParsedCall::Parsed(ToolCall::Run(args)) => {
-                check_images(&mut args.images, &self.limits).err()
-            }
-            ParsedCall::Invalid(answer) => return ResponseFuture::rejected(req.result(answer)),
+            ParsedCall::Parsed(ToolCall::Run(args)) => check_images(&mut args.images, self).err(),
+            ParsedCall::Invalid(answer) => return Err(req.result(answer)),
             ParsedCall::Parsed(ToolCall::Status(_)) | ParsedCall::NotOurs => None,
         };
         match problems {
-            Some(problems) => {
-                ResponseFuture::rejected(req.result(invalid_args(AGENT_RUN, &problems)))
-            }
-            None => ResponseFuture::inner(self.inner.call(req)),
+            Some(problems) => Err(req.result(invalid_args(AGENT_RUN, &problems))),
+            None => Ok(req),
         }
     }
 }
@@ -85,6 +41,8 @@ where
 mod tests {
     use serde_json::{Value, json};
     use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
+
+    use std::convert::Infallible;
 
     use super::*;
     use crate::protocol::{

@@ -17,15 +17,37 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// answering with the task as it then is.
 pub const DEFAULT_CANCEL_WAIT: Duration = Duration::from_secs(5);
 
+/// The Tasks layer's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TasksConfig {
+    /// How long tasks are kept after creation (the advertised `ttlMs` / `ttl`); the server
+    /// uses `store.retention`.
+    pub ttl: Duration,
+    /// The `pollIntervalMs` / `pollInterval` suggested to clients for a running task (a queued
+    /// one is told its place in line times this).
+    pub poll_interval: Duration,
+    /// How long a 2025-11-25 `tasks/cancel` waits for a running task to stop.
+    pub cancel_wait: Duration,
+}
+
+impl Default for TasksConfig {
+    /// A week's `ttl`, [`DEFAULT_POLL_INTERVAL`], [`DEFAULT_CANCEL_WAIT`].
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(7 * 24 * 3600),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            cancel_wait: DEFAULT_CANCEL_WAIT,
+        }
+    }
+}
+
 /// Serves tasks through the MCP Tasks extension (2026-07-28) and the experimental 2025-11-25
 /// tasks, both from one [`TaskBackend`] (the agent core in the server). See the
 /// [module docs](super).
 #[derive(Debug)]
 pub struct TasksLayer<B> {
     pub(super) backend: Arc<B>,
-    pub(super) ttl: Duration,
-    pub(super) poll_interval: Duration,
-    pub(super) cancel_wait: Duration,
+    pub(super) config: TasksConfig,
 }
 
 // Not derived: that would ask for `B: Clone`, and only the `Arc` is cloned.
@@ -33,41 +55,25 @@ impl<B> Clone for TasksLayer<B> {
     fn clone(&self) -> Self {
         Self {
             backend: self.backend.clone(),
-            ttl: self.ttl,
-            poll_interval: self.poll_interval,
-            cancel_wait: self.cancel_wait,
+            config: self.config,
         }
     }
 }
 
 impl<B: TaskBackend> TasksLayer<B> {
-    /// `ttl` is how long tasks are kept after creation (the advertised `ttlMs` / `ttl`).
-    pub fn new(backend: Arc<B>, ttl: Duration) -> Self {
-        Self {
-            backend,
-            ttl,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            cancel_wait: DEFAULT_CANCEL_WAIT,
-        }
+    pub fn new(backend: Arc<B>, config: TasksConfig) -> Self {
+        Self { backend, config }
     }
 
-    /// The `pollIntervalMs` / `pollInterval` suggested to clients.
-    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// How long a 2025-11-25 `tasks/cancel` waits for a running task to stop.
-    pub fn with_cancel_wait(mut self, wait: Duration) -> Self {
-        self.cancel_wait = wait;
-        self
+    pub fn config(&self) -> &TasksConfig {
+        &self.config
     }
 
     pub(super) fn timing(&self) -> TaskTiming {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         TaskTiming {
-            ttl_ms: ms(self.ttl),
-            poll_interval_ms: ms(self.poll_interval),
+            ttl_ms: ms(self.config.ttl),
+            poll_interval_ms: ms(self.config.poll_interval),
         }
     }
 }

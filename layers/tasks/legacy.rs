@@ -165,7 +165,7 @@ pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest
             };
             // A running task stops when its runner notices the token; wait (bounded) so the
             // answer shows `cancelled`, as 2025-11-25 asks.
-            let limit = Some(config.cancel_wait);
+            let limit = Some(config.config.cancel_wait);
             let asked = Tracked {
                 task,
                 queue_position: None,

@@ -26,7 +26,7 @@
 //! `{task: {…, ttl, pollInterval}}`; `tasks/get` returns the task; `tasks/result` waits until the
 //! task is terminal (or the client cancels the request) and returns the `CallToolResult` with
 //! `_meta["io.modelcontextprotocol/related-task"]`; `tasks/cancel` returns the cancelled task and
-//! -32602 for a terminal one (a running task is given [`TasksLayer::with_cancel_wait`] to
+//! -32602 for a terminal one (a running task is given [`TasksConfig::cancel_wait`] to
 //! stop, so the answer normally already says `cancelled`). There, `failed` stays `failed`.
 //! Capabilities and `execution` are shown to 2025-11-25 only; `params.task` and `tasks/*` are
 //! honoured for any 2025 revision, since a client that sends them speaks 2025-11-25 tasks even
@@ -42,11 +42,10 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use std::time::Duration;
 //!
 //! use agent_mcp::agent::Agent;
 //! use agent_mcp::config::Config;
-//! use agent_mcp::layers::tasks::TasksLayer;
+//! use agent_mcp::layers::tasks::{TasksConfig, TasksLayer};
 //! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
 //! use agent_mcp::service::AgentService;
 //! use agent_mcp::store::MemoryStore;
@@ -57,7 +56,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(TasksLayer::new(agent.core().clone(), Duration::from_secs(7 * 24 * 3600)))
+//!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
 //!     .service(AgentService::new(agent.core().clone()));
 //!
 //! let request = |method: &str| McpRequest {
@@ -93,7 +92,7 @@ mod wire;
 
 pub use backend::{TaskBackend, Tracked};
 pub use future::ResponseFuture;
-pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksLayer};
+pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksConfig, TasksLayer};
 pub use service::Tasks;
 pub use wire::{
     MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,

@@ -3,14 +3,13 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tower::ServiceExt;
 use tower_service::Service;
 
 use super::backend::TaskBackend;
 use super::future::{ResponseFuture, Routed};
-use super::layer::TasksLayer;
+use super::layer::{TasksConfig, TasksLayer};
 use super::{legacy, modern};
 use crate::protocol::era::Era;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Method};
@@ -33,17 +32,12 @@ impl<S: Clone, B> Clone for Tasks<S, B> {
 }
 
 impl<S, B: TaskBackend> Tasks<S, B> {
-    pub fn new(inner: S, backend: Arc<B>, ttl: Duration) -> Self {
-        Self::from_layer(inner, TasksLayer::new(backend, ttl))
+    pub fn new(inner: S, backend: Arc<B>, config: TasksConfig) -> Self {
+        Self::from_layer(inner, TasksLayer::new(backend, config))
     }
 
     pub(super) fn from_layer(inner: S, config: TasksLayer<B>) -> Self {
         Self { inner, config }
-    }
-
-    /// A [`TasksLayer`] with these settings.
-    pub fn layer(backend: Arc<B>, ttl: Duration) -> TasksLayer<B> {
-        TasksLayer::new(backend, ttl)
     }
 
     pub fn get_ref(&self) -> &S {

@@ -194,20 +194,19 @@ fn inner(
 type Svc = Tasks<tower::util::BoxCloneService<McpRequest, McpResponse, Infallible>, MemoryTasks>;
 
 /// The layer over [`inner`] answering `body`, with its backend.
-fn stack_with(
-    layer: impl FnOnce(TasksLayer<MemoryTasks>) -> TasksLayer<MemoryTasks>,
-    body: Value,
-) -> (Svc, Arc<MemoryTasks>) {
+fn stack_with(configure: impl FnOnce(&mut TasksConfig), body: Value) -> (Svc, Arc<MemoryTasks>) {
     let backend = Arc::new(MemoryTasks::default());
     let svc = tower::util::BoxCloneService::new(inner(backend.clone(), body));
-    (
-        layer(TasksLayer::new(backend.clone(), TTL)).layer(svc),
-        backend,
-    )
+    let mut config = TasksConfig {
+        ttl: TTL,
+        ..TasksConfig::default()
+    };
+    configure(&mut config);
+    (TasksLayer::new(backend.clone(), config).layer(svc), backend)
 }
 
 fn stack() -> (Svc, Arc<MemoryTasks>) {
-    stack_with(|l| l, json!({}))
+    stack_with(|_| {}, json!({}))
 }
 
 async fn call<S>(svc: &mut S, req: McpRequest) -> Value
@@ -226,7 +225,7 @@ fn id_of(task: &Task) -> Value {
 #[tokio::test]
 async fn discover_gains_the_extension_and_keeps_the_rest() {
     let (mut svc, _) = stack_with(
-        |l| l,
+        |_| {},
         json!({"capabilities": {"tools": {}}, "supportedVersions": ["2026-07-28"]}),
     );
     let v = call(&mut svc, modern("server/discover", json!({}), false)).await;
@@ -239,10 +238,8 @@ async fn discover_gains_the_extension_and_keeps_the_rest() {
 
 #[tokio::test]
 async fn declared_agent_run_becomes_the_task_the_response_names() {
-    let (mut svc, backend) = stack_with(
-        |l| l.with_poll_interval(Duration::from_millis(250)),
-        json!({}),
-    );
+    let (mut svc, backend) =
+        stack_with(|c| c.poll_interval = Duration::from_millis(250), json!({}));
     backend.add(None, TaskState::Queued);
     let req = modern(
         "tools/call",
@@ -440,7 +437,7 @@ async fn modern_cancel_and_update_answer_with_the_empty_ack() {
 async fn legacy_capabilities_only_for_2025_11_25() {
     for (version, advertised) in [("2025-11-25", true), ("2025-06-18", false)] {
         let (mut svc, _) = stack_with(
-            |l| l,
+            |_| {},
             json!({"protocolVersion": version, "capabilities": {"tools": {}}}),
         );
         let v = call(&mut svc, legacy("initialize", json!({}))).await;
@@ -456,7 +453,7 @@ async fn legacy_capabilities_only_for_2025_11_25() {
 #[tokio::test]
 async fn legacy_tools_list_marks_agent_run_only() {
     let tools = json!({"tools": [{"name": "agent_run"}, {"name": "agent_status"}]});
-    let (mut svc, _) = stack_with(|l| l, tools);
+    let (mut svc, _) = stack_with(|_| {}, tools);
     let v = call(&mut svc, legacy("tools/list", json!({}))).await;
     assert_eq!(
         v["result"]["tools"],
@@ -532,7 +529,7 @@ async fn legacy_result_wakes_on_a_change_and_stops_on_cancel() {
 
 #[tokio::test]
 async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
-    let (mut svc, backend) = stack_with(|l| l.with_cancel_wait(Duration::from_secs(2)), json!({}));
+    let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_secs(2), json!({}));
 
     let queued = backend.add(None, TaskState::Queued);
     let v = call(&mut svc, legacy("tasks/cancel", id_of(&queued))).await;
@@ -579,8 +576,7 @@ async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
 
 #[tokio::test]
 async fn legacy_cancel_of_a_task_that_does_not_stop_answers_after_the_wait() {
-    let (mut svc, backend) =
-        stack_with(|l| l.with_cancel_wait(Duration::from_millis(50)), json!({}));
+    let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_millis(50), json!({}));
     let stuck = backend.add(None, TaskState::Running);
     let v = call(&mut svc, legacy("tasks/cancel", id_of(&stuck))).await;
     assert_eq!(v["result"]["status"], "working", "{v}");
@@ -630,7 +626,7 @@ async fn legacy_task_param_must_be_an_object_and_agent_status_is_not_a_task() {
 async fn the_routing_function_decides_what_passes_through() {
     let body = json!({"protocolVersion": "2025-11-25", "capabilities": {},
                       "tools": [{"name": "agent_run"}]});
-    let (mut svc, backend) = stack_with(|l| l, body.clone());
+    let (mut svc, backend) = stack_with(|_| {}, body.clone());
     let task = backend.add(None, TaskState::Completed);
     let mut notification = modern("tasks/get", id_of(&task), true);
     notification.id = None;

@@ -65,11 +65,7 @@
 //! # Ok(()) }
 //! ```
 
-mod future;
-mod layer;
 mod rules;
 mod service;
 
-pub use future::ResponseFuture;
-pub use layer::ValidateLayer;
-pub use service::Validate;
+pub use service::{ToolSchemas, Validate, ValidateLayer};

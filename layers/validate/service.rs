@@ -1,69 +1,37 @@
-use std::convert::Infallible;
-use std::task::{Context, Poll};
-
 use serde_json::{Map, Value};
-use tower_service::Service;
 
-use super::future::ResponseFuture;
-use super::layer::ValidateLayer;
 use super::rules;
-use crate::protocol::ParsedCall;
-use crate::protocol::{McpRequest, McpResponse};
-use crate::tools::invalid_args;
+use crate::plugin::{Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, invalid_args};
+
+/// The [`Check`] of the validate layer: the published tool schemas, then the typed parse.
+/// It carries no configuration; the compiled schemas are shared by every instance.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ToolSchemas;
 
 /// Checks `tools/call` arguments of `agent_run` and `agent_status` before `inner` sees them;
 /// see the [module docs](super).
-#[derive(Clone, Debug)]
-pub struct Validate<S> {
-    inner: S,
-}
+pub type Validate<S> = Gate<S, ToolSchemas>;
 
-impl<S> Validate<S> {
-    pub fn new(inner: S) -> Self {
-        Self { inner }
-    }
+/// Applies [`Validate`] to a service: strict schema and runtime checks of tool arguments.
+pub type ValidateLayer = GateLayer<ToolSchemas>;
 
-    /// A [`ValidateLayer`], for `ServiceBuilder::layer`.
-    pub const fn layer() -> ValidateLayer {
-        ValidateLayer::new()
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
+impl GateLayer<ToolSchemas> {
+    pub const fn new() -> Self {
+        GateLayer::with(ToolSchemas)
     }
 }
 
-impl<S> Service<McpRequest> for Validate<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+impl Check for ToolSchemas {
+    fn check(&self, mut req: McpRequest) -> Result<McpRequest, McpResponse> {
         if let Some((tool, problems)) = violations(&req) {
-            return ResponseFuture::rejected(req.result(invalid_args(tool, &problems)));
+            return Err(req.result(invalid_args(tool, &problems)));
         }
         // The shape is the schema's: parse into the typed values every later layer and the
         // service read, applying the rules the schema cannot say.
         if let ParsedCall::Invalid(answer) = req.parse_tool_call() {
-            return ResponseFuture::rejected(req.result(answer));
+            return Err(req.result(answer));
         }
-        ResponseFuture::inner(self.inner.call(req))
+        Ok(req)
     }
 }
 
@@ -93,6 +61,8 @@ fn violations(req: &McpRequest) -> Option<(&'static str, Vec<String>)> {
 mod tests {
     use serde_json::json;
     use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use std::convert::Infallible;
 
     use super::*;
     use crate::protocol::{

@@ -16,6 +16,9 @@ use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
 use crate::tools::{ToolCall, invalid_args};
 
+/// The identity of every stdio caller: the local user who started the process.
+pub const STDIO_IDENTITY: &str = "stdio";
+
 /// How the request reached us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {

@@ -17,7 +17,7 @@ pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
     CacheHint, HttpHints, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
-    ResponseIds, ResultKind, Transport, server_info,
+    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;

@@ -1,0 +1,189 @@
+//! The plugin surface: everything a tower layer around the agent needs, in one place.
+//!
+//! A layer of the stack is a `tower::Layer` over
+//! `Service<McpRequest, Response = McpResponse, Error = Infallible>`. Writing one needs only
+//! what this module re-exports, and the built-in layers (`crate::layers`) are held to the same
+//! surface by a test, so anything they can do a layer of your own can do too:
+//!
+//! - the protocol types: [`McpRequest`] (with its [`Method`], already parsed, and its
+//!   [`RequestContext`]: version, client capabilities, identity, transport, cancel token),
+//!   [`McpResponse`], [`McpResult`], [`Payload`], [`ErrorObject`] and how a request ended,
+//!   [`Outcome`];
+//! - the tool argument types: [`ToolCall`] and its [`RunArgs`], [`StatusArgs`], [`ImageArg`],
+//!   parsed once ([`McpRequest::parse_tool_call`]) and carried on the request, and
+//!   [`invalid_args`] for the contract's `Invalid arguments for tool` answer;
+//! - the task model ([`Task`], [`TaskState`]) for layers that serve tasks;
+//! - [`Gate`]: the `Service` and `Layer` plumbing of a layer that looks at each request and
+//!   either passes it on or answers it itself, written once. Such a layer is a [`Check`].
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use agent_mcp::plugin::{Check, GateLayer, McpRequest, McpResponse, McpResult, Method};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! /// Refuses `tools/list` (a plugin of your own, in your own crate).
+//! #[derive(Clone)]
+//! struct NoListing;
+//!
+//! impl Check for NoListing {
+//!     fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse> {
+//!         match req.method {
+//!             Method::ToolsList => Err(req.result(McpResult::tool_text("not here", true))),
+//!             _ => Ok(req),
+//!         }
+//!     }
+//! }
+//!
+//! let svc = ServiceBuilder::new()
+//!     .layer(GateLayer::with(NoListing))
+//!     .service_fn(|req: McpRequest| async move {
+//!         Ok::<_, std::convert::Infallible>(req.result(McpResult::empty()))
+//!     });
+//! # let _ = svc;
+//! # }
+//! ```
+
+use std::convert::Infallible;
+use std::future::{Future, Ready};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+pub use crate::protocol::{
+    ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome, ParsedCall, Payload,
+    ProtocolVersion, RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, Transport,
+};
+pub use crate::task::{Task, TaskState};
+pub use crate::tools::{
+    AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall,
+    invalid_args,
+};
+
+/// What a gate layer decides about one request, before the inner service sees it.
+pub trait Check {
+    /// Pass the request on (changed or not), or answer it: the answer is a finished response
+    /// (a refusal, a tool error), never a `Service::Error`.
+    // Both sides are moved once per request; boxing the answer would allocate on every refusal
+    // for nothing.
+    #[allow(clippy::result_large_err)]
+    fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse>;
+}
+
+/// A layer that runs a [`Check`] on each request: the `Service` of every such layer, written
+/// once (validate, images and rate_limit are `Gate`s).
+#[derive(Clone, Debug)]
+pub struct Gate<S, C> {
+    inner: S,
+    check: C,
+}
+
+impl<S, C> Gate<S, C> {
+    pub fn new(inner: S, check: C) -> Self {
+        Self { inner, check }
+    }
+
+    /// The check (the layer's configuration).
+    pub fn check_ref(&self) -> &C {
+        &self.check
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C> Service<McpRequest> for Gate<S, C>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+    C: Check,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        match self.check.check(req) {
+            Ok(req) => ResponseFuture::inner(self.inner.call(req)),
+            Err(answer) => ResponseFuture::rejected(answer),
+        }
+    }
+}
+
+/// Applies a [`Gate`] with the given [`Check`] to a service.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GateLayer<C> {
+    check: C,
+}
+
+impl<C> GateLayer<C> {
+    /// A gate layer running `check` (its configuration).
+    pub const fn with(check: C) -> Self {
+        Self { check }
+    }
+
+    /// The check (the layer's configuration).
+    pub fn check_ref(&self) -> &C {
+        &self.check
+    }
+}
+
+impl<S, C: Clone> Layer<S> for GateLayer<C> {
+    type Service = Gate<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Gate::new(inner, self.check.clone())
+    }
+}
+
+pin_project! {
+    /// Response future of a layer that either answers a request itself or hands it to the
+    /// inner service. An answer allocates nothing beyond its response.
+    #[project = ResponseFutureProj]
+    pub enum ResponseFuture<F> {
+        Rejected { #[pin] response: Ready<Result<McpResponse, Infallible>> },
+        Inner { #[pin] future: F },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub fn rejected(response: McpResponse) -> Self {
+        Self::Rejected {
+            response: std::future::ready(Ok(response)),
+        }
+    }
+
+    pub fn inner(future: F) -> Self {
+        Self::Inner { future }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::Rejected { response } => response.poll(cx),
+            ResponseFutureProj::Inner { future } => future.poll(cx),
+        }
+    }
+}
