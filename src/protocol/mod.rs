@@ -5,16 +5,23 @@
 //! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
 //!   place where results are shaped per era.
 //! - [`outcome`]: [`Outcome`], how a request ended, shared by the audit log and the metrics.
+//! - [`refusal`]: [`Refusal`], why a layer turned a request away; each transport maps it.
+//! - [`credential`]: [`Credential`], what a caller presented to prove who it is, read once at
+//!   the edge so that no layer sees raw headers.
 
+pub mod credential;
 pub mod era;
 pub mod jsonrpc;
 pub mod message;
 pub mod outcome;
+pub mod refusal;
 
+pub use credential::{BearerToken, Credential};
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
-    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
+    CacheHint, McpRequest, McpResponse, McpResult, Payload, RequestContext, ResponseIds,
     ResultKind, Transport, server_info,
 };
 pub use outcome::Outcome;
+pub use refusal::Refusal;
