@@ -13,9 +13,14 @@
 //! | HTTP | some | the token's name; a missing or unknown token is refused |
 //! | in-process | any | left as the embedding application set it |
 //!
-//! A refused request never reaches the inner service. It gets the JSON-RPC error `-32001`
-//! whose message says what to send (it never echoes the token), with the HTTP hints
-//! `401 Unauthorized` and `WWW-Authenticate: Bearer`. The presented token's SHA-256 is compared
+//! The layer never sees a raw header: the HTTP edge reads the `Authorization` header once into
+//! the typed [`RequestContext::credential`](crate::protocol::RequestContext::credential), and
+//! that is what is checked here.
+//!
+//! A refused request never reaches the inner service. It gets
+//! [`Refusal::Unauthorized`], whose message says what to send (it never echoes the token):
+//! the JSON-RPC error `-32001` on every transport, which the HTTP edge sends as
+//! `401 Unauthorized` with `WWW-Authenticate: Bearer`. The presented token's SHA-256 is compared
 //! with every configured hash in constant time (`subtle`), without stopping at a match.
 //!
 //! ```
@@ -36,11 +41,9 @@
 //!         ProtocolVersion::V2026_07_28,
 //!         Transport::Http { peer: None },
 //!     );
-//!     let mut headers = http::HeaderMap::new();
-//!     if let Some(value) = authorization {
-//!         headers.insert(http::header::AUTHORIZATION, value.parse().unwrap());
-//!     }
-//!     ctx.extensions.insert(headers);
+//!     // What the HTTP edge does with the `Authorization` header.
+//!     ctx.credential = authorization
+//!         .and_then(|v| Credential::from_authorization(&v.parse().unwrap()));
 //!     McpRequest { id: Some(RequestId::Number(1)), method: "tools/list".into(),
 //!                  params: Default::default(), ctx, call: None }
 //! };
@@ -49,8 +52,8 @@
 //! assert_eq!(result.first_text(), Some("ci"));
 //!
 //! let refused = svc.ready().await.unwrap().call(call(None)).await.unwrap();
-//! assert_eq!(refused.http.status, Some(http::StatusCode::UNAUTHORIZED));
-//! assert_eq!(refused.http.headers["www-authenticate"], "Bearer");
+//! assert!(matches!(refused.refusal(), Some(Refusal::Unauthorized { .. })));
+//! assert_eq!(refused.outcome(), Outcome::Unauthorized);
 //! # }
 //! ```
 
@@ -61,8 +64,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use http::{HeaderMap, HeaderValue, StatusCode};
 use pin_project_lite::pin_project;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -70,10 +71,11 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::config::AuthConfig;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
+use crate::protocol::{Credential, McpRequest, McpResponse, Refusal, Transport};
 
-/// JSON-RPC error code of a request refused for want of a valid bearer token.
-pub const UNAUTHORIZED: i64 = -32001;
+/// JSON-RPC error code of a request refused for want of a valid bearer token
+/// ([`Refusal::Unauthorized`]).
+pub const UNAUTHORIZED: i64 = crate::protocol::code::UNAUTHORIZED;
 
 pub use crate::protocol::STDIO_IDENTITY;
 
@@ -218,24 +220,15 @@ impl<S> Auth<S> {
         self.inner
     }
 
-    /// The identity of an HTTP caller presenting `headers`, or why it is refused.
-    fn authenticate(&self, headers: Option<&HeaderMap>) -> Result<&str, Refusal> {
-        let Some(value) = headers.and_then(|h| h.get(AUTHORIZATION)) else {
-            return Err(Refusal::Missing);
+    /// The identity of an HTTP caller presenting `credential`, or why it is refused.
+    fn authenticate(&self, credential: Option<&Credential>) -> Result<&str, Why> {
+        let token = match credential {
+            None => return Err(Why::Missing),
+            Some(Credential::OtherScheme) => return Err(Why::WrongScheme),
+            Some(Credential::Unreadable) => return Err(Why::WrongToken),
+            Some(Credential::Bearer(token)) => token,
         };
-        let Ok(value) = value.to_str() else {
-            return Err(Refusal::WrongToken);
-        };
-        let value = value.trim();
-        let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(Refusal::WrongScheme);
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(Refusal::Missing);
-        }
-        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let presented: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
         // Look at every token whatever matches, so timing says nothing about which did.
         let mut found = None;
         for candidate in self.tokens.iter() {
@@ -244,30 +237,31 @@ impl<S> Auth<S> {
                 found = Some(candidate.name.as_str());
             }
         }
-        found.ok_or(Refusal::WrongToken)
+        found.ok_or(Why::WrongToken)
     }
 }
 
+/// Why a caller is refused; each has its own advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Refusal {
+enum Why {
     Missing,
     WrongScheme,
     WrongToken,
 }
 
-impl Refusal {
+impl Why {
     fn message(self) -> &'static str {
         match self {
-            Refusal::Missing => {
+            Why::Missing => {
                 "Unauthorized: this server needs a bearer token. Send the header \
                  Authorization: Bearer <token> with every request; ask the server's operator \
                  for a token."
             }
-            Refusal::WrongScheme => {
+            Why::WrongScheme => {
                 "Unauthorized: the Authorization header must use the Bearer scheme. Send \
                  Authorization: Bearer <token>."
             }
-            Refusal::WrongToken => {
+            Why::WrongToken => {
                 "Unauthorized: the bearer token is not accepted. Check that you send the whole \
                  token, or ask the server's operator for a new one."
             }
@@ -275,14 +269,8 @@ impl Refusal {
     }
 }
 
-fn unauthorized(req: &McpRequest, refusal: Refusal) -> McpResponse {
-    let mut response = req.error(ErrorObject::new(UNAUTHORIZED, refusal.message()));
-    response.http.status = Some(StatusCode::UNAUTHORIZED);
-    response
-        .http
-        .headers
-        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+fn unauthorized(req: &McpRequest, why: Why) -> McpResponse {
+    req.refuse(Refusal::unauthorized(why.message()))
 }
 
 impl<S> Service<McpRequest> for Auth<S>
@@ -302,10 +290,10 @@ where
         match req.ctx.transport {
             Transport::Stdio => req.ctx.identity = Some(STDIO_IDENTITY.to_owned()),
             Transport::Http { .. } if !self.tokens.is_empty() => {
-                match self.authenticate(req.ctx.extensions.get::<HeaderMap>()) {
+                match self.authenticate(req.ctx.credential.as_ref()) {
                     Ok(name) => req.ctx.identity = Some(name.to_owned()),
-                    Err(refusal) => {
-                        return ResponseFuture::rejected(unauthorized(&req, refusal));
+                    Err(why) => {
+                        return ResponseFuture::rejected(unauthorized(&req, why));
                     }
                 }
             }
@@ -384,11 +372,8 @@ mod tests {
 
     fn request(transport: Transport, authorization: Option<&str>) -> McpRequest {
         let mut ctx = RequestContext::new(ProtocolVersion::V2026_07_28, transport);
-        let mut headers = HeaderMap::new();
-        if let Some(value) = authorization {
-            headers.insert(AUTHORIZATION, HeaderValue::from_str(value).unwrap());
-        }
-        ctx.extensions.insert(headers);
+        ctx.credential = authorization
+            .and_then(|v| Credential::from_authorization(&http::HeaderValue::from_str(v).unwrap()));
         McpRequest {
             id: Some(RequestId::Number(9)),
             method: "tools/list".into(),
@@ -444,26 +429,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn missing_wrong_scheme_and_wrong_token_are_401() {
+    async fn missing_wrong_scheme_and_wrong_token_are_refused_as_unauthorized() {
         let cases = [
-            (None, Refusal::Missing),
-            (Some("Bearer "), Refusal::Missing),
-            (Some("Basic dXNlcjpwYXNz"), Refusal::WrongScheme),
-            (Some(TOKEN_A), Refusal::WrongScheme),
-            (Some("Bearer token-a"), Refusal::WrongToken),
+            (None, Why::Missing),
+            (Some("Bearer "), Why::Missing),
+            (Some("Basic dXNlcjpwYXNz"), Why::WrongScheme),
+            (Some(TOKEN_A), Why::WrongScheme),
+            (Some("Bearer token-a"), Why::WrongToken),
         ];
-        for (header, refusal) in cases {
+        for (header, why) in cases {
             let r = call(layer(), request(http(), header)).await;
-            assert_eq!(r.http.status, Some(StatusCode::UNAUTHORIZED), "{header:?}");
-            assert_eq!(r.http.headers[WWW_AUTHENTICATE], "Bearer");
             assert_eq!(r.id, Some(RequestId::Number(9)));
-            let Payload::Error(e) = &r.payload else {
-                panic!("{header:?}: expected an error");
+            let Payload::Refused(refusal) = &r.payload else {
+                panic!("{header:?}: expected a refusal, got {:?}", r.payload);
             };
-            assert_eq!(e.code, UNAUTHORIZED);
-            assert_eq!(e.message, refusal.message(), "{header:?}");
-            assert!(!e.message.contains("token-a"));
+            assert_eq!(refusal, &Refusal::unauthorized(why.message()), "{header:?}");
+            assert_eq!(r.error_code(), Some(UNAUTHORIZED));
+            assert!(!refusal.message().contains("token-a"));
         }
+        // An Authorization value that is not visible ASCII names no token.
+        let mut req = request(http(), None);
+        req.ctx.credential = Some(Credential::Unreadable);
+        let r = call(layer(), req).await;
+        assert_eq!(
+            r.refusal(),
+            Some(&Refusal::unauthorized(Why::WrongToken.message()))
+        );
     }
 
     #[tokio::test]

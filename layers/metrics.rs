@@ -1,7 +1,7 @@
 //! Request metrics: counts every MCP request by method and outcome, and times it.
 //!
-//! Outermost in the stack, so it sees every refusal the inner layers make (401, 429, invalid
-//! arguments) as the [`Outcome`] the audit log also names (`ok`, `tool_error`, `protocol_error`,
+//! Outermost in the stack, so it sees every refusal the inner layers make (unauthorized, rate
+//! limited, invalid arguments) as the [`Outcome`] the audit log also names (`ok`, `tool_error`, `protocol_error`,
 //! `unauthorized`, `rate_limited`). It records through the `metrics` facade: without an
 //! installed recorder it costs next to nothing.
 //!

@@ -191,6 +191,7 @@ impl Pending {
         let session_id = response.ids.session_id.or_else(|| self.session_id.parse());
         let (error_code, error_message) = match &response.payload {
             Payload::Error(e) => (Some(e.code), Some(scrub_message(&e.message))),
+            Payload::Refused(r) => (Some(r.code()), Some(scrub_message(r.message()))),
             Payload::Result(r) if outcome == Outcome::ToolError => {
                 (None, r.first_text().map(scrub_message))
             }
@@ -318,7 +319,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ErrorObject, McpResult, RequestContext};
+    use crate::protocol::{ErrorObject, McpResult, Refusal, RequestContext};
     use serde_json::json;
     use std::io::{self, Write};
     use std::sync::{Arc, Mutex};
@@ -385,11 +386,7 @@ mod tests {
                 "Invalid arguments for tool \"x\":",
                 true,
             )),
-            ("secret", _) => {
-                let mut r = req.error(ErrorObject::new(-32001, "Unauthorized: no"));
-                r.http.status = Some(http::StatusCode::UNAUTHORIZED);
-                r
-            }
+            ("secret", _) => req.refuse(Refusal::unauthorized("Unauthorized: no")),
             ("tools/list", _) => req.result(McpResult::empty()),
             (m, _) => req.error(ErrorObject::method_not_found(m)),
         };

@@ -20,10 +20,11 @@
 //! - else the peer IP address of an anonymous HTTP caller,
 //! - else the local caller `stdio` (stdio, in-process calls, HTTP without a peer address).
 //!
-//! A request over the limit never reaches the inner service: it gets the JSON-RPC error
-//! `-32000` whose message says when to retry and whose `data` is `{"retryAfterSeconds": n}`,
-//! with the HTTP hints `429 Too Many Requests` and `Retry-After: n` (whole seconds, rounded up,
-//! at least 1). `poll_ready` never waits, unlike `tower::limit::RateLimit`, which parks callers
+//! A request over the limit never reaches the inner service: it gets
+//! [`Refusal::RateLimited`](crate::protocol::Refusal::RateLimited) with `n`, the whole seconds
+//! to wait (rounded up, at least 1). Every transport sends it as the JSON-RPC error `-32000`
+//! whose message says when to retry and whose `data` is `{"retryAfterSeconds": n}`; the HTTP
+//! edge adds `429 Too Many Requests` and `Retry-After: n`. `poll_ready` never waits, unlike `tower::limit::RateLimit`, which parks callers
 //! in `poll_ready` and so cannot answer 429.
 //!
 //! Edge cases:
@@ -61,8 +62,8 @@
 //!     assert!(matches!(ok.payload, Payload::Result(_)));
 //! }
 //! let refused = svc.ready().await.unwrap().call(call(3)).await.unwrap();
-//! assert_eq!(refused.http.status, Some(http::StatusCode::TOO_MANY_REQUESTS));
-//! assert_eq!(refused.http.headers["retry-after"], "1");
+//! assert_eq!(refused.refusal().and_then(Refusal::retry_after_seconds), Some(1));
+//! assert_eq!(refused.outcome(), Outcome::RateLimited);
 //! assert_eq!(refused.error_code(), Some(-32000));
 //! # }
 //! ```

@@ -6,9 +6,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
-use http::{HeaderValue, StatusCode};
-use serde_json::json;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -16,11 +13,11 @@ pub use crate::layers::reject::ResponseFuture;
 
 use super::limiter::{CallerKey, CallerLimiter};
 use crate::config::RateLimitConfig;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Transport};
+use crate::protocol::{McpRequest, McpResponse, Refusal, Transport};
 use crate::tools::AGENT_RUN;
 
-/// JSON-RPC error code of a refused (rate-limited) request.
-pub const RATE_LIMITED: i64 = -32000;
+/// JSON-RPC error code of a refused (rate-limited) request ([`Refusal::RateLimited`]).
+pub const RATE_LIMITED: i64 = crate::protocol::code::RATE_LIMITED;
 
 /// One budget: a keyed limiter and what it counts, for the refusal message.
 #[derive(Clone, Debug)]
@@ -138,8 +135,9 @@ impl<S> Layer<S> for RateLimitLayer {
     }
 }
 
-/// Refuses a caller's request over its limit with a JSON-RPC error (`-32000`, HTTP 429 with
-/// `Retry-After`); passes everything else to `inner`.
+/// Refuses a caller's request over its limit with [`Refusal::RateLimited`] (the JSON-RPC
+/// error `-32000`; the HTTP edge adds 429 and `Retry-After`); passes everything else to
+/// `inner`.
 #[derive(Clone, Debug)]
 pub struct RateLimit<S> {
     inner: S,
@@ -235,21 +233,13 @@ pub fn retry_after_seconds(wait: Duration) -> u64 {
 fn limited(req: &McpRequest, wait: Duration, budget: &Budget) -> McpResponse {
     let secs = retry_after_seconds(wait);
     let (per_minute, counts) = (budget.limiter.per_minute(), budget.counts);
-    let error = ErrorObject::new(
-        RATE_LIMITED,
+    req.refuse(Refusal::rate_limited(
+        secs,
         format!(
             "Rate limit exceeded: at most {per_minute} {counts} per minute per caller. \
              Retry after {secs} s."
         ),
-    )
-    .with_data(json!({ "retryAfterSeconds": secs }));
-    let mut response = req.error(error);
-    response.http.status = Some(StatusCode::TOO_MANY_REQUESTS);
-    response
-        .http
-        .headers
-        .insert(RETRY_AFTER, HeaderValue::from(secs));
-    response
+    ))
 }
 
 #[cfg(test)]
@@ -258,7 +248,17 @@ mod tests {
     use crate::protocol::{
         McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
     };
+    use serde_json::json;
     use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    /// Seconds to wait, when `r` is a rate-limit refusal.
+    fn retry_after(r: &McpResponse) -> Option<u64> {
+        match r.refusal() {
+            Some(refusal @ Refusal::RateLimited { .. }) => refusal.retry_after_seconds(),
+            Some(other) => panic!("refused, but not rate-limited: {other:?}"),
+            None => None,
+        }
+    }
 
     fn request(id: i64, identity: Option<&str>, peer: [u8; 4]) -> McpRequest {
         let mut ctx = RequestContext::new(
@@ -288,7 +288,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn over_the_burst_is_429_with_retry_after() {
+    async fn over_the_burst_is_refused_with_retry_after() {
         let svc = ServiceBuilder::new()
             .layer(RateLimitLayer::new(nz(60), nz(2)))
             .service(ok_handler());
@@ -303,12 +303,12 @@ mod tests {
             .clone()
             .oneshot(request(3, Some("alice"), [127, 0, 0, 1]))
             .await;
-        assert_eq!(r.http.status, Some(StatusCode::TOO_MANY_REQUESTS));
-        assert_eq!(r.http.headers[RETRY_AFTER], "1");
+        assert_eq!(retry_after(&r), Some(1));
         assert_eq!(r.id, Some(RequestId::Number(3)));
-        let Payload::Error(e) = r.payload else {
+        let Some(e) = r.to_json().map(|v| v["error"].clone()) else {
             panic!("expected an error, got {:?}", r.payload);
         };
+        let e: crate::protocol::ErrorObject = serde_json::from_value(e).unwrap();
         assert_eq!(e.code, RATE_LIMITED);
         assert_eq!(e.data, Some(json!({"retryAfterSeconds": 1})));
         assert_eq!(
@@ -320,7 +320,7 @@ mod tests {
             .clone()
             .oneshot(request(4, Some("bob"), [127, 0, 0, 1]))
             .await;
-        assert_eq!(r.http.status, None);
+        assert_eq!(retry_after(&r), None);
     }
 
     #[tokio::test]
@@ -329,16 +329,15 @@ mod tests {
             .layer(RateLimitLayer::new(nz(1), nz(1)))
             .service(ok_handler());
         let Ok(r) = svc.clone().oneshot(request(1, None, [10, 0, 0, 1])).await;
-        assert_eq!(r.http.status, None);
+        assert_eq!(retry_after(&r), None);
         let Ok(r) = svc.clone().oneshot(request(2, None, [10, 0, 0, 1])).await;
-        assert_eq!(r.http.status, Some(StatusCode::TOO_MANY_REQUESTS));
-        assert_eq!(r.http.headers[RETRY_AFTER], "60");
+        assert_eq!(retry_after(&r), Some(60));
         let Ok(r) = svc.clone().oneshot(request(3, None, [10, 0, 0, 2])).await;
-        assert_eq!(r.http.status, None);
+        assert_eq!(retry_after(&r), None);
         let mut note = request(0, None, [10, 0, 0, 1]);
         note.id = None;
         let Ok(r) = svc.clone().oneshot(note).await;
-        assert_eq!(r.http.status, None);
+        assert_eq!(retry_after(&r), None);
     }
 
     #[test]
@@ -364,10 +363,6 @@ mod tests {
         req
     }
 
-    fn status_of(r: &McpResponse) -> Option<StatusCode> {
-        r.http.status
-    }
-
     #[tokio::test]
     async fn the_default_splits_tasks_from_reads_and_leaves_stdio_alone() {
         let layer = RateLimitLayer::from_config(&RateLimitConfig {
@@ -386,39 +381,39 @@ mod tests {
         // Two new tasks, then the third is refused, with a message about tasks.
         for id in 1..=2 {
             let Ok(r) = call(agent_run(id)).await;
-            assert_eq!(status_of(&r), None);
+            assert_eq!(retry_after(&r), None);
         }
         let Ok(r) = call(agent_run(3)).await;
-        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
-        let Payload::Error(e) = &r.payload else {
-            panic!("expected an error, got {:?}", r.payload);
+        assert_eq!(retry_after(&r), Some(30));
+        let Some(e) = r.refusal() else {
+            panic!("expected a refusal, got {:?}", r.payload);
         };
         assert_eq!(
-            e.message,
+            e.message(),
             "Rate limit exceeded: at most 2 new tasks (agent_run calls) per minute per caller. \
              Retry after 30 s."
         );
         // The same caller's reads have their own budget: three pass, the fourth does not.
         for id in 4..=6 {
             let Ok(r) = call(request(id, Some("alice"), [127, 0, 0, 1])).await;
-            assert_eq!(status_of(&r), None, "read {id}");
+            assert_eq!(retry_after(&r), None, "read {id}");
         }
         let Ok(r) = call(request(7, Some("alice"), [127, 0, 0, 1])).await;
-        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
-        let Payload::Error(e) = &r.payload else {
-            panic!("expected an error, got {:?}", r.payload);
+        assert_eq!(retry_after(&r), Some(1));
+        let Some(e) = r.refusal() else {
+            panic!("expected a refusal, got {:?}", r.payload);
         };
         assert_eq!(
-            e.message,
+            e.message(),
             "Rate limit exceeded: at most 60 requests per minute per caller. Retry after 1 s."
         );
         // stdio is not counted at all: 500 calls of each kind pass.
         for id in 0..500 {
             let Ok(r) = call(with_transport(agent_run(id), Transport::Stdio)).await;
-            assert_eq!(status_of(&r), None, "stdio agent_run {id}");
+            assert_eq!(retry_after(&r), None, "stdio agent_run {id}");
             let read = request(id, Some("stdio"), [127, 0, 0, 1]);
             let Ok(r) = call(with_transport(read, Transport::Stdio)).await;
-            assert_eq!(status_of(&r), None, "stdio read {id}");
+            assert_eq!(retry_after(&r), None, "stdio read {id}");
         }
     }
 
@@ -434,9 +429,9 @@ mod tests {
         let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
         let stdio = |id| with_transport(agent_run(id), Transport::Stdio);
         let Ok(r) = svc.clone().oneshot(stdio(1)).await;
-        assert_eq!(status_of(&r), None);
+        assert_eq!(retry_after(&r), None);
         let Ok(r) = svc.clone().oneshot(stdio(2)).await;
-        assert_eq!(status_of(&r), Some(StatusCode::TOO_MANY_REQUESTS));
+        assert_eq!(retry_after(&r), Some(60));
     }
 
     /// Polls `tasks` (each a queue position, `None` = running) at the interval the Tasks layer

@@ -18,11 +18,11 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::error::ClientError;
-use crate::layers::auth::UNAUTHORIZED;
+use crate::protocol::code::UNAUTHORIZED;
 // -32000 is also used for other transport errors, so a rate-limit refusal is recognised by
 // its `data.retryAfterSeconds` as well.
-use crate::layers::rate_limit::RATE_LIMITED;
 use crate::protocol::ProtocolVersion;
+use crate::protocol::code::RATE_LIMITED;
 use crate::protocol::era::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION};
 use crate::transport::http::{HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION};
 

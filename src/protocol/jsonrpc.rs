@@ -18,6 +18,11 @@ pub mod code {
     pub const INTERNAL_ERROR: i64 = -32603;
     /// Transport-level refusals (body too large, wrong content type, forbidden origin, …).
     pub const TRANSPORT: i64 = -32000;
+    /// A caller over its rate limit (the error's `data` holds `retryAfterSeconds`). It shares
+    /// its number with [`TRANSPORT`]: tell them apart by that `data`.
+    pub const RATE_LIMITED: i64 = -32000;
+    /// A caller without a valid credential.
+    pub const UNAUTHORIZED: i64 = -32001;
     /// 2026-07-28: an HTTP header disagrees with the body, or a required header is missing.
     pub const HEADER_MISMATCH: i64 = -32020;
     /// 2026-07-28: the request needs a client capability it did not declare.

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::credential::Credential;
 use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
@@ -18,6 +19,7 @@ use crate::tools::{ToolCall, invalid_args};
 
 /// The identity of every stdio caller: the local user who started the process.
 pub const STDIO_IDENTITY: &str = "stdio";
+use super::refusal::Refusal;
 
 /// How the request reached us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +51,10 @@ pub struct RequestContext {
     pub client_info: Option<Value>,
     /// Who is calling, once an auth layer has said so. Tasks and sessions belong to it.
     pub identity: Option<String>,
+    /// What the caller presented to prove who it is (the HTTP edge reads the `Authorization`
+    /// header into it); `None` when nothing was presented. Raw headers never travel down the
+    /// stack: an auth layer checks this.
+    pub credential: Option<Credential>,
     pub transport: Transport,
     /// Fired when the client cancels this request (stdio `notifications/cancelled`, or an HTTP
     /// disconnect in the modern era).
@@ -64,6 +70,7 @@ impl RequestContext {
             client_capabilities: Value::Object(Map::new()),
             client_info: None,
             identity: None,
+            credential: None,
             transport,
             cancel: CancellationToken::new(),
             extensions: http::Extensions::new(),
@@ -167,7 +174,6 @@ impl McpRequest {
             id: self.id.clone(),
             version: self.ctx.version,
             payload,
-            http: HttpHints::default(),
             ids: ResponseIds::default(),
             identity: None,
         }
@@ -255,13 +261,9 @@ pub enum Payload {
     Error(ErrorObject),
     /// A notification was accepted; nothing is sent back (HTTP 202).
     Accepted,
-}
-
-/// Transport hints a layer may set (e.g. 429 with `Retry-After`). Ignored on stdio.
-#[derive(Clone, Debug, Default)]
-pub struct HttpHints {
-    pub status: Option<http::StatusCode>,
-    pub headers: http::HeaderMap,
+    /// A layer turned the request away; each transport maps the [`Refusal`] (HTTP to a status
+    /// and headers, stdio to the JSON-RPC error alone).
+    Refused(Refusal),
 }
 
 /// The task and session a response is about, when its handler knows them. Layers read them
@@ -278,7 +280,6 @@ pub struct McpResponse {
     pub id: Option<RequestId>,
     pub version: ProtocolVersion,
     pub payload: Payload,
-    pub http: HttpHints,
     pub ids: ResponseIds,
     /// Who the caller turned out to be: the auth layer sets it to the
     /// [`RequestContext::identity`] the request carried past it, so outer layers (the audit
@@ -296,6 +297,7 @@ impl McpResponse {
     pub fn error_code(&self) -> Option<i64> {
         match &self.payload {
             Payload::Error(e) => Some(e.code),
+            Payload::Refused(r) => Some(r.code()),
             _ => None,
         }
     }
@@ -306,6 +308,7 @@ impl McpResponse {
         match &self.payload {
             Payload::Accepted => None,
             Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
+            Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(r) => Some(response_json(
                 self.id.as_ref(),
                 Ok(render(self.version, r, r.body.clone())),
@@ -318,6 +321,7 @@ impl McpResponse {
         match self.payload {
             Payload::Accepted => None,
             Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(&e))),
+            Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(mut r) => {
                 let body = std::mem::take(&mut r.body);
                 Some(response_json(
@@ -369,7 +373,6 @@ mod tests {
             id: Some(RequestId::Number(1)),
             version,
             payload: Payload::Result(result),
-            http: HttpHints::default(),
             ids: ResponseIds::default(),
             identity: None,
         }

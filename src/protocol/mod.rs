@@ -6,18 +6,25 @@
 //!   place where results are shaped per era.
 //! - [`method`]: [`Method`], the JSON-RPC method parsed once where a message arrives.
 //! - [`outcome`]: [`Outcome`], how a request ended, shared by the audit log and the metrics.
+//! - [`refusal`]: [`Refusal`], why a layer turned a request away; each transport maps it.
+//! - [`credential`]: [`Credential`], what a caller presented to prove who it is, read once at
+//!   the edge so that no layer sees raw headers.
 
+pub mod credential;
 pub mod era;
 pub mod jsonrpc;
 pub mod message;
 pub mod method;
 pub mod outcome;
+pub mod refusal;
 
+pub use credential::{BearerToken, Credential};
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
-    CacheHint, HttpHints, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
+    CacheHint, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
     ResponseIds, ResultKind, STDIO_IDENTITY, Transport, server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;
+pub use refusal::Refusal;

@@ -12,11 +12,11 @@ pub enum Outcome {
     Ok,
     /// A `CallToolResult` with `isError: true` (invalid arguments, unknown session, …).
     ToolError,
-    /// A JSON-RPC error other than the two below.
+    /// A JSON-RPC error, or a refusal other than the two below.
     ProtocolError,
-    /// Refused by the auth layer (HTTP 401).
+    /// Refused as [`Refusal::Unauthorized`](super::Refusal::Unauthorized) (the auth layer).
     Unauthorized,
-    /// Refused by the rate limiter (HTTP 429).
+    /// Refused as [`Refusal::RateLimited`](super::Refusal::RateLimited) (the rate limiter).
     RateLimited,
 }
 
@@ -52,16 +52,12 @@ impl Outcome {
 }
 
 impl McpResponse {
-    /// How this response ends its request. The refusals are told apart by the HTTP status
-    /// their layers set (which the hints carry on every transport), not by error codes other
-    /// layers may share.
+    /// How this response ends its request. A refusal is classified by its type
+    /// ([`Refusal::outcome`](super::Refusal::outcome)), the same on every transport, not by
+    /// error codes other layers may share.
     pub fn outcome(&self) -> Outcome {
-        match self.http.status.map(|s| s.as_u16()) {
-            Some(401) => return Outcome::Unauthorized,
-            Some(429) => return Outcome::RateLimited,
-            _ => {}
-        }
         match &self.payload {
+            Payload::Refused(refusal) => refusal.outcome(),
             Payload::Error(_) => Outcome::ProtocolError,
             Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
             Payload::Result(_) | Payload::Accepted => Outcome::Ok,
@@ -73,6 +69,29 @@ impl McpResponse {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_a_typed_refusal_classifies_as_one() {
+        use crate::protocol::{
+            ErrorObject, McpRequest, ProtocolVersion, Refusal, RequestContext, Transport,
+        };
+        let req = McpRequest {
+            id: None,
+            method: "tools/list".into(),
+            params: Default::default(),
+            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+            call: None,
+        };
+        // Error codes are shared (-32000 is also a transport error), so they classify nothing.
+        let lookalike = req.error(ErrorObject::new(-32001, "Unauthorized"));
+        assert_eq!(lookalike.outcome(), Outcome::ProtocolError);
+        let lookalike = req.error(ErrorObject::new(-32000, "Rate limit exceeded"));
+        assert_eq!(lookalike.outcome(), Outcome::ProtocolError);
+        let refused = req.refuse(Refusal::unauthorized("Unauthorized"));
+        assert_eq!(refused.outcome(), Outcome::Unauthorized);
+        let refused = req.refuse(Refusal::rate_limited(2, "Retry after 2 s."));
+        assert_eq!(refused.outcome(), Outcome::RateLimited);
+    }
 
     #[test]
     fn outcome_names() {

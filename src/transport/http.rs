@@ -11,9 +11,19 @@
 //! | [`JsonPayloadTooLarge`] over tower-http's `RequestBodyLimit` | 413 |
 //! | [`McpEndpoint`]: body deadline, parse, era, routing headers | 408, 413, 400 |
 //!
-//! The endpoint hands an [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a
-//! JSON response with the status the era asks for. Every refusal carries the same JSON-RPC
-//! error body, whichever layer gives it. The edge never mints an `Mcp-Session-Id`.
+//! The endpoint reads the `Authorization` header into the request's typed
+//! [`Credential`](crate::protocol::Credential) (no header travels further), hands an
+//! [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a JSON response with the
+//! status the era asks for. A [`Refusal`] from a layer inside is mapped here, and only here:
+//!
+//! | refusal | status and headers |
+//! |---|---|
+//! | [`Refusal::Unauthorized`] | 401, `WWW-Authenticate: Bearer` |
+//! | [`Refusal::RateLimited`] | 429, `Retry-After: n` |
+//! | [`Refusal::PayloadTooLarge`] | 413 (also the edge's own for an oversized body) |
+//!
+//! Every refusal carries the same JSON-RPC error body, whichever layer gives it. The edge never
+//! mints an `Mcp-Session-Id`.
 //!
 //! ```no_run
 //! # async fn run(stack: agent_mcp::Stack) {
@@ -32,8 +42,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::header::{CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Full;
 use pin_project_lite::pin_project;
@@ -45,7 +55,7 @@ use tower_service::Service;
 
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::response_json;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload, code};
+use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload, Refusal, code};
 
 pub mod endpoint;
 pub mod guard;
@@ -264,21 +274,50 @@ fn unwrap_limit_body(resp: Response<LimitBody<HttpBody>>, max_body_bytes: usize)
 
 /// The edge's 413, from whichever layer finds the body too large.
 fn payload_too_large(max_body_bytes: usize) -> HttpResponse {
-    transport_error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        code::TRANSPORT,
-        format!(
-            "Payload Too Large: the body exceeds {max_body_bytes} bytes; send fewer or smaller images, or raise http.max_body_bytes"
-        ),
-    )
+    refusal_response(&Refusal::payload_too_large(format!(
+        "Payload Too Large: the body exceeds {max_body_bytes} bytes; send fewer or smaller images, or raise http.max_body_bytes"
+    )))
+}
+
+/// A refusal the edge gives itself, before there is a request to answer (no id).
+fn refusal_response(refusal: &Refusal) -> HttpResponse {
+    let mut resp = json_response(
+        refusal_status(refusal),
+        &response_json(None, Err(&refusal.error_object())),
+    );
+    refusal_headers(refusal, resp.headers_mut());
+    resp
+}
+
+/// How HTTP says a [`Refusal`]: the status (the body is its JSON-RPC error on every transport).
+fn refusal_status(refusal: &Refusal) -> StatusCode {
+    match refusal {
+        Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+        Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+    }
+}
+
+/// The headers that tell an HTTP client what to do about a [`Refusal`].
+fn refusal_headers(refusal: &Refusal, headers: &mut HeaderMap) {
+    match refusal {
+        Refusal::Unauthorized { .. } => {
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Refusal::RateLimited {
+            retry_after_seconds,
+            ..
+        } => {
+            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
+        }
+        Refusal::PayloadTooLarge { .. } => {}
+    }
 }
 
 /// The HTTP status for an MCP response.
 pub fn status_for(response: &McpResponse) -> StatusCode {
-    if let Some(status) = response.http.status {
-        return status;
-    }
     match (&response.payload, response.version.era()) {
+        (Payload::Refused(refusal), _) => refusal_status(refusal),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,
         (Payload::Result(_), _) => StatusCode::OK,
         (Payload::Error(_), Era::Legacy) => StatusCode::OK,
@@ -295,16 +334,20 @@ pub fn status_for(response: &McpResponse) -> StatusCode {
     }
 }
 
-fn into_http(mut response: McpResponse) -> HttpResponse {
+/// The stack's answer as HTTP: the status its payload calls for, the JSON-RPC message as the
+/// body, and for a refusal the headers that go with it.
+fn into_http(response: McpResponse) -> HttpResponse {
     let status = status_for(&response);
-    let headers = std::mem::take(&mut response.http.headers);
+    // Empty unless refused: `HeaderMap::new` allocates nothing.
+    let mut refusal_hdrs = HeaderMap::new();
+    if let Payload::Refused(refusal) = &response.payload {
+        refusal_headers(refusal, &mut refusal_hdrs);
+    }
     let mut resp = match response.into_json() {
         None => empty(status),
         Some(json) => json_response(status, &json),
     };
-    for (name, value) in &headers {
-        resp.headers_mut().insert(name.clone(), value.clone());
-    }
+    resp.headers_mut().extend(refusal_hdrs);
     resp
 }
 
@@ -328,4 +371,83 @@ fn empty(status: StatusCode) -> HttpResponse {
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = status;
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ProtocolVersion, RequestContext, RequestId, Transport};
+    use serde_json::json;
+
+    fn refused(version: ProtocolVersion, refusal: Refusal) -> HttpResponse {
+        let req = McpRequest {
+            id: Some(RequestId::Number(3)),
+            method: "tools/list".into(),
+            params: Default::default(),
+            ctx: RequestContext::new(version, Transport::Http { peer: None }),
+            call: None,
+        };
+        into_http(req.refuse(refusal))
+    }
+
+    fn body_of(resp: &HttpResponse) -> Value {
+        let mut body = resp.body().clone();
+        let frame = Pin::new(&mut body).poll_frame(&mut Context::from_waker(Waker::noop()));
+        let Poll::Ready(Some(Ok(frame))) = frame else {
+            panic!("a full body is ready at once");
+        };
+        serde_json::from_slice(&frame.into_data().unwrap_or_default()).unwrap()
+    }
+
+    #[test]
+    fn each_refusal_has_its_status_headers_and_json_rpc_body_in_both_eras() {
+        let cases = [
+            (
+                Refusal::unauthorized("Unauthorized: no token."),
+                StatusCode::UNAUTHORIZED,
+                vec![("www-authenticate", "Bearer")],
+            ),
+            (
+                Refusal::rate_limited(9, "Retry after 9 s."),
+                StatusCode::TOO_MANY_REQUESTS,
+                vec![("retry-after", "9")],
+            ),
+            (
+                Refusal::payload_too_large("Payload Too Large: 1 byte at most."),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                vec![],
+            ),
+        ];
+        for version in [ProtocolVersion::V2026_07_28, ProtocolVersion::V2025_11_25] {
+            for (refusal, status, headers) in &cases {
+                let resp = refused(version, refusal.clone());
+                assert_eq!(resp.status(), *status, "{refusal:?} {version}");
+                let mut expected: Vec<(&str, &str)> = headers.clone();
+                expected.push(("content-type", "application/json"));
+                expected.sort_unstable();
+                let mut got: Vec<(&str, &str)> = resp
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.to_str().unwrap()))
+                    .collect();
+                got.sort_unstable();
+                assert_eq!(got, expected, "{refusal:?} {version}");
+                assert_eq!(
+                    body_of(&resp),
+                    json!({"jsonrpc": "2.0", "id": 3, "error": refusal.error_object()})
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_edges_own_413_is_the_payload_too_large_refusal() {
+        let resp = payload_too_large(10);
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            body_of(&resp),
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message":
+                "Payload Too Large: the body exceeds 10 bytes; send fewer or smaller images, or raise http.max_body_bytes"}})
+        );
+    }
 }

@@ -6,6 +6,11 @@
 //! cancellation token and suppresses its response. Returns on end of input once every request
 //! in flight has been answered.
 //!
+//! A request a layer refuses ([`Refusal`](crate::protocol::Refusal)) is answered with the
+//! refusal's JSON-RPC error alone (e.g. `-32000` with `data.retryAfterSeconds` when rate
+//! limited); stdio has no status codes or headers to add. Its caller presents no credential:
+//! the auth layer names it `stdio`.
+//!
 //! ```no_run
 //! # async fn run(stack: agent_mcp::Stack) -> std::io::Result<()> {
 //! agent_mcp::transport::stdio::serve(stack, tokio::io::stdin(), tokio::io::stdout()).await

@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use base64::Engine;
 use bytes::Bytes;
+use http::header::AUTHORIZATION;
 use http::request::Parts;
 use http::{HeaderMap, Request, StatusCode};
 use http_body::Body;
@@ -26,8 +27,8 @@ use super::{
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    Classified, ErrorObject, Incoming, McpRequest, McpResponse, Method, RequestContext, RequestId,
-    Transport, VersionHints, classify, code,
+    Classified, Credential, ErrorObject, Incoming, McpRequest, McpResponse, Method, RequestContext,
+    RequestId, Transport, VersionHints, classify, code,
 };
 
 /// Body to [`McpRequest`], and the stack's [`McpResponse`] back to HTTP.
@@ -202,8 +203,13 @@ where
     let mut ctx = RequestContext::new(classified.version, Transport::Http { peer });
     ctx.client_capabilities = classified.client_capabilities;
     ctx.client_info = classified.client_info;
+    // Identity is resolved from a typed credential, read here once; the headers stay at the
+    // edge.
+    ctx.credential = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(Credential::from_authorization);
     ctx.extensions = parts.extensions;
-    ctx.extensions.insert(parts.headers);
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.
     let guard = modern.then(|| ctx.cancel.clone().drop_guard());
