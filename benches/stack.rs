@@ -25,7 +25,7 @@ use agent_mcp::layers::audit::{AuditLayer, AuditSink};
 use agent_mcp::layers::auth::AuthLayer;
 use agent_mcp::layers::images::ImagesLayer;
 use agent_mcp::layers::metrics::MetricsLayer;
-use agent_mcp::layers::rate_limit::RateLimitLayer;
+use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
 use agent_mcp::layers::tasks::TasksLayer;
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::protocol::{
@@ -244,12 +244,13 @@ fn main() {
         (
             "rate_limit",
             BoxCloneSyncService::new(
-                RateLimitLayer::new(NonZeroU32::MAX, NonZeroU32::MAX).layer(core.clone()),
+                RateLimitLayer::new(RateLimits::one_budget(NonZeroU32::MAX, NonZeroU32::MAX))
+                    .layer(core.clone()),
             ),
         ),
         (
             "auth",
-            BoxCloneSyncService::new(AuthLayer::from_config(&config.auth).layer(core.clone())),
+            BoxCloneSyncService::new(AuthLayer::new((&config.auth).into()).layer(core.clone())),
         ),
         (
             "metrics",

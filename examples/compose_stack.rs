@@ -18,8 +18,8 @@ use std::task::{Context, Poll};
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
 use agent_mcp::layers::audit::{AuditLayer, AuditSink};
-use agent_mcp::layers::auth::AuthLayer;
-use agent_mcp::layers::rate_limit::RateLimitLayer;
+use agent_mcp::layers::auth::{AuthLayer, Tokens};
+use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
 use agent_mcp::protocol::{ErrorObject, McpRequest, McpResponse, McpResult};
 use agent_mcp::transport::http::{HttpRules, McpHttpService};
 use axum::Router;
@@ -73,8 +73,10 @@ pub fn guarded_tools(
     BoxCloneSyncService::new(
         ServiceBuilder::new()
             .layer(AuditLayer::new(audit))
-            .layer(AuthLayer::new().with_token(caller, token))
-            .layer(RateLimitLayer::new(per_minute, burst))
+            .layer(AuthLayer::new(Tokens::default().with_token(caller, token)))
+            .layer(RateLimitLayer::new(RateLimits::one_budget(
+                per_minute, burst,
+            )))
             .service_fn(my_tools),
     )
 }

@@ -24,14 +24,14 @@
 //! with every configured hash in constant time (`subtle`), without stopping at a match.
 //!
 //! ```
-//! use agent_mcp::layers::auth::AuthLayer;
+//! use agent_mcp::layers::auth::{AuthLayer, Tokens};
 //! use agent_mcp::protocol::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(AuthLayer::new().with_token("ci", "s3cret"))
+//!     .layer(AuthLayer::new(Tokens::default().with_token("ci", "s3cret")))
 //!     .service_fn(|req: McpRequest| async move {
 //!         let who = req.ctx.identity.clone().unwrap_or_default();
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text(who, false)))
@@ -70,7 +70,6 @@ use subtle::ConstantTimeEq;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::config::AuthConfig;
 use crate::protocol::{Credential, McpRequest, McpResponse, Refusal, Transport};
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token
@@ -129,54 +128,65 @@ impl fmt::Debug for Token {
     }
 }
 
-/// Applies [`Auth`] with a set of accepted tokens (none: HTTP stays anonymous).
+/// The auth layer's configuration: the accepted bearer tokens, each by name and SHA-256 (none:
+/// HTTP callers stay anonymous). Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct AuthLayer {
-    tokens: Arc<[Token]>,
-}
+pub struct Tokens(Arc<[Token]>);
 
-impl AuthLayer {
-    /// No tokens: HTTP callers are anonymous, stdio callers are `stdio`.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The tokens of `auth.tokens`. Entries whose hash is not 64 hex digits (which config
-    /// validation already refuses) are left out and logged.
-    pub fn from_config(config: &AuthConfig) -> Self {
-        let mut layer = Self::new();
-        for token in &config.tokens {
-            match parse_hex32(&token.sha256) {
-                Some(hash) => layer = layer.with_token_hash(token.name.clone(), hash),
-                None => tracing::error!(
-                    name = %token.name,
-                    "auth.tokens: sha256 is not 64 hex digits; this token is not accepted"
-                ),
-            }
-        }
-        layer
-    }
-
+impl Tokens {
     /// Accepts a token by its SHA-256.
-    pub fn with_token_hash(self, name: impl Into<String>, sha256: [u8; 32]) -> Self {
-        let mut tokens = self.tokens.to_vec();
+    pub fn with_hash(self, name: impl Into<String>, sha256: [u8; 32]) -> Self {
+        let mut tokens = self.0.to_vec();
         tokens.push(Token {
             name: name.into(),
             sha256,
         });
-        Self {
-            tokens: tokens.into(),
+        Self(tokens.into())
+    }
+
+    /// Accepts a token by its SHA-256 written as 64 hex digits (`auth.tokens[].sha256`); an
+    /// entry that is not (which config validation already refuses) is left out and logged.
+    pub fn with_hex_hash(self, name: &str, sha256_hex: &str) -> Self {
+        match parse_hex32(sha256_hex) {
+            Some(hash) => self.with_hash(name, hash),
+            None => {
+                tracing::error!(
+                    name = %name,
+                    "auth.tokens: sha256 is not 64 hex digits; this token is not accepted"
+                );
+                self
+            }
         }
     }
 
     /// Accepts a plain token (hashed here; for tests and embedding).
     pub fn with_token(self, name: impl Into<String>, token: &str) -> Self {
-        self.with_token_hash(name, Sha256::digest(token.as_bytes()).into())
+        self.with_hash(name, Sha256::digest(token.as_bytes()).into())
     }
 
     /// How many tokens are accepted.
-    pub fn token_count(&self) -> usize {
-        self.tokens.len()
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Applies [`Auth`] with its [`Tokens`].
+#[derive(Clone, Debug, Default)]
+pub struct AuthLayer {
+    tokens: Tokens,
+}
+
+impl AuthLayer {
+    pub fn new(tokens: Tokens) -> Self {
+        Self { tokens }
+    }
+
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
     }
 }
 
@@ -184,10 +194,7 @@ impl<S> Layer<S> for AuthLayer {
     type Service = Auth<S>;
 
     fn layer(&self, inner: S) -> Auth<S> {
-        Auth {
-            inner,
-            tokens: self.tokens.clone(),
-        }
+        Auth::new(inner, self.tokens.clone())
     }
 }
 
@@ -196,16 +203,12 @@ impl<S> Layer<S> for AuthLayer {
 #[derive(Clone, Debug)]
 pub struct Auth<S> {
     inner: S,
-    tokens: Arc<[Token]>,
+    tokens: Tokens,
 }
 
 impl<S> Auth<S> {
-    pub fn new(inner: S, layer: &AuthLayer) -> Self {
-        layer.layer(inner)
-    }
-
-    pub fn layer() -> AuthLayer {
-        AuthLayer::new()
+    pub fn new(inner: S, tokens: Tokens) -> Self {
+        Self { inner, tokens }
     }
 
     pub fn get_ref(&self) -> &S {
@@ -231,7 +234,7 @@ impl<S> Auth<S> {
         let presented: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
         // Look at every token whatever matches, so timing says nothing about which did.
         let mut found = None;
-        for candidate in self.tokens.iter() {
+        for candidate in self.tokens.0.iter() {
             let equal = bool::from(candidate.sha256[..].ct_eq(&presented[..]));
             if equal && found.is_none() {
                 found = Some(candidate.name.as_str());
@@ -349,25 +352,18 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TokenConfig;
     use crate::protocol::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     const TOKEN_A: &str = "token-a-0123456789";
 
     fn layer() -> AuthLayer {
-        AuthLayer::from_config(&AuthConfig {
-            tokens: vec![
-                TokenConfig {
-                    name: "alice".into(),
-                    sha256: sha256_hex(TOKEN_A),
-                },
-                TokenConfig {
-                    name: "bob".into(),
-                    sha256: sha256_hex("token-b"),
-                },
-            ],
-        })
+        AuthLayer::new(
+            Tokens::default()
+                .with_hex_hash("alice", &sha256_hex(TOKEN_A))
+                .with_hex_hash("bob", &sha256_hex("token-b").to_uppercase())
+                .with_hex_hash("broken", "not hex"),
+        )
     }
 
     fn request(transport: Transport, authorization: Option<&str>) -> McpRequest {
@@ -461,7 +457,7 @@ mod tests {
     async fn stdio_is_stdio_and_http_without_tokens_is_anonymous() {
         let r = call(layer(), request(Transport::Stdio, None)).await;
         assert_eq!(identity_of(&r).as_deref(), Some("stdio"));
-        let r = call(AuthLayer::new(), request(http(), None)).await;
+        let r = call(AuthLayer::default(), request(http(), None)).await;
         assert_eq!(identity_of(&r).as_deref(), Some("-"));
         let mut req = request(Transport::InProcess, None);
         req.ctx.identity = Some("embedder".into());
@@ -477,7 +473,7 @@ mod tests {
         assert_eq!(r.identity.as_deref(), Some("stdio"));
         let refused = call(layer(), request(http(), Some("Bearer nope"))).await;
         assert_eq!(refused.identity, None);
-        let anonymous = call(AuthLayer::new(), request(http(), None)).await;
+        let anonymous = call(AuthLayer::default(), request(http(), None)).await;
         assert_eq!(anonymous.identity, None);
         let mut req = request(Transport::InProcess, None);
         req.ctx.identity = Some("embedder".into());

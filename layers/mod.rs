@@ -9,6 +9,5 @@ pub mod auth;
 pub mod images;
 pub mod metrics;
 pub mod rate_limit;
-pub mod reject;
 pub mod tasks;
 pub mod validate;

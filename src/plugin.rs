@@ -7,8 +7,10 @@
 //!
 //! - the protocol types: [`McpRequest`] (with its [`Method`], already parsed, and its
 //!   [`RequestContext`]: version, client capabilities, identity, transport, cancel token),
-//!   [`McpResponse`], [`McpResult`], [`Payload`], [`ErrorObject`] and how a request ended,
-//!   [`Outcome`];
+//!   [`McpResponse`], [`McpResult`], [`Payload`], [`ErrorObject`], how a request ended
+//!   ([`Outcome`]), a typed [`Refusal`] that each transport maps (HTTP to a status and headers,
+//!   stdio to a JSON-RPC error), and the caller's [`Credential`], read once at the edge (no
+//!   layer sees raw headers);
 //! - the tool argument types: [`ToolCall`] and its [`RunArgs`], [`StatusArgs`], [`ImageArg`],
 //!   parsed once ([`McpRequest::parse_tool_call`]) and carried on the request, and
 //!   [`invalid_args`] for the contract's `Invalid arguments for tool` answer;
@@ -54,8 +56,9 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use crate::protocol::{
-    ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome, ParsedCall, Payload,
-    ProtocolVersion, RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, Transport,
+    BearerToken, Credential, ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome,
+    ParsedCall, Payload, ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds,
+    STDIO_IDENTITY, Transport,
 };
 pub use crate::task::{Task, TaskState};
 pub use crate::tools::{
@@ -82,8 +85,12 @@ pub struct Gate<S, C> {
 }
 
 impl<S, C> Gate<S, C> {
-    pub fn new(inner: S, check: C) -> Self {
-        Self { inner, check }
+    /// `config` is the check itself, or what it is built from.
+    pub fn new(inner: S, config: impl Into<C>) -> Self {
+        Self {
+            inner,
+            check: config.into(),
+        }
     }
 
     /// The check (the layer's configuration).
@@ -133,9 +140,12 @@ pub struct GateLayer<C> {
 }
 
 impl<C> GateLayer<C> {
-    /// A gate layer running `check` (its configuration).
-    pub const fn with(check: C) -> Self {
-        Self { check }
+    /// A gate layer running `check`, given as itself or as what it is built from (its
+    /// configuration).
+    pub fn with(config: impl Into<C>) -> Self {
+        Self {
+            check: config.into(),
+        }
     }
 
     /// The check (the layer's configuration).

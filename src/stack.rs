@@ -35,11 +35,12 @@ pub fn build_with_audit(
         // layer: audit
         .option_layer(audit)
         // layer: auth
-        .layer(crate::layers::auth::AuthLayer::from_config(&config.auth))
+        .layer(crate::layers::auth::AuthLayer::new((&config.auth).into()))
         // layer: rate_limit
-        .option_layer(crate::layers::rate_limit::RateLimitLayer::from_config(
-            &config.rate_limit,
-        ))
+        .option_layer(
+            layer_config::rate_limits(&config.rate_limit)
+                .map(crate::layers::rate_limit::RateLimitLayer::new),
+        )
         // layer: tasks
         // Tasks stay readable for `store.retention` (the advertised `ttlMs`); the store
         // purges them only after that.

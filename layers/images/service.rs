@@ -14,7 +14,7 @@ pub type Images<S> = Gate<S, ImageLimits>;
 pub type ImagesLayer = GateLayer<ImageLimits>;
 
 impl GateLayer<ImageLimits> {
-    pub const fn new(limits: ImageLimits) -> Self {
+    pub fn new(limits: ImageLimits) -> Self {
         GateLayer::with(limits)
     }
 }

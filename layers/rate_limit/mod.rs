@@ -1,7 +1,7 @@
 //! Per-caller rate limits (`docs/contract.md` §7: over a budget, `429` with `Retry-After`).
 //!
 //! The limit stops abuse, never a polite client. The server's default
-//! ([`RateLimitLayer::from_config`]) keeps two budgets per caller, split by cost:
+//! ([`RateLimits`] from `rate_limit` in `agent.yaml`) keeps two budgets per caller, split by cost:
 //!
 //! | budget | spent by | default |
 //! |---|---|---|
@@ -11,7 +11,7 @@
 //! and leaves stdio unlimited (`rate_limit.stdio: false`): over stdio there is exactly one
 //! client, and it started the server. A client that polls each of its tasks at the advertised
 //! `pollIntervalMs` (which grows with the task's place in the queue) stays far inside the read
-//! budget however many tasks it has queued. [`RateLimitLayer::new`] alone is one budget for
+//! budget however many tasks it has queued. [`RateLimits::one_budget`] is one budget for
 //! every request on every transport, for embedders who want that.
 //!
 //! A `governor` keyed GCRA limiter counts each request against its caller:
@@ -24,7 +24,8 @@
 //! [`Refusal::RateLimited`](crate::protocol::Refusal::RateLimited) with `n`, the whole seconds
 //! to wait (rounded up, at least 1). Every transport sends it as the JSON-RPC error `-32000`
 //! whose message says when to retry and whose `data` is `{"retryAfterSeconds": n}`; the HTTP
-//! edge adds `429 Too Many Requests` and `Retry-After: n`. `poll_ready` never waits, unlike `tower::limit::RateLimit`, which parks callers
+//! edge adds `429 Too Many Requests` and `Retry-After: n`. `poll_ready` never waits, unlike
+//! `tower::limit::RateLimit`, which parks callers
 //! in `poll_ready` and so cannot answer 429.
 //!
 //! Edge cases:
@@ -38,7 +39,7 @@
 //!
 //! ```
 //! use std::num::NonZeroU32;
-//! use agent_mcp::layers::rate_limit::RateLimitLayer;
+//! use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
 //! use agent_mcp::protocol::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
@@ -46,7 +47,7 @@
 //! # async fn main() {
 //! let two = NonZeroU32::new(2).unwrap();
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(RateLimitLayer::new(NonZeroU32::new(60).unwrap(), two))
+//!     .layer(RateLimitLayer::new(RateLimits::one_budget(NonZeroU32::new(60).unwrap(), two)))
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::empty()))
 //!     });
@@ -72,4 +73,7 @@ mod limiter;
 mod service;
 
 pub use limiter::{CallerKey, CallerLimiter};
-pub use service::{RATE_LIMITED, RateLimit, RateLimitLayer, ResponseFuture, retry_after_seconds};
+pub use service::{
+    Budgets, RATE_LIMITED, RateLimit, RateLimitLayer, RateLimits, ResponseFuture,
+    retry_after_seconds,
+};

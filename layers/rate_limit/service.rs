@@ -1,23 +1,46 @@
-//! [`RateLimitLayer`], the [`RateLimit`] service and its [`ResponseFuture`].
+//! [`RateLimitLayer`], the [`RateLimit`] service, and their configuration [`RateLimits`].
 
-use std::convert::Infallible;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tower_layer::Layer;
-use tower_service::Service;
-
-pub use crate::layers::reject::ResponseFuture;
+pub use crate::plugin::ResponseFuture;
 
 use super::limiter::{CallerKey, CallerLimiter};
-use crate::config::RateLimitConfig;
-use crate::protocol::{McpRequest, McpResponse, Refusal, Transport};
-use crate::tools::AGENT_RUN;
+use crate::plugin::{
+    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, Refusal, Transport,
+};
 
 /// JSON-RPC error code of a refused (rate-limited) request ([`Refusal::RateLimited`]).
 pub const RATE_LIMITED: i64 = crate::protocol::code::RATE_LIMITED;
+
+/// The rate limit layer's configuration (`rate_limit` in `agent.yaml`, converted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    /// The main budget, per caller: sustained requests per minute. With [`RateLimits::reads`]
+    /// it is spent by `tools/call agent_run` alone; without, by every request.
+    pub per_minute: NonZeroU32,
+    /// How many a rested caller may send at once.
+    pub burst: NonZeroU32,
+    /// A budget of its own, `(per_minute, burst)`, for everything but `tools/call agent_run`,
+    /// so that reads (a client polling its tasks) never spend the budget for creating tasks,
+    /// and creating tasks never starves reads.
+    pub reads: Option<(NonZeroU32, NonZeroU32)>,
+    /// Whether requests that arrive over stdio are counted.
+    pub stdio: bool,
+}
+
+impl RateLimits {
+    /// One budget for every request, on every transport.
+    pub const fn one_budget(per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
+        Self {
+            per_minute,
+            burst,
+            reads: None,
+            stdio: true,
+        }
+    }
+}
 
 /// One budget: a keyed limiter and what it counts, for the refusal message.
 #[derive(Clone, Debug)]
@@ -36,83 +59,35 @@ impl Budget {
     }
 }
 
-/// What the task budget counts (see [`RateLimitLayer::with_read_budget`]).
+/// What the task budget counts (with a read budget beside it).
 const TASKS: &str = "new tasks (agent_run calls)";
 /// What a single budget, or the read budget, counts.
 const REQUESTS: &str = "requests";
 
-/// Applies [`RateLimit`]: per caller, `per_minute` sustained and `burst` at once.
-///
-/// [`RateLimitLayer::new`] is one budget for every request on every transport. The server's
-/// default ([`RateLimitLayer::from_config`]) splits it the way its costs fall: creating a task
-/// (`tools/call agent_run`) spends the main budget, everything else (status reads, `tasks/*`,
-/// `tools/list`, discovery) spends a much larger read budget, and stdio is not limited, since
-/// its one client started the server.
-///
-/// Clones share their limiters, so every clone of the stack counts against the same buckets.
+/// The [`Check`] of the rate limit layer: the budgets' limiters, shared by every clone, so
+/// every clone of the stack counts against the same buckets.
 #[derive(Clone, Debug)]
-pub struct RateLimitLayer {
+pub struct Budgets {
     main: Budget,
     reads: Option<Budget>,
     limit_stdio: bool,
 }
 
-impl RateLimitLayer {
-    /// One budget for every request, on every transport.
-    pub fn new(per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
+impl From<RateLimits> for Budgets {
+    fn from(limits: RateLimits) -> Self {
+        let reads = limits
+            .reads
+            .map(|(per_minute, burst)| Budget::new(per_minute, burst, REQUESTS));
+        let counts = if reads.is_some() { TASKS } else { REQUESTS };
         Self {
-            main: Budget::new(per_minute, burst, REQUESTS),
-            reads: None,
-            limit_stdio: true,
+            main: Budget::new(limits.per_minute, limits.burst, counts),
+            reads,
+            limit_stdio: limits.stdio,
         }
     }
+}
 
-    /// Gives everything but `tools/call agent_run` a budget of its own, so that reads (a
-    /// client polling its tasks, listing tools) never spend the budget for creating tasks,
-    /// and creating tasks never starves reads.
-    pub fn with_read_budget(mut self, per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
-        self.main.counts = TASKS;
-        self.reads = Some(Budget::new(per_minute, burst, REQUESTS));
-        self
-    }
-
-    /// Whether requests that arrive over stdio are counted (by default they are; the server's
-    /// configuration turns this off unless `rate_limit.stdio` is set).
-    pub fn limit_stdio(mut self, limit: bool) -> Self {
-        self.limit_stdio = limit;
-        self
-    }
-
-    /// The layer `rate_limit` asks for, or `None` when it is off.
-    pub fn from_config(config: &RateLimitConfig) -> Option<Self> {
-        if !config.enabled {
-            return None;
-        }
-        let per_minute = NonZeroU32::new(config.per_minute)?;
-        let burst = NonZeroU32::new(config.burst)?;
-        let layer = Self::new(per_minute, burst).limit_stdio(config.stdio);
-        match (
-            NonZeroU32::new(config.reads.per_minute),
-            NonZeroU32::new(config.reads.burst),
-        ) {
-            (Some(per_minute), Some(burst)) => Some(layer.with_read_budget(per_minute, burst)),
-            _ => Some(layer),
-        }
-    }
-
-    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
-    /// the single budget for every request.
-    pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
-        Self {
-            main: Budget {
-                limiter,
-                counts: REQUESTS,
-            },
-            reads: None,
-            limit_stdio: true,
-        }
-    }
-
+impl Budgets {
     /// The main limiter: every request's, or with a read budget, `agent_run`'s.
     pub fn limiter(&self) -> &Arc<CallerLimiter> {
         &self.main.limiter
@@ -122,60 +97,60 @@ impl RateLimitLayer {
     pub fn read_limiter(&self) -> Option<&Arc<CallerLimiter>> {
         self.reads.as_ref().map(|b| &b.limiter)
     }
-}
-
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
-
-    fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit {
-            inner,
-            config: self.clone(),
-        }
-    }
-}
-
-/// Refuses a caller's request over its limit with [`Refusal::RateLimited`] (the JSON-RPC
-/// error `-32000`; the HTTP edge adds 429 and `Retry-After`); passes everything else to
-/// `inner`.
-#[derive(Clone, Debug)]
-pub struct RateLimit<S> {
-    inner: S,
-    config: RateLimitLayer,
-}
-
-impl<S> RateLimit<S> {
-    pub fn new(inner: S, per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
-        RateLimitLayer::new(per_minute, burst).layer(inner)
-    }
-
-    pub fn layer(per_minute: NonZeroU32, burst: NonZeroU32) -> RateLimitLayer {
-        RateLimitLayer::new(per_minute, burst)
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
 
     /// The budget `req` spends, or `None` when it is not counted.
     fn budget_of(&self, req: &McpRequest) -> Option<&Budget> {
         // Notifications get no answer to carry a refusal, so they are not counted.
         if req.is_notification()
-            || (!self.config.limit_stdio && matches!(req.ctx.transport, Transport::Stdio))
+            || (!self.limit_stdio && matches!(req.ctx.transport, Transport::Stdio))
         {
             return None;
         }
-        match &self.config.reads {
+        match &self.reads {
             Some(reads) if req.tool_name() != Some(AGENT_RUN) => Some(reads),
-            _ => Some(&self.config.main),
+            _ => Some(&self.main),
+        }
+    }
+}
+
+/// Applies [`RateLimit`]: per caller, `per_minute` sustained and `burst` at once; see the
+/// [module docs](super).
+pub type RateLimitLayer = GateLayer<Budgets>;
+
+/// Refuses a caller's request over its limit with [`Refusal::RateLimited`] (the JSON-RPC
+/// error `-32000`; the HTTP edge adds 429 and `Retry-After`); passes everything else to
+/// `inner`.
+pub type RateLimit<S> = Gate<S, Budgets>;
+
+impl GateLayer<Budgets> {
+    pub fn new(limits: RateLimits) -> Self {
+        GateLayer::with(limits)
+    }
+
+    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
+    /// the single budget for every request, on every transport.
+    pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
+        GateLayer::with(Budgets {
+            main: Budget {
+                limiter,
+                counts: REQUESTS,
+            },
+            reads: None,
+            limit_stdio: true,
+        })
+    }
+}
+
+impl Check for Budgets {
+    fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse> {
+        let Some(budget) = self.budget_of(&req) else {
+            return Ok(req);
+        };
+        let verdict = budget.limiter.check(&CallerKey::of(&req.ctx));
+        prune_if_due(&budget.limiter);
+        match verdict {
+            Ok(()) => Ok(req),
+            Err(wait) => Err(limited(&req, wait, budget)),
         }
     }
 }
@@ -195,32 +170,6 @@ fn prune_if_due(limiter: &Arc<CallerLimiter>) {
             handle.spawn_blocking(prune);
         }
         Err(_) => prune(),
-    }
-}
-
-impl<S> Service<McpRequest> for RateLimit<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let Some(budget) = self.budget_of(&req) else {
-            return ResponseFuture::inner(self.inner.call(req));
-        };
-        let verdict = budget.limiter.check(&CallerKey::of(&req.ctx));
-        prune_if_due(&budget.limiter);
-        match verdict {
-            Ok(()) => ResponseFuture::inner(self.inner.call(req)),
-            Err(wait) => ResponseFuture::rejected(limited(&req, wait, budget)),
-        }
     }
 }
 
@@ -244,6 +193,10 @@ fn limited(req: &McpRequest, wait: Duration, budget: &Budget) -> McpResponse {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
+    use tower_service::Service;
+
     use super::*;
     use crate::protocol::{
         McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
@@ -290,7 +243,7 @@ mod tests {
     #[tokio::test]
     async fn over_the_burst_is_refused_with_retry_after() {
         let svc = ServiceBuilder::new()
-            .layer(RateLimitLayer::new(nz(60), nz(2)))
+            .layer(RateLimitLayer::new(RateLimits::one_budget(nz(60), nz(2))))
             .service(ok_handler());
         for id in 1..=2 {
             let r = svc
@@ -326,7 +279,7 @@ mod tests {
     #[tokio::test]
     async fn anonymous_callers_are_keyed_by_peer_ip_and_notifications_pass() {
         let svc = ServiceBuilder::new()
-            .layer(RateLimitLayer::new(nz(1), nz(1)))
+            .layer(RateLimitLayer::new(RateLimits::one_budget(nz(1), nz(1))))
             .service(ok_handler());
         let Ok(r) = svc.clone().oneshot(request(1, None, [10, 0, 0, 1])).await;
         assert_eq!(retry_after(&r), None);
@@ -365,16 +318,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_default_splits_tasks_from_reads_and_leaves_stdio_alone() {
-        let layer = RateLimitLayer::from_config(&RateLimitConfig {
-            per_minute: 2,
-            burst: 2,
-            reads: crate::config::ReadBudget {
-                per_minute: 60,
-                burst: 3,
-            },
-            ..RateLimitConfig::default()
-        })
-        .expect("enabled");
+        // The server's shape: a task budget, a read budget, stdio not counted.
+        let layer = RateLimitLayer::new(RateLimits {
+            per_minute: nz(2),
+            burst: nz(2),
+            reads: Some((nz(60), nz(3))),
+            stdio: false,
+        });
         let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
         let call = |req| svc.clone().oneshot(req);
 
@@ -419,86 +369,17 @@ mod tests {
 
     #[tokio::test]
     async fn stdio_is_limited_when_asked() {
-        let layer = RateLimitLayer::from_config(&RateLimitConfig {
-            per_minute: 1,
-            burst: 1,
+        let layer = RateLimitLayer::new(RateLimits {
+            per_minute: nz(1),
+            burst: nz(1),
+            reads: Some((nz(1200), nz(300))),
             stdio: true,
-            ..RateLimitConfig::default()
-        })
-        .expect("enabled");
+        });
         let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
         let stdio = |id| with_transport(agent_run(id), Transport::Stdio);
         let Ok(r) = svc.clone().oneshot(stdio(1)).await;
         assert_eq!(retry_after(&r), None);
         let Ok(r) = svc.clone().oneshot(stdio(2)).await;
         assert_eq!(retry_after(&r), Some(60));
-    }
-
-    /// Polls `tasks` (each a queue position, `None` = running) at the interval the Tasks layer
-    /// suggests for it, for `minutes` of a fake clock, through the default read budget, with
-    /// the phases of the polls spread as tasks created one after another spread them.
-    /// Returns (polls, refusals).
-    fn poll_at_the_advertised_pace(tasks: &[Option<usize>], minutes: u64) -> (u64, u64) {
-        use crate::layers::tasks::{DEFAULT_POLL_INTERVAL, TaskTiming};
-        use governor::clock::FakeRelativeClock;
-
-        let reads = RateLimitConfig::default().reads;
-        let clock = FakeRelativeClock::default();
-        let limiter =
-            CallerLimiter::with_clock(nz(reads.per_minute), nz(reads.burst), clock.clone());
-        let key = CallerKey::Peer([127, 0, 0, 1].into());
-        let timing = TaskTiming {
-            ttl_ms: 1,
-            poll_interval_ms: u64::try_from(DEFAULT_POLL_INTERVAL.as_millis()).unwrap_or(1000),
-        };
-        let intervals: Vec<u64> = tasks.iter().map(|p| timing.poll_interval_ms(*p)).collect();
-        // Tasks created one after another are polled out of phase: spread the first polls
-        // over each task's interval (a multiplicative hash of its index).
-        let mut next: Vec<u64> = intervals
-            .iter()
-            .enumerate()
-            .map(|(k, every)| (k as u64).wrapping_mul(2_654_435_761) % every)
-            .collect();
-        let (mut polls, mut refused) = (0, 0);
-        let end = minutes * 60_000;
-        let mut now = 0;
-        while now < end {
-            for (due, every) in next.iter_mut().zip(&intervals) {
-                if *due <= now {
-                    polls += 1;
-                    refused += u64::from(limiter.check(&key).is_err());
-                    *due += every;
-                }
-            }
-            clock.advance(Duration::from_millis(10));
-            now += 10;
-        }
-        (polls, refused)
-    }
-
-    #[test]
-    fn polling_at_the_advertised_interval_never_meets_the_default_read_budget() {
-        // Three tasks of one caller (one running, two queued), five minutes.
-        let (polls, refused) = poll_at_the_advertised_pace(&[None, Some(1), Some(2)], 5);
-        assert!(polls >= 750, "{polls} polls");
-        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
-        // The worst case the base interval allows: three tasks all polled every second.
-        let (polls, refused) = poll_at_the_advertised_pace(&[None, None, None], 5);
-        assert_eq!((polls, refused), (900, 0));
-        // A caller with one running task and 1,000 queued behind it.
-        let many: Vec<Option<usize>> = std::iter::once(None).chain((1..=1000).map(Some)).collect();
-        let (polls, refused) = poll_at_the_advertised_pace(&many, 5);
-        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
-        // Without the growing interval, the same caller would be refused (so the check bites).
-        let (polls, refused) = poll_at_the_advertised_pace(&vec![None; 1001], 1);
-        assert!(refused > polls / 2, "{refused} of {polls} polls refused");
-    }
-
-    #[test]
-    fn config_off_means_no_layer() {
-        let mut config = RateLimitConfig::default();
-        assert!(RateLimitLayer::from_config(&config).is_some());
-        config.enabled = false;
-        assert!(RateLimitLayer::from_config(&config).is_none());
     }
 }

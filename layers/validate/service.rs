@@ -16,7 +16,7 @@ pub type Validate<S> = Gate<S, ToolSchemas>;
 pub type ValidateLayer = GateLayer<ToolSchemas>;
 
 impl GateLayer<ToolSchemas> {
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         GateLayer::with(ToolSchemas)
     }
 }

@@ -2,8 +2,36 @@
 //! know nothing of the configuration file (they use only the plugin surface), so the
 //! composition root translates.
 
+use std::num::NonZeroU32;
+
 use crate::config;
-use crate::layers::images;
+use crate::layers::{auth, images, rate_limit};
+
+/// The rate limit layer's budgets from `rate_limit`, or `None` when it is off (zero values
+/// are refused when the configuration is loaded).
+pub fn rate_limits(section: &config::RateLimitConfig) -> Option<rate_limit::RateLimits> {
+    if !section.enabled {
+        return None;
+    }
+    let reads = NonZeroU32::new(section.reads.per_minute).zip(NonZeroU32::new(section.reads.burst));
+    Some(rate_limit::RateLimits {
+        per_minute: NonZeroU32::new(section.per_minute)?,
+        burst: NonZeroU32::new(section.burst)?,
+        reads,
+        stdio: section.stdio,
+    })
+}
+
+impl From<&config::AuthConfig> for auth::Tokens {
+    fn from(section: &config::AuthConfig) -> Self {
+        section
+            .tokens
+            .iter()
+            .fold(auth::Tokens::default(), |tokens, token| {
+                tokens.with_hex_hash(&token.name, &token.sha256)
+            })
+    }
+}
 
 impl From<config::ImageLimits> for images::ImageLimits {
     fn from(section: config::ImageLimits) -> Self {
@@ -25,10 +53,101 @@ mod tests {
     use super::*;
 
     #[test]
+    fn auth_tokens_come_from_the_section() {
+        let section = config::AuthConfig {
+            tokens: vec![config::TokenConfig {
+                name: "ci".into(),
+                sha256: auth::sha256_hex("s3cret"),
+            }],
+        };
+        assert_eq!(auth::Tokens::from(&section).len(), 1);
+        assert!(auth::Tokens::from(&config::AuthConfig::default()).is_empty());
+    }
+
+    #[test]
     fn the_defaults_agree() {
         assert_eq!(
             images::ImageLimits::from(config::ImageLimits::default()),
             images::ImageLimits::default()
         );
+    }
+
+    // The default read budget and the Tasks layer's advertised poll interval are two layers'
+    // settings that must agree: checked here, where both are composed.
+    /// Polls `tasks` (each a queue position, `None` = running) at the interval the Tasks layer
+    /// suggests for it, for `minutes` of a fake clock, through the default read budget, with
+    /// the phases of the polls spread as tasks created one after another spread them.
+    /// Returns (polls, refusals).
+    fn poll_at_the_advertised_pace(tasks: &[Option<usize>], minutes: u64) -> (u64, u64) {
+        use crate::layers::rate_limit::{CallerKey, CallerLimiter};
+        use crate::layers::tasks::{DEFAULT_POLL_INTERVAL, TaskTiming};
+        use governor::clock::FakeRelativeClock;
+        use std::time::Duration;
+
+        let nz = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let reads = config::RateLimitConfig::default().reads;
+        let clock = FakeRelativeClock::default();
+        let limiter =
+            CallerLimiter::with_clock(nz(reads.per_minute), nz(reads.burst), clock.clone());
+        let key = CallerKey::Peer([127, 0, 0, 1].into());
+        let timing = TaskTiming {
+            ttl_ms: 1,
+            poll_interval_ms: u64::try_from(DEFAULT_POLL_INTERVAL.as_millis()).unwrap_or(1000),
+        };
+        let intervals: Vec<u64> = tasks.iter().map(|p| timing.poll_interval_ms(*p)).collect();
+        // Tasks created one after another are polled out of phase: spread the first polls
+        // over each task's interval (a multiplicative hash of its index).
+        let mut next: Vec<u64> = intervals
+            .iter()
+            .enumerate()
+            .map(|(k, every)| (k as u64).wrapping_mul(2_654_435_761) % every)
+            .collect();
+        let (mut polls, mut refused) = (0, 0);
+        let end = minutes * 60_000;
+        let mut now = 0;
+        while now < end {
+            for (due, every) in next.iter_mut().zip(&intervals) {
+                if *due <= now {
+                    polls += 1;
+                    refused += u64::from(limiter.check(&key).is_err());
+                    *due += every;
+                }
+            }
+            clock.advance(Duration::from_millis(10));
+            now += 10;
+        }
+        (polls, refused)
+    }
+
+    #[test]
+    fn polling_at_the_advertised_interval_never_meets_the_default_read_budget() {
+        // Three tasks of one caller (one running, two queued), five minutes.
+        let (polls, refused) = poll_at_the_advertised_pace(&[None, Some(1), Some(2)], 5);
+        assert!(polls >= 750, "{polls} polls");
+        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
+        // The worst case the base interval allows: three tasks all polled every second.
+        let (polls, refused) = poll_at_the_advertised_pace(&[None, None, None], 5);
+        assert_eq!((polls, refused), (900, 0));
+        // A caller with one running task and 1,000 queued behind it.
+        let many: Vec<Option<usize>> = std::iter::once(None).chain((1..=1000).map(Some)).collect();
+        let (polls, refused) = poll_at_the_advertised_pace(&many, 5);
+        assert_eq!(refused, 0, "{refused} of {polls} polls refused");
+        // Without the growing interval, the same caller would be refused (so the check bites).
+        let (polls, refused) = poll_at_the_advertised_pace(&vec![None; 1001], 1);
+        assert!(refused > polls / 2, "{refused} of {polls} polls refused");
+    }
+
+    #[test]
+    fn rate_limit_off_means_no_layer() {
+        let mut section = config::RateLimitConfig::default();
+        let limits = rate_limits(&section).expect("on by default");
+        assert_eq!((limits.per_minute.get(), limits.burst.get()), (60, 60));
+        assert_eq!(
+            limits.reads.map(|(p, b)| (p.get(), b.get())),
+            Some((1200, 300))
+        );
+        assert!(!limits.stdio);
+        section.enabled = false;
+        assert!(rate_limits(&section).is_none());
     }
 }
