@@ -57,26 +57,21 @@
 //! # }
 //! ```
 
-use std::convert::Infallible;
 use std::fmt;
-use std::future::{Future, Ready};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tower_layer::Layer;
-use tower_service::Service;
 
-use crate::protocol::{Credential, McpRequest, McpResponse, Refusal, Transport};
+use crate::plugin::{
+    Around, Credential, Finish, McpRequest, McpResponse, Refusal, Transport, Wrap, WrapLayer,
+};
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token
 /// ([`Refusal::Unauthorized`]).
 pub const UNAUTHORIZED: i64 = crate::protocol::code::UNAUTHORIZED;
 
-pub use crate::protocol::STDIO_IDENTITY;
+pub use crate::plugin::STDIO_IDENTITY;
 
 /// SHA-256 of `token` as 64 lowercase hex digits (what `auth.tokens[].sha256` holds).
 pub fn sha256_hex(token: &str) -> String {
@@ -175,54 +170,23 @@ impl Tokens {
 }
 
 /// Applies [`Auth`] with its [`Tokens`].
-#[derive(Clone, Debug, Default)]
-pub struct AuthLayer {
-    tokens: Tokens,
-}
+pub type AuthLayer = WrapLayer<Tokens>;
 
-impl AuthLayer {
+impl WrapLayer<Tokens> {
     pub fn new(tokens: Tokens) -> Self {
-        Self { tokens }
+        WrapLayer::with(tokens)
     }
 
     pub fn tokens(&self) -> &Tokens {
-        &self.tokens
-    }
-}
-
-impl<S> Layer<S> for AuthLayer {
-    type Service = Auth<S>;
-
-    fn layer(&self, inner: S) -> Auth<S> {
-        Auth::new(inner, self.tokens.clone())
+        self.around_ref()
     }
 }
 
 /// Sets `req.ctx.identity` from the transport and the bearer token, or refuses the request
 /// with `401` (see the module docs).
-#[derive(Clone, Debug)]
-pub struct Auth<S> {
-    inner: S,
-    tokens: Tokens,
-}
+pub type Auth<S> = Wrap<S, Tokens>;
 
-impl<S> Auth<S> {
-    pub fn new(inner: S, tokens: Tokens) -> Self {
-        Self { inner, tokens }
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-
+impl Tokens {
     /// The identity of an HTTP caller presenting `credential`, or why it is refused.
     fn authenticate(&self, credential: Option<&Credential>) -> Result<&str, Why> {
         let token = match credential {
@@ -234,7 +198,7 @@ impl<S> Auth<S> {
         let presented: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
         // Look at every token whatever matches, so timing says nothing about which did.
         let mut found = None;
-        for candidate in self.tokens.0.iter() {
+        for candidate in self.0.iter() {
             let equal = bool::from(candidate.sha256[..].ct_eq(&presented[..]));
             if equal && found.is_none() {
                 found = Some(candidate.name.as_str());
@@ -276,81 +240,42 @@ fn unauthorized(req: &McpRequest, why: Why) -> McpResponse {
     req.refuse(Refusal::unauthorized(why.message()))
 }
 
-impl<S> Service<McpRequest> for Auth<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
+impl Around for Tokens {
+    type Pending = Caller;
 
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+    fn before(&self, req: &mut McpRequest) -> Result<Caller, McpResponse> {
         match req.ctx.transport {
             Transport::Stdio => req.ctx.identity = Some(STDIO_IDENTITY.to_owned()),
-            Transport::Http { .. } if !self.tokens.is_empty() => {
+            Transport::Http { .. } if !self.is_empty() => {
                 match self.authenticate(req.ctx.credential.as_ref()) {
                     Ok(name) => req.ctx.identity = Some(name.to_owned()),
-                    Err(why) => {
-                        return ResponseFuture::rejected(unauthorized(&req, why));
-                    }
+                    Err(why) => return Err(unauthorized(req, why)),
                 }
             }
             Transport::Http { .. } | Transport::InProcess => {}
         }
         // The identity inner layers see is the one outer layers read off the response.
-        let identity = req.ctx.identity.clone();
-        ResponseFuture::Inner {
-            future: self.inner.call(req),
-            identity,
-        }
+        Ok(Caller(req.ctx.identity.clone()))
     }
 }
 
-pin_project! {
-    /// The response future of [`Auth`]: a refusal, or the inner service's response with the
-    /// caller's identity set on it ([`McpResponse::identity`]).
-    #[project = ResponseFutureProj]
-    pub enum ResponseFuture<F> {
-        Rejected { #[pin] response: Ready<Result<McpResponse, Infallible>> },
-        Inner { #[pin] future: F, identity: Option<String> },
-    }
-}
+/// Who the caller turned out to be, set on the response ([`McpResponse::identity`]) for the
+/// layers outside this one.
+#[derive(Debug)]
+pub struct Caller(Option<String>);
 
-impl<F> ResponseFuture<F> {
-    fn rejected(response: McpResponse) -> Self {
-        Self::Rejected {
-            response: std::future::ready(Ok(response)),
-        }
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Rejected { response } => response.poll(cx),
-            ResponseFutureProj::Inner { future, identity } => {
-                let Ok(mut response) = std::task::ready!(future.poll(cx));
-                if let Some(identity) = identity.take() {
-                    response.identity = Some(identity);
-                }
-                Poll::Ready(Ok(response))
-            }
+impl Finish for Caller {
+    fn finish(self, response: &mut McpResponse) {
+        if let Some(identity) = self.0 {
+            response.identity = Some(identity);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
     use super::*;
     use crate::protocol::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
     use tower::{ServiceBuilder, ServiceExt, service_fn};

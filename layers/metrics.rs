@@ -29,20 +29,13 @@
 //! # }
 //! ```
 
-use std::convert::Infallible;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use metrics::{Counter, Histogram};
-use pin_project_lite::pin_project;
-use tower_layer::Layer;
-use tower_service::Service;
 
-use crate::plugin::{McpRequest, McpResponse, Method, Outcome};
+use crate::plugin::{Around, Finish, McpRequest, McpResponse, Method, Outcome, Wrap, WrapLayer};
 
 /// MCP requests by `method` and `outcome` (ok, tool_error, protocol_error, unauthorized,
 /// rate_limited). Rate-limit refusals are the `outcome="rate_limited"` series.
@@ -83,117 +76,62 @@ impl Series {
     }
 }
 
-/// Wraps a service with [`Metrics`]. Build it after installing the metrics recorder (as
-/// `agent-mcp serve` does): its series bind to the recorder installed when each is first used.
+/// The metrics layer's [`Around`]: the handles of its series, shared by every clone.
 #[derive(Clone)]
-pub struct MetricsLayer {
+pub struct Recorder {
     series: Arc<Series>,
 }
 
-impl MetricsLayer {
-    pub fn new() -> Self {
+impl Default for Recorder {
+    fn default() -> Self {
         Self {
             series: Arc::new(Series::new()),
         }
     }
 }
 
-impl Default for MetricsLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for MetricsLayer {
+impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MetricsLayer").finish_non_exhaustive()
+        f.debug_struct("Recorder").finish_non_exhaustive()
     }
 }
 
-impl<S> Layer<S> for MetricsLayer {
-    type Service = Metrics<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Metrics {
-            inner,
-            series: self.series.clone(),
-        }
-    }
-}
+/// Wraps a service with [`Metrics`]. Build it after installing the metrics recorder (as
+/// `agent-mcp serve` does): its series bind to the recorder installed when each is first used.
+pub type MetricsLayer = WrapLayer<Recorder>;
 
 /// Records `agent_mcp_requests_total{method, outcome}` and
 /// `agent_mcp_request_duration_seconds{method}` for every request.
-#[derive(Clone)]
-pub struct Metrics<S> {
-    inner: S,
+pub type Metrics<S> = Wrap<S, Recorder>;
+
+impl WrapLayer<Recorder> {
+    pub fn new() -> Self {
+        WrapLayer::with(Recorder::default())
+    }
+}
+
+/// One request being timed.
+pub struct Timing {
     series: Arc<Series>,
+    method: usize,
+    started: Instant,
 }
 
-impl<S: fmt::Debug> fmt::Debug for Metrics<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Metrics")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
+impl Around for Recorder {
+    type Pending = Timing;
 
-impl<S> Metrics<S> {
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S> Service<McpRequest> for Metrics<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let method = req.method.label_index();
-        let started = Instant::now();
-        ResponseFuture {
-            future: self.inner.call(req),
+    fn before(&self, req: &mut McpRequest) -> Result<Timing, McpResponse> {
+        Ok(Timing {
             series: self.series.clone(),
-            method,
-            started,
-        }
+            method: req.method.label_index(),
+            started: Instant::now(),
+        })
     }
 }
 
-pin_project! {
-    /// The response future of [`Metrics`]: the inner future, then one record.
-    pub struct ResponseFuture<F> {
-        #[pin]
-        future: F,
-        series: Arc<Series>,
-        method: usize,
-        started: Instant,
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Ok(response) = std::task::ready!(this.future.poll(cx));
-        this.series
-            .record(*this.method, response.outcome(), *this.started);
-        Poll::Ready(Ok(response))
+impl Finish for Timing {
+    fn finish(self, response: &mut McpResponse) {
+        self.series
+            .record(self.method, response.outcome(), self.started);
     }
 }

@@ -17,6 +17,9 @@
 //! - the task model ([`Task`], [`TaskState`]) for layers that serve tasks;
 //! - [`Gate`]: the `Service` and `Layer` plumbing of a layer that looks at each request and
 //!   either passes it on or answers it itself, written once. Such a layer is a [`Check`].
+//! - [`Wrap`]: the same for a layer that also sees the response (metrics, audit, auth): an
+//!   [`Around`] whose `before` looks at the request (or answers it) and returns what its
+//!   [`Finish`] needs once the inner service has answered.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -159,6 +162,146 @@ impl<S, C: Clone> Layer<S> for GateLayer<C> {
 
     fn layer(&self, inner: S) -> Self::Service {
         Gate::new(inner, self.check.clone())
+    }
+}
+
+/// What a wrapping layer does around the inner service: look at the request (or answer it
+/// instead), then see the response.
+pub trait Around {
+    /// What `before` learnt that `finish` needs.
+    type Pending: Finish;
+
+    /// Runs before the inner service; an `Err` answers the request without calling it.
+    #[allow(clippy::result_large_err)]
+    fn before(&self, req: &mut McpRequest) -> Result<Self::Pending, McpResponse>;
+}
+
+/// The second half of an [`Around`]: runs once the inner service has answered.
+pub trait Finish {
+    fn finish(self, response: &mut McpResponse);
+}
+
+impl Finish for () {
+    fn finish(self, _response: &mut McpResponse) {}
+}
+
+/// A layer that runs an [`Around`] on each request and its response: the `Service` of every
+/// such layer, written once (metrics, audit and auth are `Wrap`s).
+#[derive(Clone, Debug)]
+pub struct Wrap<S, A> {
+    inner: S,
+    around: A,
+}
+
+impl<S, A> Wrap<S, A> {
+    /// `config` is the [`Around`] itself, or what it is built from.
+    pub fn new(inner: S, config: impl Into<A>) -> Self {
+        Self {
+            inner,
+            around: config.into(),
+        }
+    }
+
+    /// The [`Around`] (the layer's configuration).
+    pub fn around_ref(&self) -> &A {
+        &self.around
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, A> Service<McpRequest> for Wrap<S, A>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
+    A: Around,
+{
+    type Response = McpResponse;
+    type Error = Infallible;
+    type Future = WrapFuture<S::Future, A::Pending>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: McpRequest) -> Self::Future {
+        match self.around.before(&mut req) {
+            Ok(pending) => WrapFuture::Inner {
+                future: self.inner.call(req),
+                pending: Some(pending),
+            },
+            Err(answer) => WrapFuture::Answered {
+                response: std::future::ready(Ok(answer)),
+            },
+        }
+    }
+}
+
+/// Applies a [`Wrap`] with the given [`Around`] to a service.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WrapLayer<A> {
+    around: A,
+}
+
+impl<A> WrapLayer<A> {
+    /// A wrapping layer running `around`, given as itself or as what it is built from.
+    pub fn with(config: impl Into<A>) -> Self {
+        Self {
+            around: config.into(),
+        }
+    }
+
+    /// The [`Around`] (the layer's configuration).
+    pub fn around_ref(&self) -> &A {
+        &self.around
+    }
+}
+
+impl<S, A: Clone> Layer<S> for WrapLayer<A> {
+    type Service = Wrap<S, A>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Wrap::new(inner, self.around.clone())
+    }
+}
+
+pin_project! {
+    /// Response future of a [`Wrap`]: its answer, or the inner future and then [`Finish`].
+    #[project = WrapFutureProj]
+    pub enum WrapFuture<F, P> {
+        Answered { #[pin] response: Ready<Result<McpResponse, Infallible>> },
+        Inner { #[pin] future: F, pending: Option<P> },
+    }
+}
+
+impl<F, P> Future for WrapFuture<F, P>
+where
+    F: Future<Output = Result<McpResponse, Infallible>>,
+    P: Finish,
+{
+    type Output = Result<McpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            WrapFutureProj::Answered { response } => response.poll(cx),
+            WrapFutureProj::Inner { future, pending } => {
+                let Ok(mut response) = std::task::ready!(future.poll(cx));
+                if let Some(pending) = pending.take() {
+                    pending.finish(&mut response);
+                }
+                Poll::Ready(Ok(response))
+            }
+        }
     }
 }
 

@@ -1,16 +1,9 @@
-//! [`AuditLayer`], the [`Audit`] service and its [`ResponseFuture`].
+//! [`AuditLayer`], the [`Audit`] service and what it records of each request.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use pin_project_lite::pin_project;
 use serde_json::Value;
-use tower_layer::Layer;
-use tower_service::Service;
 
 use std::borrow::Cow;
 
@@ -19,27 +12,38 @@ use uuid::Uuid;
 use super::record::{ArgsSummary, AuditRecord, name_field, scrub_message, uuid_field};
 use super::sink::AuditSink;
 use crate::config::AuditConfig;
-use crate::protocol::era::Era;
-use crate::protocol::{
-    McpRequest, McpResponse, Method, Outcome, Payload, ProtocolVersion, RequestId, STDIO_IDENTITY,
-    Transport,
+use crate::plugin::{
+    AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Payload,
+    ProtocolVersion, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
 };
-use crate::tools::AGENT_STATUS;
+use crate::protocol::era::Era;
 
-/// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or
-/// failed request.
+/// The audit layer's [`Around`]: where lines go and how much of a request they hold.
 #[derive(Clone, Debug)]
-pub struct AuditLayer {
+pub struct Auditor {
     sink: AuditSink,
     include_request: bool,
 }
 
-impl AuditLayer {
-    pub fn new(sink: AuditSink) -> Self {
+impl From<AuditSink> for Auditor {
+    fn from(sink: AuditSink) -> Self {
         Self {
             sink,
             include_request: false,
         }
+    }
+}
+
+/// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or
+/// failed request.
+pub type AuditLayer = WrapLayer<Auditor>;
+
+/// Records requests and their outcomes (see the module docs); never changes a response.
+pub type Audit<S> = Wrap<S, Auditor>;
+
+impl WrapLayer<Auditor> {
+    pub fn new(sink: AuditSink) -> Self {
+        WrapLayer::with(sink)
     }
 
     /// The layer `audit` asks for, or `None` when it is off; an error when `audit.file`
@@ -56,55 +60,23 @@ impl AuditLayer {
 
     /// Where this layer's lines go (to [`AuditSink::flush`] them at shutdown).
     pub fn sink(&self) -> &AuditSink {
-        &self.sink
+        &self.around_ref().sink
     }
 
     /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
-    pub fn with_include_request(mut self, include: bool) -> Self {
-        self.include_request = include;
-        self
+    pub fn with_include_request(self, include: bool) -> Self {
+        WrapLayer::with(Auditor {
+            include_request: include,
+            ..self.around_ref().clone()
+        })
     }
 }
 
-impl<S> Layer<S> for AuditLayer {
-    type Service = Audit<S>;
+impl Around for Auditor {
+    type Pending = Pending;
 
-    fn layer(&self, inner: S) -> Audit<S> {
-        Audit {
-            inner,
-            sink: self.sink.clone(),
-            include_request: self.include_request,
-        }
-    }
-}
-
-/// Records requests and their outcomes (see the module docs); never changes a response.
-#[derive(Clone, Debug)]
-pub struct Audit<S> {
-    inner: S,
-    sink: AuditSink,
-    include_request: bool,
-}
-
-impl<S> Audit<S> {
-    pub fn new(inner: S, sink: AuditSink) -> Self {
-        AuditLayer::new(sink).layer(inner)
-    }
-
-    pub fn layer(sink: AuditSink) -> AuditLayer {
-        AuditLayer::new(sink)
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
+    fn before(&self, req: &mut McpRequest) -> Result<Pending, McpResponse> {
+        Ok(Pending::capture(req, &self.sink, self.include_request))
     }
 }
 
@@ -112,7 +84,7 @@ impl<S> Audit<S> {
 /// besides the arrival instant, no copy of a known name, no allocation for an in-process or
 /// anonymous caller; the writer thread does the formatting.
 #[derive(Debug)]
-struct Pending {
+pub struct Pending {
     arrived: Instant,
     id: Option<RequestId>,
     version: ProtocolVersion,
@@ -179,8 +151,10 @@ impl Pending {
             sink: sink.clone(),
         }
     }
+}
 
-    fn finish(self, response: &McpResponse) {
+impl Finish for Pending {
+    fn finish(self, response: &mut McpResponse) {
         let outcome = response.outcome();
         if !self.always && outcome == Outcome::Ok {
             return;
@@ -269,55 +243,10 @@ impl RawId {
     }
 }
 
-impl<S> Service<McpRequest> for Audit<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let pending = Pending::capture(&req, &self.sink, self.include_request);
-        ResponseFuture {
-            future: self.inner.call(req),
-            pending: Some(pending),
-        }
-    }
-}
-
-pin_project! {
-    /// The response future of [`Audit`]: the inner future, then one audit line.
-    pub struct ResponseFuture<F> {
-        #[pin]
-        future: F,
-        pending: Option<Pending>,
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Ok(response) = std::task::ready!(this.future.poll(cx));
-        if let Some(pending) = this.pending.take() {
-            pending.finish(&response);
-        }
-        Poll::Ready(Ok(response))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
     use super::*;
     use crate::protocol::{ErrorObject, McpResult, Refusal, RequestContext};
     use serde_json::json;
