@@ -1,5 +1,6 @@
 //! Audit log rotation in the real `agent-mcp serve` under load: logrotate's rename + SIGHUP,
 //! and size rotation (`audit.max_bytes`, `audit.keep`). No line may be lost or split.
+#![cfg(unix)]
 
 mod support;
 
@@ -106,8 +107,8 @@ async fn sighup_while_thousands_of_calls_are_in_flight_loses_and_splits_no_line(
                     .status()
                     .expect("kill");
                 assert!(sent.success());
-                // The server reopens before it writes again.
-                for _ in 0..500 {
+                // The server reopens before it writes again (at once when idle).
+                for _ in 0..2500 {
                     if path.exists() {
                         break;
                     }
