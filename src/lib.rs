@@ -147,6 +147,12 @@ impl AgentMcp {
         ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
     }
 
+    /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
+    /// it after rotating `audit.file` (the server does on SIGHUP).
+    pub fn audit_sink(&self) -> Option<&crate::layers::audit::AuditSink> {
+        self.audit.as_ref().map(AuditLayer::sink)
+    }
+
     /// Checks that the store takes writes and Ollama answers.
     pub async fn readiness(&self) -> ops::Readiness {
         ops::readiness(self.agent.core()).await

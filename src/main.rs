@@ -172,6 +172,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
+    reopen_audit_on_sighup(&server);
     info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
@@ -191,6 +192,7 @@ async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), 
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
+    reopen_audit_on_sighup(&server);
     let addr = listener.local_addr()?;
     info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
     let metrics = agent_mcp::metrics::install()
@@ -206,6 +208,36 @@ async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), 
     .await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// SIGHUP reopens `audit.file` (what logrotate's `postrotate` sends) instead of ending the
+/// process. Lines written until the reopen go to the renamed file.
+fn reopen_audit_on_sighup(server: &AgentMcp) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let sink = server.audit_sink().cloned();
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGHUP ({e}); audit.file cannot be reopened");
+                return;
+            }
+        };
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                match &sink {
+                    Some(sink) => {
+                        info!(target: "agent_mcp::audit", "SIGHUP: reopening the audit log");
+                        sink.reopen();
+                    }
+                    None => info!("SIGHUP: audit is off, nothing to reopen"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = server;
 }
 
 async fn shutdown_signal() {

@@ -2,7 +2,13 @@
 //!
 //! Recording goes through the `metrics` facade, so a library user may install any recorder
 //! (or none: then recording costs nothing). `agent-mcp serve` installs the Prometheus recorder
-//! with [`install`] and serves [`MetricsHandle::render`] at `GET /metrics`.
+//! with [`install`] and serves [`MetricsHandle::render`] at `GET /metrics`; `agent-mcp stdio`
+//! installs none, so it pays nothing for metrics.
+//!
+//! The Prometheus recorder keeps every histogram sample until it is folded into the buckets,
+//! which happens on a render or an upkeep pass. [`install`] starts a thread that runs the
+//! upkeep every [`UPKEEP_INTERVAL`], so memory stays flat whether or not anything scrapes
+//! `/metrics` (at most one interval of samples is held).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -23,6 +29,9 @@ pub const TASKS_FINISHED: &str = "agent_mcp_tasks_finished_total";
 pub const OLLAMA_REQUEST_SECONDS: &str = "agent_mcp_ollama_request_duration_seconds";
 /// Tokens Ollama reported, by `direction` (input = prompt_eval_count, output = eval_count).
 pub const TOKENS: &str = "agent_mcp_tokens_total";
+
+/// How often the recorder folds histogram samples into their buckets (see the module docs).
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Histogram buckets in seconds: MCP answers take micro- to milliseconds, model calls seconds
 /// to minutes.
@@ -63,7 +72,10 @@ impl MetricsHandle {
 }
 
 /// Installs the Prometheus recorder for this process (once; later calls return the same
-/// handle). Fails only if another recorder was installed first.
+/// handle) and starts its upkeep thread, which folds histogram samples every
+/// [`UPKEEP_INTERVAL`] so they never pile up between scrapes. Fails if another recorder was
+/// installed first, or if the upkeep thread cannot start (then no recorder is installed and
+/// recording stays free).
 pub fn install() -> Result<MetricsHandle, String> {
     static HANDLE: OnceLock<Result<MetricsHandle, String>> = OnceLock::new();
     HANDLE
@@ -73,6 +85,18 @@ pub fn install() -> Result<MetricsHandle, String> {
                 .map_err(|e| e.to_string())?
                 .build_recorder();
             let handle = recorder.handle();
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("agent-mcp-metrics".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(UPKEEP_INTERVAL);
+                        upkeep.run_upkeep();
+                    }
+                })
+                .map_err(|e| {
+                    format!("cannot start the metrics upkeep thread ({e}); /metrics is unavailable")
+                })?;
             metrics::set_global_recorder(recorder).map_err(|e| {
                 format!("another metrics recorder is installed ({e}); /metrics is unavailable")
             })?;

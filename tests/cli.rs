@@ -24,6 +24,7 @@ fn the_example_config_documents_exactly_the_defaults() {
         ("store", "path"),
         ("http", "max_body_bytes"),
         ("audit", "file"),
+        ("audit", "max_bytes"),
     ] {
         assert!(
             tree[section].get(key).is_none(),
@@ -233,6 +234,44 @@ const CLI_CASES: &[CliCase] = &[
         config: Some("ollama:\n  temperature: 9\n"),
         exit: Exit::Code(2),
         stderr_has: &["ollama.temperature"],
+        ..CASE
+    },
+    CliCase {
+        name: "audit.max_bytes without audit.file says what to set",
+        config: Some("audit:\n  max_bytes: 10 MiB\n"),
+        exit: Exit::Code(2),
+        stderr_has: &["audit.max_bytes: rotates audit.file, which is unset"],
+        ..CASE
+    },
+    CliCase {
+        name: "a tiny audit.max_bytes is refused with the minimum",
+        config: Some("audit:\n  file: a.jsonl\n  max_bytes: 1 KiB\n"),
+        exit: Exit::Code(2),
+        stderr_has: &["audit.max_bytes: must be at least 64 KiB, got 1024 bytes"],
+        ..CASE
+    },
+    CliCase {
+        name: "audit.keep 0 is refused",
+        env: &[("AGENT_MCP_AUDIT_KEEP", "0")],
+        exit: Exit::Code(2),
+        stderr_has: &["audit.keep: must be from 1 through 1000"],
+        ..CASE
+    },
+    CliCase {
+        name: "check-config says what an unset audit.max_bytes means",
+        stdout_has: &["no size limit; SIGHUP reopens audit.file"],
+        ..CASE
+    },
+    CliCase {
+        name: "audit.max_bytes from the environment",
+        env: &[
+            ("AGENT_MCP_AUDIT_MAX_BYTES", "100 MiB"),
+            ("AGENT_MCP_AUDIT_FILE", "{dir}/a.jsonl"),
+        ],
+        check: Some(|out| {
+            let printed = Config::from_yaml(&String::from_utf8_lossy(&out.stdout)).unwrap();
+            assert_eq!(printed.audit.max_bytes, Some(bytesize::ByteSize::mib(100)));
+        }),
         ..CASE
     },
     CliCase {

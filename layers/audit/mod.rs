@@ -27,7 +27,9 @@
 //! Lines go to a file (`audit.file`: appended, created with mode 0600, parent directories
 //! created; one that cannot be opened stops the server at start) or to stderr, written by a
 //! background thread: the request path only queues a
-//! record (see [`AuditSink`]). A failing write is reported on the application log and never
+//! record (see [`AuditSink`]). A file is reopened on [`AuditSink::reopen`] (SIGHUP in the
+//! server, for logrotate) and rotated by size with `audit.max_bytes`/`audit.keep`
+//! ([`Rotation`]); lines are never split across files. A failing write is reported on the application log and never
 //! touches the response. The identity is the one an inner auth layer reports on the response
 //! ([`McpResponse::identity`](crate::protocol::McpResponse::identity)), or else the one the
 //! request arrived with. A `debug` event under the target `mcp::audit` repeats method, tool,
@@ -80,4 +82,4 @@ mod sink;
 
 pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
 pub use service::{Audit, AuditLayer, Auditor, Pending};
-pub use sink::AuditSink;
+pub use sink::{AuditSink, Rotation};

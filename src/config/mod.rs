@@ -459,7 +459,19 @@ pub struct AuditConfig {
     pub file: Option<PathBuf>,
     /// Also record the full request text (off: only its length and SHA-256).
     pub include_request: bool,
+    /// Rotate `file` before it would grow past this size (`file` → `file.1` → … →
+    /// `file.<keep>`, whole lines only). Unset: never by size; SIGHUP reopens `file` for
+    /// logrotate either way.
+    #[serde(with = "exact_size::option")]
+    pub max_bytes: Option<ByteSize>,
+    /// Rotated files kept beside `file` when `max_bytes` is set (the oldest is deleted).
+    pub keep: u32,
 }
+
+/// The smallest `audit.max_bytes`: room for many lines, even ones with a full request text.
+pub const AUDIT_MIN_MAX_BYTES: u64 = 64 * 1024;
+/// The most rotated audit files `audit.keep` may ask for.
+pub const AUDIT_MAX_KEEP: u32 = 1000;
 
 impl Default for AuditConfig {
     fn default() -> Self {
@@ -467,6 +479,8 @@ impl Default for AuditConfig {
             enabled: true,
             file: None,
             include_request: false,
+            max_bytes: None,
+            keep: 5,
         }
     }
 }

@@ -80,6 +80,14 @@ impl Config {
             && let Some(audit) = &self.audit.file
         {
             files.push((OwnFile::Audit, audit.clone()));
+            // The files size rotation moves it to (audit.jsonl.1 …), before they exist too.
+            if self.audit.max_bytes.is_some() {
+                for n in 1..=self.audit.keep {
+                    let mut name = audit.clone().into_os_string();
+                    name.push(format!(".{n}"));
+                    files.push((OwnFile::AuditRotated, PathBuf::from(name)));
+                }
+            }
         }
         files
     }
@@ -93,8 +101,9 @@ impl Config {
         let mut warnings = Vec::new();
         for (kind, file) in self.own_files_by_kind(config_file) {
             let (what, fix) = match kind {
-                // The database stands for its companions, which sit beside it.
-                OwnFile::DatabaseCompanion => continue,
+                // The database stands for its companions, audit.file for its rotated files,
+                // which sit beside them.
+                OwnFile::DatabaseCompanion | OwnFile::AuditRotated => continue,
                 OwnFile::Config => (
                     "the configuration file",
                     "keep agent.yaml outside the workspace and pass it with --config, or set \
@@ -130,6 +139,7 @@ enum OwnFile {
     Database,
     DatabaseCompanion,
     Audit,
+    AuditRotated,
 }
 
 /// `$XDG_STATE_HOME` (when absolute, as the XDG spec requires), else `$HOME/.local/state`.
@@ -255,6 +265,21 @@ mod tests {
             ]
         );
         config.store.backend = StoreBackend::Memory;
+        config.audit.max_bytes = Some(bytesize::ByteSize::mib(1));
+        config.audit.keep = 2;
+        let names: Vec<String> = config
+            .own_files(None)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "/var/log/agent-mcp/audit.jsonl",
+                "/var/log/agent-mcp/audit.jsonl.1",
+                "/var/log/agent-mcp/audit.jsonl.2",
+            ]
+        );
         config.audit.enabled = false;
         assert_eq!(config.own_files(None), Vec::<PathBuf>::new());
     }
@@ -291,6 +316,8 @@ mod tests {
             std::os::unix::fs::symlink(&ws, &link).expect("symlink");
             config.store.path = None;
             config.audit.file = Some(link.join("logs/audit.jsonl"));
+            // Its rotated files are not warned about on their own.
+            config.audit.max_bytes = Some(bytesize::ByteSize::mib(1));
             let warnings = config.overlap_warnings(None);
             assert_eq!(warnings.len(), 1, "{warnings:#?}");
             assert!(

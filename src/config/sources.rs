@@ -169,6 +169,12 @@ impl Config {
         if self.audit.file.is_none() {
             derived.insert("audit.file", "stderr".into());
         }
+        if self.audit.max_bytes.is_none() {
+            derived.insert(
+                "audit.max_bytes",
+                "no size limit; SIGHUP reopens audit.file".into(),
+            );
+        }
         derived
     }
 }

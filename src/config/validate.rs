@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{AgentConfig, Config, ConfigError};
+use super::{AUDIT_MAX_KEEP, AUDIT_MIN_MAX_BYTES, AgentConfig, Config, ConfigError};
 
 impl Config {
     /// Checks values serde cannot.
@@ -121,6 +121,42 @@ impl Config {
             if self.rate_limit.reads.burst == 0 {
                 return invalid("rate_limit.reads.burst", "must be greater than 0".into());
             }
+        }
+        self.validate_audit()
+    }
+
+    fn validate_audit(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        let audit = &self.audit;
+        if !(1..=AUDIT_MAX_KEEP).contains(&audit.keep) {
+            return invalid(
+                "audit.keep",
+                format!(
+                    "must be from 1 through {AUDIT_MAX_KEEP} (rotated files kept), got {}",
+                    audit.keep
+                ),
+            );
+        }
+        let Some(max) = audit.max_bytes else {
+            return Ok(());
+        };
+        if max.as_u64() < AUDIT_MIN_MAX_BYTES {
+            return invalid(
+                "audit.max_bytes",
+                format!(
+                    "must be at least 64 KiB, got {} bytes; e.g. 100 MiB, or null to rotate \
+                     only on SIGHUP",
+                    max.as_u64()
+                ),
+            );
+        }
+        if audit.enabled && audit.file.is_none() {
+            return invalid(
+                "audit.max_bytes",
+                "rotates audit.file, which is unset (audit lines go to stderr); set audit.file \
+                 or remove audit.max_bytes"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -11,6 +11,10 @@
 //! limited); stdio has no status codes or headers to add. Its caller presents no credential:
 //! the auth layer names it `stdio`.
 //!
+//! Memory is bounded when the client stops reading: at most [`MAX_IN_FLIGHT`] requests are
+//! handled at once and at most [`OUTPUT_QUEUE`] answers wait for the output. Past either,
+//! input is not read until the client catches up (backpressure, nothing dropped).
+//!
 //! ```no_run
 //! # async fn run(stack: agent_mcp::Stack) -> std::io::Result<()> {
 //! agent_mcp::transport::stdio::serve(stack, tokio::io::stdin(), tokio::io::stdout()).await
@@ -23,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -38,6 +42,12 @@ use crate::service::negotiated_version;
 
 /// The longest line accepted; longer ones are answered with an error and skipped.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Requests handled at once; the next line is read when one of them has been answered.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// Answers waiting for the output writer; handlers wait when it is full.
+pub const OUTPUT_QUEUE: usize = 256;
 
 type InFlight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
 
@@ -65,8 +75,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
     let writer = tokio::spawn(write_lines(output, rx));
+    let handlers = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let in_flight: InFlight = Arc::default();
     let mut negotiated: Option<ProtocolVersion> = None;
     let mut tasks = JoinSet::new();
@@ -80,7 +91,7 @@ where
                 let error = ErrorObject::invalid_request(format!(
                     "the message is longer than {max_line_bytes} bytes"
                 ));
-                send(&tx, &response_json(None, Err(&error)));
+                send(&tx, &response_json(None, Err(&error))).await;
                 continue;
             }
             LineRead::Line => {}
@@ -94,7 +105,7 @@ where
             Ok(Incoming::Notification { method, params }) => (None, method, params),
             Ok(Incoming::Response { .. }) => continue,
             Err(EnvelopeError { id, error }) => {
-                send(&tx, &response_json(id.as_ref(), Err(&error)));
+                send(&tx, &response_json(id.as_ref(), Err(&error))).await;
                 continue;
             }
         };
@@ -111,7 +122,7 @@ where
             Ok(c) => c,
             Err(error) => {
                 if id.is_some() {
-                    send(&tx, &response_json(id.as_ref(), Err(&error)));
+                    send(&tx, &response_json(id.as_ref(), Err(&error))).await;
                 }
                 continue;
             }
@@ -134,10 +145,14 @@ where
                 negotiated = Some(v);
             }
             if let Some(json) = response.to_json() {
-                send(&tx, &json);
+                send(&tx, &json).await;
             }
             continue;
         }
+        // Wait for a free handler slot (never closed, so this only waits).
+        let Ok(slot) = handlers.clone().acquire_owned().await else {
+            continue;
+        };
         if let Some(id) = &id {
             lock(&in_flight).insert(id.clone(), request.ctx.cancel.clone());
         }
@@ -155,8 +170,9 @@ where
                 return;
             }
             if let Some(json) = response.to_json() {
-                send(&tx, &json);
+                send(&tx, &json).await;
             }
+            drop(slot);
         });
         // Reap finished handlers so the set does not grow with the session.
         while tasks.try_join_next().is_some() {}
@@ -186,17 +202,18 @@ fn cancel_request(in_flight: &InFlight, params: &serde_json::Map<String, Value>)
     }
 }
 
-fn send(tx: &mpsc::UnboundedSender<Vec<u8>>, json: &Value) {
+/// Queues one answer for the writer, waiting while [`OUTPUT_QUEUE`] answers are queued.
+async fn send(tx: &mpsc::Sender<Vec<u8>>, json: &Value) {
     if let Ok(mut bytes) = serde_json::to_vec(json) {
         bytes.push(b'\n');
         // The writer only stops when output is gone; then there is no one to answer.
-        let _ = tx.send(bytes);
+        let _ = tx.send(bytes).await;
     }
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
 ) -> std::io::Result<()> {
     while let Some(line) = rx.recv().await {
         output.write_all(&line).await?;
@@ -258,4 +275,79 @@ async fn read_line<R: AsyncRead + Unpin>(
 
 fn trim_ascii(bytes: &[u8]) -> &[u8] {
     bytes.trim_ascii()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::McpResult;
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    /// A client that writes many requests and does not read: the server stops reading input
+    /// instead of piling up answers; once the client reads, every request is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_gets_backpressure_not_unbounded_buffering() {
+        const LINES: usize = 20_000;
+        let handled = Arc::new(AtomicUsize::new(0));
+        let counter = handled.clone();
+        let service = tower::service_fn(move |req: McpRequest| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async move { Ok::<_, Infallible>(req.result(McpResult::empty())) }
+        });
+        let (mut client_in, server_in) = tokio::io::duplex(64 * 1024);
+        let (server_out, client_out) = tokio::io::duplex(1024);
+        let serving = tokio::spawn(serve(service, server_in, server_out));
+        let written = Arc::new(AtomicUsize::new(0));
+        let writing = {
+            let written = written.clone();
+            tokio::spawn(async move {
+                for id in 0..LINES {
+                    let line = format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2025-11-25\"}}}}}}\n"
+                    );
+                    client_in.write_all(line.as_bytes()).await.unwrap();
+                    written.fetch_add(1, Ordering::Relaxed);
+                }
+                client_in.shutdown().await.unwrap();
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (stalled_at, handled_then) = (
+            written.load(Ordering::Relaxed),
+            handled.load(Ordering::Relaxed),
+        );
+        assert!(
+            handled_then <= MAX_IN_FLIGHT + OUTPUT_QUEUE + 64,
+            "{handled_then} requests handled with nobody reading the answers"
+        );
+        assert!(
+            stalled_at < LINES,
+            "all input was read while nothing was written out"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            written.load(Ordering::Relaxed),
+            stalled_at,
+            "input is still being read"
+        );
+        // The client reads now: everything is answered, nothing was dropped.
+        let mut ids = BTreeSet::new();
+        let mut lines = tokio::io::BufReader::new(client_out).lines();
+        while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("answers keep coming")
+            .unwrap()
+        {
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            assert!(answer["result"].is_object(), "{line}");
+            ids.insert(answer["id"].as_u64().unwrap());
+        }
+        writing.await.unwrap();
+        serving.await.unwrap().unwrap();
+        assert_eq!(ids.len(), LINES);
+        assert_eq!(handled.load(Ordering::Relaxed), LINES);
+    }
 }
