@@ -115,7 +115,7 @@ impl AgentMcp {
     ) -> Result<AgentMcp, AgentError> {
         // Before the worker starts, so a bad audit.file stops nothing half-started. Also
         // before the agent records the identity of the server's files: they exist by now.
-        let audit = AuditLayer::from_config(&config.audit).map_err(AgentError::Audit)?;
+        let audit = stack::audit_layer(&config.audit).map_err(AgentError::Audit)?;
         let agent = Agent::start_protecting(config, store, protect).await?;
         Ok(AgentMcp {
             agent,

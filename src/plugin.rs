@@ -88,7 +88,8 @@ pub struct Gate<S, C> {
 }
 
 impl<S, C> Gate<S, C> {
-    /// `config` is the check itself, or what it is built from.
+    /// `config` is the check itself, or what it is built from (e.g. `RateLimits` for the
+    /// rate limit layer's `Budgets`).
     pub fn new(inner: S, config: impl Into<C>) -> Self {
         Self {
             inner,
@@ -143,12 +144,9 @@ pub struct GateLayer<C> {
 }
 
 impl<C> GateLayer<C> {
-    /// A gate layer running `check`, given as itself or as what it is built from (its
-    /// configuration).
-    pub fn with(config: impl Into<C>) -> Self {
-        Self {
-            check: config.into(),
-        }
+    /// A gate layer running `check`.
+    pub const fn with(check: C) -> Self {
+        Self { check }
     }
 
     /// The check (the layer's configuration).
@@ -254,11 +252,9 @@ pub struct WrapLayer<A> {
 }
 
 impl<A> WrapLayer<A> {
-    /// A wrapping layer running `around`, given as itself or as what it is built from.
-    pub fn with(config: impl Into<A>) -> Self {
-        Self {
-            around: config.into(),
-        }
+    /// A wrapping layer running `around`.
+    pub const fn with(around: A) -> Self {
+        Self { around }
     }
 
     /// The [`Around`] (the layer's configuration).

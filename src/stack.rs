@@ -2,6 +2,8 @@
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
 mod layer_config;
+
+pub use layer_config::{audit_layer, rate_limits};
 mod task_backend;
 
 use tower::ServiceBuilder;
@@ -18,7 +20,7 @@ pub fn build(config: &Config, service: AgentService) -> std::io::Result<Stack> {
     Ok(build_with_audit(
         config,
         service,
-        AuditLayer::from_config(&config.audit)?,
+        layer_config::audit_layer(&config.audit)?,
     ))
 }
 

@@ -81,5 +81,5 @@ mod service;
 mod sink;
 
 pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
-pub use service::{Audit, AuditLayer, Auditor, Pending};
+pub use service::{Audit, AuditLayer, AuditOptions, Auditor, Pending};
 pub use sink::{AuditSink, Rotation};

@@ -1,6 +1,7 @@
 //! [`AuditLayer`], the [`Audit`] service and what it records of each request.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
@@ -10,13 +11,23 @@ use std::borrow::Cow;
 use uuid::Uuid;
 
 use super::record::{ArgsSummary, AuditRecord, name_field, scrub_message, uuid_field};
-use super::sink::AuditSink;
-use crate::config::AuditConfig;
+use super::sink::{AuditSink, Rotation};
 use crate::plugin::{
     AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Payload,
     ProtocolVersion, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
 };
 use crate::protocol::era::Era;
+
+/// The audit layer's configuration (`audit` in `agent.yaml`, converted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditOptions {
+    /// Append to this file (created 0600, parent directories too); `None`: stderr.
+    pub file: Option<PathBuf>,
+    /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
+    pub include_request: bool,
+    /// Rotate `file` by size.
+    pub rotation: Option<Rotation>,
+}
 
 /// The audit layer's [`Around`]: where lines go and how much of a request they hold.
 #[derive(Clone, Debug)]
@@ -43,19 +54,13 @@ pub type Audit<S> = Wrap<S, Auditor>;
 
 impl WrapLayer<Auditor> {
     pub fn new(sink: AuditSink) -> Self {
-        WrapLayer::with(sink)
+        WrapLayer::with(Auditor::from(sink))
     }
 
-    /// The layer `audit` asks for, or `None` when it is off; an error when `audit.file`
-    /// cannot be opened.
-    pub fn from_config(config: &AuditConfig) -> std::io::Result<Option<Self>> {
-        if !config.enabled {
-            return Ok(None);
-        }
-        let sink = AuditSink::from_config(config)?;
-        Ok(Some(
-            Self::new(sink).with_include_request(config.include_request),
-        ))
+    /// Opens the sink `options` name; an error when its file cannot be opened.
+    pub fn open(options: &AuditOptions) -> std::io::Result<Self> {
+        let sink = AuditSink::open(options.file.as_deref(), options.rotation)?;
+        Ok(Self::new(sink).with_include_request(options.include_request))
     }
 
     /// Where this layer's lines go (to [`AuditSink::flush`] them at shutdown).

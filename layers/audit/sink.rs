@@ -26,7 +26,6 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_cha
 use std::time::{Instant, SystemTime};
 
 use super::record::AuditRecord;
-use crate::config::AuditConfig;
 
 /// Records waiting for the writer before new ones are dropped.
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -76,15 +75,11 @@ enum Queued {
 }
 
 impl AuditSink {
-    /// The sink `audit.file` asks for: that file, or stderr when it is unset. A file that
-    /// cannot be opened is an error (the server refuses to start rather than keep its audit
-    /// trail somewhere the operator did not say).
-    pub fn from_config(config: &AuditConfig) -> io::Result<AuditSink> {
-        let rotation = config.max_bytes.map(|max| Rotation {
-            max_bytes: max.as_u64(),
-            keep: config.keep.max(1),
-        });
-        match &config.file {
+    /// The sink `file` asks for (`audit.file`): that file, or stderr when it is `None`. A
+    /// file that cannot be opened is an error (the server refuses to start rather than keep
+    /// its audit trail somewhere the operator did not say).
+    pub fn open(file: Option<&Path>, rotation: Option<Rotation>) -> io::Result<AuditSink> {
+        match file {
             None => Ok(Self::stderr()),
             Some(path) => Self::file_rotating(path, rotation).map_err(|e| {
                 io::Error::new(

@@ -14,7 +14,7 @@ pub type Images<S> = Gate<S, ImageLimits>;
 pub type ImagesLayer = GateLayer<ImageLimits>;
 
 impl GateLayer<ImageLimits> {
-    pub fn new(limits: ImageLimits) -> Self {
+    pub const fn new(limits: ImageLimits) -> Self {
         GateLayer::with(limits)
     }
 }

@@ -124,7 +124,7 @@ pub type RateLimit<S> = Gate<S, Budgets>;
 
 impl GateLayer<Budgets> {
     pub fn new(limits: RateLimits) -> Self {
-        GateLayer::with(limits)
+        GateLayer::with(Budgets::from(limits))
     }
 
     /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as

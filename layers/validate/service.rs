@@ -16,7 +16,7 @@ pub type Validate<S> = Gate<S, ToolSchemas>;
 pub type ValidateLayer = GateLayer<ToolSchemas>;
 
 impl GateLayer<ToolSchemas> {
-    pub fn new() -> Self {
+    pub const fn new() -> Self {
         GateLayer::with(ToolSchemas)
     }
 }

@@ -5,7 +5,24 @@
 use std::num::NonZeroU32;
 
 use crate::config;
-use crate::layers::{auth, images, rate_limit};
+use crate::layers::{audit, auth, images, rate_limit};
+
+/// The audit layer `audit` asks for, or `None` when it is off; an error when `audit.file`
+/// cannot be opened.
+pub fn audit_layer(section: &config::AuditConfig) -> std::io::Result<Option<audit::AuditLayer>> {
+    if !section.enabled {
+        return Ok(None);
+    }
+    let options = audit::AuditOptions {
+        file: section.file.clone(),
+        include_request: section.include_request,
+        rotation: section.max_bytes.map(|max| audit::Rotation {
+            max_bytes: max.as_u64(),
+            keep: section.keep.max(1),
+        }),
+    };
+    audit::AuditLayer::open(&options).map(Some)
+}
 
 /// The rate limit layer's budgets from `rate_limit`, or `None` when it is off (zero values
 /// are refused when the configuration is loaded).
