@@ -15,16 +15,16 @@
 //!   parsed once ([`McpRequest::parse_tool_call`]) and carried on the request, and
 //!   [`invalid_args`] for the contract's `Invalid arguments for tool` answer;
 //! - the task model ([`Task`], [`TaskState`]) for layers that serve tasks;
-//! - [`Gate`]: the `Service` and `Layer` plumbing of a layer that looks at each request and
-//!   either passes it on or answers it itself, written once. Such a layer is a [`Check`].
-//! - [`Wrap`]: the same for a layer that also sees the response (metrics, audit, auth): an
-//!   [`Around`] whose `before` looks at the request (or answers it) and returns what its
-//!   [`Finish`] needs once the inner service has answered.
+//! - [`Wrap`]: the `Service`, `Layer`, accessors and response future of a layer, written
+//!   once. The layer itself is an [`Around`]: its `before` looks at the request (or answers
+//!   it instead) and returns what its [`Finish`] needs once the inner service has answered
+//!   (metrics, audit, auth). A layer that only looks at requests is a [`Check`], run by a
+//!   [`Gate`] (validate, images, rate_limit).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use agent_mcp::plugin::{Check, GateLayer, McpRequest, McpResponse, McpResult, Method};
+//! use agent_mcp::plugin::{Check, GateLayer, Gated, McpRequest, McpResponse, McpResult, Method};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! /// Refuses `tools/list` (a plugin of your own, in your own crate).
@@ -32,16 +32,16 @@
 //! struct NoListing;
 //!
 //! impl Check for NoListing {
-//!     fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse> {
+//!     fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
 //!         match req.method {
 //!             Method::ToolsList => Err(req.result(McpResult::tool_text("not here", true))),
-//!             _ => Ok(req),
+//!             _ => Ok(()),
 //!         }
 //!     }
 //! }
 //!
 //! let svc = ServiceBuilder::new()
-//!     .layer(GateLayer::with(NoListing))
+//!     .layer(GateLayer::with(Gated(NoListing)))
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::empty()))
 //!     });
@@ -69,99 +69,39 @@ pub use crate::tools::{
     invalid_args,
 };
 
-/// What a gate layer decides about one request, before the inner service sees it.
+/// What a gate layer decides about one request, before the inner service sees it: the
+/// simplest [`Around`], with nothing to do once the response is there.
 pub trait Check {
     /// Pass the request on (changed or not), or answer it: the answer is a finished response
     /// (a refusal, a tool error), never a `Service::Error`.
-    // Both sides are moved once per request; boxing the answer would allocate on every refusal
-    // for nothing.
     #[allow(clippy::result_large_err)]
-    fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse>;
+    fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse>;
 }
 
-/// A layer that runs a [`Check`] on each request: the `Service` of every such layer, written
-/// once (validate, images and rate_limit are `Gate`s).
-#[derive(Clone, Debug)]
-pub struct Gate<S, C> {
-    inner: S,
-    check: C,
-}
+/// A [`Check`] as an [`Around`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gated<C>(pub C);
 
-impl<S, C> Gate<S, C> {
-    /// `config` is the check itself, or what it is built from (e.g. `RateLimits` for the
-    /// rate limit layer's `Budgets`).
-    pub fn new(inner: S, config: impl Into<C>) -> Self {
-        Self {
-            inner,
-            check: config.into(),
-        }
-    }
+impl<C: Check> Around for Gated<C> {
+    type Pending = ();
 
-    /// The check (the layer's configuration).
-    pub fn check_ref(&self) -> &C {
-        &self.check
-    }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
+    fn before(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
+        self.0.check(req)
     }
 }
 
-impl<S, C> Service<McpRequest> for Gate<S, C>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-    C: Check,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        match self.check.check(req) {
-            Ok(req) => ResponseFuture::inner(self.inner.call(req)),
-            Err(answer) => ResponseFuture::rejected(answer),
-        }
+impl<C> From<C> for Gated<C> {
+    fn from(check: C) -> Self {
+        Gated(check)
     }
 }
+
+/// A layer that runs a [`Check`] on each request (validate, images and rate_limit are
+/// `Gate`s).
+pub type Gate<S, C> = Wrap<S, Gated<C>>;
 
 /// Applies a [`Gate`] with the given [`Check`] to a service.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GateLayer<C> {
-    check: C,
-}
-
-impl<C> GateLayer<C> {
-    /// A gate layer running `check`.
-    pub const fn with(check: C) -> Self {
-        Self { check }
-    }
-
-    /// The check (the layer's configuration).
-    pub fn check_ref(&self) -> &C {
-        &self.check
-    }
-}
-
-impl<S, C: Clone> Layer<S> for GateLayer<C> {
-    type Service = Gate<S, C>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Gate::new(inner, self.check.clone())
-    }
-}
+pub type GateLayer<C> = WrapLayer<Gated<C>>;
 
 /// What a wrapping layer does around the inner service: look at the request (or answer it
 /// instead), then see the response.
@@ -297,42 +237,6 @@ where
                 }
                 Poll::Ready(Ok(response))
             }
-        }
-    }
-}
-
-pin_project! {
-    /// Response future of a layer that either answers a request itself or hands it to the
-    /// inner service. An answer allocates nothing beyond its response.
-    #[project = ResponseFutureProj]
-    pub enum ResponseFuture<F> {
-        Rejected { #[pin] response: Ready<Result<McpResponse, Infallible>> },
-        Inner { #[pin] future: F },
-    }
-}
-
-impl<F> ResponseFuture<F> {
-    pub fn rejected(response: McpResponse) -> Self {
-        Self::Rejected {
-            response: std::future::ready(Ok(response)),
-        }
-    }
-
-    pub fn inner(future: F) -> Self {
-        Self::Inner { future }
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<McpResponse, Infallible>>,
-{
-    type Output = Result<McpResponse, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Rejected { response } => response.poll(cx),
-            ResponseFutureProj::Inner { future } => future.poll(cx),
         }
     }
 }

@@ -1,6 +1,7 @@
 use super::check::{ImageLimits, check_images};
 use crate::plugin::{
-    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, ToolCall, invalid_args,
+    AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, ToolCall,
+    invalid_args,
 };
 
 /// Checks the images of `agent_run` calls and records each one's [`CheckedImage`] on the typed
@@ -15,15 +16,15 @@ pub type ImagesLayer = GateLayer<ImageLimits>;
 
 impl GateLayer<ImageLimits> {
     pub const fn new(limits: ImageLimits) -> Self {
-        GateLayer::with(limits)
+        GateLayer::with(Gated(limits))
     }
 }
 
 impl Check for ImageLimits {
-    fn check(&self, mut req: McpRequest) -> Result<McpRequest, McpResponse> {
+    fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
         // Only `agent_run` carries images; other calls are not this layer's to parse.
         if req.call.is_none() && req.tool_name() != Some(AGENT_RUN) {
-            return Ok(req);
+            return Ok(());
         }
         let problems = match req.parse_tool_call() {
             ParsedCall::Parsed(ToolCall::Run(args)) => check_images(&mut args.images, self).err(),
@@ -32,7 +33,7 @@ impl Check for ImageLimits {
         };
         match problems {
             Some(problems) => Err(req.result(invalid_args(AGENT_RUN, &problems))),
-            None => Ok(req),
+            None => Ok(()),
         }
     }
 }

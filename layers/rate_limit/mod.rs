@@ -74,6 +74,5 @@ mod service;
 
 pub use limiter::{CallerKey, CallerLimiter};
 pub use service::{
-    Budgets, RATE_LIMITED, RateLimit, RateLimitLayer, RateLimits, ResponseFuture,
-    retry_after_seconds,
+    Budgets, RATE_LIMITED, RateLimit, RateLimitLayer, RateLimits, retry_after_seconds,
 };

@@ -4,11 +4,9 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::plugin::ResponseFuture;
-
 use super::limiter::{CallerKey, CallerLimiter};
 use crate::plugin::{
-    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, Refusal, Transport,
+    AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, Refusal, Transport,
 };
 
 /// JSON-RPC error code of a refused (rate-limited) request ([`Refusal::RateLimited`]).
@@ -124,33 +122,33 @@ pub type RateLimit<S> = Gate<S, Budgets>;
 
 impl GateLayer<Budgets> {
     pub fn new(limits: RateLimits) -> Self {
-        GateLayer::with(Budgets::from(limits))
+        GateLayer::with(Gated(Budgets::from(limits)))
     }
 
     /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
     /// the single budget for every request, on every transport.
     pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
-        GateLayer::with(Budgets {
+        GateLayer::with(Gated(Budgets {
             main: Budget {
                 limiter,
                 counts: REQUESTS,
             },
             reads: None,
             limit_stdio: true,
-        })
+        }))
     }
 }
 
 impl Check for Budgets {
-    fn check(&self, req: McpRequest) -> Result<McpRequest, McpResponse> {
-        let Some(budget) = self.budget_of(&req) else {
-            return Ok(req);
+    fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
+        let Some(budget) = self.budget_of(req) else {
+            return Ok(());
         };
         let verdict = budget.limiter.check(&CallerKey::of(&req.ctx));
         prune_if_due(&budget.limiter);
         match verdict {
-            Ok(()) => Ok(req),
-            Err(wait) => Err(limited(&req, wait, budget)),
+            Ok(()) => Ok(()),
+            Err(wait) => Err(limited(req, wait, budget)),
         }
     }
 }

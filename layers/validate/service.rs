@@ -1,7 +1,9 @@
 use serde_json::{Map, Value};
 
 use super::rules;
-use crate::plugin::{Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, invalid_args};
+use crate::plugin::{
+    Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, invalid_args,
+};
 
 /// The [`Check`] of the validate layer: the published tool schemas, then the typed parse.
 /// It carries no configuration; the compiled schemas are shared by every instance.
@@ -17,13 +19,13 @@ pub type ValidateLayer = GateLayer<ToolSchemas>;
 
 impl GateLayer<ToolSchemas> {
     pub const fn new() -> Self {
-        GateLayer::with(ToolSchemas)
+        GateLayer::with(Gated(ToolSchemas))
     }
 }
 
 impl Check for ToolSchemas {
-    fn check(&self, mut req: McpRequest) -> Result<McpRequest, McpResponse> {
-        if let Some((tool, problems)) = violations(&req) {
+    fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
+        if let Some((tool, problems)) = violations(req) {
             return Err(req.result(invalid_args(tool, &problems)));
         }
         // The shape is the schema's: parse into the typed values every later layer and the
@@ -31,7 +33,7 @@ impl Check for ToolSchemas {
         if let ParsedCall::Invalid(answer) = req.parse_tool_call() {
             return Err(req.result(answer));
         }
-        Ok(req)
+        Ok(())
     }
 }
 
