@@ -90,7 +90,7 @@ impl SqliteStore {
     pub async fn set_read_only(&self, read_only: bool) -> Result<(), StoreError> {
         let path = self.path.clone();
         self.writer
-            .run(move |conn| {
+            .run_alone(move |conn| {
                 conn.pragma_update(None, "query_only", read_only)
                     .map_err(|e| describe(&path, e))
             })

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rusqlite::types::Type;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -239,7 +239,7 @@ pub(super) fn append_turns(
     id: Uuid,
     turns: &[Turn],
 ) -> rusqlite::Result<bool> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     if !session_exists(&tx, id)? {
         return Ok(false);
     }
@@ -264,7 +264,7 @@ pub(super) fn insert_task(
     task: &Task,
     images: &[StoredImage],
 ) -> rusqlite::Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let id = task.id.to_string();
     // The session was looked up before; if a purge removed it since (its last task expired),
     // it comes back empty rather than leaving this task without one.
@@ -332,7 +332,7 @@ pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
 
 /// `false` when the task is unknown. A terminal state releases the task's images.
 pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Result<bool> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let id = task.id.to_string();
     let changed = tx
         .prepare_cached(
@@ -404,7 +404,7 @@ pub(super) fn purge_batch(
     cutoff_ns: i64,
     limit: u32,
 ) -> rusqlite::Result<u64> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let gone = tx
         .prepare_cached(
             "DELETE FROM tasks WHERE seq IN (\
@@ -442,7 +442,7 @@ pub(super) fn purge_batch(
 /// Removes image links of tasks that no longer exist and images nothing links to. Cheap: only
 /// unfinished tasks have links.
 pub(super) fn sweep_images(conn: &mut Connection) -> rusqlite::Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     tx.execute(
         "DELETE FROM task_images WHERE task_id NOT IN (SELECT id FROM tasks)",
         [],

@@ -409,3 +409,83 @@ async fn the_database_folder_and_files_are_private() {
     let _store = open(&dir).await;
     assert_eq!(mode(&db), 0o600);
 }
+
+/// Group commit: writes that queue up while the writer is busy commit together, each under
+/// its own savepoint, so one that fails is rolled back alone and the others are stored and
+/// answered only after their commit.
+#[tokio::test]
+async fn writes_queued_together_commit_together_and_fail_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir).await);
+    let session = Session::new(None);
+    store.create_session(&session).await.unwrap();
+    // Hold the writer so what follows queues up behind it.
+    let (held, release) = std::sync::mpsc::channel::<()>();
+    let busy = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .writer
+                .run(move |_| {
+                    let _ = release.recv_timeout(std::time::Duration::from_secs(5));
+                    Ok(())
+                })
+                .await
+        })
+    };
+    let mut inserts = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let task = Task::new(session.id, None, "x".into(), None);
+        tasks.push(task.id);
+        let store = store.clone();
+        inserts.push(tokio::spawn(async move { store.insert_task(&task).await }));
+    }
+    // One write in the middle of the group stores a row, then fails: its row must go.
+    let failing = {
+        let store = store.clone();
+        let id = session.id;
+        tokio::spawn(async move {
+            store
+                .writer
+                .run(move |conn| {
+                    conn.execute(
+                        "UPDATE sessions SET owner = 'ghost' WHERE id = ?1",
+                        [id.to_string()],
+                    )
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                    Err::<(), _>(StoreError::Unavailable("refused on purpose".into()))
+                })
+                .await
+        })
+    };
+    for _ in 0..20 {
+        let task = Task::new(session.id, None, "y".into(), None);
+        tasks.push(task.id);
+        let store = store.clone();
+        inserts.push(tokio::spawn(async move { store.insert_task(&task).await }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    held.send(()).unwrap();
+    busy.await.unwrap().unwrap();
+    for insert in inserts {
+        insert.await.unwrap().unwrap();
+    }
+    let err = failing.await.unwrap().unwrap_err().to_string();
+    assert!(err.contains("refused on purpose"), "{err}");
+    // Every accepted task is on disk (read through a connection of its own); the failed
+    // write left nothing behind.
+    let conn = peek(&dir);
+    assert_eq!(count(&conn, "tasks"), 40);
+    let owner: Option<String> = conn
+        .query_row(
+            "SELECT owner FROM sessions WHERE id = ?1",
+            [session.id.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(owner, None);
+    for id in tasks {
+        assert!(store.task(id).await.unwrap().is_some());
+    }
+}
