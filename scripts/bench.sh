@@ -7,7 +7,8 @@
 #   (c) bare hyper answering a fixed JSON body (benches/peers/hyper_peer.rs): the ceiling.
 # Loads: modern-era (2026-07-28 headers and _meta) `tools/call agent_status` and `tools/list`,
 # at concurrency 1, 16 and 64, with wrk (installed with apt-get if missing).
-# Then: agent_run with 4 x 5 MiB images to durable acceptance vs a bare parse (benches/accept.rs).
+# Then: agent_run accepted durably at c=16 (agent-mcp only), and agent_run with 4 x 5 MiB images
+# to durable acceptance vs a bare parse (benches/accept.rs).
 #
 # On a 2-core machine the servers run on CPU 0 and wrk on CPU 1 (taskset), so the load
 # generator does not steal the server's core; every server gets one tokio worker thread.
@@ -164,6 +165,7 @@ LUA
 }
 lua_for tools/call agent_status "$STATUS_BODY" "$WORK/status.lua"
 lua_for tools/list "" "$LIST_BODY" "$WORK/list.lua"
+lua_for tools/call agent_run "$RUN_BODY" "$WORK/run.lua"
 
 measure() { # url lua conns → "rps p50 p99 errors"
   "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
@@ -181,6 +183,10 @@ for load in status list; do
     R[hyper,$load,$c]="$(measure "$hyper" "$WORK/$load.lua" "$c")"
   done
 done
+# agent_run accepted durably (answered after its commit, synchronous = FULL), c=16. The fake
+# Ollama finishes each task at once, so the worker's own writes compete with the accepts, as
+# they would in use. Only agent-mcp: the peers do not queue tasks.
+R[agent,run,16]="$(measure "$AGENT_URL" "$WORK/run.lua" 16)"
 echo "== load after: $(uptime)"
 
 fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }
@@ -212,6 +218,14 @@ for load in status list; do
     fi
   done
 done
+read -r run_rps run50 run99 runerr <<< "${R[agent,run,16]}"
+echo
+echo "| load | conc | agent-mcp req/s | p50 / p99 | errors |"
+echo "|---|---:|---:|---|---:|"
+echo "| tools/call agent_run (durable accept) | 16 | $run_rps | $(fmt_lat "$run50") / $(fmt_lat "$run99") | $runerr |"
+# Before group commit, one fsync per accepted task: about 1,060 accepts/s on this machine.
+ok="$(awk -v a="$run_rps" 'BEGIN { print (a >= 5*1060) ? "met" : "MISSED" }')"
+verdicts+=("agent_run c=16: ≥ 5 × 1,060 durable accepts/s — $ok ($run_rps/s)")
 echo
 echo "== agent_run with 4 x 5 MiB images to durable acceptance (SQLite, FULL) vs a bare parse"
 "${PIN_SERVER[@]}" "$ACCEPT" --bench | tee "$WORK/accept.txt"

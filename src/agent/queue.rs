@@ -1,17 +1,46 @@
 //! The FIFO of queued task ids. One worker takes from the front; at most one task is planning
 //! or running in the whole process.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// Waiting tasks, oldest first.
+///
+/// Every operation costs the same however long the queue is (a client polls each of its
+/// tasks' status, and each status says the task's place in line): each task gets a sequence
+/// number when it is queued, so its place is its distance from the front, less the tasks
+/// cancelled out of the line between them (few, and kept in a sorted set).
 #[derive(Debug, Default)]
 pub struct TaskQueue {
-    items: Mutex<VecDeque<Uuid>>,
+    items: Mutex<Line>,
     ready: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Line {
+    /// `(sequence number, task)`, oldest first; may still hold cancelled entries, skipped when
+    /// they reach the front.
+    order: VecDeque<(u64, Uuid)>,
+    /// The sequence number of every task still waiting.
+    waiting: HashMap<Uuid, u64>,
+    /// Sequence numbers cancelled out of the line but still in `order`.
+    gone: BTreeSet<u64>,
+    next_seq: u64,
+}
+
+impl Line {
+    /// Drops cancelled entries from the front, so the front is a waiting task.
+    fn settle(&mut self) {
+        while let Some(&(seq, _)) = self.order.front() {
+            if !self.gone.remove(&seq) {
+                break;
+            }
+            self.order.pop_front();
+        }
+    }
 }
 
 impl TaskQueue {
@@ -19,53 +48,68 @@ impl TaskQueue {
         Self::default()
     }
 
-    fn items(&self) -> std::sync::MutexGuard<'_, VecDeque<Uuid>> {
-        // Every critical section is a single VecDeque call, so a poisoned lock holds a
-        // consistent queue.
+    fn items(&self) -> std::sync::MutexGuard<'_, Line> {
+        // Every critical section leaves the line consistent before it can panic (none of
+        // them does), so a poisoned lock holds a consistent queue.
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Appends a task at the back.
     pub fn push(&self, id: Uuid) {
-        let mut items = self.items();
-        items.push_back(id);
-        crate::metrics::set_queue_depth(items.len());
-        drop(items);
+        let mut line = self.items();
+        let seq = line.next_seq;
+        line.next_seq += 1;
+        line.order.push_back((seq, id));
+        line.waiting.insert(id, seq);
+        crate::metrics::set_queue_depth(line.waiting.len());
+        drop(line);
         // A stored permit means a push before the worker waits is not lost.
         self.ready.notify_one();
     }
 
     /// 1-based position of a waiting task.
     pub fn position(&self, id: Uuid) -> Option<usize> {
-        self.items().iter().position(|x| *x == id).map(|i| i + 1)
+        let line = self.items();
+        let seq = *line.waiting.get(&id)?;
+        let front = line.order.front().map_or(seq, |(front, _)| *front);
+        let ahead = seq.saturating_sub(front) - line.gone.range(front..seq).count() as u64;
+        usize::try_from(ahead + 1).ok()
     }
 
     /// Takes a waiting task out of the queue (cancellation). Returns whether it was there.
     pub fn remove(&self, id: Uuid) -> bool {
-        let mut items = self.items();
-        let removed = match items.iter().position(|x| *x == id) {
-            Some(i) => items.remove(i).is_some(),
+        let mut line = self.items();
+        let removed = match line.waiting.remove(&id) {
+            Some(seq) => {
+                line.gone.insert(seq);
+                line.settle();
+                true
+            }
             None => false,
         };
-        crate::metrics::set_queue_depth(items.len());
+        crate::metrics::set_queue_depth(line.waiting.len());
         removed
     }
 
     pub fn len(&self) -> usize {
-        self.items().len()
+        self.items().waiting.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items().is_empty()
+        self.items().waiting.is_empty()
     }
 
     /// Waits for and takes the oldest task.
     pub async fn next(&self) -> Uuid {
         loop {
             let next = {
-                let mut items = self.items();
-                let next = items.pop_front();
-                crate::metrics::set_queue_depth(items.len());
+                let mut line = self.items();
+                line.settle();
+                let next = line.order.pop_front().map(|(_, id)| id);
+                if let Some(id) = next {
+                    line.waiting.remove(&id);
+                }
+                crate::metrics::set_queue_depth(line.waiting.len());
                 next
             };
             if let Some(id) = next {
@@ -94,6 +138,44 @@ mod tests {
         assert_eq!(q.next().await, ids[0]);
         assert_eq!(q.next().await, ids[2]);
         assert!(q.is_empty());
+    }
+
+    /// Positions stay right through cancellations anywhere in the line, checked against a
+    /// plain list.
+    #[tokio::test]
+    async fn positions_match_a_plain_list_through_cancellations() {
+        let q = TaskQueue::new();
+        let mut model: Vec<Uuid> = Vec::new();
+        let mut seed = 7u64;
+        let mut rand = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n.max(1)
+        };
+        for round in 0..2000 {
+            match rand(4) {
+                0 | 1 => {
+                    let id = Uuid::new_v4();
+                    q.push(id);
+                    model.push(id);
+                }
+                2 if !model.is_empty() => {
+                    let id = model.remove(rand(model.len()));
+                    assert!(q.remove(id), "round {round}");
+                    assert!(!q.remove(id));
+                }
+                _ if !model.is_empty() => {
+                    assert_eq!(q.next().await, model.remove(0), "round {round}");
+                }
+                _ => {}
+            }
+            assert_eq!(q.len(), model.len());
+            for (i, id) in model.iter().enumerate() {
+                assert_eq!(q.position(*id), Some(i + 1), "round {round}");
+            }
+        }
+        assert_eq!(q.position(Uuid::new_v4()), None);
     }
 
     #[tokio::test]
