@@ -1,6 +1,7 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
+mod shared_limit;
 mod task_backend;
 
 use tower::ServiceBuilder;
@@ -36,9 +37,7 @@ pub fn build_with_audit(
         // layer: auth
         .layer(crate::layers::auth::AuthLayer::from_config(&config.auth))
         // layer: rate_limit
-        .option_layer(crate::layers::rate_limit::RateLimitLayer::from_config(
-            &config.rate_limit,
-        ))
+        .option_layer(rate_limit(config, &service))
         // layer: tasks
         // Tasks stay readable for `store.retention` (the advertised `ttlMs`); the store
         // purges them only after that.
@@ -52,4 +51,26 @@ pub fn build_with_audit(
         .layer(crate::layers::images::ImagesLayer::new(config.mcp.images))
         .service(service);
     BoxCloneSyncService::new(svc)
+}
+
+/// The rate limit `rate_limit` asks for: in this process, or in the shared store's buckets
+/// when the store is shared (`store.backend: postgres`), so it holds across instances.
+fn rate_limit(
+    config: &Config,
+    service: &AgentService,
+) -> Option<
+    tower::util::Either<
+        crate::layers::rate_limit::RateLimitLayer,
+        crate::layers::rate_limit::SharedRateLimitLayer,
+    >,
+> {
+    use tower::util::Either;
+    let store = service.core().store.clone();
+    if store.shared().is_some() {
+        let buckets = std::sync::Arc::new(shared_limit::StoreBuckets(store));
+        crate::layers::rate_limit::SharedRateLimitLayer::from_config(&config.rate_limit, buckets)
+            .map(Either::Right)
+    } else {
+        crate::layers::rate_limit::RateLimitLayer::from_config(&config.rate_limit).map(Either::Left)
+    }
 }

@@ -1,6 +1,7 @@
 //! Several `agent-mcp serve` processes sharing one PostgreSQL database (real child processes,
 //! real HTTP on loopback, the fake Ollama): one task at a time in the whole application, in
-//! acceptance order; failover after kill -9; cancel through any instance.
+//! acceptance order; failover after kill -9; cancel through any instance; one rate limit
+//! across instances.
 //!
 //! Needs `AGENT_MCP_TEST_PG_URL` (`bash scripts/postgres.sh cargo test --locked`).
 
@@ -23,6 +24,10 @@ fn shared_config(ollama: &str, url: &str) -> Config {
     config.store.backend = StoreBackend::Postgres;
     config.store.url = Some(url.to_owned());
     config.store.lease = LEASE;
+    // The tests poll statuses fast; the read budget (global across instances) must not
+    // refuse them. The rate-limit test sets its own budgets.
+    config.rate_limit.reads.per_minute = 600_000;
+    config.rate_limit.reads.burst = 100_000;
     config
 }
 
@@ -228,4 +233,42 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
         "FIGURE cross-instance cancel: cancelled and connection closed {:.3} s after tasks/cancel",
         asked.elapsed().as_secs_f64()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_caller_spreading_61_agent_runs_over_three_instances_gets_one_429() {
+    let Some(url) = pg::fresh_database().await else {
+        return;
+    };
+    let fake = FakeOllama::start().await;
+    let mut config = shared_config(&fake.url(), &url);
+    // 60 agent_run at once, and the next cell a minute later: so 61 in a minute are one too
+    // many however fast this machine sends them. Per instance, each would allow all 61.
+    config.rate_limit = Default::default();
+    config.rate_limit.per_minute = 1;
+    config.rate_limit.burst = 60;
+    let servers = instances(&config, 3).await;
+    let clients: Vec<HttpClient> = servers.iter().map(ServeProcess::client).collect();
+    let started = Instant::now();
+    let mut refused = Vec::new();
+    for i in 0..61 {
+        let r = clients[i % 3]
+            .modern(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": format!("r{i}")}}),
+            )
+            .await;
+        match r.status.as_u16() {
+            200 => {}
+            429 => refused.push((i, r.text)),
+            other => panic!("agent_run {i}: {other} {}", r.text),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "too slow to test a minute's budget"
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, 60, "the 61st is the one refused");
+    assert!(refused[0].1.contains("Retry after"), "{}", refused[0].1);
 }

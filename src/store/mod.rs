@@ -129,6 +129,14 @@ pub trait SharedQueue: Send + Sync + std::fmt::Debug {
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError>;
     /// What other processes announce (new work, cancel requests, changed tasks).
     fn events(&self) -> tokio::sync::broadcast::Receiver<SharedEvent>;
+    /// Takes one cell from the shared rate-limit bucket `key` (GCRA: `per_minute` sustained,
+    /// `burst` at once, on the database clock): `None` when taken, else how long to wait.
+    async fn take_cell(
+        &self,
+        key: &str,
+        per_minute: u32,
+        burst: u32,
+    ) -> Result<Option<std::time::Duration>, StoreError>;
 }
 
 /// What [`SharedQueue::claim_next`] found.

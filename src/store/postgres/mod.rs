@@ -662,6 +662,13 @@ impl TaskStore for PostgresStore {
         )
         .await
         .map_err(|e| self.err(e))?;
+        // A bucket that is full again is no different from a missing one.
+        tx.execute(
+            "DELETE FROM rate_limits WHERE tat < extract(epoch FROM clock_timestamp())",
+            &[],
+        )
+        .await
+        .map_err(|e| self.err(e))?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(ids.len() as u64)
     }
@@ -880,5 +887,26 @@ impl SharedQueue for PostgresStore {
 
     fn events(&self) -> broadcast::Receiver<SharedEvent> {
         self.events.subscribe()
+    }
+
+    async fn take_cell(
+        &self,
+        key: &str,
+        per_minute: u32,
+        burst: u32,
+    ) -> Result<Option<Duration>, StoreError> {
+        let emission = 60.0 / f64::from(per_minute.max(1));
+        let capacity = emission * f64::from(burst.max(1));
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached("SELECT agent_mcp_take($1, $2, $3)")
+            .await
+            .map_err(|e| self.err(e))?;
+        let wait: f64 = client
+            .query_one(&stmt, &[&key, &emission, &capacity])
+            .await
+            .map_err(|e| self.err(e))?
+            .get(0);
+        Ok((wait > 0.0).then(|| Duration::try_from_secs_f64(wait).unwrap_or(Duration::MAX)))
     }
 }

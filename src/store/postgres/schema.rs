@@ -72,6 +72,33 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_id, position)
     );
     CREATE INDEX task_images_by_hash ON task_images (sha256);",
+    // 2: rate limits shared by every instance: GCRA, one row per bucket holding its
+    // theoretical arrival time (seconds on the database clock). UNLOGGED: no WAL for this
+    // hot, disposable state; a database crash empties it, which only gives callers a fresh
+    // budget. agent_mcp_take is one round trip: 0 when a cell was taken, else the seconds to
+    // wait.
+    "CREATE UNLOGGED TABLE rate_limits (
+        key TEXT PRIMARY KEY,
+        tat DOUBLE PRECISION NOT NULL
+    );
+    CREATE FUNCTION agent_mcp_take(bucket TEXT, emission DOUBLE PRECISION,
+                                   capacity DOUBLE PRECISION)
+    RETURNS DOUBLE PRECISION LANGUAGE plpgsql AS $$
+    DECLARE
+        now_s DOUBLE PRECISION := extract(epoch FROM clock_timestamp());
+        next_tat DOUBLE PRECISION;
+    BEGIN
+        INSERT INTO rate_limits AS r (key, tat) VALUES (bucket, now_s + emission)
+            ON CONFLICT (key) DO UPDATE SET tat = greatest(r.tat, now_s) + emission
+            WHERE greatest(r.tat, now_s) + emission - now_s <= capacity
+            RETURNING tat INTO next_tat;
+        IF FOUND THEN
+            RETURN 0;
+        END IF;
+        SELECT greatest(tat, now_s) + emission - now_s - capacity INTO next_tat
+            FROM rate_limits WHERE key = bucket;
+        RETURN greatest(next_tat, 0.001);
+    END $$;",
 ];
 
 /// Brings the schema up to [`MIGRATIONS`]' version. Fails, changing nothing, on a database

@@ -243,6 +243,42 @@ async fn cancel_reaches_the_instance_that_holds_the_task() {
     );
 }
 
+/// The shared GCRA bucket: `burst` at once, then one per emission interval, with the wait
+/// said; buckets are per key.
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_buckets_allow_the_burst_then_say_how_long_to_wait() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (a, b) = (open(&url).await, open(&url).await);
+    for store in [&a, &b, &a] {
+        assert_eq!(
+            store.shared().unwrap().take_cell("k", 60, 3).await.unwrap(),
+            None
+        );
+    }
+    let wait = b
+        .shared()
+        .unwrap()
+        .take_cell("k", 60, 3)
+        .await
+        .unwrap()
+        .expect("over the burst");
+    assert!(
+        wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
+        "{wait:?}"
+    );
+    assert_eq!(
+        a.shared().unwrap().take_cell("other", 60, 3).await.unwrap(),
+        None
+    );
+    tokio::time::sleep(wait).await;
+    assert_eq!(
+        a.shared().unwrap().take_cell("k", 60, 3).await.unwrap(),
+        None
+    );
+}
+
 /// The password is not in any message, even when the server refuses it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_password_is_reported_without_it() {
