@@ -97,8 +97,10 @@ pub struct AgentCore {
     /// Set when the process shuts down: a task stopped by it ends `failed` as interrupted
     /// (as after a crash), not `cancelled` (which only a client asks for).
     shutting_down: std::sync::atomic::AtomicBool,
-    /// Wakes the worker of a shared store (new work here or announced by another instance).
-    wake: tokio::sync::Notify,
+    /// Wakes the worker of a shared store: a task was queued (here or elsewhere)...
+    wake_queued: tokio::sync::Notify,
+    /// ...or the active task ended somewhere.
+    wake_freed: tokio::sync::Notify,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
@@ -115,7 +117,7 @@ impl AgentCore {
     /// only wakes to claim.
     pub fn enqueue(&self, id: Uuid) {
         if self.store.shared().is_some() {
-            self.wake.notify_one();
+            self.wake_queued.notify_one();
         } else {
             self.queue.push(id);
         }
@@ -258,7 +260,8 @@ impl Agent {
             cancel_on_arrival: Mutex::new(HashSet::new()),
             changes: watch::Sender::new(0),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
+            wake_queued: tokio::sync::Notify::new(),
+            wake_freed: tokio::sync::Notify::new(),
         });
         if !core.settings.tools.commands.allow.is_empty() {
             match tools::describe_command_isolation() {

@@ -31,23 +31,28 @@ pub(super) async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToke
         if shutdown.is_cancelled() {
             return;
         }
-        let wait = match shared.claim_next().await {
+        // While another task holds the slot, new tasks change nothing: only its end (or its
+        // lease lapsing) does. So a busy worker does not wake for every task accepted.
+        let (wait, on_queued) = match shared.claim_next().await {
             Ok(Claim::Claimed(id)) => {
                 run_claimed(&core, id, &shutdown).await;
                 continue;
             }
-            // Another task holds the slot: look again when its lease would lapse (a
-            // notification wakes us sooner when it ends).
-            Ok(Claim::Busy(left)) => (left + Duration::from_millis(100)).min(IDLE_POLL),
-            Ok(Claim::Empty) => IDLE_POLL,
+            Ok(Claim::Busy(left)) => ((left + Duration::from_millis(100)).min(IDLE_POLL), false),
+            Ok(Claim::Empty) => (IDLE_POLL, true),
             Err(e) => {
                 warn!(error = %e, "cannot claim a task; will retry");
-                RETRY
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+                continue;
             }
         };
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = core.wake.notified() => {}
+            () = core.wake_queued.notified(), if on_queued => {}
+            () = core.wake_freed.notified() => {}
             () = tokio::time::sleep(wait) => {}
         }
     }
@@ -107,7 +112,8 @@ pub(super) async fn dispatch_events(core: Arc<AgentCore>, shutdown: Cancellation
             event = events.recv() => event,
         };
         match event {
-            Ok(SharedEvent::Wake) => core.wake.notify_one(),
+            Ok(SharedEvent::Queued) => core.wake_queued.notify_one(),
+            Ok(SharedEvent::Freed) => core.wake_freed.notify_one(),
             Ok(SharedEvent::Cancel(id)) => {
                 if let Some((running, token)) = core.running_slot().as_ref()
                     && *running == id
@@ -118,7 +124,8 @@ pub(super) async fn dispatch_events(core: Arc<AgentCore>, shutdown: Cancellation
             Ok(SharedEvent::Changed(id)) => core.notify_task_changed(id),
             Ok(SharedEvent::Resync) | Err(RecvError::Lagged(_)) => {
                 core.changes.send_modify(|n| *n = n.wrapping_add(1));
-                core.wake.notify_one();
+                core.wake_queued.notify_one();
+                core.wake_freed.notify_one();
             }
             Err(RecvError::Closed) => return,
         }

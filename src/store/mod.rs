@@ -164,8 +164,10 @@ pub enum Heartbeat {
 /// An announcement from another process sharing the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SharedEvent {
-    /// A task was queued or one ended: there may be work to claim.
-    Wake,
+    /// A task was queued: an idle instance may claim it.
+    Queued,
+    /// The active task ended: the next one may be claimed.
+    Freed,
     /// Someone asked to cancel this task.
     Cancel(Uuid),
     /// This task changed (state, progress, result).

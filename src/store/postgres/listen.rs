@@ -67,10 +67,12 @@ async fn listen_once(
     }
 }
 
-/// `wake`, `cancel:<uuid>`, `changed:<uuid>`; anything else is ignored.
+/// `queued`, `freed`, `cancel:<uuid>`, `changed:<uuid>`; anything else is ignored.
 pub(super) fn parse(payload: &str) -> Option<SharedEvent> {
-    if payload == "wake" {
-        return Some(SharedEvent::Wake);
+    match payload {
+        "queued" => return Some(SharedEvent::Queued),
+        "freed" => return Some(SharedEvent::Freed),
+        _ => {}
     }
     let (kind, id) = payload.split_once(':')?;
     let id = Uuid::parse_str(id).ok()?;

@@ -14,8 +14,9 @@
 //! - **Lapsed leases**: the next claim by any process ends a planning/running task whose
 //!   lease lapsed `failed` ([`super::INTERRUPTED_INSTANCE_LOST`]); a task claimed but not yet
 //!   started goes back to the queue (nothing of it ran). Nothing that ran is run again.
-//! - **Announcements** on the channel `agent_mcp` (LISTEN/NOTIFY): `wake` (a task was
-//!   queued), `cancel:<id>`, `changed:<id>`. See `listen.rs`.
+//! - **Announcements** on the channel `agent_mcp` (LISTEN/NOTIFY): `queued` (a task was
+//!   queued), `freed` (a task ended: the slot is free), `cancel:<id>`, `changed:<id>`. See
+//!   `listen.rs`.
 
 mod listen;
 mod schema;
@@ -479,7 +480,7 @@ impl TaskStore for PostgresStore {
         }
         if task.state == TaskState::Queued {
             // Delivered at commit: idle instances wake and claim.
-            notify(&tx, "wake").await.map_err(|e| self.err(e))?;
+            notify(&tx, "queued").await.map_err(|e| self.err(e))?;
         }
         tx.commit().await.map_err(|e| self.err(e))
     }
@@ -606,7 +607,7 @@ impl TaskStore for PostgresStore {
                 .await
                 .map_err(|e| self.err(e))?;
             // The slot is free: the next task can be claimed.
-            notify(&tx, "wake").await.map_err(|e| self.err(e))?;
+            notify(&tx, "freed").await.map_err(|e| self.err(e))?;
         }
         tx.commit().await.map_err(|e| self.err(e))
     }

@@ -264,8 +264,9 @@ async fn rate_buckets_allow_the_burst_then_say_how_long_to_wait() {
         .await
         .unwrap()
         .expect("over the burst");
+    // At most one emission interval (less by however long the four calls took).
     assert!(
-        wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
+        wait > Duration::ZERO && wait <= Duration::from_secs(1),
         "{wait:?}"
     );
     assert_eq!(
