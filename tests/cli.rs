@@ -333,6 +333,13 @@ const CLI_CASES: &[CliCase] = &[
         ..CASE
     },
     CliCase {
+        name: "store.url without store.backend postgres is refused, not ignored",
+        env: &[("AGENT_MCP_STORE_URL", "postgres://a@127.0.0.1/x")],
+        exit: Exit::Code(2),
+        stderr_has: &["store.url", "store.backend"],
+        ..CASE
+    },
+    CliCase {
         name: "store.backend postgres without store.url says what to set",
         env: &[("AGENT_MCP_STORE_BACKEND", "postgres")],
         exit: Exit::Code(2),

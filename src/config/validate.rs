@@ -10,6 +10,14 @@ impl Config {
     fn validate_postgres(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
         if self.store.backend != super::StoreBackend::Postgres {
+            if self.store.url.is_some() {
+                return invalid(
+                    "store.url",
+                    "is only used with store.backend: postgres; set store.backend to postgres, \
+                     or remove store.url"
+                        .into(),
+                );
+            }
             return Ok(());
         }
         let Some(url) = self.store.url.as_deref() else {
