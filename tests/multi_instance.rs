@@ -206,11 +206,31 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
         assert!(Instant::now() < deadline, "the chat never started");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let other = servers
+    let other_server = servers
         .iter()
         .find(|s| s.child.id() != Some(pid))
-        .expect("an instance that does not run it")
-        .client();
+        .expect("an instance that does not run it");
+    let other = other_server.client();
+    // Operations on an instance that runs nothing: ready (the database answers), and the
+    // queue it reports is the application's.
+    for (i, server) in servers.iter().take(2).enumerate() {
+        server.client().agent_run(&format!("queued {i}")).await;
+    }
+    let get = |path: &str| {
+        let url = format!("{}{path}", other_server.base);
+        async move {
+            let r = reqwest::get(&url).await.expect("GET");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    };
+    let (status, ready) = get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert!(ready.contains(r#""store":{"ok":true}"#), "{ready}");
+    let (_, metrics) = get("/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l == "agent_mcp_queue_depth 2"),
+        "{metrics}"
+    );
     let asked = Instant::now();
     let r = other
         .modern_with_caps(

@@ -135,6 +135,18 @@ impl AgentCore {
         }
     }
 
+    /// How many tasks wait: in this process's queue, or with a shared store in the whole
+    /// application (0 if the database cannot say now).
+    pub async fn queue_len(&self) -> usize {
+        match self.store.shared() {
+            Some(shared) => shared.queued_count().await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot count the queued tasks");
+                0
+            }),
+            None => self.queue.len(),
+        }
+    }
+
     /// Cancels a task: a queued one leaves the queue and ends `cancelled` at once; a running
     /// one has its token fired and ends `cancelled` when the runner stops. Returns the task as
     /// it is after the request, or `None` if unknown.

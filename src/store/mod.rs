@@ -125,6 +125,8 @@ pub trait SharedQueue: Send + Sync + std::fmt::Debug {
         id: Uuid,
         result_if_queued: &str,
     ) -> Result<Option<Task>, StoreError>;
+    /// How many tasks are queued in the whole application.
+    async fn queued_count(&self) -> Result<usize, StoreError>;
     /// 1-based position of a queued task in the shared queue.
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError>;
     /// What other processes announce (new work, cancel requests, changed tasks).

@@ -869,6 +869,16 @@ impl SharedQueue for PostgresStore {
         Ok(task)
     }
 
+    async fn queued_count(&self) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM tasks WHERE state = 'queued'", &[])
+            .await
+            .map_err(|e| self.err(e))?
+            .get(0);
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError> {
         let client = self.client().await?;
         let stmt = client

@@ -145,6 +145,7 @@ async fn claims_are_fifo_and_one_at_a_time_across_instances() {
         matches!(one.claim_next_for_test().await, Claim::Busy(left) if left <= Duration::from_secs(10))
     );
     assert_eq!(one.shared_queue_position(ids[2]).await, Some(3));
+    assert_eq!(two.shared().unwrap().queued_count().await.unwrap(), 3);
     let mut t = two.task(ids[0]).await.unwrap().unwrap();
     t.transition(TaskState::Running);
     two.update_task(&t).await.unwrap();
