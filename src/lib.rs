@@ -57,7 +57,7 @@ use crate::config::{Config, StoreBackend};
 use crate::layers::audit::AuditLayer;
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
-use crate::store::{MemoryStore, SqliteStore, TaskStore};
+use crate::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
 use crate::transport::http::{HttpRules, McpHttpService};
 
 /// The whole MCP stack as one cloneable service.
@@ -86,6 +86,7 @@ impl AgentMcp {
     ) -> Result<AgentMcp, AgentError> {
         let store: Arc<dyn TaskStore> = match config.store.backend {
             StoreBackend::Memory => Arc::new(MemoryStore::new()),
+            StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
             StoreBackend::Sqlite => {
                 // The default file is per workspace, outside it (Config::store_path).
                 let mut store = config.store.clone();

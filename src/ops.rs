@@ -107,14 +107,15 @@ impl OpsEndpoints {
                 .map(|t| t.state),
             None => None,
         };
+        let queued = self.core.queue_len().await;
         for state in [TaskState::Queued, TaskState::Planning, TaskState::Running] {
             let value = match state {
-                TaskState::Queued => self.core.queue.len(),
+                TaskState::Queued => queued,
                 s => usize::from(running == Some(s)),
             };
             metrics::gauge!(crate::metrics::TASKS, "state" => state.as_str()).set(value as f64);
         }
-        crate::metrics::set_queue_depth(self.core.queue.len());
+        crate::metrics::set_queue_depth(queued);
         text_response(
             StatusCode::OK,
             handle.render(),

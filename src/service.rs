@@ -157,7 +157,11 @@ impl AgentService {
         {
             return not_found();
         }
-        let position = self.core.queue_position(task.id);
+        let position = if task.state == crate::task::TaskState::Queued {
+            self.core.queue_position(task.id).await
+        } else {
+            None
+        };
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_status(&task, position), false)

@@ -2,6 +2,7 @@
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
 mod layer_config;
+mod shared_limit;
 
 pub use layer_config::{audit_layer, rate_limits};
 mod task_backend;
@@ -39,10 +40,7 @@ pub fn build_with_audit(
         // layer: auth
         .layer(crate::layers::auth::AuthLayer::new((&config.auth).into()))
         // layer: rate_limit
-        .option_layer(
-            layer_config::rate_limits(&config.rate_limit)
-                .map(crate::layers::rate_limit::RateLimitLayer::new),
-        )
+        .option_layer(rate_limit(config, &service))
         // layer: tasks
         // Tasks stay readable for `store.retention` (the advertised `ttlMs`); the store
         // purges them only after that.
@@ -61,4 +59,28 @@ pub fn build_with_audit(
         ))
         .service(service);
     BoxCloneSyncService::new(svc)
+}
+
+/// The rate limit `rate_limit` asks for: in this process, or in the shared store's buckets
+/// when the store is shared (`store.backend: postgres`), so it holds across instances.
+fn rate_limit(
+    config: &Config,
+    service: &AgentService,
+) -> Option<
+    tower::util::Either<
+        crate::layers::rate_limit::RateLimitLayer,
+        crate::layers::rate_limit::SharedRateLimitLayer,
+    >,
+> {
+    use tower::util::Either;
+    let limits = layer_config::rate_limits(&config.rate_limit)?;
+    let store = service.core().store.clone();
+    Some(if store.shared().is_some() {
+        let buckets = std::sync::Arc::new(shared_limit::StoreBuckets(store));
+        Either::Right(crate::layers::rate_limit::SharedRateLimitLayer::new(
+            limits, buckets,
+        ))
+    } else {
+        Either::Left(crate::layers::rate_limit::RateLimitLayer::new(limits))
+    })
 }

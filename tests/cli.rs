@@ -354,6 +354,67 @@ const CLI_CASES: &[CliCase] = &[
         }),
         ..CASE
     },
+    CliCase {
+        name: "check-config never prints the PostgreSQL password, from the environment either",
+        env: &[
+            ("AGENT_MCP_STORE_BACKEND", "postgres"),
+            (
+                "AGENT_MCP_STORE_URL",
+                "postgres://agent:hunter2-secret@127.0.0.1:5432/agent_mcp",
+            ),
+        ],
+        stdout_has: &[
+            "backend: postgres",
+            "url: postgres://agent:<redacted>@127.0.0.1:5432/agent_mcp",
+            "# environment AGENT_MCP_STORE_URL",
+        ],
+        stdout_lacks: &["hunter2-secret"],
+        ..CASE
+    },
+    CliCase {
+        name: "store.url without store.backend postgres is refused, not ignored",
+        env: &[("AGENT_MCP_STORE_URL", "postgres://a@127.0.0.1/x")],
+        exit: Exit::Code(2),
+        stderr_has: &["store.url", "store.backend"],
+        ..CASE
+    },
+    CliCase {
+        name: "store.backend postgres without store.url says what to set",
+        env: &[("AGENT_MCP_STORE_BACKEND", "postgres")],
+        exit: Exit::Code(2),
+        stderr_has: &["store.url", "postgres://"],
+        ..CASE
+    },
+    CliCase {
+        name: "a PostgreSQL URL asking for TLS is refused, without its password",
+        config: Some(
+            "store:\n  backend: postgres\n  url: postgres://a:hunter2-secret@db/x?sslmode=require\n",
+        ),
+        exit: Exit::Code(2),
+        stderr_has: &["store.url", "TLS", "<redacted>"],
+        check: Some(|out| {
+            assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2-secret"));
+        }),
+        ..CASE
+    },
+    CliCase {
+        name: "the server says so when PostgreSQL is unreachable, without the password",
+        args: &["stdio"],
+        env: &[
+            ("AGENT_MCP_STORE_BACKEND", "postgres"),
+            // Port 9 (discard): nothing listens there on loopback.
+            (
+                "AGENT_MCP_STORE_URL",
+                "postgres://agent:hunter2-secret@127.0.0.1:9/agent_mcp",
+            ),
+        ],
+        exit: Exit::Failure,
+        stderr_has: &["PostgreSQL at postgres://agent:<redacted>@127.0.0.1:9/agent_mcp"],
+        check: Some(|out| {
+            assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2-secret"));
+        }),
+        ..CASE
+    },
     // An `audit.file` that cannot be opened stops the server at start with the key, the path
     // and what to do, rather than moving the audit trail elsewhere.
     CliCase {

@@ -28,6 +28,10 @@
 //! `tower::limit::RateLimit`, which parks callers
 //! in `poll_ready` and so cannot answer 429.
 //!
+//! With `store.backend: postgres`, [`SharedRateLimitLayer`] keeps the same budgets in the
+//! database ([`SharedBuckets`]), so they hold across every instance; when the database cannot
+//! answer, each instance counts against its own in-process budget until it can.
+//!
 //! Edge cases:
 //! - Notifications are not counted and never refused: they get no answer that could carry a
 //!   refusal, and they cost nothing (the service only accepts them).
@@ -71,8 +75,10 @@
 
 mod limiter;
 mod service;
+mod shared;
 
 pub use limiter::{CallerKey, CallerLimiter};
 pub use service::{
     Budgets, RATE_LIMITED, RateLimit, RateLimitLayer, RateLimits, retry_after_seconds,
 };
+pub use shared::{SharedBuckets, SharedRateLimit, SharedRateLimitLayer, Verdict};

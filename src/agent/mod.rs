@@ -8,6 +8,7 @@
 pub mod plan;
 pub mod queue;
 pub mod runner;
+mod shared;
 pub mod status;
 mod step;
 mod step_progress;
@@ -96,6 +97,10 @@ pub struct AgentCore {
     /// Set when the process shuts down: a task stopped by it ends `failed` as interrupted
     /// (as after a crash), not `cancelled` (which only a client asks for).
     shutting_down: std::sync::atomic::AtomicBool,
+    /// Wakes the worker of a shared store: a task was queued (here or elsewhere)...
+    wake_queued: tokio::sync::Notify,
+    /// ...or the active task ended somewhere.
+    wake_freed: tokio::sync::Notify,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
@@ -108,14 +113,38 @@ impl AgentCore {
             .load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Queues a stored task.
+    /// Queues a stored task. With a shared store the database holds the queue: the worker
+    /// only wakes to claim.
     pub fn enqueue(&self, id: Uuid) {
-        self.queue.push(id);
+        if self.store.shared().is_some() {
+            self.wake_queued.notify_one();
+        } else {
+            self.queue.push(id);
+        }
     }
 
-    /// Position of a queued task, 1-based.
-    pub fn queue_position(&self, id: Uuid) -> Option<usize> {
-        self.queue.position(id)
+    /// Position of a queued task, 1-based (in the whole application for a shared store;
+    /// `None` if the database cannot say now).
+    pub async fn queue_position(&self, id: Uuid) -> Option<usize> {
+        match self.store.shared() {
+            Some(shared) => shared.queue_position(id).await.unwrap_or_else(|e| {
+                tracing::warn!(task_id = %id, error = %e, "cannot read the queue position");
+                None
+            }),
+            None => self.queue.position(id),
+        }
+    }
+
+    /// How many tasks wait: in this process's queue, or with a shared store in the whole
+    /// application (0 if the database cannot say now).
+    pub async fn queue_len(&self) -> usize {
+        match self.store.shared() {
+            Some(shared) => shared.queued_count().await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot count the queued tasks");
+                0
+            }),
+            None => self.queue.len(),
+        }
     }
 
     /// Cancels a task: a queued one leaves the queue and ends `cancelled` at once; a running
@@ -127,6 +156,20 @@ impl AgentCore {
         };
         if task.state.is_terminal() {
             return Ok(Some(task));
+        }
+        if let Some(shared) = self.store.shared() {
+            // The database decides: a queued task ends at once, a claimed or running one is
+            // marked and its instance told (this one, or another).
+            let task = shared.request_cancel(id, CANCELLED_BEFORE_START).await?;
+            if let Some((running, token)) = self.running_slot().as_ref()
+                && *running == id
+            {
+                token.cancel();
+            }
+            if task.as_ref().is_some_and(|t| t.state.is_terminal()) {
+                self.notify_task_changed(id);
+            }
+            return Ok(task);
         }
         // Decided under the slot lock, so a task the worker has just taken off the queue is
         // either in the slot already or will find its mark when it gets there.
@@ -229,6 +272,8 @@ impl Agent {
             cancel_on_arrival: Mutex::new(HashSet::new()),
             changes: watch::Sender::new(0),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
+            wake_queued: tokio::sync::Notify::new(),
+            wake_freed: tokio::sync::Notify::new(),
         });
         if !core.settings.tools.commands.allow.is_empty() {
             match tools::describe_command_isolation() {
@@ -236,18 +281,29 @@ impl Agent {
                 Err(why) => tracing::warn!("run_command: {why}"),
             }
         }
-        // A task a crash left planning/running cannot resume: it ends failed, with a reason.
-        crate::store::fail_interrupted(core.store.as_ref()).await?;
-        for task in core.store.tasks_in_state(TaskState::Queued).await? {
-            core.queue.push(task.id);
-        }
         let shutdown = CancellationToken::new();
+        let shared = core.store.shared().is_some();
+        if shared {
+            // Other instances may be running tasks: a task is ended by its lapsed lease (in
+            // claim_next), never by a start.
+            tokio::spawn(shared::dispatch_events(core.clone(), shutdown.clone()));
+        } else {
+            // A task a crash left planning/running cannot resume: it ends failed, with a reason.
+            crate::store::fail_interrupted(core.store.as_ref()).await?;
+            for task in core.store.tasks_in_state(TaskState::Queued).await? {
+                core.queue.push(task.id);
+            }
+        }
         tokio::spawn(crate::store::purge_expired_periodically(
             core.store.clone(),
             config.store.retention,
             shutdown.clone(),
         ));
-        let worker = tokio::spawn(worker_loop(core.clone(), shutdown.clone()));
+        let worker = if shared {
+            tokio::spawn(shared::worker_loop(core.clone(), shutdown.clone()))
+        } else {
+            tokio::spawn(worker_loop(core.clone(), shutdown.clone()))
+        };
         Ok(Agent {
             core,
             worker,
@@ -288,6 +344,18 @@ pub enum AgentError {
     Audit(std::io::Error),
 }
 
+/// Marks the finished task in the metrics, empties the slot and wakes waiters.
+async fn after_task(core: &AgentCore, id: Uuid) {
+    if let Ok(Some(task)) = core.store.task(id).await
+        && task.state.is_terminal()
+    {
+        crate::metrics::record_task_finished(task.state.as_str());
+    }
+    *core.running_slot() = None;
+    // The runner has saved a terminal state (or skipped a task that was not queued).
+    core.notify_task_changed(id);
+}
+
 async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
     loop {
         // Shutdown first: once it is asked for, queued tasks stay queued in the store for the
@@ -306,14 +374,7 @@ async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
             }
         }
         runner::run_task(&core, id, token).await;
-        if let Ok(Some(task)) = core.store.task(id).await
-            && task.state.is_terminal()
-        {
-            crate::metrics::record_task_finished(task.state.as_str());
-        }
-        *core.running_slot() = None;
-        // The runner has saved a terminal state (or skipped a task that was not queued).
-        core.notify_task_changed(id);
+        after_task(&core, id).await;
     }
 }
 

@@ -8,12 +8,17 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use tracing::error;
+use tracing::{error, warn};
+
+use crate::store::StoreError;
 
 use super::AgentCore;
 use super::plan::Plan;
 use super::step::StepEvent;
 use crate::task::{Task, TaskState};
+
+/// How long the outcome of a task is retried while a shared store is unreachable.
+const TERMINAL_SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The task and what its steps are doing now.
 pub(crate) struct Progress<'a> {
@@ -133,8 +138,29 @@ impl<'a> Progress<'a> {
             self.task.critical_path_tokens = plan.critical_path(&self.step_tokens);
         }
         self.task.updated_at = SystemTime::now();
-        if let Err(e) = self.core.store.update_task(&self.task).await {
-            error!(task_id = %self.task.id, error = %e, "cannot save task progress");
+        let mut backoff = std::time::Duration::from_millis(250);
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            match self.core.store.update_task(&self.task).await {
+                Ok(()) => break,
+                // With a shared store the outcome must not be lost to a database blip (a
+                // restart, a failover): the heartbeat keeps the lease meanwhile, and a lost
+                // lease answers Fenced, which ends the retries.
+                Err(StoreError::Unavailable(e))
+                    if self.task.state.is_terminal()
+                        && self.core.store.shared().is_some()
+                        && waited < TERMINAL_SAVE_PATIENCE =>
+                {
+                    warn!(task_id = %self.task.id, error = %e, "cannot save the task's outcome; retrying");
+                    tokio::time::sleep(backoff).await;
+                    waited += backoff;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                }
+                Err(e) => {
+                    error!(task_id = %self.task.id, error = %e, "cannot save task progress");
+                    break;
+                }
+            }
         }
         self.core.notify_task_changed(self.task.id);
     }

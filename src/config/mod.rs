@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 mod env;
 mod load;
+pub use load::redact_url;
 mod paths;
 mod serde_with;
 mod sources;
@@ -304,9 +305,17 @@ impl ImageLimits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Where tasks and sessions live: `sqlite` (a file; survives restarts) or `memory` (lost
-    /// on exit).
+    /// Where tasks and sessions live: `sqlite` (a file; survives restarts), `postgres` (a
+    /// database several instances share; see `url`) or `memory` (lost on exit).
     pub backend: StoreBackend,
+    /// The PostgreSQL database when `backend` is `postgres`:
+    /// `postgres://user:password@host:port/dbname`. Its password is never printed.
+    pub url: Option<String>,
+    /// `postgres` only: how long a running task's claim lasts without a heartbeat (each
+    /// instance renews its task's every second). A task whose instance stopped renewing ends
+    /// `failed` once it lapses, on the database clock.
+    #[serde(with = "humantime_serde_compat")]
+    pub lease: Duration,
     /// The SQLite file; a relative path is under the current directory. Its folder is created
     /// (0700). Unset: a file of its own for each workspace under the user's state directory
     /// ([`Config::store_path`]), so the agent's tools never see it.
@@ -324,6 +333,8 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             backend: StoreBackend::Sqlite,
+            url: None,
+            lease: Duration::from_secs(10),
             path: None,
             synchronous: Synchronous::Full,
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -350,6 +361,8 @@ impl StoreConfig {
 #[serde(rename_all = "lowercase")]
 pub enum StoreBackend {
     Sqlite,
+    /// PostgreSQL, shared by any number of instances (`store.url`).
+    Postgres,
     Memory,
 }
 

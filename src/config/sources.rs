@@ -150,7 +150,7 @@ impl Config {
                 format!("the current directory, {}", self.workspace().display()),
             );
         }
-        if self.store.path.is_none() {
+        if self.store.path.is_none() && self.store.backend == super::StoreBackend::Sqlite {
             let path = match self.store_path() {
                 Ok(path) => path.display().to_string(),
                 Err(e) => e.to_string(),

@@ -6,6 +6,73 @@ use std::time::Duration;
 use super::{AUDIT_MAX_KEEP, AUDIT_MIN_MAX_BYTES, AgentConfig, Config, ConfigError};
 
 impl Config {
+    /// `store.url` and `store.lease`, when the backend is PostgreSQL.
+    fn validate_postgres(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if self.store.backend != super::StoreBackend::Postgres {
+            if self.store.url.is_some() {
+                return invalid(
+                    "store.url",
+                    "is only used with store.backend: postgres; set store.backend to postgres, \
+                     or remove store.url"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        let Some(url) = self.store.url.as_deref() else {
+            return invalid(
+                "store.url",
+                "store.backend is postgres, so store.url must name the database, e.g. \
+                 postgres://agent:PASSWORD@127.0.0.1:5432/agent_mcp"
+                    .into(),
+            );
+        };
+        let shown = super::load::redact_url(url);
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return invalid(
+                "store.url",
+                format!("\"{shown}\" is not a postgres:// or postgresql:// URL"),
+            );
+        }
+        let parsed = url
+            .parse::<tokio_postgres::Config>()
+            .map_err(|e| ConfigError::Invalid {
+                key: "store.url",
+                message: format!("\"{shown}\" is not a usable PostgreSQL URL: {e}"),
+            })?;
+        if !matches!(
+            parsed.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Disable | tokio_postgres::config::SslMode::Prefer
+        ) {
+            return invalid(
+                "store.url",
+                format!(
+                    "\"{shown}\" asks for TLS (sslmode), which agent-mcp does not speak to \
+                     PostgreSQL yet; connect over loopback or a private network without sslmode, \
+                     or through a TLS tunnel (e.g. stunnel) on localhost"
+                ),
+            );
+        }
+        if parsed.get_dbname().is_none() {
+            return invalid(
+                "store.url",
+                format!("\"{shown}\" names no database; end it with /DBNAME"),
+            );
+        }
+        if self.store.lease < Duration::from_secs(3) {
+            return invalid(
+                "store.lease",
+                format!(
+                    "must be at least 3s, several heartbeats (one a second), or a busy \
+                     database would fail running tasks (got {})",
+                    humantime::format_duration(self.store.lease)
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// Checks values serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
@@ -52,6 +119,7 @@ impl Config {
                 ),
             );
         }
+        self.validate_postgres()?;
         if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
             return invalid(
                 "http",

@@ -15,8 +15,16 @@ impl TaskBackend for AgentCore {
     type Error = StoreError;
 
     async fn lookup(&self, id: Uuid) -> Result<Option<Tracked>, StoreError> {
-        Ok(self.store.task(id).await?.map(|task| Tracked {
-            queue_position: self.queue_position(id),
+        let Some(task) = self.store.task(id).await? else {
+            return Ok(None);
+        };
+        let queue_position = if task.state == TaskState::Queued {
+            self.queue_position(id).await
+        } else {
+            None
+        };
+        Ok(Some(Tracked {
+            queue_position,
             task,
         }))
     }

@@ -193,8 +193,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn sessions_go_with_their_last_task() {
-        crate::store::conformance::sessions_go_with_their_last_task(&MemoryStore::new()).await;
+    async fn the_shared_store_contract() {
+        crate::store::conformance::all(&MemoryStore::new()).await;
     }
 
     #[tokio::test]

@@ -26,6 +26,7 @@
 //! ```
 
 mod memory;
+mod postgres;
 mod recovery;
 mod sqlite;
 
@@ -35,7 +36,10 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 pub use memory::MemoryStore;
-pub use recovery::{INTERRUPTED_BY_RESTART, fail_interrupted, purge_expired_periodically};
+pub use postgres::PostgresStore;
+pub use recovery::{
+    INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST, fail_interrupted, purge_expired_periodically,
+};
 pub use sqlite::SqliteStore;
 
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
@@ -49,6 +53,13 @@ pub enum StoreError {
     UnknownTask(Uuid),
     #[error("task store unavailable: {0}")]
     Unavailable(String),
+    /// A write to a task this process no longer holds: its lease lapsed and another instance
+    /// ended it (shared stores only). The write changed nothing.
+    #[error(
+        "task {0} is no longer this instance's: its lease lapsed and another instance ended it; \
+         the write was refused"
+    )]
+    Fenced(Uuid),
     /// An image that is not valid standard base64 (the image layer normally rejects it first).
     #[error("images[{index}]: data_base64 is not valid standard base64 ({reason})")]
     InvalidImage { index: usize, reason: String },
@@ -85,15 +96,246 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes terminal tasks that finished before `finished_before`, and the sessions (with
     /// their turns) that have no task left then. Returns how many tasks.
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError>;
+    /// The coordination a store shared by several processes offers; `None` (the default) for
+    /// a store one process owns, whose queue lives in that process.
+    fn shared(&self) -> Option<&dyn SharedQueue> {
+        None
+    }
 }
 
-/// Checks every store must pass, run by each store's tests.
+/// The queue of a store that several agent-mcp processes share: the database decides which
+/// task runs (one at a time in the whole application, oldest accepted first), who runs it (a
+/// claim with a lease renewed by heartbeats, judged by the database clock) and carries cancel
+/// requests and wake-ups between the processes.
+#[async_trait]
+pub trait SharedQueue: Send + Sync + std::fmt::Debug {
+    /// Ends tasks whose lease lapsed (`failed`, [`INTERRUPTED_INSTANCE_LOST`]), then claims the
+    /// oldest queued task for this process if no task is active anywhere.
+    async fn claim_next(&self) -> Result<Claim, StoreError>;
+    /// Renews this process's lease on `id`.
+    async fn heartbeat(&self, id: Uuid) -> Result<Heartbeat, StoreError>;
+    /// Forgets this process's claim on `id` after its terminal state is written (or the claim
+    /// was lost).
+    fn release(&self, id: Uuid);
+    /// Cancels `id`: a queued task that nobody claimed ends `cancelled` at once with
+    /// `result_if_queued`; an active one is marked and its instance told. Returns the task as
+    /// it is after the request, `None` if unknown.
+    async fn request_cancel(
+        &self,
+        id: Uuid,
+        result_if_queued: &str,
+    ) -> Result<Option<Task>, StoreError>;
+    /// How many tasks are queued in the whole application.
+    async fn queued_count(&self) -> Result<usize, StoreError>;
+    /// 1-based position of a queued task in the shared queue.
+    async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError>;
+    /// What other processes announce (new work, cancel requests, changed tasks).
+    fn events(&self) -> tokio::sync::broadcast::Receiver<SharedEvent>;
+    /// Takes one cell from the shared rate-limit bucket `key` (GCRA: `per_minute` sustained,
+    /// `burst` at once, on the database clock): `None` when taken, else how long to wait.
+    async fn take_cell(
+        &self,
+        key: &str,
+        per_minute: u32,
+        burst: u32,
+    ) -> Result<Option<std::time::Duration>, StoreError>;
+}
+
+/// What [`SharedQueue::claim_next`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This process now holds the task.
+    Claimed(Uuid),
+    /// A task is active (here or elsewhere); its lease ends in at most this long.
+    Busy(std::time::Duration),
+    /// Nothing is queued.
+    Empty,
+}
+
+/// What a heartbeat learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The lease is renewed.
+    Held,
+    /// The lease is renewed, and someone asked to cancel the task.
+    CancelRequested,
+    /// The task is no longer this process's (the lease lapsed and another instance ended it).
+    Lost,
+}
+
+/// An announcement from another process sharing the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SharedEvent {
+    /// A task was queued: an idle instance may claim it.
+    Queued,
+    /// The active task ended: the next one may be claimed.
+    Freed,
+    /// Someone asked to cancel this task.
+    Cancel(Uuid),
+    /// This task changed (state, progress, result).
+    Changed(Uuid),
+    /// The notification channel was lost and is back: announcements may have been missed.
+    Resync,
+}
+
+/// Checks every store must pass, run by each store's tests (memory, SQLite, PostgreSQL).
 #[cfg(test)]
 pub(crate) mod conformance {
-    use std::time::{Duration, SystemTime};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-    use super::TaskStore;
-    use crate::task::{Session, Task, TaskState, Turn, TurnRole};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+
+    use super::{StoreError, TaskStore};
+    use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
+
+    /// Every check, in turn, on one store.
+    pub(crate) async fn all(store: &dyn TaskStore) {
+        every_task_field_round_trips(store).await;
+        sessions_keep_their_turns_in_order(store).await;
+        tasks_in_a_state_come_in_acceptance_order(store).await;
+        images_stay_until_the_task_is_terminal(store).await;
+        sessions_go_with_their_last_task(store).await;
+    }
+
+    fn without_images(task: &Task) -> Task {
+        Task {
+            images: Vec::new(),
+            ..task.clone()
+        }
+    }
+
+    /// What is written is what is read, to the nanosecond; unknown ids say so.
+    pub(crate) async fn every_task_field_round_trips(store: &dyn TaskStore) {
+        let session = Session::new(Some("alice".into()));
+        store.create_session(&session).await.unwrap();
+        let got = store.session(session.id).await.unwrap().expect("session");
+        assert_eq!(got.owner.as_deref(), Some("alice"));
+        let mut t = Task::new(
+            session.id,
+            Some("alice".into()),
+            "Fix the build ✓".into(),
+            Some(0.25),
+        );
+        t.created_at = UNIX_EPOCH + Duration::new(1_786_000_000, 123_456_789);
+        t.updated_at = t.created_at;
+        store.insert_task(&t).await.unwrap();
+        assert_eq!(
+            store.task(t.id).await.unwrap().map(|t| without_images(&t)),
+            Some(t.clone())
+        );
+        t.state = TaskState::Running;
+        t.steps_done = 2;
+        t.steps_total = 5;
+        t.current_task = "compile: run_command".into();
+        t.tokens = TokenUsage {
+            input: 1536,
+            output: 284,
+        };
+        t.critical_path_tokens = 999;
+        t.result = "partial\nresult".into();
+        t.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
+        store.update_task(&t).await.unwrap();
+        assert_eq!(
+            store.task(t.id).await.unwrap().map(|t| without_images(&t)),
+            Some(t.clone())
+        );
+        let unknown = uuid::Uuid::new_v4();
+        assert!(store.task(unknown).await.unwrap().is_none());
+        assert!(store.session(unknown).await.unwrap().is_none());
+        let mut ghost = t.clone();
+        ghost.id = unknown;
+        assert!(matches!(
+            store.update_task(&ghost).await,
+            Err(StoreError::UnknownTask(id)) if id == unknown
+        ));
+        assert!(matches!(
+            store.task_images(unknown).await,
+            Err(StoreError::UnknownTask(_))
+        ));
+    }
+
+    pub(crate) async fn sessions_keep_their_turns_in_order(store: &dyn TaskStore) {
+        let session = Session::new(None);
+        store.create_session(&session).await.unwrap();
+        assert!(store.session_turns(session.id).await.unwrap().is_empty());
+        let turns: Vec<Turn> = (0..5)
+            .map(|i| Turn {
+                role: if i % 2 == 0 {
+                    TurnRole::User
+                } else {
+                    TurnRole::Assistant
+                },
+                content: format!("turn {i}"),
+            })
+            .collect();
+        store.append_turns(session.id, &turns[..2]).await.unwrap();
+        store.append_turns(session.id, &turns[2..]).await.unwrap();
+        assert_eq!(store.session_turns(session.id).await.unwrap(), turns);
+        let unknown = uuid::Uuid::new_v4();
+        assert!(matches!(
+            store.append_turns(unknown, &turns).await,
+            Err(StoreError::UnknownSession(_))
+        ));
+        assert!(matches!(
+            store.session_turns(unknown).await,
+            Err(StoreError::UnknownSession(_))
+        ));
+    }
+
+    pub(crate) async fn tasks_in_a_state_come_in_acceptance_order(store: &dyn TaskStore) {
+        let session = Session::new(None);
+        store.create_session(&session).await.unwrap();
+        let before: Vec<uuid::Uuid> = store
+            .tasks_in_state(TaskState::Queued)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            let t = Task::new(session.id, None, "r".into(), None);
+            store.insert_task(&t).await.unwrap();
+            ids.push(t.id);
+        }
+        let queued: Vec<uuid::Uuid> = store
+            .tasks_in_state(TaskState::Queued)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .filter(|id| !before.contains(id))
+            .collect();
+        assert_eq!(queued, ids);
+    }
+
+    /// Images come back in order while the task is unfinished, and are gone once it is
+    /// terminal; the same picture shared by two tasks survives the first one's end.
+    pub(crate) async fn images_stay_until_the_task_is_terminal(store: &dyn TaskStore) {
+        let session = Session::new(None);
+        store.create_session(&session).await.unwrap();
+        let png = |bytes: &[u8]| TaskImage::new("image/png", STANDARD.encode(bytes));
+        let mut a = Task::new(session.id, None, "a".into(), None);
+        a.images = vec![png(b"one"), png(b"two"), png(b"one")];
+        let mut b = Task::new(session.id, None, "b".into(), None);
+        b.images = vec![png(b"one")];
+        store.insert_task(&a).await.unwrap();
+        store.insert_task(&b).await.unwrap();
+        let data = |images: Vec<TaskImage>| -> Vec<String> {
+            images.into_iter().map(|i| i.data_base64).collect()
+        };
+        let want: Vec<String> = a.images.iter().map(|i| i.data_base64.clone()).collect();
+        assert_eq!(data(store.task_images(a.id).await.unwrap()), want);
+        let mut done = without_images(&a);
+        done.fail("boom");
+        store.update_task(&done).await.unwrap();
+        assert!(store.task_images(a.id).await.unwrap().is_empty());
+        assert_eq!(
+            data(store.task_images(b.id).await.unwrap()),
+            vec![STANDARD.encode(b"one")]
+        );
+    }
 
     /// A session goes (with its turns) once its last task is purged, not before; a task
     /// accepted for a session purged meanwhile brings the session back, empty.

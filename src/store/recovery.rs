@@ -15,6 +15,12 @@ pub const INTERRUPTED_BY_RESTART: &str = "Interrupted by a restart: agent-mcp st
 task was running, so it did not finish. Send the request again with agent_run (pass the same \
 session_id to keep the conversation).";
 
+/// The result of a task whose instance stopped renewing its lease (it died, or lost the
+/// database) while the task was planning or running; another instance ended it.
+pub const INTERRUPTED_INSTANCE_LOST: &str = "Interrupted: the agent-mcp instance running this \
+task stopped answering (its lease lapsed), so it did not finish. Send the request again with \
+agent_run (pass the same session_id to keep the conversation).";
+
 /// Ends every task left `planning` or `running` as `failed` with [`INTERRUPTED_BY_RESTART`].
 /// Call it once at start, before the worker takes tasks. Returns how many it ended.
 pub async fn fail_interrupted(store: &dyn TaskStore) -> Result<usize, StoreError> {

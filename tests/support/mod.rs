@@ -2,3 +2,4 @@
 
 pub mod fake_ollama;
 pub mod harness;
+pub mod pg;

@@ -13,7 +13,7 @@
 //! - Failures (read-only file, full disk, I/O error) come back as [`StoreError::Unavailable`]
 //!   with what to do; the transaction rolls back, so nothing is half-written.
 
-mod queries;
+pub(super) mod queries;
 mod schema;
 mod thread;
 

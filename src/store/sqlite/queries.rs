@@ -16,7 +16,7 @@ use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRol
 /// An image keyed by the SHA-256 of its decoded bytes, ready to store. `data` is the standard
 /// base64 text exactly as the client sent it: that is what Ollama takes, so it is stored as is
 /// and never decoded or re-encoded on the way to the model.
-pub(super) struct StoredImage<'a> {
+pub(in crate::store) struct StoredImage<'a> {
     pub mime_type: &'a str,
     pub sha256: [u8; 32],
     pub data: &'a [u8],
@@ -25,7 +25,9 @@ pub(super) struct StoredImage<'a> {
 /// Keys a task's images by content. The image layer has normally hashed them already (the one
 /// decode on the request path); only images that arrive without a hash (a library caller
 /// that bypasses the layer) are decoded here, which also rejects invalid base64.
-pub(super) fn prepare_images(images: &[TaskImage]) -> Result<Vec<StoredImage<'_>>, StoreError> {
+pub(in crate::store) fn prepare_images(
+    images: &[TaskImage],
+) -> Result<Vec<StoredImage<'_>>, StoreError> {
     images
         .iter()
         .enumerate()
@@ -79,14 +81,14 @@ const TASK_COLUMNS: &str = "id, session_id, owner, request, temperature, state, 
 
 /// Nanoseconds since the Unix epoch (negative before it), saturating at the i64 range
 /// (years 1677 to 2262).
-pub(super) fn to_ns(t: SystemTime) -> i64 {
+pub(in crate::store) fn to_ns(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
         Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
     }
 }
 
-pub(super) fn from_ns(ns: i64) -> SystemTime {
+pub(in crate::store) fn from_ns(ns: i64) -> SystemTime {
     let magnitude = Duration::from_nanos(ns.unsigned_abs());
     if ns >= 0 {
         UNIX_EPOCH.checked_add(magnitude)
@@ -97,7 +99,7 @@ pub(super) fn from_ns(ns: i64) -> SystemTime {
 }
 
 /// Counters are u64 in memory and i64 in SQLite; anything past i64::MAX is pinned there.
-fn to_i64(v: u64) -> i64 {
+pub(in crate::store) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -110,7 +112,7 @@ fn uuid_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Uuid> {
     Uuid::parse_str(&text).map_err(|_| bad_column(index, "not a UUID"))
 }
 
-fn state_from(text: &str) -> Option<TaskState> {
+pub(in crate::store) fn state_from(text: &str) -> Option<TaskState> {
     Some(match text {
         "queued" => TaskState::Queued,
         "planning" => TaskState::Planning,

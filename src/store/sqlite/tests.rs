@@ -270,6 +270,12 @@ async fn purge_respects_retention() {
 }
 
 #[tokio::test]
+async fn the_shared_store_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::store::conformance::all(&open(&dir).await).await;
+}
+
+#[tokio::test]
 async fn purged_sessions_take_their_turns_along() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# PostgreSQL vs SQLite, same run (issue 15): `agent-mcp serve` with each store (full layer
+# stack, fake Ollama, rate limits set out of the way), loaded with wrk on loopback at
+# concurrency 16 (CONC to change): `tools/call agent_run` accepts/s (each call durably stores a
+# task: SQLite FULL, PostgreSQL with its default synchronous_commit=on) and
+# `tools/call agent_status` req/s of one finished task.
+#
+# Runs itself inside scripts/postgres.sh (a throwaway PostgreSQL 15) unless
+# AGENT_MCP_TEST_PG_URL is already set.
+#
+#   bash scripts/bench-pg.sh            # DURATION=5 WARMUP=1 CONC=16
+#   RATE_LIMIT=false bash scripts/bench-pg.sh   # without the limiter (with PostgreSQL, each
+#                                               # request's bucket is a database round trip)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${AGENT_MCP_TEST_PG_URL:-}" ]; then
+  exec bash scripts/postgres.sh bash "$0" "$@"
+fi
+DURATION="${DURATION:-5}"
+WARMUP="${WARMUP:-1}"
+CONC="${CONC:-16}"
+RATE_LIMIT="${RATE_LIMIT:-true}"
+
+if ! command -v wrk >/dev/null; then
+  echo "== installing wrk (Debian package)"
+  apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
+fi
+PIN_SERVER=()
+PIN_CLIENT=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  PIN_SERVER=(taskset -c 0)
+  PIN_CLIENT=(taskset -c 1)
+fi
+
+echo "== building release binaries"
+cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+BIN="$PWD/target/release/agent-mcp"
+FAKE="$PWD/target/release/examples/fake_ollama"
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$FAKE" > "$WORK/fake.url" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
+OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
+
+DB="agent_mcp_bench_$$"
+psql -q "$AGENT_MCP_TEST_PG_URL" -c "CREATE DATABASE $DB"
+PG_URL="${AGENT_MCP_TEST_PG_URL%/*}/$DB"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+start_server() { # name store-yaml → sets URL
+  local name="$1" port
+  port="$(free_port)"
+  cat > "$WORK/$name.yaml" <<YAML
+ollama:
+  url: $OLLAMA_URL
+  model: test-model
+http:
+  bind: 127.0.0.1:$port
+rate_limit:
+  enabled: $RATE_LIMIT
+  per_minute: 4000000000
+  burst: 4000000000
+  reads:
+    per_minute: 4000000000
+    burst: 4000000000
+audit:
+  enabled: false
+store:
+$2
+YAML
+  (cd "$WORK" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/$name.yaml") 2> "$WORK/$name.log" &
+  PIDS+=($!)
+  URL="http://127.0.0.1:$port/mcp"
+  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$URL" 2>/dev/null && break; sleep 0.1; done
+}
+
+start_server sqlite "  backend: sqlite
+  path: $WORK/sqlite/agent-mcp.db
+  synchronous: FULL"
+SQLITE_URL="$URL"
+start_server postgres "  backend: postgres
+  url: $PG_URL"
+PG_SERVER_URL="$URL"
+
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+post() { # url name body
+  curl -sS -X POST "$1" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: $2" --data-binary "$3"
+}
+RUN_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_run\",\"arguments\":{\"request\":\"benchmark task\"},$META}}"
+lua_for() { # name body file
+  local body_lua
+  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$2")"
+  cat > "$3" <<LUA
+wrk.method = "POST"
+wrk.body = $body_lua
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "tools/call"
+wrk.headers["Mcp-Name"] = "$1"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %.0f %.0f %.0f %d\n",
+    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+LUA
+}
+measure() { # url lua → "rps p50 p99 errors"
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$CONC" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$CONC" -d"${DURATION}s" --timeout 5s -s "$2" "$1" | awk '/^RESULT/ {print $2, $3, $4, $5}'
+}
+
+declare -A R
+for store in sqlite postgres; do
+  if [ "$store" = sqlite ]; then u="$SQLITE_URL"; else u="$PG_SERVER_URL"; fi
+  task="$(post "$u" agent_run "$RUN_BODY" | python3 -c 'import json,re,sys
+t = json.load(sys.stdin)["result"]["content"][0]["text"]
+print(re.search(r"task_id: (\S+)", t).group(1))')"
+  status_body="{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$task\"},$META}}"
+  for _ in $(seq 1 100); do
+    post "$u" agent_status "$status_body" | grep -q 'status: completed' && break
+    sleep 0.1
+  done
+  post "$u" agent_status "$status_body" | grep -q 'status: completed' || { echo "$store: the first task did not complete" >&2; exit 1; }
+  lua_for agent_status "$status_body" "$WORK/$store-status.lua"
+  lua_for agent_run "$RUN_BODY" "$WORK/$store-run.lua"
+  R[$store,status]="$(measure "$u" "$WORK/$store-status.lua")"
+  R[$store,run]="$(measure "$u" "$WORK/$store-run.lua")"
+done
+
+fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }
+echo "== $(nproc) CPUs, $DURATION s per cell after $WARMUP s warm-up, c=$CONC, rate_limit.enabled: $RATE_LIMIT; $(uptime | sed 's/.*load/load/')"
+echo
+echo "| load (c=$CONC) | SQLite req/s | p50 / p99 | PostgreSQL req/s | p50 / p99 | PostgreSQL/SQLite |"
+echo "|---|---:|---|---:|---|---:|"
+for load in run status; do
+  name="tools/call agent_run (accepts/s)"; [ "$load" = status ] && name="tools/call agent_status"
+  read -r s_rps s50 s99 serr <<< "${R[sqlite,$load]}"
+  read -r p_rps p50 p99 perr <<< "${R[postgres,$load]}"
+  errs=""; [ "$serr$perr" != "00" ] && errs=" (errors: $serr/$perr)"
+  echo "| $name | $s_rps | $(fmt_lat "$s50") / $(fmt_lat "$s99") | $p_rps | $(fmt_lat "$p50") / $(fmt_lat "$p99") | $(awk -v a="$p_rps" -v b="$s_rps" 'BEGIN { printf "%.2f×", a/b }')$errs |"
+done

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs a command with a throwaway PostgreSQL 15 cluster and AGENT_MCP_TEST_PG_URL pointing at
+# it; the cluster is dropped when the command ends. The PostgreSQL tests read that variable
+# (without it they are skipped with a note, or fail when CI is set).
+#
+#   bash scripts/postgres.sh cargo test --locked
+#
+# Uses pg_virtualenv (postgresql-common) and the machine's PostgreSQL 15; installs both with
+# apt-get when they are missing and this runs as root.
+set -euo pipefail
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: bash scripts/postgres.sh COMMAND [ARGS...]" >&2
+    exit 2
+fi
+
+if ! command -v pg_virtualenv >/dev/null 2>&1 || [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "scripts/postgres.sh: PostgreSQL 15 and pg_virtualenv are missing; install them with" \
+             "'sudo apt-get install postgresql-15 postgresql-common'" >&2
+        exit 1
+    fi
+    echo "== installing PostgreSQL 15 (apt-get)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-common >/dev/null
+fi
+
+# Room for several test servers at once, each with its pool and LISTEN connection.
+exec pg_virtualenv -v 15 -o max_connections=400 -- bash -c '
+    export AGENT_MCP_TEST_PG_URL="postgres://${PGUSER}:${PGPASSWORD}@${PGHOST:-localhost}:${PGPORT:-5432}/${PGDATABASE:-postgres}"
+    echo "== PostgreSQL $PGVERSION for the tests on ${PGHOST:-localhost}:${PGPORT:-5432}" >&2
+    exec "$@"
+' agent-mcp-postgres "$@"

@@ -1,0 +1,294 @@
+//! Several `agent-mcp serve` processes sharing one PostgreSQL database (real child processes,
+//! real HTTP on loopback, the fake Ollama): one task at a time in the whole application, in
+//! acceptance order; failover after kill -9; cancel through any instance; one rate limit
+//! across instances.
+//!
+//! Needs `AGENT_MCP_TEST_PG_URL` (`bash scripts/postgres.sh cargo test --locked`).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agent_mcp::config::{Config, StoreBackend};
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::harness::{HttpClient, ServeProcess, field, test_config};
+use support::pg;
+
+const EXT: &str = "io.modelcontextprotocol/tasks";
+/// The shortest lease the configuration allows: failover tests wait for it to lapse.
+const LEASE: Duration = Duration::from_secs(3);
+
+fn shared_config(ollama: &str, url: &str) -> Config {
+    let mut config = test_config(ollama);
+    config.store.backend = StoreBackend::Postgres;
+    config.store.url = Some(url.to_owned());
+    config.store.lease = LEASE;
+    // The tests poll statuses fast; the read budget (global across instances) must not
+    // refuse them. The rate-limit test sets its own budgets.
+    config.rate_limit.reads.per_minute = 600_000;
+    config.rate_limit.reads.burst = 100_000;
+    config
+}
+
+async fn instances(config: &Config, n: usize) -> Vec<ServeProcess> {
+    let mut servers = Vec::new();
+    for _ in 0..n {
+        servers.push(ServeProcess::spawn(config).await);
+    }
+    servers
+}
+
+async fn status(client: &HttpClient, id: &str) -> String {
+    field(&client.agent_status(id).await, "status")
+}
+
+/// Polls `client` until task `id` has `state`, failing after `budget`.
+async fn wait_state(client: &HttpClient, id: &str, state: &str, budget: Duration) {
+    let deadline = Instant::now() + budget;
+    loop {
+        let now = status(client, id).await;
+        if now == state {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {id} is {now}, not {state}, after {budget:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The request text of a chat body (the last user message).
+fn request_of(chat: &Value) -> String {
+    chat["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The pid of the instance that holds task `id` (its lease owner is `<pid>-<uuid>`).
+async fn holder_pid(db: &tokio_postgres::Client, id: &str) -> Option<u32> {
+    let row = db
+        .query_opt("SELECT lease_owner FROM tasks WHERE id = $1", &[&id])
+        .await
+        .expect("read the lease owner")?;
+    let owner: Option<String> = row.get(0);
+    owner?.split('-').next()?.parse().ok()
+}
+
+async fn wait_holder(db: &tokio_postgres::Client, id: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(pid) = holder_pid(db, id).await {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "nobody claimed {id}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
+    let Some(url) = pg::fresh_database().await else {
+        return;
+    };
+    // Each chat takes a while, so overlaps would show.
+    let fake = FakeOllama::start_with(
+        FakeConfig::default()
+            .with_default_reply(Reply::delayed(
+                Duration::from_millis(30),
+                Reply::text("done", 3, 1),
+            ))
+            .with_chunk_delay(Duration::from_millis(5)),
+    )
+    .await;
+    let servers = instances(&shared_config(&fake.url(), &url), 3).await;
+    let clients: Vec<HttpClient> = servers.iter().map(ServeProcess::client).collect();
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        ids.push(clients[i % 3].agent_run(&format!("task {i:02}")).await);
+    }
+    for (i, id) in ids.iter().enumerate() {
+        wait_state(
+            &clients[(i + 1) % 3],
+            id,
+            "completed",
+            Duration::from_secs(60),
+        )
+        .await;
+    }
+    assert_eq!(fake.max_concurrent_chats(), 1, "two chats overlapped");
+    let order: Vec<String> = fake.chat_requests().iter().map(request_of).collect();
+    let want: Vec<String> = (0..60).map(|i| format!("task {i:02}")).collect();
+    assert_eq!(order, want, "tasks started out of acceptance order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() {
+    let Some(url) = pg::fresh_database().await else {
+        return;
+    };
+    let fake = FakeOllama::start().await;
+    // The first task's chat never ends: its instance is killed while it runs.
+    fake.push_reply(Reply::Hang);
+    let config = shared_config(&fake.url(), &url);
+    let mut servers = instances(&config, 3).await;
+    let db = pg::connect(&url).await;
+    let first = servers[0].client().agent_run("hangs").await;
+    let pid = wait_holder(&db, &first).await;
+    let next: Vec<String> = vec![
+        servers[1].client().agent_run("after one").await,
+        servers[2].client().agent_run("after two").await,
+    ];
+    wait_state(
+        &servers[0].client(),
+        &first,
+        "running",
+        Duration::from_secs(10),
+    )
+    .await;
+    let victim = servers
+        .iter()
+        .position(|s| s.child.id() == Some(pid))
+        .expect("the holder is one of ours");
+    let mut killed = servers.remove(victim);
+    let killed_at = Instant::now();
+    killed.child.start_kill().expect("kill -9");
+    killed.child.wait().await.expect("reaped");
+    let survivor = servers[0].client();
+    wait_state(&survivor, &first, "failed", LEASE + Duration::from_secs(6)).await;
+    let failover = killed_at.elapsed();
+    let text = survivor.agent_status(&first).await;
+    assert!(text.contains("lease lapsed"), "{text}");
+    for id in &next {
+        wait_state(&survivor, id, "completed", Duration::from_secs(20)).await;
+    }
+    eprintln!(
+        "FIGURE failover: task failed {:.2} s after kill -9 (lease {} s, heartbeat 1 s)",
+        failover.as_secs_f64(),
+        LEASE.as_secs()
+    );
+    assert!(
+        failover <= LEASE + Duration::from_secs(2),
+        "failover took {failover:?}"
+    );
+    // The killed instance comes back and joins without harm.
+    let back = ServeProcess::spawn(&config).await;
+    let again = back.client().agent_run("after the restart").await;
+    wait_state(&back.client(), &again, "completed", Duration::from_secs(20)).await;
+    assert_eq!(status(&survivor, &first).await, "failed");
+    assert_eq!(fake.max_concurrent_chats(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_through_another_instance_stops_the_running_task_within_two_seconds() {
+    let Some(url) = pg::fresh_database().await else {
+        return;
+    };
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::Hang);
+    let servers = instances(&shared_config(&fake.url(), &url), 3).await;
+    let db = pg::connect(&url).await;
+    let id = servers[0].client().agent_run("hangs until cancelled").await;
+    let pid = wait_holder(&db, &id).await;
+    wait_state(
+        &servers[0].client(),
+        &id,
+        "running",
+        Duration::from_secs(10),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.in_flight_chats() == 0 {
+        assert!(Instant::now() < deadline, "the chat never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let other_server = servers
+        .iter()
+        .find(|s| s.child.id() != Some(pid))
+        .expect("an instance that does not run it");
+    let other = other_server.client();
+    // Operations on an instance that runs nothing: ready (the database answers), and the
+    // queue it reports is the application's.
+    for (i, server) in servers.iter().take(2).enumerate() {
+        server.client().agent_run(&format!("queued {i}")).await;
+    }
+    let get = |path: &str| {
+        let url = format!("{}{path}", other_server.base);
+        async move {
+            let r = reqwest::get(&url).await.expect("GET");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    };
+    let (status, ready) = get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert!(ready.contains(r#""store":{"ok":true}"#), "{ready}");
+    let (_, metrics) = get("/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l == "agent_mcp_queue_depth 2"),
+        "{metrics}"
+    );
+    let asked = Instant::now();
+    let r = other
+        .modern_with_caps(
+            "tasks/cancel",
+            json!({"taskId": id}),
+            json!({"extensions": {EXT: {}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    wait_state(&other, &id, "cancelled", Duration::from_secs(2)).await;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while fake.in_flight_chats() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the fake Ollama's connection stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "FIGURE cross-instance cancel: cancelled and connection closed {:.3} s after tasks/cancel",
+        asked.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_caller_spreading_61_agent_runs_over_three_instances_gets_one_429() {
+    let Some(url) = pg::fresh_database().await else {
+        return;
+    };
+    let fake = FakeOllama::start().await;
+    let mut config = shared_config(&fake.url(), &url);
+    // 60 agent_run at once, and the next cell a minute later: so 61 in a minute are one too
+    // many however fast this machine sends them. Per instance, each would allow all 61.
+    config.rate_limit = Default::default();
+    config.rate_limit.per_minute = 1;
+    config.rate_limit.burst = 60;
+    let servers = instances(&config, 3).await;
+    let clients: Vec<HttpClient> = servers.iter().map(ServeProcess::client).collect();
+    let started = Instant::now();
+    let mut refused = Vec::new();
+    for i in 0..61 {
+        let r = clients[i % 3]
+            .modern(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": format!("r{i}")}}),
+            )
+            .await;
+        match r.status.as_u16() {
+            200 => {}
+            429 => refused.push((i, r.text)),
+            other => panic!("agent_run {i}: {other} {}", r.text),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "too slow to test a minute's budget"
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, 60, "the 61st is the one refused");
+    assert!(refused[0].1.contains("Retry after"), "{}", refused[0].1);
+}
