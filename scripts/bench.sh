@@ -7,7 +7,8 @@
 #   (c) bare hyper answering a fixed JSON body (benches/peers/hyper_peer.rs): the ceiling.
 # Loads: modern-era (2026-07-28 headers and _meta) `tools/call agent_status` and `tools/list`,
 # at concurrency 1, 16 and 64, with wrk (installed with apt-get if missing).
-# Then: agent_run accepted durably at c=16 (agent-mcp only), and agent_run with 4 x 5 MiB images
+# Then: agent_run accepted durably at c=16 (agent-mcp only); agent_status with QUEUED (100,000)
+# tasks waiting vs none, and the RSS; and agent_run with 4 x 5 MiB images
 # to durable acceptance vs a bare parse (benches/accept.rs).
 #
 # On a 2-core machine the servers run on CPU 0 and wrk on CPU 1 (taskset), so the load
@@ -226,6 +227,63 @@ echo "| tools/call agent_run (durable accept) | 16 | $run_rps | $(fmt_lat "$run5
 # Before group commit, one fsync per accepted task: about 1,060 accepts/s on this machine.
 ok="$(awk -v a="$run_rps" 'BEGIN { print (a >= 5*1060) ? "met" : "MISSED" }')"
 verdicts+=("agent_run c=16: ≥ 5 × 1,060 durable accepts/s — $ok ($run_rps/s)")
+echo
+# Queue depth: a second agent-mcp (same configuration) whose fake Ollama never answers, so the
+# first task runs forever and every later one waits. agent_status of a task at the back of
+# QUEUED waiting tasks vs of the running task with nobody waiting, and the server's RSS.
+QUEUED="${QUEUED:-100000}"
+echo "== queue depth: agent_status with $QUEUED tasks queued vs none"
+FAKE_OLLAMA_REPLY=hang "$FAKE" > "$WORK/fake_hang.url" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/fake_hang.url" ] && break; sleep 0.1; done
+Q_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+mkdir -p "$WORK/q"
+sed -e "s#url: $OLLAMA_URL#url: $(head -n1 "$WORK/fake_hang.url")#" -e "s#127.0.0.1:$PORT#127.0.0.1:$Q_PORT#" \
+    -e "s#$WORK/audit.jsonl#$WORK/q/audit.jsonl#" -e "s#$WORK/store/#$WORK/q/store/#" "$WORK/agent.yaml" > "$WORK/q/agent.yaml"
+(cd "$WORK/q" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/q/agent.yaml") 2> "$WORK/q/server.log" &
+Q_PID=$!
+PIDS+=($Q_PID)
+Q_URL="http://127.0.0.1:$Q_PORT/mcp"
+for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$Q_URL" 2>/dev/null && break; sleep 0.1; done
+task_of() { python3 -c 'import json,re,sys
+t = json.load(sys.stdin)["result"]["content"][0]["text"]
+print(re.search(r"task_id: (\S+)", t).group(1))'; }
+status_lua_of() { # task_id file
+  lua_for tools/call agent_status "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$1\"},$META}}" "$2"
+}
+FIRST="$(post "$Q_URL" tools/call agent_run "$RUN_BODY" | task_of)"
+status_lua_of "$FIRST" "$WORK/q/first.lua"
+sleep 1
+R[q,0]="$(measure "$Q_URL" "$WORK/q/first.lua" 64)"
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$Q_PID/status" 2>/dev/null || echo 0; }
+RSS0="$(rss_kib)"
+# Fill the queue with agent_run from wrk until QUEUED tasks wait behind the running one.
+depth=0
+while [ "$depth" -lt "$QUEUED" ]; do
+  "${PIN_CLIENT[@]}" wrk -t1 -c32 -d3s -s "$WORK/run.lua" "$Q_URL" > /dev/null 2>&1 || true
+  LAST="$(post "$Q_URL" tools/call agent_run "$RUN_BODY" | task_of)"
+  depth="$(post "$Q_URL" tools/call agent_status "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$LAST\"},$META}}" |
+    python3 -c 'import json,re,sys
+t = json.load(sys.stdin)["result"]["content"][0]["text"]
+m = re.search(r"待ち順: (\d+)", t)
+print(m.group(1) if m else 0)')"
+done
+status_lua_of "$LAST" "$WORK/q/last.lua"
+R[q,n]="$(measure "$Q_URL" "$WORK/q/last.lua" 64)"
+RSSN="$(rss_kib)"
+read -r q0_rps q0_50 q0_99 q0_err <<< "${R[q,0]}"
+read -r qn_rps qn_50 qn_99 qn_err <<< "${R[q,n]}"
+echo
+echo "| agent_status, c=64 | queued | req/s | p50 / p99 | server RSS |"
+echo "|---|---:|---:|---|---:|"
+echo "| the running task | 0 | $q0_rps | $(fmt_lat "$q0_50") / $(fmt_lat "$q0_99") | $((RSS0 / 1024)) MiB |"
+echo "| the last queued task | $depth | $qn_rps | $(fmt_lat "$qn_50") / $(fmt_lat "$qn_99") | $((RSSN / 1024)) MiB |"
+ok="$(awk -v a="$qn_rps" -v b="$q0_rps" 'BEGIN { print (a >= 0.9*b) ? "met" : "MISSED" }')"
+verdicts+=("agent_status with $depth queued ≥ 90 % of the empty queue's req/s — $ok ($(awk -v a="$qn_rps" -v b="$q0_rps" 'BEGIN { printf "%.0f %%", 100*a/b }'))")
+ok="$(awk -v a="$qn_99" -v b="$q0_99" 'BEGIN { print (a <= 1.5*b) ? "met" : "MISSED" }')"
+verdicts+=("agent_status p99 with $depth queued ≤ 1.5× the empty queue's — $ok ($(fmt_lat "$qn_99") vs $(fmt_lat "$q0_99"))")
+ok="$(awk -v r="$RSSN" 'BEGIN { print (r <= 100*1024) ? "met" : "MISSED" }')"
+verdicts+=("server RSS with $depth queued ≤ 100 MiB — $ok ($((RSSN / 1024)) MiB)")
 echo
 echo "== agent_run with 4 x 5 MiB images to durable acceptance (SQLite, FULL) vs a bare parse"
 "${PIN_SERVER[@]}" "$ACCEPT" --bench | tee "$WORK/accept.txt"
