@@ -1,4 +1,4 @@
-//! The HTTP wire rules (protocol/mcp-2026-07-28.md §1–§2): status code and JSON-RPC
+//! The HTTP wire rules of MCP 2026-07-28's Streamable HTTP transport: status code and JSON-RPC
 //! code are both asserted.
 
 mod support;
@@ -284,7 +284,7 @@ fn legacy_body(method: &str, params: Value) -> String {
 
 const STATUS_PARAMS: fn() -> Value = || json!({"name": "agent_status", "arguments": {"task_id": "00000000-0000-0000-0000-000000000000"}});
 
-/// Protocol/mcp-2026-07-28.md §1–§2, one request each: status code and JSON-RPC code both.
+/// The transport rules, one request each: status code and JSON-RPC code both.
 const WIRE_CASES: &[WireCase] = &[
     // MCP-Protocol-Version must match _meta.
     WireCase {

@@ -1,6 +1,6 @@
 //! Which protocol era a message belongs to, decided by the protocol-version *value*.
 //!
-//! `protocol/mcp-2026-07-28.md` §1.7: the version comes from the body's
+//! Per the MCP 2026-07-28 revision's version rules, the version comes from the body's
 //! `_meta["io.modelcontextprotocol/protocolVersion"]`, then the `MCP-Protocol-Version` header,
 //! else `2025-03-26`. A version of 2026-07-28 or later is served statelessly (modern); anything
 //! earlier is served with the 2025 lifecycle (`initialize`, legacy-shaped results).

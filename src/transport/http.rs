@@ -1,6 +1,6 @@
 //! `POST /mcp`: stateless Streamable HTTP as a `tower::Service<http::Request<B>>`.
 //!
-//! The edge enforces the transport rules of `protocol/mcp-2026-07-28.md` §2 and holds no
+//! The edge enforces the Streamable HTTP transport rules of MCP 2026-07-28 and holds no
 //! business logic. It is a short tower stack, outermost first:
 //!
 //! | layer | refuses with |
