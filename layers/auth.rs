@@ -44,8 +44,7 @@
 //!     // What the HTTP edge does with the `Authorization` header.
 //!     ctx.credential = authorization
 //!         .and_then(|v| Credential::from_authorization(&v.parse().unwrap()));
-//!     McpRequest { id: Some(RequestId::Number(1)), method: "tools/list".into(),
-//!                  params: Default::default(), ctx, call: None }
+//!     McpRequest::new(Some(RequestId::Number(1)), "tools/list", Default::default(), ctx)
 //! };
 //! let ok = svc.ready().await.unwrap().call(call(Some("Bearer s3cret"))).await.unwrap();
 //! let Payload::Result(result) = &ok.payload else { panic!() };

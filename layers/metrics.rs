@@ -17,13 +17,12 @@
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, Infallible>(req.result(McpResult::empty()))
 //!     });
-//! let req = McpRequest {
-//!     id: Some(RequestId::Number(1)),
-//!     method: "tools/list".into(),
-//!     params: Default::default(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-//!     call: None,
-//! };
+//! let req = McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     "tools/list",
+//!     Default::default(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! );
 //! let resp: McpResponse = svc.oneshot(req).await.unwrap();
 //! assert!(resp.error_code().is_none());
 //! # }

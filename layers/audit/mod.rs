@@ -52,13 +52,12 @@
 //! let mut params = serde_json::Map::new();
 //! params.insert("name".into(), "agent_run".into());
 //! params.insert("arguments".into(), serde_json::json!({"request": "list the files"}));
-//! let req = McpRequest {
-//!     id: Some(RequestId::Number(1)),
-//!     method: "tools/call".into(),
+//! let req = McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     "tools/call",
 //!     params,
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
-//!     call: None,
-//! };
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//! );
 //! svc.ready().await.unwrap().call(req).await.unwrap();
 //!
 //! // The line is written in the background.

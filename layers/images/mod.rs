@@ -52,14 +52,13 @@
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text(text, false)))
 //!     });
 //!
-//! let call = |images| McpRequest {
-//!     id: Some(RequestId::Number(1)),
-//!     method: "tools/call".into(),
-//!     params: json!({"name": "agent_run", "arguments": {"request": "look", "images": images}})
+//! let call = |images| McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     "tools/call",
+//!     json!({"name": "agent_run", "arguments": {"request": "look", "images": images}})
 //!         .as_object().cloned().unwrap_or_default(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-//!     call: None,
-//! };
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! );
 //! let text = |resp: agent_mcp::protocol::McpResponse| match resp.payload {
 //!     Payload::Result(r) => (r.first_text().unwrap_or_default().to_owned(), r.is_tool_error()),
 //!     _ => panic!("a tool result"),

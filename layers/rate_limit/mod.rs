@@ -55,13 +55,12 @@
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::empty()))
 //!     });
-//! let call = |id| McpRequest {
-//!     id: Some(RequestId::Number(id)),
-//!     method: "tools/list".into(),
-//!     params: Default::default(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
-//!     call: None,
-//! };
+//! let call = |id| McpRequest::new(
+//!     Some(RequestId::Number(id)),
+//!     "tools/list",
+//!     Default::default(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//! );
 //! for id in 1..=2 {
 //!     let ok = svc.ready().await.unwrap().call(call(id)).await.unwrap();
 //!     assert!(matches!(ok.payload, Payload::Result(_)));

@@ -59,13 +59,12 @@
 //!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
 //!     .service(AgentService::new(agent.core().clone()));
 //!
-//! let request = |method: &str| McpRequest {
-//!     id: Some(RequestId::Number(1)),
-//!     method: method.into(),
-//!     params: Map::new(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-//!     call: None,
-//! };
+//! let request = |method: &str| McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     method,
+//!     Map::new(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! );
 //!
 //! // Discovery advertises the extension.
 //! let discover = svc.ready().await?.call(request("server/discover")).await?;

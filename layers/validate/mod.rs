@@ -45,13 +45,12 @@
 //!
 //! let params = json!({"name": "agent_run",
 //!                     "arguments": {"request": "  ", "temperature": 2.5, "colour": "red"}});
-//! let req = McpRequest {
-//!     id: Some(RequestId::Number(1)),
-//!     method: "tools/call".into(),
-//!     params: params.as_object().cloned().unwrap_or_default(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-//!     call: None,
-//! };
+//! let req = McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     "tools/call",
+//!     params.as_object().cloned().unwrap_or_default(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! );
 //! let resp: McpResponse = svc.ready().await?.call(req).await?;
 //! let Payload::Result(result) = &resp.payload else { panic!("a tool result") };
 //! assert!(result.is_tool_error());

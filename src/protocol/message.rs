@@ -115,6 +115,22 @@ pub enum ParsedCall<'a> {
 }
 
 impl McpRequest {
+    /// A request (`id` set) or notification (`id: None`) with its arguments not yet parsed.
+    pub fn new(
+        id: Option<RequestId>,
+        method: impl Into<Method>,
+        params: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Self {
+        Self {
+            id,
+            method: method.into(),
+            params,
+            ctx,
+            call: None,
+        }
+    }
+
     pub fn is_notification(&self) -> bool {
         self.id.is_none()
     }

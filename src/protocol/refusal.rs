@@ -16,13 +16,12 @@
 //! ```
 //! use agent_mcp::protocol::*;
 //!
-//! let req = McpRequest {
-//!     id: Some(RequestId::Number(7)),
-//!     method: "tools/list".into(),
-//!     params: Default::default(),
-//!     ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
-//!     call: None,
-//! };
+//! let req = McpRequest::new(
+//!     Some(RequestId::Number(7)),
+//!     "tools/list",
+//!     Default::default(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
+//! );
 //! let refused = req.refuse(Refusal::rate_limited(3, "Slow down. Retry after 3 s."));
 //! assert_eq!(refused.outcome(), Outcome::RateLimited);
 //! let json = refused.to_json().unwrap();
