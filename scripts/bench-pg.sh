@@ -22,41 +22,21 @@ WARMUP="${WARMUP:-1}"
 CONC="${CONC:-16}"
 RATE_LIMIT="${RATE_LIMIT:-true}"
 
-if ! command -v wrk >/dev/null; then
-  echo "== installing wrk (Debian package)"
-  apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
-fi
-PIN_SERVER=()
-PIN_CLIENT=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  PIN_SERVER=(taskset -c 0)
-  PIN_CLIENT=(taskset -c 1)
-fi
+. scripts/lib.sh
+ensure_wrk
 
 echo "== building release binaries"
 cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
 BIN="$PWD/target/release/agent-mcp"
 FAKE="$PWD/target/release/examples/fake_ollama"
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
-"$FAKE" > "$WORK/fake.url" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
-OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
+start_fake_ollama "$FAKE" fake
 
 DB="agent_mcp_bench_$$"
 psql -q "$AGENT_MCP_TEST_PG_URL" -c "CREATE DATABASE $DB"
 PG_URL="${AGENT_MCP_TEST_PG_URL%/*}/$DB"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 start_server() { # name store-yaml → sets URL
   local name="$1" port
   port="$(free_port)"

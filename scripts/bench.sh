@@ -25,17 +25,8 @@ CONCURRENCY=(1 16 64)
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 
-if ! command -v wrk >/dev/null; then
-  echo "== installing wrk (Debian package)"
-  if [ "$(id -u)" -eq 0 ]; then apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
-  else sudo apt-get install -y wrk >/dev/null; fi
-fi
-PIN_SERVER=()
-PIN_CLIENT=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  PIN_SERVER=(taskset -c "$SERVER_CPU")
-  PIN_CLIENT=(taskset -c "$CLIENT_CPU")
-fi
+. scripts/lib.sh
+ensure_wrk
 
 echo "== building release binaries"
 cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
@@ -55,14 +46,6 @@ HYPER_PEER="$(bench_exe hyper_peer)"
 ACCEPT="$(bench_exe accept)"
 for exe in "$RMCP_PEER" "$HYPER_PEER" "$ACCEPT"; do [ -x "$exe" ] || { echo "missing bench binary ($exe)" >&2; exit 1; }; done
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 # Starts a server that prints its URL on stdout's first line; sets $URL.
 start_url_printer() {
@@ -74,12 +57,9 @@ start_url_printer() {
   [ -n "$URL" ] || { echo "$name did not start" >&2; cat "$WORK/$name.log" >&2; exit 1; }
 }
 
-"$FAKE" > "$WORK/fake.url" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
-OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
+start_fake_ollama "$FAKE" fake
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+PORT="$(free_port)"
 cat > "$WORK/agent.yaml" <<YAML
 ollama:
   url: $OLLAMA_URL
@@ -233,12 +213,13 @@ echo
 # QUEUED waiting tasks vs of the running task with nobody waiting, and the server's RSS.
 QUEUED="${QUEUED:-100000}"
 echo "== queue depth: agent_status with $QUEUED tasks queued vs none"
-FAKE_OLLAMA_REPLY=hang "$FAKE" > "$WORK/fake_hang.url" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/fake_hang.url" ] && break; sleep 0.1; done
-Q_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+BUSY_OLLAMA_URL="$OLLAMA_URL"
+start_fake_ollama "$FAKE" fake_hang FAKE_OLLAMA_REPLY=hang
+HANG_OLLAMA_URL="$OLLAMA_URL"
+OLLAMA_URL="$BUSY_OLLAMA_URL"
+Q_PORT="$(free_port)"
 mkdir -p "$WORK/q"
-sed -e "s#url: $OLLAMA_URL#url: $(head -n1 "$WORK/fake_hang.url")#" -e "s#127.0.0.1:$PORT#127.0.0.1:$Q_PORT#" \
+sed -e "s#url: $OLLAMA_URL#url: $HANG_OLLAMA_URL#" -e "s#127.0.0.1:$PORT#127.0.0.1:$Q_PORT#" \
     -e "s#$WORK/audit.jsonl#$WORK/q/audit.jsonl#" -e "s#$WORK/store/#$WORK/q/store/#" "$WORK/agent.yaml" > "$WORK/q/agent.yaml"
 (cd "$WORK/q" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/q/agent.yaml") 2> "$WORK/q/server.log" &
 Q_PID=$!

@@ -22,27 +22,17 @@ if [ ! -x "$NODE" ] || [ ! -f "$SUITE" ] || ! grep -q '"version": "0.2.0-alpha.1
 fi
 "$NODE" --version
 
+. scripts/lib.sh
+
 echo "== building agent-mcp and the fake Ollama"
 cargo build --locked --quiet --bin agent-mcp --example fake_ollama
 BIN="$PWD/target/debug/agent-mcp"
 FAKE="$PWD/target/debug/examples/fake_ollama"
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
-"$FAKE" > "$WORK/fake.url" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
-OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
-[ -n "$OLLAMA_URL" ] || { echo "fake Ollama did not start" >&2; exit 1; }
+start_fake_ollama "$FAKE" fake
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+PORT="$(free_port)"
 # The default configuration, as a user gets it: no agent.yaml, nothing tuned (rate limits,
 # SQLite store and audit log as shipped). Only the Ollama to talk to and its model are set,
 # the way a user sets them (OLLAMA_HOST, AGENT_MCP_OLLAMA_MODEL). The default store lives

@@ -27,12 +27,7 @@ SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 
 command -v wrk >/dev/null || { echo "soak.sh needs wrk (apt-get install wrk)" >&2; exit 2; }
-PIN_SERVER=()
-PIN_CLIENT=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  PIN_SERVER=(taskset -c "$SERVER_CPU")
-  PIN_CLIENT=(taskset -c "$CLIENT_CPU")
-fi
+. scripts/lib.sh
 
 echo "== building release binaries"
 cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
@@ -40,20 +35,8 @@ cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
 BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
 FAKE="$PWD/target/release/examples/fake_ollama"
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
-"$FAKE" > "$WORK/fake.url" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/fake.url" ] && break; sleep 0.1; done
-OLLAMA_URL="$(head -n1 "$WORK/fake.url")"
-[ -n "$OLLAMA_URL" ] || { echo "the fake Ollama did not start" >&2; exit 1; }
+start_fake_ollama "$FAKE" fake
 
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 post() { # url method name body
@@ -69,7 +52,7 @@ start_server() {
   local dir="$WORK/$1"
   mkdir -p "$dir"
   local port
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+  port="$(free_port)"
   cat > "$dir/agent.yaml" <<YAML
 ollama:
   url: $OLLAMA_URL
