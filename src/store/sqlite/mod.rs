@@ -13,6 +13,7 @@
 //! - Failures (read-only file, full disk, I/O error) come back as [`StoreError::Unavailable`]
 //!   with what to do; the transaction rolls back, so nothing is half-written.
 
+mod cache;
 pub(super) mod queries;
 mod schema;
 mod thread;
@@ -31,6 +32,7 @@ use uuid::Uuid;
 use super::{StoreError, TaskStore};
 use crate::config::StoreConfig;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
+use cache::TaskCache;
 use thread::ConnectionThread;
 
 /// How many tasks one purge transaction deletes, so other writes interleave with a large purge.
@@ -41,6 +43,8 @@ const PURGE_BATCH: u32 = 500;
 pub struct SqliteStore {
     writer: ConnectionThread,
     reader: ConnectionThread,
+    /// Recent tasks, written through after each commit (see `cache.rs`).
+    cache: Arc<TaskCache>,
     /// The file, for error messages.
     path: Arc<str>,
     /// Held while the store is open: one process per file (see [`lock_exclusively`]).
@@ -74,6 +78,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer: spawn("writer", writer, Some(schema::checkpoint))?,
             reader: spawn("reader", reader, None)?,
+            cache: Arc::default(),
             path: shown,
             _lock: lock,
         })
@@ -278,18 +283,31 @@ impl TaskStore for SqliteStore {
         let mut task = task.clone();
         let images = std::mem::take(&mut task.images);
         let path = self.path.clone();
+        let cache = self.cache.clone();
+        let cached = task.clone();
         // Decoding and hashing run on the writer thread too: CPU work of up to the image
         // limit's size that does not belong on the executor.
         self.writer
-            .run(move |conn| {
-                let images = queries::prepare_images(&images)?;
-                queries::insert_task(conn, &task, &images).map_err(|e| describe(&path, e))
-            })
+            .run_committed(
+                move |conn| {
+                    let images = queries::prepare_images(&images)?;
+                    queries::insert_task(conn, &task, &images).map_err(|e| describe(&path, e))
+                },
+                move |()| cache.committed(cached),
+            )
             .await
     }
 
     async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
-        self.read(move |conn| queries::task(conn, id)).await
+        let epoch = match self.cache.get(id) {
+            Ok(task) => return Ok(Some(task)),
+            Err(epoch) => epoch,
+        };
+        let task = self.read(move |conn| queries::task(conn, id)).await?;
+        if let Some(task) = &task {
+            self.cache.fill(task, epoch);
+        }
+        Ok(task)
     }
 
     async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
@@ -303,8 +321,19 @@ impl TaskStore for SqliteStore {
         // The runner saves progress with the images it holds; copying their bytes on every
         // save would be wasted work, and the row does not hold them anyway.
         let task = queries::without_images(task);
+        let cached = task.clone();
+        let cache = self.cache.clone();
+        let path = self.path.clone();
         let known = self
-            .write(move |conn| queries::update_task(conn, &task))
+            .writer
+            .run_committed(
+                move |conn| queries::update_task(conn, &task).map_err(|e| describe(&path, e)),
+                move |known| {
+                    if *known {
+                        cache.committed(cached);
+                    }
+                },
+            )
             .await?;
         if known {
             Ok(())
@@ -322,8 +351,21 @@ impl TaskStore for SqliteStore {
         let cutoff = queries::to_ns(finished_before);
         let mut purged = 0;
         loop {
+            let path = self.path.clone();
+            let cache = self.cache.clone();
             let n = self
-                .write(move |conn| queries::purge_batch(conn, cutoff, PURGE_BATCH))
+                .writer
+                .run_committed(
+                    move |conn| {
+                        queries::purge_batch(conn, cutoff, PURGE_BATCH)
+                            .map_err(|e| describe(&path, e))
+                    },
+                    move |n| {
+                        if *n > 0 {
+                            cache.purged();
+                        }
+                    },
+                )
                 .await?;
             purged += n;
             if n < u64::from(PURGE_BATCH) {

@@ -115,6 +115,18 @@ impl ConnectionThread {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        self.run_committed(f, |_| ()).await
+    }
+
+    /// [`ConnectionThread::run`], and `on_commit` with the job's result once it is committed,
+    /// on the connection's thread, before the answer is sent: the hooks of successive jobs run
+    /// in commit order (the task cache relies on it).
+    pub(super) async fn run_committed<T, F, C>(&self, f: F, on_commit: C) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        C: FnOnce(&T) + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send(Job::Grouped(Box::new(move |connection| {
@@ -122,7 +134,11 @@ impl ConnectionThread {
                 let ok = result.is_ok();
                 // A job's own error wins over the group's: it says what went wrong.
                 let deliver: Deliver = Box::new(move |committed| {
-                    let _ = reply.send(result.and_then(|value| committed.map(|()| value)));
+                    let answer = result.and_then(|value| committed.map(|()| value));
+                    if let Ok(value) = &answer {
+                        on_commit(value);
+                    }
+                    let _ = reply.send(answer);
                 });
                 (ok, deliver)
             })))
