@@ -12,6 +12,7 @@ use std::future::Future;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::task::events::Follower;
 use crate::task::{Task, TaskState};
 
 /// A task as the backend holds it now, with its place in the queue.
@@ -44,6 +45,10 @@ pub trait TaskBackend: Send + Sync + 'static {
     /// A receiver that wakes after every later change of any task. The layer subscribes before
     /// reading, then re-reads after each wake-up, so no change is missed.
     fn subscribe(&self) -> watch::Receiver<u64>;
+
+    /// Follows these tasks' changes one by one, with their latest snapshots (the push streams
+    /// use it; see [`Follower`]).
+    fn follow(&self, ids: &[Uuid]) -> Follower;
 
     /// The text a task's final `CallToolResult` carries (for the agent: the `agent_status` text).
     fn result_text(&self, task: &Task) -> String;

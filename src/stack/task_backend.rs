@@ -37,6 +37,10 @@ impl TaskBackend for AgentCore {
         self.subscribe_task_changes()
     }
 
+    fn follow(&self, ids: &[Uuid]) -> crate::task::events::Follower {
+        self.events.follow(ids)
+    }
+
     fn result_text(&self, task: &Task) -> String {
         render_status(task, None)
     }
