@@ -525,3 +525,48 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// With the Tasks extension the client follows by push: one `subscriptions/listen`, no
+/// `agent_status` poll, and the same output as polling (the tests above check it line by line).
+#[tokio::test]
+async fn run_follows_the_task_by_push_without_a_single_poll() {
+    let fake = FakeOllama::start_with(slow_fake()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let mut config = test_config(&fake.url());
+    config.audit.enabled = true;
+    config.audit.file = Some(audit.clone());
+    let server = HttpServer::start(config).await;
+    fake.push_reply(Reply::delayed(
+        Duration::from_millis(1500),
+        Reply::text("Pushed.", 10, 5),
+    ));
+    let out = run_client(client(&["run", "Follow me.", "--url", &server.url])).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_output(
+        &lines(&out.stdout),
+        true,
+        &[
+            "running 0/1 ollama chat tokens=0",
+            "completed 1/1 tokens=15",
+            "Pushed.",
+        ],
+    );
+    // The audit log has one line per tool call: the client made exactly one, agent_run (it
+    // has exited by now; the writer gets a moment to catch up).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = std::fs::read_to_string(&audit).expect("audit file");
+    let tools: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
+            record["tool"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(tools, ["agent_run"], "no agent_status poll");
+}

@@ -53,6 +53,14 @@ pub trait TaskBackend: Send + Sync + 'static {
     /// The text a task's final `CallToolResult` carries (for the agent: the `agent_status` text).
     fn result_text(&self, task: &Task) -> String;
 
+    /// The task described as its own tool would (the `agent_status` text, with the queue
+    /// position while queued); push notifications carry it in `_meta`
+    /// ([`STATUS_META`](super::STATUS_META)). By default the [`result_text`](Self::result_text).
+    fn status_text(&self, task: &Task, queue_position: Option<usize>) -> String {
+        let _ = queue_position;
+        self.result_text(task)
+    }
+
     /// The human message for a state; `queue_position` is shown while queued.
     fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String;
 }

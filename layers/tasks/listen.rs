@@ -8,7 +8,8 @@
 //! current `DetailedTask`, then one on every later change (state changes, a step starting or
 //! finishing, a model call or tool of a step), each exactly what `tasks/get` would answer
 //! then. Every message carries `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen
-//! request's id. Once every accepted task is terminal (its last notification inlines the
+//! request's id; a task notification's `_meta` also has the `agent_status` text
+//! ([`STATUS_META`]). Once every accepted task is terminal (its last notification inlines the
 //! result) the stream ends with the listen request's empty result. The client ends it earlier
 //! by closing it (HTTP) or with `notifications/cancelled` (stdio): that cancels the listen, not
 //! the tasks. A listen that asks for nothing this server sends (no `taskIds`) is -32601, as
@@ -47,6 +48,11 @@ use crate::task::events::Follower;
 
 /// The `_meta` key naming the subscription a message belongs to.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The `_meta` key under which this server's `notifications/tasks` also carry the task as its
+/// `agent_status` tool describes it (state, steps, current step, tokens), so a client can show
+/// progress without a call. Not part of the `DetailedTask`, which is exactly `tasks/get`'s.
+pub const STATUS_META: &str = "agent-mcp/status";
 
 /// The most task ids one `subscriptions/listen` may name.
 pub const MAX_TASK_IDS: usize = 100;
@@ -369,8 +375,12 @@ async fn next_message<B: TaskBackend>(mut st: Follow<B>) -> Option<(Value, Follo
             followed.last = Some(view.clone());
             let message = match &st.shape {
                 Shape::Listen { subscription, .. } => {
+                    let status = st.backend.status_text(&now.task, now.queue_position);
                     let mut params = view;
-                    params.insert("_meta".into(), json!({ SUBSCRIPTION_ID: subscription }));
+                    params.insert(
+                        "_meta".into(),
+                        json!({ SUBSCRIPTION_ID: subscription, STATUS_META: status }),
+                    );
                     json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": params })
                 }
                 Shape::Legacy { .. } => json!({

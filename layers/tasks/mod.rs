@@ -96,7 +96,7 @@ pub use layer::{
     DEFAULT_CANCEL_WAIT, DEFAULT_MAX_STREAMS_PER_CALLER, DEFAULT_POLL_INTERVAL, TasksConfig,
     TasksLayer,
 };
-pub use listen::{MAX_TASK_IDS, OpenStreams, SUBSCRIPTION_ID};
+pub use listen::{MAX_TASK_IDS, OpenStreams, STATUS_META, SUBSCRIPTION_ID};
 pub use service::Tasks;
 pub use wire::{
     MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,

@@ -45,6 +45,10 @@ impl TaskBackend for AgentCore {
         render_status(task, None)
     }
 
+    fn status_text(&self, task: &Task, queue_position: Option<usize>) -> String {
+        render_status(task, queue_position)
+    }
+
     fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String {
         state_message(state, queue_position)
     }
