@@ -6,13 +6,14 @@
 #     one at a time (a) by polling `tasks/get` at the pollIntervalMs the server suggests, and
 #     (b) by one `subscriptions/listen`. Counted by the client and, independently, by the
 #     server's `agent_mcp_requests_total` on /metrics.
-#  2. A stalled subscriber: a task whose step calls a tool ROUNDS times (about 1,000 progress
-#     changes); one subscriber reads along, another sends its listen and then reads nothing for
-#     STALL_S seconds (a 4 KiB receive buffer). Prints the server's RSS over the stall, how long
-#     `tools/list` takes meanwhile, and what the stalled one gets when it reads again.
+#  2. A stalled subscriber: a task whose step calls a tool ROUNDS times (two progress changes a
+#     round: the model call and the tool); one subscriber reads along, another sends its listen
+#     and then reads nothing for STALL_S seconds (a 4 KiB receive buffer). Run beside a control
+#     without the stalled one; prints the server's RSS, how long `tools/list` takes meanwhile,
+#     and what the stalled one gets when it reads again.
 #
 # Usage: scripts/bench-push.sh            (debug build; PROFILE=release for the release one)
-#        TASKS=5 REPLY_MS=3000 ROUNDS=700 STALL_S=30 scripts/bench-push.sh
+#        TASKS=5 REPLY_MS=3000 ROUNDS=1000 STALL_S=30 scripts/bench-push.sh
 # Wall-clock figures: run it on an otherwise quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 TASKS="${TASKS:-5}"
 REPLY_MS="${REPLY_MS:-3000}"
-ROUNDS="${ROUNDS:-700}"
+ROUNDS="${ROUNDS:-1000}"
 STALL_S="${STALL_S:-30}"
 PROFILE="${PROFILE:-debug}"
 if [ "$PROFILE" = release ]; then
@@ -129,13 +130,16 @@ for m, t, c, s, per, wall, notes in rows:
 PY
 
 # --- 2. a stalled subscriber ------------------------------------------------------------------
-start_fake_ollama "$FAKE" fake2 FAKE_OLLAMA_TOOL_ROUNDS="$ROUNDS"
-start_server stall "$OLLAMA_URL" "agent:
+# Twice on fresh servers: a reading subscriber alone (the control), then the same with a
+# stalled one beside it; the difference in the server's RSS is what the stalled one costs.
+stall_run() { # label stalled(0|1)
+  start_fake_ollama "$FAKE" "fake-$1" FAKE_OLLAMA_TOOL_ROUNDS="$ROUNDS"
+  start_server "stall-$1" "$OLLAMA_URL" "agent:
   max_iterations: $((ROUNDS + 10))
-  workspace: $WORK/stall/ws"
-"${PIN_CLIENT[@]}" python3 - "$SERVER_URL" "$SERVER_PID" "$STALL_S" <<'PY'
+  workspace: $WORK/stall-$1/ws"
+  "${PIN_CLIENT[@]}" python3 - "$SERVER_URL" "$SERVER_PID" "$STALL_S" "$2" "$1" <<'PY'
 import http.client, json, socket, sys, threading, time, urllib.parse
-url, pid, stall_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+url, pid, stall_s, with_stalled, label = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
 u = urllib.parse.urlparse(url)
 EXT = "io.modelcontextprotocol/tasks"
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -144,40 +148,35 @@ def rss_kib():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
-def request_bytes(method, params, id_=1, name=None):
-    body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
-                       "params": dict(params, _meta=META)})
-    head = (f"POST {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n"
-            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-            f"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n")
-    if name: head += f"Mcp-Name: {name}\r\n"
-    return (head + f"Content-Length: {len(body.encode())}\r\n\r\n" + body).encode()
-def call(method, params, name=None):
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-    body = request_bytes(method, params, name=name).split(b"\r\n\r\n", 1)[1]
+def body_of(method, params, id_):
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": dict(params, _meta=META)}).encode()
+def headers(method, name=None):
     h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
          "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
     if name: h["Mcp-Name"] = name
-    conn.request("POST", u.path, body, h)
+    return h
+def call(method, params, name=None):
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("POST", u.path, body_of(method, params, 1), headers(method, name))
     v = json.loads(conn.getresponse().read()); conn.close()
     return v
 base_rss = rss_kib()
-task = call("tools/call", {"name": "agent_run", "arguments": {"request": "look around"}}, "agent_run")["result"]
-tid = task["taskId"]
+tid = call("tools/call", {"name": "agent_run", "arguments": {"request": "look around"}}, "agent_run")["result"]["taskId"]
 listen = {"notifications": {"taskIds": [tid]}}
-# The stalled subscriber: small receive buffer, sends its listen, reads nothing for stall_s.
-stalled = socket.socket()
-stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-stalled.connect((u.hostname, u.port))
-stalled.sendall(request_bytes("subscriptions/listen", listen, id_=2))
-# The reader: follows along and counts.
+stalled = None
+if with_stalled:
+    # Small receive buffer, sends its listen, then reads nothing for stall_s.
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect((u.hostname, u.port))
+    body = body_of("subscriptions/listen", listen, 2)
+    head = f"POST {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers("subscriptions/listen").items())
+    stalled.sendall((head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
 seen = {"n": 0, "last": None}
 def reader():
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-    body = request_bytes("subscriptions/listen", listen, id_=3).split(b"\r\n\r\n", 1)[1]
-    conn.request("POST", u.path, body, {"Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "subscriptions/listen"})
+    conn.request("POST", u.path, body_of("subscriptions/listen", listen, 3), headers("subscriptions/listen"))
     for line in conn.getresponse():
         line = line.decode().strip()
         if line.startswith("data: "):
@@ -192,30 +191,47 @@ while time.time() - t0 < stall_s:
     s = time.time(); call("tools/list", {}); lat.append((time.time() - s) * 1000)
     time.sleep(1)
 th.join(timeout=600)
-during_max = max(rss)
-# The stalled subscriber reads again.
-stalled.settimeout(60)
-raw = b""
-while not raw.endswith(b"\r\n0\r\n\r\n"):
-    chunk = stalled.recv(65536)
-    if not chunk: break
-    raw += chunk
-datas = [json.loads(l[6:]) for l in raw.decode(errors="replace").splitlines() if l.startswith("data: ")]
-updates = [m["params"] for m in datas if m.get("method") == "notifications/tasks"]
-after_rss = rss_kib()
-last = updates[-1] if updates else {}
+last = seen["last"] or {}
+ok = last.get("status") == "completed" and last.get("result", {}).get("isError") is False
+row = {"label": label, "base": base_rss, "max": max(rss), "lat_max": max(lat),
+       "lat_med": sorted(lat)[len(lat) // 2], "reader": seen["n"], "done": seen.get("done_at", t0) - t0, "ok": ok}
+if stalled is not None:
+    row["after_stall"] = rss_kib()
+    stalled.settimeout(60)
+    raw = b""
+    while not raw.endswith(b"\r\n0\r\n\r\n"):
+        chunk = stalled.recv(65536)
+        if not chunk: break
+        raw += chunk
+    datas = [json.loads(l[6:]) for l in raw.decode(errors="replace").splitlines() if l.startswith("data: ")]
+    updates = [m["params"] for m in datas if m.get("method") == "notifications/tasks"]
+    sl = updates[-1] if updates else {}
+    row["stalled"] = len(updates)
+    row["stalled_ok"] = sl.get("status") == "completed" and sl.get("result", {}).get("isError") is False
+    row["ended"] = bool(datas) and datas[-1].get("result", {}).get("resultType") == "complete"
+print(json.dumps(row))
+assert ok, f"the task did not complete: {last.get('status')} {last.get('statusMessage')}"
+PY
+}
+stall_run control 0 > "$WORK/control.json"
+stall_run stalled 1 > "$WORK/stalled.json"
+python3 - "$WORK/control.json" "$WORK/stalled.json" "$STALL_S" "$ROUNDS" <<'PY'
+import json, sys
+c = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+s = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+stall_s, rounds = sys.argv[3], sys.argv[4]
+mib = lambda k: f"{k/1024:.1f} MiB"
 print()
-print(f"stall: {stall_s:.0f} s without reading, task with {seen['n']} task notifications seen by the reading subscriber"
-      f" (finished {seen.get('done_at', t0) - t0:.1f} s into the stall)")
-print("| figure | value |")
-print("|---|---|")
-print(f"| server RSS before the task | {base_rss/1024:.1f} MiB |")
-print(f"| server RSS during the stall, max of {len(rss)} samples | {during_max/1024:.1f} MiB |")
-print(f"| server RSS after the stalled subscriber read | {after_rss/1024:.1f} MiB |")
-print(f"| tools/list during the stall, max / median | {max(lat):.1f} / {sorted(lat)[len(lat)//2]:.1f} ms |")
-print(f"| updates the reader got | {seen['n']} |")
-print(f"| updates the stalled subscriber got on resume | {len(updates)} |")
-print(f"| its last update | {last.get('status')} with result: {'result' in last} |")
-print(f"| its stream ended with the listen's result | {bool(datas) and datas[-1].get('result', {}).get('resultType') == 'complete'} |")
-assert last.get("status") == "completed" and "result" in last, "the stalled subscriber did not get the latest state"
+print(f"stall: a task whose step calls a tool {rounds} times; {stall_s} s measured")
+print("| figure | reader only (control) | reader + stalled subscriber |")
+print("|---|---|---|")
+print(f"| server RSS before the task | {mib(c['base'])} | {mib(s['base'])} |")
+print(f"| server RSS, max over the {stall_s} s | {mib(c['max'])} | {mib(s['max'])} |")
+print(f"| server RSS after the stalled subscriber read | - | {mib(s['after_stall'])} |")
+print(f"| tools/list meanwhile, max / median | {c['lat_max']:.1f} / {c['lat_med']:.1f} ms | {s['lat_max']:.1f} / {s['lat_med']:.1f} ms |")
+print(f"| task notifications the reader got (task done at) | {c['reader']} ({c['done']:.1f} s) | {s['reader']} ({s['done']:.1f} s) |")
+print(f"| task notifications the stalled subscriber got on resume | - | {s['stalled']} |")
+print(f"| its last one: completed with the result | - | {s['stalled_ok']} |")
+print(f"| its stream ended with the listen's result | - | {s['ended']} |")
+assert s["stalled_ok"] and s["ended"], "the stalled subscriber did not get the latest state"
 PY
