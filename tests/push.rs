@@ -560,3 +560,76 @@ async fn stdio_listen_follows_a_task_and_legacy_clients_get_status_notifications
     })
     .await;
 }
+
+#[tokio::test]
+async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_the_task() {
+    within(async {
+        let fake =
+            FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+        let mut stdio = StdioServer::spawn(&test_config(&fake.url())).await;
+        let mut params = json!({"name": "agent_run", "arguments": {"request": "Hang."}});
+        params["_meta"] = modern_meta(declared());
+        let created = stdio.request("tools/call", params).await;
+        let id = created["result"]["taskId"]
+            .as_str()
+            .expect("taskId")
+            .to_owned();
+        let listen = |sub: &str| {
+            json!({"jsonrpc": "2.0", "id": sub, "method": "subscriptions/listen",
+                "params": {"notifications": {"taskIds": [id]}, "_meta": modern_meta(declared())}})
+            .to_string()
+        };
+        stdio.send_line(&listen("a")).await;
+        let ack = stdio.read_message().await;
+        assert_eq!(ack["params"]["_meta"][SUB], "a", "{ack}");
+        let first = stdio.read_message().await;
+        assert_eq!(first["method"], "notifications/tasks", "{first}");
+        // Cancelled: nothing more for "a", and the task still runs.
+        stdio
+            .send_line(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "a"}})
+                .to_string(),
+            )
+            .await;
+        let mut get = json!({"taskId": id});
+        get["_meta"] = modern_meta(declared());
+        let got = stdio.request("tasks/get", get).await;
+        assert_eq!(got["result"]["status"], "working", "{got}");
+        for n in &stdio.notifications {
+            assert_ne!(n["params"]["_meta"][SUB], "a", "after its cancel: {n}");
+        }
+        // A listen still open at end of input ends with it: the process exits promptly.
+        stdio.send_line(&listen("b")).await;
+        assert_eq!(stdio.read_message().await["params"]["_meta"][SUB], "b");
+        let exited = stdio.close().await;
+        assert!(exited.success(), "{exited:?}");
+    })
+    .await;
+}
+
+/// SIGTERM with a listen open on a task that never ends: the listen gets its graceful end (the
+/// listen's result) and the server exits without waiting for the task.
+#[tokio::test]
+async fn shutdown_ends_open_listens_gracefully() {
+    within(async {
+        let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+        let server = support::harness::ServeProcess::spawn(&test_config(&fake.url())).await;
+        let url = format!("{}/mcp", server.base);
+        let id = create(&url, None, "Hang.").await;
+        let mut stream = listen(&url, None, 5, json!({"taskIds": [id]}), declared()).await;
+        assert_eq!(stream.next().await.expect("ack")["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(stream.next().await.expect("state")["params"]["status"], "working");
+        let started = std::time::Instant::now();
+        let reader = tokio::spawn(stream.all());
+        let status = server.terminate().await;
+        assert!(status.success(), "{status:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "shutdown waited {:?}", started.elapsed());
+        let rest = reader.await.expect("reader");
+        assert_eq!(
+            rest.last().expect("the end"),
+            &json!({"jsonrpc": "2.0", "id": 5, "result": {"resultType": "complete", "_meta": {SUB: 5}}})
+        );
+    })
+    .await;
+}

@@ -12,7 +12,8 @@
 //! ([`STATUS_META`]). Once every accepted task is terminal (its last notification inlines the
 //! result) the stream ends with the listen request's empty result. The client ends it earlier
 //! by closing it (HTTP) or with `notifications/cancelled` (stdio): that cancels the listen, not
-//! the tasks. A listen that asks for nothing this server sends (no `taskIds`) is -32601, as
+//! the tasks. When the server shuts down, open listens end the same graceful way (their
+//! result) instead of holding the shutdown. A listen that asks for nothing this server sends (no `taskIds`) is -32601, as
 //! before: tools and prompts never change and there are no resources.
 //!
 //! **2025-11-25 `notifications/tasks/status`**, on stdio only: a task-augmented `tools/call`
@@ -409,7 +410,16 @@ async fn next_message<B: TaskBackend>(mut st: Follow<B>) -> Option<(Value, Follo
                 Shape::Legacy { .. } => None,
             };
         }
-        for id in st.follower.changed().await {
+        let changed = st.follower.changed().await;
+        if st.follower.is_closed() {
+            // The server is shutting down: the stream ends as if every task were done (a
+            // listen gets its result, which tells the client it may listen again later).
+            for task in &mut st.tasks {
+                task.terminal = true;
+            }
+            continue;
+        }
+        for id in changed {
             if let Some(i) = st.tasks.iter().position(|t| t.id == id) {
                 st.pending.push_back(i);
             }

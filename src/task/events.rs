@@ -23,6 +23,8 @@ use super::Task;
 #[derive(Debug, Default)]
 pub struct TaskEvents {
     watched: Mutex<HashMap<Uuid, Watched>>,
+    /// Set by [`TaskEvents::close`]: the server is shutting down.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// One followed task: its latest published snapshot and who follows it.
@@ -105,6 +107,23 @@ impl TaskEvents {
         }
     }
 
+    /// The server is shutting down: every follower's [`Follower::changed`] returns at once (an
+    /// empty set) and [`Follower::is_closed`] says so, so push streams end gracefully instead
+    /// of holding the shutdown until their tasks finish.
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        for watched in lock(&self.watched).values() {
+            for inbox in watched.followers.iter().filter_map(Weak::upgrade) {
+                inbox.notify.notify_one();
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// How many tasks are followed now (for tests and benchmarks of the bound).
     pub fn followed_tasks(&self) -> usize {
         lock(&self.watched).len()
@@ -121,15 +140,21 @@ pub struct Follower {
 
 impl Follower {
     /// Waits until at least one followed task has changed since the last call, and says which
-    /// (each id once, however many times it changed meanwhile).
+    /// (each id once, however many times it changed meanwhile). Returns an empty set at once
+    /// when the broadcast is closed ([`TaskEvents::close`]).
     pub async fn changed(&self) -> BTreeSet<Uuid> {
         loop {
             let changed = std::mem::take(&mut *lock(&self.inbox.changed));
-            if !changed.is_empty() {
+            if !changed.is_empty() || self.is_closed() {
                 return changed;
             }
             self.inbox.notify.notified().await;
         }
+    }
+
+    /// The server is shutting down ([`TaskEvents::close`]).
+    pub fn is_closed(&self) -> bool {
+        self.events.is_closed()
     }
 
     /// The latest published snapshot of a followed task; `None` when the last change was known
@@ -198,6 +223,29 @@ mod tests {
             events.followed_tasks(),
             0,
             "a dropped follower leaves nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn closing_wakes_every_follower_for_good() {
+        let events = TaskEvents::new();
+        let t = task();
+        let follower = events.follow(&[t.id]);
+        let waiter = tokio::spawn(async move {
+            let changed = follower.changed().await;
+            (changed, follower.is_closed())
+        });
+        tokio::task::yield_now().await;
+        events.close();
+        let (changed, closed) = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woke")
+            .expect("joined");
+        assert!(changed.is_empty() && closed);
+        let late = events.follow(&[t.id]);
+        assert!(
+            late.changed().await.is_empty(),
+            "closed for later followers too"
         );
     }
 
