@@ -372,9 +372,9 @@ async fn http_listen_refusals_say_what_to_do() {
 ///
 /// At this size (about 200 updates, some 150 KB) hyper's connection write buffer and the
 /// socket buffers still hold every update, so this test checks "nobody waits" and "latest
-/// state on resume", not coalescing: the broadcast's own coalescing is the unit test in
-/// `src/task/events.rs`, and the 30 s, 1,000-change stall with the server's memory measured
-/// is `scripts/bench-push.sh`.
+/// state on resume", not coalescing: that is `an_unread_stream_skips_to_the_latest_state`
+/// below (and the broadcast's unit test in `src/task/events.rs`); the 30 s, 1,000-round stall
+/// with the server's memory measured is `scripts/bench-push.sh`.
 #[tokio::test]
 async fn a_stalled_subscriber_holds_up_no_one_and_resumes_at_the_latest_state() {
     within(async {
@@ -630,6 +630,87 @@ async fn shutdown_ends_open_listens_gracefully() {
             rest.last().expect("the end"),
             &json!({"jsonrpc": "2.0", "id": 5, "result": {"resultType": "complete", "_meta": {SUB: 5}}})
         );
+    })
+    .await;
+}
+
+/// The coalescing itself, end to end through the stack but without socket buffers in between:
+/// a listen stream that is not pulled while its task makes hundreds of progress changes yields,
+/// when pulled again, the task's latest state, not the backlog.
+#[tokio::test]
+async fn an_unread_stream_skips_to_the_latest_state() {
+    use agent_mcp::protocol::{
+        McpRequest, McpResponse, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
+    };
+    use tower::ServiceExt;
+    within(async {
+        const ROUNDS: usize = 150;
+        let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::text(
+            "All done.",
+            10,
+            3,
+        )))
+        .await;
+        for _ in 0..ROUNDS {
+            fake.push_reply(Reply::tool_call("list_dir", json!({"path": "."}), 5, 2));
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = test_config(&fake.url());
+        config.agent.max_iterations = ROUNDS + 5;
+        config.agent.workspace = Some(dir.path().to_path_buf());
+        let server = agent_mcp::AgentMcp::start(&config).await.expect("start");
+        let request = |method: &str, params: Value| {
+            let Value::Object(mut params) = params else {
+                unreachable!()
+            };
+            params.insert("_meta".into(), modern_meta(declared()));
+            let mut ctx = RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess);
+            ctx.client_capabilities = declared();
+            McpRequest::new(Some(RequestId::Number(1)), method, params, ctx)
+        };
+        let created: McpResponse = server
+            .stack()
+            .oneshot(request(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": "Look around."}}),
+            ))
+            .await
+            .expect("infallible");
+        let id = created.ids.task_id.expect("a task").to_string();
+        let listened: McpResponse = server
+            .stack()
+            .oneshot(request(
+                "subscriptions/listen",
+                json!({"notifications": {"taskIds": [id]}}),
+            ))
+            .await
+            .expect("infallible");
+        let Payload::Stream(slot) = &listened.payload else {
+            panic!("not a stream: {:?}", listened.payload)
+        };
+        let mut stream = slot.take().expect("the stream");
+        let ack = stream.next().await.expect("ack");
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        let first = stream.next().await.expect("first state");
+        assert_ne!(first["params"]["status"], "completed", "{first}");
+        // Not pulled while the task runs all its rounds.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+        while fake.chat_count() <= ROUNDS {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the task did not finish its rounds"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Pulled again: the latest state at once, then the end.
+        let next = stream.next().await.expect("the latest state");
+        assert_eq!(next["params"]["status"], "completed", "{next}");
+        assert_eq!(next["params"]["result"]["isError"], false, "{next}");
+        let end = stream.next().await.expect("the end");
+        assert_eq!(end["result"]["resultType"], "complete", "{end}");
+        assert!(stream.next().await.is_none());
+        server.shutdown().await;
     })
     .await;
 }
