@@ -567,24 +567,44 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
         let fake =
             FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
         let mut stdio = StdioServer::spawn(&test_config(&fake.url())).await;
-        let mut params = json!({"name": "agent_run", "arguments": {"request": "Hang."}});
-        params["_meta"] = modern_meta(declared());
-        let created = stdio.request("tools/call", params).await;
-        let id = created["result"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        let listen = |sub: &str| {
+        let create = |request: &str| {
+            let mut params = json!({"name": "agent_run", "arguments": {"request": request}});
+            params["_meta"] = modern_meta(declared());
+            params
+        };
+        let listen = |sub: &str, id: &str| {
             json!({"jsonrpc": "2.0", "id": sub, "method": "subscriptions/listen",
                 "params": {"notifications": {"taskIds": [id]}, "_meta": modern_meta(declared())}})
             .to_string()
         };
-        stdio.send_line(&listen("a")).await;
-        let ack = stdio.read_message().await;
-        assert_eq!(ack["params"]["_meta"][SUB], "a", "{ack}");
-        let first = stdio.read_message().await;
-        assert_eq!(first["method"], "notifications/tasks", "{first}");
-        // Cancelled: nothing more for "a", and the task still runs.
+        let with_meta = |mut params: Value| {
+            params["_meta"] = modern_meta(declared());
+            params
+        };
+        let created = stdio.request("tools/call", create("Hang.")).await;
+        let id = created["result"]["taskId"]
+            .as_str()
+            .expect("taskId")
+            .to_owned();
+        // Listen "a"; once the model call hangs nothing changes, and once a request has been
+        // answered after that every notification of "a" so far has been read.
+        stdio.send_line(&listen("a", &id)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while fake.in_flight_chats() != 1 {
+            assert!(tokio::time::Instant::now() < deadline, "the task never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let listed = stdio.request("tools/list", with_meta(json!({}))).await;
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
+        let before = std::mem::take(&mut stdio.notifications);
+        assert!(
+            before.iter().any(|m| m["method"] == "notifications/tasks"
+                && m["params"]["_meta"][SUB] == "a"
+                && state_of(&m["params"]) == "running"),
+            "{before:#?}"
+        );
+        // Cancelling the listen is not cancelling the task.
         stdio
             .send_line(
                 &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -592,16 +612,44 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
                 .to_string(),
             )
             .await;
-        let mut get = json!({"taskId": id});
-        get["_meta"] = modern_meta(declared());
-        let got = stdio.request("tasks/get", get).await;
+        let got = stdio
+            .request("tasks/get", with_meta(json!({"taskId": id})))
+            .await;
         assert_eq!(got["result"]["status"], "working", "{got}");
-        for n in &stdio.notifications {
-            assert_ne!(n["params"]["_meta"][SUB], "a", "after its cancel: {n}");
+        // Now the task changes (cancelled): a listen still open would be told; "a" is not.
+        let ack = stdio
+            .request("tasks/cancel", with_meta(json!({"taskId": id})))
+            .await;
+        assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+        stdio.send_line(&listen("b", &id)).await;
+        let mut seen = std::mem::take(&mut stdio.notifications);
+        loop {
+            let m = stdio.read_message().await;
+            let end = m["id"] == "b";
+            seen.push(m);
+            if end {
+                break;
+            }
+        }
+        let b_updates: Vec<&Value> = seen
+            .iter()
+            .filter(|m| m["params"]["_meta"][SUB] == "b" && m["method"] == "notifications/tasks")
+            .collect();
+        assert_eq!(
+            b_updates.last().expect("b's update")["params"]["status"],
+            "cancelled"
+        );
+        for m in &seen {
+            assert_ne!(m["params"]["_meta"][SUB], "a", "after its cancel: {m}");
         }
         // A listen still open at end of input ends with it: the process exits promptly.
-        stdio.send_line(&listen("b")).await;
-        assert_eq!(stdio.read_message().await["params"]["_meta"][SUB], "b");
+        let created = stdio.request("tools/call", create("Hang too.")).await;
+        let id = created["result"]["taskId"]
+            .as_str()
+            .expect("taskId")
+            .to_owned();
+        stdio.send_line(&listen("c", &id)).await;
+        assert_eq!(stdio.read_message().await["params"]["_meta"][SUB], "c");
         let exited = stdio.close().await;
         assert!(exited.success(), "{exited:?}");
     })
