@@ -139,6 +139,11 @@ impl Listen {
                     .lines()
                     .filter_map(|l| l.strip_prefix("data: "))
                     .collect();
+                if data.is_empty() {
+                    // A comment (`: keep-alive`) carries no message.
+                    assert!(text.starts_with(':'), "an event without data: {text:?}");
+                    continue;
+                }
                 return Some(serde_json::from_str(&data).expect("an event's data is JSON"));
             }
             match self.resp.chunk().await.expect("read") {

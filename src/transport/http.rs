@@ -126,16 +126,25 @@ type HttpResponse = Response<HttpBody>;
 pub type McpBody = http_body_util::Either<Full<Bytes>, SseBody>;
 
 /// A [`MessageStream`] as an SSE body: one `event: message` per JSON-RPC message, sent as the
-/// stream produces it. The next message is only asked for when hyper wants more body, so a
+/// stream produces it, and a `: keep-alive` comment after [`SSE_KEEP_ALIVE`] of silence. The next message is only asked for when hyper wants more body, so a
 /// client that stops reading stops the stream where it is (nothing piles up here). Dropped
 /// when the client closes the response, which cancels the stream.
 pub struct SseBody {
     stream: MessageStream,
+    /// A `: keep-alive` comment goes out when nothing else has for this long, so proxies and
+    /// clients with idle timeouts keep a stream open through a long model call.
+    keep_alive: tokio::time::Interval,
 }
+
+/// How long an SSE stream may stay silent before a keep-alive comment is sent.
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 impl SseBody {
     pub fn new(stream: MessageStream) -> Self {
-        Self { stream }
+        let mut keep_alive =
+            tokio::time::interval_at(tokio::time::Instant::now() + SSE_KEEP_ALIVE, SSE_KEEP_ALIVE);
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self { stream, keep_alive }
     }
 }
 
@@ -155,9 +164,15 @@ impl Body for SseBody {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         match this.stream.poll_next(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => match this.keep_alive.poll_tick(cx) {
+                Poll::Ready(_) => Poll::Ready(Some(Ok(http_body::Frame::data(
+                    Bytes::from_static(b": keep-alive\n\n"),
+                )))),
+                Poll::Pending => Poll::Pending,
+            },
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Ready(Some(message)) => {
+                this.keep_alive.reset();
                 let mut event = b"event: message\ndata: ".to_vec();
                 // A JSON text has no raw newline, so it is one `data:` line.
                 if serde_json::to_writer(&mut event, &message).is_err() {
@@ -516,6 +531,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_sse_stream_sends_keep_alive_comments_then_its_messages() {
+        use http_body_util::BodyExt;
+        // Silent for 45 s, then one message, then the end.
+        let stream = MessageStream::unfold(0u8, |n| async move {
+            match n {
+                0 => {
+                    tokio::time::sleep(Duration::from_secs(45)).await;
+                    Some((
+                        json!({"jsonrpc": "2.0", "method": "notifications/tasks"}),
+                        1,
+                    ))
+                }
+                _ => None,
+            }
+        });
+        let mut body = SseBody::new(stream);
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame;
+            frames.push(String::from_utf8(frame.into_data().unwrap_or_default().to_vec()).unwrap());
+        }
+        assert_eq!(
+            frames,
+            [
+                ": keep-alive\n\n".to_owned(),
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\"}\n\n"
+                    .to_owned(),
+            ]
+        );
     }
 
     #[test]
