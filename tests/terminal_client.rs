@@ -203,7 +203,12 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
         Reply::text("A single red pixel.", 30, 4),
     ));
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(&dir, &test_config(&fake.url()));
+    // Audited to a file: the client's requests are counted below.
+    let audit = dir.path().join("audit.jsonl");
+    let mut server_config = test_config(&fake.url());
+    server_config.audit.enabled = true;
+    server_config.audit.file = Some(audit.clone());
+    let config = write_config(&dir, &server_config);
     let image = dir.path().join("pixel.png");
     let png = base64::engine::general_purpose::STANDARD
         .decode(PNG_BASE64)
@@ -238,6 +243,17 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
         .expect("a message");
     assert_eq!(last["content"], "What is in this picture?");
     assert_eq!(last["images"], json!([PNG_BASE64]));
+    // Followed by push over stdio too: one tool call (agent_run), no agent_status poll. The
+    // child has exited, so its audit lines are all written.
+    let tools: Vec<String> = std::fs::read_to_string(&audit)
+        .expect("audit file")
+        .lines()
+        .map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
+            record["tool"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(tools, ["agent_run"], "no agent_status poll");
 }
 
 #[tokio::test]
