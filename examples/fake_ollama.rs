@@ -12,6 +12,8 @@
 //! |---|---|
 //! | `FAKE_OLLAMA_CHUNK_DELAY_MS=N` | waits N ms between the streamed lines of every reply |
 //! | `FAKE_OLLAMA_REPLY=hang` | every `/api/chat` sends its headers, then nothing until the client hangs up: a task stays running until it is cancelled |
+//! | `FAKE_OLLAMA_REPLY_DELAY_MS=N` | every default reply waits N ms before its headers (a model call that takes N ms) |
+//! | `FAKE_OLLAMA_TOOL_ROUNDS=N` | the first N chats ask for the `list_dir` tool on `.`: a step that makes 2N+ progress changes (scripts/bench-push.sh) |
 
 #[path = "../tests/support"]
 mod support {
@@ -30,6 +32,13 @@ fn config_from_env() -> Result<FakeConfig, String> {
             .parse()
             .map_err(|_| format!("FAKE_OLLAMA_CHUNK_DELAY_MS={ms:?}: not a number of ms"))?;
         cfg = cfg.with_chunk_delay(Duration::from_millis(ms));
+    }
+    if let Ok(ms) = std::env::var("FAKE_OLLAMA_REPLY_DELAY_MS") {
+        let ms: u64 = ms
+            .parse()
+            .map_err(|_| format!("FAKE_OLLAMA_REPLY_DELAY_MS={ms:?}: not a number of ms"))?;
+        let reply = cfg.default_reply.clone();
+        cfg = cfg.with_default_reply(Reply::delayed(Duration::from_millis(ms), reply));
     }
     match std::env::var("FAKE_OLLAMA_REPLY").as_deref() {
         Err(_) | Ok("") | Ok("default") => {}
@@ -51,7 +60,25 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let rounds = match std::env::var("FAKE_OLLAMA_TOOL_ROUNDS") {
+        Err(_) => 0,
+        Ok(n) => match n.parse::<usize>() {
+            Ok(n) => n,
+            Err(_) => {
+                eprintln!("fake_ollama: FAKE_OLLAMA_TOOL_ROUNDS={n:?}: not a number");
+                std::process::exit(2);
+            }
+        },
+    };
     let fake = FakeOllama::spawn(cfg);
+    for _ in 0..rounds {
+        fake.push_reply(Reply::tool_call(
+            "list_dir",
+            serde_json::json!({"path": "."}),
+            5,
+            2,
+        ));
+    }
     println!("{}", fake.url());
     let _ = std::io::stdout().flush();
     loop {

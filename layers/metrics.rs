@@ -42,7 +42,7 @@ pub const MCP_REQUESTS: &str = "agent_mcp_requests_total";
 /// Seconds spent answering MCP requests, by `method`.
 pub const MCP_REQUEST_SECONDS: &str = "agent_mcp_request_duration_seconds";
 
-const METHOD_LABELS: [&str; 13] = Method::LABELS;
+const METHOD_LABELS: [&str; 14] = Method::LABELS;
 
 /// Handles of every series this layer records, each registered with the installed recorder
 /// on first use. Recording through a handle is an atomic add; the `counter!`/`histogram!`

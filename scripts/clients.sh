@@ -4,7 +4,9 @@
 #   - the TypeScript SDK client + the official Tasks extension client (scripts/clients/ts),
 #   - the Python SDK (scripts/clients/python),
 #   - the MCP Inspector CLI (scripts/clients/inspector),
-# each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era.
+# each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era. The
+# TypeScript SDK also follows a task by push (`listen({taskIds})`, consumed by ext-tasks); the
+# Python SDK cannot (its `Client.listen()` has no `taskIds` and no task events), so it polls.
 # Every client program prints one line per check and "N passed, N failed"; any failure fails
 # the run. CLIENTS_KEEP_WORK=1 keeps the temporary folder with every server's log.
 #

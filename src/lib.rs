@@ -154,6 +154,14 @@ impl AgentMcp {
         self.audit.as_ref().map(AuditLayer::sink)
     }
 
+    /// Ends every push stream (`subscriptions/listen`, 2025 stdio task notifications)
+    /// gracefully: a listen gets its final result. Call it when shutdown begins, before
+    /// waiting for in-flight requests, so open streams do not hold the shutdown until their
+    /// tasks finish. [`AgentMcp::shutdown`] calls it too.
+    pub fn end_streams(&self) {
+        self.agent.core().events.close();
+    }
+
     /// Checks that the store takes writes and Ollama answers.
     pub async fn readiness(&self) -> ops::Readiness {
         ops::readiness(self.agent.core()).await
@@ -166,6 +174,7 @@ impl AgentMcp {
     /// Stops the worker (a running task is cancelled), then waits up to two seconds for the
     /// audit lines of every answered request to be written.
     pub async fn shutdown(self) {
+        self.end_streams();
         self.agent.shutdown().await;
         if let Some(audit) = self.audit {
             let sink = audit.sink().clone();

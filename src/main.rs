@@ -203,7 +203,11 @@ async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), 
         server.http_service(),
         Some(server.ops_endpoints(metrics)),
         agent_mcp::transport::server::ServerTimeouts::from_config(&config.http),
-        shutdown_signal(),
+        async {
+            shutdown_signal().await;
+            // Open push streams end now, so draining does not wait for their tasks.
+            server.end_streams();
+        },
     )
     .await?;
     server.shutdown().await;

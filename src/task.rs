@@ -4,6 +4,8 @@
 //! It sits beneath both [`crate::agent`] (which runs tasks) and [`crate::store`] (which keeps
 //! them) and depends on neither; `tests/module_boundaries.rs` keeps the store off the agent.
 
+pub mod events;
+
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};

@@ -203,7 +203,12 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
         Reply::text("A single red pixel.", 30, 4),
     ));
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(&dir, &test_config(&fake.url()));
+    // Audited to a file: the client's requests are counted below.
+    let audit = dir.path().join("audit.jsonl");
+    let mut server_config = test_config(&fake.url());
+    server_config.audit.enabled = true;
+    server_config.audit.file = Some(audit.clone());
+    let config = write_config(&dir, &server_config);
     let image = dir.path().join("pixel.png");
     let png = base64::engine::general_purpose::STANDARD
         .decode(PNG_BASE64)
@@ -238,6 +243,17 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
         .expect("a message");
     assert_eq!(last["content"], "What is in this picture?");
     assert_eq!(last["images"], json!([PNG_BASE64]));
+    // Followed by push over stdio too: one tool call (agent_run), no agent_status poll. The
+    // child has exited, so its audit lines are all written.
+    let tools: Vec<String> = std::fs::read_to_string(&audit)
+        .expect("audit file")
+        .lines()
+        .map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
+            record["tool"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(tools, ["agent_run"], "no agent_status poll");
 }
 
 #[tokio::test]
@@ -524,4 +540,49 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
         assert!(tokio::time::Instant::now() < deadline, "the task stopped");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// With the Tasks extension the client follows by push: one `subscriptions/listen`, no
+/// `agent_status` poll, and the same output as polling (the tests above check it line by line).
+#[tokio::test]
+async fn run_follows_the_task_by_push_without_a_single_poll() {
+    let fake = FakeOllama::start_with(slow_fake()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let mut config = test_config(&fake.url());
+    config.audit.enabled = true;
+    config.audit.file = Some(audit.clone());
+    let server = HttpServer::start(config).await;
+    fake.push_reply(Reply::delayed(
+        Duration::from_millis(1500),
+        Reply::text("Pushed.", 10, 5),
+    ));
+    let out = run_client(client(&["run", "Follow me.", "--url", &server.url])).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_output(
+        &lines(&out.stdout),
+        true,
+        &[
+            "running 0/1 ollama chat tokens=0",
+            "completed 1/1 tokens=15",
+            "Pushed.",
+        ],
+    );
+    // The audit log has one line per tool call: the client made exactly one, agent_run (it
+    // has exited by now; the writer gets a moment to catch up).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = std::fs::read_to_string(&audit).expect("audit file");
+    let tools: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
+            record["tool"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(tools, ["agent_run"], "no agent_status poll");
 }

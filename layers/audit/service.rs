@@ -183,7 +183,7 @@ impl Finish for Pending {
                 }
                 (None, None)
             }
-            Payload::Accepted => (None, None),
+            Payload::Accepted | Payload::Stream(_) => (None, None),
         };
         // An auth layer inside says who the caller turned out to be (HTTP callers learn it
         // from their token there); otherwise what was known on arrival stands.

@@ -12,6 +12,7 @@ use std::future::Future;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::task::events::Follower;
 use crate::task::{Task, TaskState};
 
 /// A task as the backend holds it now, with its place in the queue.
@@ -45,8 +46,20 @@ pub trait TaskBackend: Send + Sync + 'static {
     /// reading, then re-reads after each wake-up, so no change is missed.
     fn subscribe(&self) -> watch::Receiver<u64>;
 
+    /// Follows these tasks' changes one by one, with their latest snapshots (the push streams
+    /// use it; see [`Follower`]).
+    fn follow(&self, ids: &[Uuid]) -> Follower;
+
     /// The text a task's final `CallToolResult` carries (for the agent: the `agent_status` text).
     fn result_text(&self, task: &Task) -> String;
+
+    /// The task described as its own tool would (the `agent_status` text, with the queue
+    /// position while queued); push notifications carry it in `_meta`
+    /// ([`STATUS_META`](super::STATUS_META)). By default the [`result_text`](Self::result_text).
+    fn status_text(&self, task: &Task, queue_position: Option<usize>) -> String {
+        let _ = queue_position;
+        self.result_text(task)
+    }
 
     /// The human message for a state; `queue_position` is shown while queued.
     fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String;

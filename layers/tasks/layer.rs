@@ -6,6 +6,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::backend::TaskBackend;
+use super::listen::OpenStreams;
 use super::service::Tasks;
 use super::wire::TaskTiming;
 
@@ -16,6 +17,10 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a 2025-11-25 `tasks/cancel` waits for a running task to reach `cancelled` before
 /// answering with the task as it then is.
 pub const DEFAULT_CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// How many push streams (`subscriptions/listen`, 2025 stdio task notifications) one caller may
+/// have open at once.
+pub const DEFAULT_MAX_STREAMS_PER_CALLER: usize = 16;
 
 /// The Tasks layer's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,15 +33,20 @@ pub struct TasksConfig {
     pub poll_interval: Duration,
     /// How long a 2025-11-25 `tasks/cancel` waits for a running task to stop.
     pub cancel_wait: Duration,
+    /// Push streams one caller may have open at once; past it a `subscriptions/listen` is
+    /// refused (-32600) and a 2025 task on stdio is created without its notifications.
+    pub max_streams_per_caller: usize,
 }
 
 impl Default for TasksConfig {
-    /// A week's `ttl`, [`DEFAULT_POLL_INTERVAL`], [`DEFAULT_CANCEL_WAIT`].
+    /// A week's `ttl`, [`DEFAULT_POLL_INTERVAL`], [`DEFAULT_CANCEL_WAIT`],
+    /// [`DEFAULT_MAX_STREAMS_PER_CALLER`].
     fn default() -> Self {
         Self {
             ttl: Duration::from_secs(7 * 24 * 3600),
             poll_interval: DEFAULT_POLL_INTERVAL,
             cancel_wait: DEFAULT_CANCEL_WAIT,
+            max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
         }
     }
 }
@@ -48,6 +58,8 @@ impl Default for TasksConfig {
 pub struct TasksLayer<B> {
     pub(super) backend: Arc<B>,
     pub(super) config: TasksConfig,
+    /// Push streams open now, per caller.
+    pub(super) streams: Arc<OpenStreams>,
 }
 
 // Not derived: that would ask for `B: Clone`, and only the `Arc` is cloned.
@@ -56,13 +68,23 @@ impl<B> Clone for TasksLayer<B> {
         Self {
             backend: self.backend.clone(),
             config: self.config,
+            streams: self.streams.clone(),
         }
     }
 }
 
 impl<B: TaskBackend> TasksLayer<B> {
     pub fn new(backend: Arc<B>, config: TasksConfig) -> Self {
-        Self { backend, config }
+        Self {
+            backend,
+            config,
+            streams: Arc::default(),
+        }
+    }
+
+    /// The push streams open now, per caller.
+    pub fn open_streams(&self) -> &OpenStreams {
+        &self.streams
     }
 
     pub fn config(&self) -> &TasksConfig {

@@ -19,7 +19,8 @@ use super::wire::{
     RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
 };
 use crate::protocol::{
-    ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion, code,
+    ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion, Transport,
+    code,
 };
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
@@ -99,6 +100,8 @@ where
         _ => return inner.call(req).await,
     }
     let backend = &*config.backend;
+    let identity = req.ctx.identity.clone();
+    let stdio = matches!(req.ctx.transport, Transport::Stdio);
     match create(backend, inner, req).await {
         Ok(Created {
             mut response,
@@ -113,6 +116,11 @@ where
             let mut body = serde_json::Map::with_capacity(1);
             body.insert("task".into(), Value::Object(task));
             response.payload = Payload::Result(McpResult::complete(body));
+            // On stdio the process is the client's own channel: the task's changes follow
+            // as notifications/tasks/status.
+            if stdio && !created.task.state.is_terminal() {
+                return super::listen::follow_legacy(config, identity, created.task.id, response);
+            }
             response
         }
         Err(response) => response,

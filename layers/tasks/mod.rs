@@ -84,6 +84,7 @@ mod backend;
 mod future;
 mod layer;
 mod legacy;
+mod listen;
 mod lookup;
 mod modern;
 mod service;
@@ -91,7 +92,11 @@ mod wire;
 
 pub use backend::{TaskBackend, Tracked};
 pub use future::ResponseFuture;
-pub use layer::{DEFAULT_CANCEL_WAIT, DEFAULT_POLL_INTERVAL, TasksConfig, TasksLayer};
+pub use layer::{
+    DEFAULT_CANCEL_WAIT, DEFAULT_MAX_STREAMS_PER_CALLER, DEFAULT_POLL_INTERVAL, TasksConfig,
+    TasksLayer,
+};
+pub use listen::{MAX_TASK_IDS, OpenStreams, STATUS_META, SUBSCRIPTION_ID};
 pub use service::Tasks;
 pub use wire::{
     MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,

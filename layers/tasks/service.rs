@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::backend::TaskBackend;
 use super::future::{ResponseFuture, Routed};
 use super::layer::{TasksConfig, TasksLayer};
-use super::{legacy, modern};
+use super::{legacy, listen, modern};
 use crate::protocol::era::Era;
 use crate::protocol::{ErrorObject, McpRequest, McpResponse, Method};
 
@@ -100,6 +100,8 @@ pub(super) enum Route {
     ModernCreate,
     /// 2026-07-28 `tasks/get`, `tasks/update`, `tasks/cancel`.
     ModernTask,
+    /// 2026-07-28 `subscriptions/listen`.
+    Listen,
     /// 2025 `initialize`: the inner answer gains `capabilities.tasks` (2025-11-25 only).
     Initialize,
     /// 2025 `tools/list`: the inner answer marks `agent_run` (2025-11-25 only).
@@ -125,6 +127,7 @@ impl Route {
                 Method::ToolsCall if !modern::creates_task(req) => Route::PassThrough,
                 Method::ToolsCall => Route::ModernCreate,
                 Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Route::ModernTask,
+                Method::SubscriptionsListen => Route::Listen,
                 Method::TasksResult | Method::TasksList => Route::NotOffered,
                 _ => Route::PassThrough,
             },
@@ -173,6 +176,7 @@ where
         Route::Discover => modern::advertise(inner.call(req).await),
         Route::ModernCreate => modern::tools_call(config, inner, req).await,
         Route::ModernTask => modern::task_method(config, req).await,
+        Route::Listen => listen::listen(config, req).await,
         Route::Initialize => legacy::advertise(inner.call(req).await),
         Route::ListTools => {
             let version = req.ctx.version;

@@ -27,6 +27,7 @@ pub(super) struct MemoryTasks {
     queue: Mutex<Vec<Uuid>>,
     stop_requested: Mutex<HashSet<Uuid>>,
     changes: watch::Sender<u64>,
+    events: Arc<crate::task::events::TaskEvents>,
 }
 
 impl Default for MemoryTasks {
@@ -36,6 +37,7 @@ impl Default for MemoryTasks {
             queue: Mutex::default(),
             stop_requested: Mutex::default(),
             changes: watch::Sender::new(0),
+            events: crate::task::events::TaskEvents::new(),
         }
     }
 }
@@ -59,6 +61,7 @@ impl MemoryTasks {
     /// Saves a change and signals it, as a runner does.
     fn save(&self, task: &Task) {
         lock(&self.tasks).insert(task.id, task.clone());
+        self.events.publish(task);
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
@@ -108,6 +111,10 @@ impl TaskBackend for MemoryTasks {
 
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    fn follow(&self, ids: &[Uuid]) -> crate::task::events::Follower {
+        self.events.follow(ids)
     }
 
     fn result_text(&self, task: &Task) -> String {

@@ -94,6 +94,9 @@ pub struct AgentCore {
     cancel_on_arrival: Mutex<HashSet<Uuid>>,
     /// Bumped by [`AgentCore::notify_task_changed`]; waiters re-read the store on each bump.
     changes: watch::Sender<u64>,
+    /// The task-change broadcast: every saved change of a task is published here, for the
+    /// clients that follow tasks by push (`subscriptions/listen`).
+    pub events: Arc<crate::task::events::TaskEvents>,
     /// Set when the process shuts down: a task stopped by it ends `failed` as interrupted
     /// (as after a crash), not `cancelled` (which only a client asks for).
     shutting_down: std::sync::atomic::AtomicBool,
@@ -191,15 +194,26 @@ impl AgentCore {
             task.transition(TaskState::Cancelled);
             task.result = CANCELLED_BEFORE_START.to_owned();
             self.store.update_task(&task).await?;
-            self.notify_task_changed(id);
+            self.publish_task(&task);
         }
         Ok(Some(task))
     }
 
     /// Wakes everyone waiting on [`AgentCore::subscribe_task_changes`]. Call it after every
     /// saved change of a task (state, progress, result).
+    /// This publishes the change by id only: followers read the task from the store. Prefer
+    /// [`AgentCore::publish_task`] where the saved task is at hand.
     pub fn notify_task_changed(&self, id: Uuid) {
         tracing::trace!(task_id = %id, "task changed");
+        self.events.touched(id);
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// [`AgentCore::notify_task_changed`] with the task as just saved, which followers read
+    /// instead of the store.
+    pub fn publish_task(&self, task: &Task) {
+        tracing::trace!(task_id = %task.id, "task changed");
+        self.events.publish(task);
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
@@ -271,6 +285,7 @@ impl Agent {
             running: Mutex::new(None),
             cancel_on_arrival: Mutex::new(HashSet::new()),
             changes: watch::Sender::new(0),
+            events: crate::task::events::TaskEvents::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             wake_queued: tokio::sync::Notify::new(),
             wake_freed: tokio::sync::Notify::new(),

@@ -162,7 +162,7 @@ impl<'a> Progress<'a> {
                 }
             }
         }
-        self.core.notify_task_changed(self.task.id);
+        self.core.publish_task(&self.task);
     }
 
     fn title(&self, step: usize) -> String {

@@ -3,9 +3,14 @@
 //! `run` asks `server/discover` whether the server has the Tasks extension. With it, `agent_run`
 //! declares the extension, gets a `CreateTaskResult` (its `taskId` is the agent task's UUID)
 //! and Ctrl-C sends `tasks/cancel`; without it, `agent_run` answers with the acknowledgement
-//! text and Ctrl-C can only leave the task running. Either way progress comes from
-//! `agent_status`, whose text has everything the progress line shows (state, steps, current
-//! step, tokens), every `pollIntervalMs` (from the server) or 500 ms.
+//! text and Ctrl-C can only leave the task running.
+//!
+//! With the extension, the task is followed **by push**: one `subscriptions/listen` whose
+//! `notifications/tasks` carry the `agent_status` text in `_meta["agent-mcp/status"]`, so the
+//! output is the same without a single poll. Otherwise (an older server, a refused or broken
+//! stream) progress comes from polling `agent_status`, whose text has everything the progress
+//! line shows (state, steps, current step, tokens), every `pollIntervalMs` (from the server)
+//! or 500 ms.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -17,7 +22,7 @@ use super::error::{ClientError, Exit};
 use super::progress::{ProgressView, StatusSnapshot};
 use super::transport::{Connection, Endpoint};
 use crate::agent::status::parse_uuid;
-use crate::layers::tasks::TASKS_EXTENSION;
+use crate::layers::tasks::{STATUS_META, TASKS_EXTENSION};
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
 /// How often `agent_status` is asked when the server suggests nothing.
@@ -89,6 +94,20 @@ async fn follow(
     let mut stdout = io::stdout();
     let mut first = true;
     let mut cancelling = false;
+    if let Some(capabilities) = &submitted.tasks_capabilities {
+        let pushed = follow_by_push(
+            conn,
+            task_id,
+            capabilities,
+            view,
+            interrupts,
+            (&mut first, &mut cancelling),
+        )
+        .await?;
+        if let Some(exit) = pushed {
+            return Ok(exit);
+        }
+    }
     loop {
         let wait = match poll_status(conn, task_id).await {
             Ok(snapshot) => {
@@ -138,6 +157,87 @@ async fn follow(
             .await?;
         cancelling = true;
     }
+}
+
+/// Follows the task by `subscriptions/listen`: every change arrives as a notification carrying
+/// the `agent_status` text in `_meta`, so the output is the same as when polling. `None` when
+/// the server offers no push for it (an older server, a refusal) or the stream ended before
+/// the task did: the caller polls from there.
+async fn follow_by_push(
+    conn: &mut Connection,
+    task_id: &str,
+    capabilities: &Value,
+    view: &mut ProgressView,
+    interrupts: &mut UnboundedReceiver<()>,
+    (first, cancelling): (&mut bool, &mut bool),
+) -> Result<Option<Exit>, ClientError> {
+    let mut stdout = io::stdout();
+    let mut subscription = match conn.listen(task_id, capabilities.clone()).await {
+        Ok(subscription) => subscription,
+        Err(e) => {
+            tracing::debug!(error = %e, "no push for this task; polling");
+            return Ok(None);
+        }
+    };
+    loop {
+        let event = tokio::select! {
+            next = subscription.next(conn) => Pushed::Message(next),
+            got = interrupts.recv(), if !*cancelling => Pushed::Interrupt(got.is_some()),
+        };
+        match event {
+            Pushed::Message(Ok(Some(task))) => {
+                let Some(text) = task
+                    .get("_meta")
+                    .and_then(|m| m.get(STATUS_META))
+                    .and_then(Value::as_str)
+                else {
+                    tracing::debug!("task notifications without the status text; polling");
+                    return Ok(None);
+                };
+                let Some(snapshot) = StatusSnapshot::parse(text) else {
+                    return Err(ClientError::Protocol {
+                        method: "notifications/tasks".into(),
+                        detail: format!("no `status:` line in {text:?}"),
+                    });
+                };
+                if *first {
+                    *first = false;
+                    match &snapshot.session_id {
+                        Some(session) => writeln!(stdout, "task {task_id} (session {session})")?,
+                        None => writeln!(stdout, "task {task_id}")?,
+                    }
+                }
+                view.show(&snapshot, &mut stdout)?;
+                if snapshot.is_terminal() {
+                    view.finish(&mut stdout)?;
+                    return Ok(Some(finished(&snapshot, &mut stdout)?));
+                }
+            }
+            Pushed::Message(Ok(None)) => return Ok(None),
+            Pushed::Message(Err(e)) => {
+                tracing::debug!(error = %e, "push stream failed; polling");
+                return Ok(None);
+            }
+            Pushed::Interrupt(false) => {}
+            Pushed::Interrupt(true) => {
+                view.finish(&mut stdout)?;
+                eprintln!(
+                    "agent-mcp: cancelling task {task_id}; press Ctrl-C again to stop waiting \
+                     (the task may then still be running)"
+                );
+                let mut cancel = Map::new();
+                cancel.insert("taskId".into(), Value::from(task_id));
+                conn.request("tasks/cancel", cancel, capabilities.clone())
+                    .await?;
+                *cancelling = true;
+            }
+        }
+    }
+}
+
+enum Pushed {
+    Message(Result<Option<Map<String, Value>>, ClientError>),
+    Interrupt(bool),
 }
 
 /// One `agent_status` call, read back.

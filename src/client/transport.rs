@@ -21,6 +21,7 @@ use super::error::ClientError;
 use crate::protocol::code::UNAUTHORIZED;
 // -32000 is also used for other transport errors, so a rate-limit refusal is recognised by
 // its `data.retryAfterSeconds` as well.
+use crate::layers::tasks::SUBSCRIPTION_ID;
 use crate::protocol::ProtocolVersion;
 use crate::protocol::code::RATE_LIMITED;
 use crate::protocol::era::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION};
@@ -112,6 +113,52 @@ impl Connection {
         outcome(method, response, self.has_token())
     }
 
+    /// Opens a `subscriptions/listen` for `task_id` (declaring `capabilities`, which must hold
+    /// the Tasks extension). An HTTP refusal is an error here; on stdio it comes as the first
+    /// message of [`Subscription::next`].
+    pub async fn listen(
+        &mut self,
+        task_id: &str,
+        capabilities: Value,
+    ) -> Result<Subscription, ClientError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut params = Map::new();
+        params.insert(
+            "notifications".into(),
+            serde_json::json!({ "taskIds": [task_id] }),
+        );
+        params.insert("_meta".into(), request_meta(capabilities));
+        let message = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": LISTEN, "params": params,
+        });
+        let has_token = self.has_token();
+        let via = match &mut self.link {
+            Link::Http(http) => {
+                let opened = tokio::time::timeout(REQUEST_TIMEOUT, http.open_stream(id, &message));
+                let response = opened.await.map_err(|_| ClientError::Timeout {
+                    method: LISTEN.to_owned(),
+                    seconds: REQUEST_TIMEOUT.as_secs(),
+                })??;
+                Via::Http {
+                    response,
+                    buf: Vec::new(),
+                }
+            }
+            Link::Stdio(stdio) => {
+                stdio.send(&message).await?;
+                Via::Stdio
+            }
+        };
+        Ok(Subscription {
+            id,
+            task_id: task_id.to_owned(),
+            has_token,
+            via,
+            acknowledged: false,
+        })
+    }
+
     fn has_token(&self) -> bool {
         match &self.link {
             Link::Http(http) => http.token.is_some(),
@@ -123,6 +170,111 @@ impl Connection {
     pub async fn close(self) {
         if let Link::Stdio(stdio) = self.link {
             stdio.close().await;
+        }
+    }
+}
+
+const LISTEN: &str = "subscriptions/listen";
+
+/// An open `subscriptions/listen` for one task ([`Connection::listen`]).
+#[derive(Debug)]
+pub struct Subscription {
+    id: i64,
+    task_id: String,
+    has_token: bool,
+    via: Via,
+    acknowledged: bool,
+}
+
+#[derive(Debug)]
+enum Via {
+    /// The SSE response and the bytes of an event not complete yet.
+    Http {
+        response: reqwest::Response,
+        buf: Vec<u8>,
+    },
+    /// Messages come on the connection's stdout, tagged with the subscription id.
+    Stdio,
+}
+
+impl Subscription {
+    /// The next `notifications/tasks` params (the task now), or `None` once the stream has
+    /// ended (the task is terminal, or the server ended it). An acknowledgement that leaves the
+    /// task out, or an error answer, is an error: the caller falls back to polling.
+    pub async fn next(
+        &mut self,
+        conn: &mut Connection,
+    ) -> Result<Option<Map<String, Value>>, ClientError> {
+        loop {
+            let message = match (&mut self.via, &mut conn.link) {
+                (Via::Http { response, buf }, _) => next_sse_event(response, buf).await?,
+                (Via::Stdio, Link::Stdio(stdio)) => Some(stdio.next_tagged(self.id).await?),
+                (Via::Stdio, Link::Http(_)) => None,
+            };
+            let Some(message) = message else {
+                return Ok(None);
+            };
+            if message.get("id") == Some(&Value::from(self.id)) {
+                // The listen's own answer: an error, or its end.
+                return outcome(LISTEN, message, self.has_token).map(|_| None);
+            }
+            match message.get("method").and_then(Value::as_str) {
+                Some("notifications/subscriptions/acknowledged") => {
+                    let accepted = message
+                        .pointer("/params/notifications/taskIds")
+                        .and_then(Value::as_array)
+                        .is_some_and(|ids| ids.iter().any(|id| id == self.task_id.as_str()));
+                    if !accepted {
+                        return Err(ClientError::Protocol {
+                            method: LISTEN.to_owned(),
+                            detail: format!("task {} was not acknowledged", self.task_id),
+                        });
+                    }
+                    self.acknowledged = true;
+                }
+                Some("notifications/tasks") if self.acknowledged => {
+                    if let Some(Value::Object(task)) = message.get("params")
+                        && task.get("taskId").and_then(Value::as_str) == Some(&self.task_id)
+                    {
+                        return Ok(Some(task.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The next SSE event's JSON-RPC message; `None` at the end of the body.
+async fn next_sse_event(
+    response: &mut reqwest::Response,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Value>, ClientError> {
+    loop {
+        if let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = buf.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&event);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n")) {
+                return Ok(Some(message));
+            }
+            continue;
+        }
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                buf.extend(chunk.iter().filter(|b| **b != b'\r'));
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(ClientError::Protocol {
+                    method: LISTEN.to_owned(),
+                    detail: format!("the stream broke off: {}", root_cause(&e)),
+                });
+            }
         }
     }
 }
@@ -195,6 +347,8 @@ fn rpc_error(error: &Value, has_token: bool) -> ClientError {
 struct HttpLink {
     url: String,
     http: reqwest::Client,
+    /// For `subscriptions/listen` streams: no overall timeout.
+    streams: reqwest::Client,
     token: Option<String>,
 }
 
@@ -207,9 +361,18 @@ impl HttpLink {
                 url: url.to_owned(),
                 reason: e.to_string(),
             })?;
+        // Connecting is bounded; a stream then lasts as long as its task.
+        let streams = reqwest::Client::builder()
+            .connect_timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| ClientError::Unreachable {
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })?;
         Ok(HttpLink {
             url: url.to_owned(),
             http,
+            streams,
             token: token_from_env(),
         })
     }
@@ -295,6 +458,63 @@ impl HttpLink {
         }
     }
 
+    /// POSTs a `subscriptions/listen`: an SSE answer is returned still open (it lasts as long
+    /// as the task, so it has no overall timeout); any other answer is read as an error.
+    async fn open_stream(
+        &self,
+        id: i64,
+        message: &Value,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut request = self
+            .streams
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(
+                HEADER_PROTOCOL_VERSION,
+                ProtocolVersion::V2026_07_28.as_str(),
+            )
+            .header(HEADER_METHOD, LISTEN);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .body(message.to_string())
+            .send()
+            .await
+            .map_err(|e| self.send_error(LISTEN, &e))?;
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if response.status().is_success() && is_sse {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        match serde_json::from_str::<Value>(&text) {
+            Ok(body) if body.get("error").is_some() => {
+                Err(outcome(LISTEN, body, self.token.is_some()).err().unwrap_or(
+                    ClientError::Http {
+                        status,
+                        body: quote(&text),
+                    },
+                ))
+            }
+            _ => {
+                let _ = id;
+                Err(ClientError::Http {
+                    status,
+                    body: quote(&text),
+                })
+            }
+        }
+    }
+
     fn send_error(&self, method: &str, e: &reqwest::Error) -> ClientError {
         if e.is_timeout() {
             ClientError::Timeout {
@@ -357,6 +577,8 @@ struct StdioLink {
     stdout: Lines<BufReader<ChildStdout>>,
     /// Copies the child's stderr to ours; finishes when the child closes it.
     stderr: Option<tokio::task::JoinHandle<()>>,
+    /// Messages of an open subscription read while waiting for another answer.
+    tagged: std::collections::VecDeque<Value>,
 }
 
 impl StdioLink {
@@ -408,10 +630,11 @@ impl StdioLink {
             stdin: Some(stdin),
             stdout: BufReader::new(stdout).lines(),
             stderr,
+            tagged: std::collections::VecDeque::new(),
         })
     }
 
-    async fn exchange(&mut self, id: i64, message: &Value) -> Result<Value, ClientError> {
+    async fn send(&mut self, message: &Value) -> Result<(), ClientError> {
         let mut line = message.to_string();
         line.push('\n');
         let written = match self.stdin.as_mut() {
@@ -424,14 +647,48 @@ impl StdioLink {
         if written.is_err() {
             return Err(self.exited().await);
         }
+        Ok(())
+    }
+
+    async fn exchange(&mut self, id: i64, message: &Value) -> Result<Value, ClientError> {
+        self.send(message).await?;
+        loop {
+            let message = self.read().await?;
+            if message.get("id") == Some(&Value::from(id)) {
+                return Ok(message);
+            }
+            // A subscription's messages wait for it; other notifications, and answers to
+            // requests given up on, are skipped.
+            if subscription_of(&message).is_some() {
+                self.tagged.push_back(message);
+            }
+        }
+    }
+
+    /// The next message of subscription `id`: its notifications, or the listen's answer.
+    async fn next_tagged(&mut self, id: i64) -> Result<Value, ClientError> {
+        let ours = |m: &Value| {
+            m.get("id") == Some(&Value::from(id)) || subscription_of(m) == Some(&Value::from(id))
+        };
+        if let Some(i) = self.tagged.iter().position(ours)
+            && let Some(message) = self.tagged.remove(i)
+        {
+            return Ok(message);
+        }
+        loop {
+            let message = self.read().await?;
+            if ours(&message) {
+                return Ok(message);
+            }
+        }
+    }
+
+    /// The next JSON message on the child's stdout.
+    async fn read(&mut self) -> Result<Value, ClientError> {
         loop {
             match self.stdout.next_line().await {
                 Ok(Some(line)) => {
-                    // Notifications, and answers to requests given up on, are skipped.
-                    let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                        continue;
-                    };
-                    if message.get("id") == Some(&Value::from(id)) {
+                    if let Ok(message) = serde_json::from_str::<Value>(&line) {
                         return Ok(message);
                     }
                 }
@@ -467,6 +724,16 @@ impl StdioLink {
             let _ = tokio::time::timeout(Duration::from_secs(1), stderr).await;
         }
     }
+}
+
+/// The subscription a message belongs to: `_meta["io.modelcontextprotocol/subscriptionId"]`
+/// of its params, or of its result (a listen's final answer).
+fn subscription_of(message: &Value) -> Option<&Value> {
+    let meta = message
+        .get("params")
+        .or_else(|| message.get("result"))
+        .and_then(|p| p.get("_meta"))?;
+    meta.get(SUBSCRIPTION_ID)
 }
 
 /// The server's audit layer writes one JSON record per call to stderr unless `audit.file` is

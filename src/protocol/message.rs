@@ -280,6 +280,10 @@ pub enum Payload {
     /// A layer turned the request away; each transport maps the [`Refusal`] (HTTP to a status
     /// and headers, stdio to the JSON-RPC error alone).
     Refused(Refusal),
+    /// Messages sent over time instead of one answer ([`MessageStream`](super::MessageStream)):
+    /// a `subscriptions/listen` stream (HTTP: an SSE response; stdio: lines), or on stdio a
+    /// 2025-11-25 `CreateTaskResult` followed by `notifications/tasks/status`.
+    Stream(super::StreamSlot),
 }
 
 /// The task and session a response is about, when its handler knows them. Layers read them
@@ -319,10 +323,10 @@ impl McpResponse {
     }
 
     /// The JSON-RPC message to send, shaped for this response's era; `None` for an accepted
-    /// notification.
+    /// notification and for a [`Payload::Stream`] (its messages come from the stream).
     pub fn to_json(&self) -> Option<Value> {
         match &self.payload {
-            Payload::Accepted => None,
+            Payload::Accepted | Payload::Stream(_) => None,
             Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
             Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(r) => Some(response_json(
@@ -335,7 +339,7 @@ impl McpResponse {
     /// [`Self::to_json`], consuming the response so the result body is moved, not copied.
     pub fn into_json(self) -> Option<Value> {
         match self.payload {
-            Payload::Accepted => None,
+            Payload::Accepted | Payload::Stream(_) => None,
             Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(&e))),
             Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(mut r) => {

@@ -29,6 +29,8 @@ pub enum Method {
     /// `tasks/result` (2025-11-25 only).
     TasksResult,
     TasksList,
+    /// `subscriptions/listen` (2026-07-28): a stream of notifications the client asks for.
+    SubscriptionsListen,
     /// `notifications/initialized`.
     Initialized,
     /// `notifications/cancelled`.
@@ -38,7 +40,7 @@ pub enum Method {
 }
 
 /// `(method, wire name)` for every named method, in [`Method::label_index`] order.
-const NAMED: [(Method, &str); 13] = [
+const NAMED: [(Method, &str); 14] = [
     (Method::ServerDiscover, "server/discover"),
     (Method::Initialize, "initialize"),
     (Method::Ping, "ping"),
@@ -50,6 +52,7 @@ const NAMED: [(Method, &str); 13] = [
     (Method::TasksResult, "tasks/result"),
     (Method::TasksList, "tasks/list"),
     (Method::LoggingSetLevel, "logging/setLevel"),
+    (Method::SubscriptionsListen, "subscriptions/listen"),
     (Method::Initialized, "notifications/initialized"),
     (Method::Cancelled, "notifications/cancelled"),
 ];
@@ -57,7 +60,7 @@ const NAMED: [(Method, &str); 13] = [
 impl Method {
     /// Every value of the metrics `method` label: the request methods by name, then
     /// `notification` and `other` for anything else, so a client cannot grow the series set.
-    pub const LABELS: [&'static str; 13] = [
+    pub const LABELS: [&'static str; 14] = [
         "server/discover",
         "initialize",
         "ping",
@@ -69,6 +72,7 @@ impl Method {
         "tasks/result",
         "tasks/list",
         "logging/setLevel",
+        "subscriptions/listen",
         "notification",
         "other",
     ];
@@ -121,9 +125,10 @@ impl Method {
             Method::TasksResult => 8,
             Method::TasksList => 9,
             Method::LoggingSetLevel => 10,
-            Method::Initialized | Method::Cancelled => 11,
-            Method::Other(name) if name.starts_with("notifications/") => 11,
-            Method::Other(_) => 12,
+            Method::SubscriptionsListen => 11,
+            Method::Initialized | Method::Cancelled => 12,
+            Method::Other(name) if name.starts_with("notifications/") => 12,
+            Method::Other(_) => 13,
         }
     }
 
@@ -175,7 +180,7 @@ mod tests {
         for (i, (method, wire)) in NAMED.iter().enumerate() {
             assert_eq!(&Method::parse(wire), method, "{wire}");
             assert_eq!(method.as_str(), *wire);
-            if i < 11 {
+            if i < 12 {
                 assert_eq!(method.label_index(), i, "{wire}");
                 assert_eq!(method.label(), *wire);
             } else {

@@ -17,6 +17,7 @@ pub mod message;
 pub mod method;
 pub mod outcome;
 pub mod refusal;
+pub mod stream;
 
 pub use credential::{BearerToken, Credential};
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
@@ -28,3 +29,4 @@ pub use message::{
 pub use method::Method;
 pub use outcome::Outcome;
 pub use refusal::Refusal;
+pub use stream::{MessageStream, StreamSlot};

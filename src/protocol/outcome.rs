@@ -60,7 +60,7 @@ impl McpResponse {
             Payload::Refused(refusal) => refusal.outcome(),
             Payload::Error(_) => Outcome::ProtocolError,
             Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
-            Payload::Result(_) | Payload::Accepted => Outcome::Ok,
+            Payload::Result(_) | Payload::Accepted | Payload::Stream(_) => Outcome::Ok,
         }
     }
 }

@@ -37,8 +37,16 @@ impl TaskBackend for AgentCore {
         self.subscribe_task_changes()
     }
 
+    fn follow(&self, ids: &[Uuid]) -> crate::task::events::Follower {
+        self.events.follow(ids)
+    }
+
     fn result_text(&self, task: &Task) -> String {
         render_status(task, None)
+    }
+
+    fn status_text(&self, task: &Task, queue_position: Option<usize>) -> String {
+        render_status(task, queue_position)
     }
 
     fn state_message(&self, state: TaskState, queue_position: Option<usize>) -> String {

@@ -42,7 +42,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Full;
@@ -55,7 +55,9 @@ use tower_service::Service;
 
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::response_json;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload, Refusal, code};
+use crate::protocol::{
+    ErrorObject, McpRequest, McpResponse, MessageStream, Payload, Refusal, StreamSlot, code,
+};
 
 pub mod endpoint;
 pub mod guard;
@@ -115,9 +117,79 @@ impl HttpRules {
     }
 }
 
-/// The body of every response the edge gives.
+/// The body of every response the edge's layers give (one JSON message, or empty).
 pub type HttpBody = Full<Bytes>;
 type HttpResponse = Response<HttpBody>;
+
+/// The body [`McpHttpService`] answers with: one JSON message (or nothing), or for a stream
+/// ([`Payload::Stream`], e.g. `subscriptions/listen`) the SSE events it sends over time.
+pub type McpBody = http_body_util::Either<Full<Bytes>, SseBody>;
+
+/// A [`MessageStream`] as an SSE body: one `event: message` per JSON-RPC message, sent as the
+/// stream produces it, and a `: keep-alive` comment after [`SSE_KEEP_ALIVE`] of silence. The next message is only asked for when hyper wants more body, so a
+/// client that stops reading stops the stream where it is (nothing piles up here). Dropped
+/// when the client closes the response, which cancels the stream.
+pub struct SseBody {
+    stream: MessageStream,
+    /// A `: keep-alive` comment goes out when nothing else has for this long, so proxies and
+    /// clients with idle timeouts keep a stream open through a long model call.
+    keep_alive: tokio::time::Interval,
+}
+
+/// How long an SSE stream may stay silent before a keep-alive comment is sent.
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+impl SseBody {
+    pub fn new(stream: MessageStream) -> Self {
+        let mut keep_alive =
+            tokio::time::interval_at(tokio::time::Instant::now() + SSE_KEEP_ALIVE, SSE_KEEP_ALIVE);
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self { stream, keep_alive }
+    }
+}
+
+impl std::fmt::Debug for SseBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseBody").finish_non_exhaustive()
+    }
+}
+
+impl Body for SseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        match this.stream.poll_next(cx) {
+            Poll::Pending => match this.keep_alive.poll_tick(cx) {
+                Poll::Ready(_) => Poll::Ready(Some(Ok(http_body::Frame::data(
+                    Bytes::from_static(b": keep-alive\n\n"),
+                )))),
+                Poll::Pending => Poll::Pending,
+            },
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(message)) => {
+                this.keep_alive.reset();
+                let mut event = b"event: message\ndata: ".to_vec();
+                // A JSON text has no raw newline, so it is one `data:` line.
+                if serde_json::to_writer(&mut event, &message).is_err() {
+                    event.clear();
+                }
+                event.extend_from_slice(b"\n\n");
+                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from(event)))))
+            }
+        }
+    }
+}
+
+/// The stream of a [`Payload::Stream`] answer, parked in the response's extensions by the
+/// endpoint: the edge's layers carry a single-frame body, so [`McpHttpService`] mounts the
+/// stream as the body on the way out.
+#[derive(Clone, Debug)]
+struct PendingStream(StreamSlot);
 
 /// The stack inside [`McpHttpService`], outermost first (see the module docs).
 type Edge<S> = ValidateRequestHeader<
@@ -172,9 +244,9 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    type Response = HttpResponse;
+    type Response = Response<McpBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<McpBody>, Infallible>> + Send>>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
@@ -184,7 +256,18 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        Box::pin(self.edge.call(req))
+        let answer = self.edge.call(req);
+        Box::pin(async move {
+            let Ok(mut resp) = answer.await;
+            let stream = resp
+                .extensions_mut()
+                .remove::<PendingStream>()
+                .and_then(|pending| pending.0.take());
+            Ok(match stream {
+                Some(stream) => resp.map(|_| http_body_util::Either::Right(SseBody::new(stream))),
+                None => resp.map(http_body_util::Either::Left),
+            })
+        })
     }
 }
 
@@ -319,7 +402,7 @@ pub fn status_for(response: &McpResponse) -> StatusCode {
     match (&response.payload, response.version.era()) {
         (Payload::Refused(refusal), _) => refusal_status(refusal),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,
-        (Payload::Result(_), _) => StatusCode::OK,
+        (Payload::Result(_) | Payload::Stream(_), _) => StatusCode::OK,
         (Payload::Error(_), Era::Legacy) => StatusCode::OK,
         (Payload::Error(e), Era::Modern) => match e.code {
             code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -338,6 +421,16 @@ pub fn status_for(response: &McpResponse) -> StatusCode {
 /// body, and for a refusal the headers that go with it.
 fn into_http(response: McpResponse) -> HttpResponse {
     let status = status_for(&response);
+    if let Payload::Stream(slot) = response.payload {
+        let mut resp = empty(status);
+        let headers = resp.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        // Proxies that buffer (nginx) would hold the events back.
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        resp.extensions_mut().insert(PendingStream(slot));
+        return resp;
+    }
     // Empty unless refused: `HeaderMap::new` allocates nothing.
     let mut refusal_hdrs = HeaderMap::new();
     if let Payload::Refused(refusal) = &response.payload {
@@ -438,6 +531,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_sse_stream_sends_keep_alive_comments_then_its_messages() {
+        use http_body_util::BodyExt;
+        // Silent for 45 s, then one message, then the end.
+        let stream = MessageStream::unfold(0u8, |n| async move {
+            match n {
+                0 => {
+                    tokio::time::sleep(Duration::from_secs(45)).await;
+                    Some((
+                        json!({"jsonrpc": "2.0", "method": "notifications/tasks"}),
+                        1,
+                    ))
+                }
+                _ => None,
+            }
+        });
+        let mut body = SseBody::new(stream);
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame;
+            frames.push(String::from_utf8(frame.into_data().unwrap_or_default().to_vec()).unwrap());
+        }
+        assert_eq!(
+            frames,
+            [
+                ": keep-alive\n\n".to_owned(),
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\"}\n\n"
+                    .to_owned(),
+            ]
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -16,6 +16,7 @@ use tower_service::Service;
 use tracing::{debug, warn};
 
 use crate::ops::OpsEndpoints;
+use crate::transport::http::McpBody;
 
 /// How long in-flight requests may take to finish after shutdown is asked for.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,7 +51,7 @@ pub async fn serve<S>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
-    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
         + Clone
         + Send
         + 'static,
@@ -67,7 +68,7 @@ pub async fn serve_with_ops<S>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
-    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
         + Clone
         + Send
         + 'static,
@@ -86,7 +87,7 @@ pub async fn serve_with_timeouts<S>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
-    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
         + Clone
         + Send
         + 'static,
@@ -118,13 +119,13 @@ where
                     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
                         && let Some(resp) = ops.handle(req.uri().path()).await
                     {
-                        return Ok(resp);
+                        return Ok(resp.map(Either::Left));
                     }
                     let mut resp = Response::new(Full::new(Bytes::from_static(
                         b"Not Found: the MCP endpoint is /mcp\n",
                     )));
                     *resp.status_mut() = StatusCode::NOT_FOUND;
-                    return Ok::<_, Infallible>(resp);
+                    return Ok::<_, Infallible>(resp.map(Either::Left));
                 }
                 mcp.oneshot(req).await
             }

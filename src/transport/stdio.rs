@@ -11,6 +11,11 @@
 //! limited); stdio has no status codes or headers to add. Its caller presents no credential:
 //! the auth layer names it `stdio`.
 //!
+//! A response that is a stream ([`Payload::Stream`]: `subscriptions/listen`, or the 2025-11-25
+//! `notifications/tasks/status` after a task-augmented `tools/call`) is written message by
+//! message as it comes; `notifications/cancelled` naming the request ends it, as does end of
+//! input. It does not hold a handler slot while it lasts.
+//!
 //! Memory is bounded when the client stops reading: at most [`MAX_IN_FLIGHT`] requests are
 //! handled at once and at most [`OUTPUT_QUEUE`] answers wait for the output. Past either,
 //! input is not read until the client catches up (backpressure, nothing dropped).
@@ -35,8 +40,8 @@ use tower_service::Service;
 
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    ErrorObject, Incoming, McpRequest, McpResponse, Method, ProtocolVersion, RequestContext,
-    RequestId, Transport, VersionHints, classify,
+    ErrorObject, Incoming, McpRequest, McpResponse, Method, Payload, ProtocolVersion,
+    RequestContext, RequestId, Transport, VersionHints, classify,
 };
 use crate::service::negotiated_version;
 
@@ -79,6 +84,8 @@ where
     let writer = tokio::spawn(write_lines(output, rx));
     let handlers = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let in_flight: InFlight = Arc::default();
+    // Fired at end of input: the client is gone, so open streams end.
+    let input_ended = CancellationToken::new();
     let mut negotiated: Option<ProtocolVersion> = None;
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::new(input);
@@ -159,9 +166,32 @@ where
         let service = service.clone();
         let tx = tx.clone();
         let in_flight = in_flight.clone();
+        let ended = input_ended.clone();
         tasks.spawn(async move {
             let cancel = request.ctx.cancel.clone();
             let Ok(response) = service.oneshot(request).await;
+            if let Payload::Stream(stream) = &response.payload
+                && let Some(mut stream) = stream.take()
+            {
+                // A stream (subscriptions/listen, 2025 task notifications) may last as long as
+                // its tasks: it gives back its handler slot and runs until it ends, the client
+                // cancels it (notifications/cancelled with its id) or input ends. Each message
+                // is pulled only once the previous one is queued for the output.
+                drop(slot);
+                loop {
+                    let next = tokio::select! {
+                        next = stream.next() => next,
+                        () = cancel.cancelled() => None,
+                        () = ended.cancelled() => None,
+                    };
+                    let Some(message) = next else { break };
+                    send(&tx, &message).await;
+                }
+                if let Some(id) = &id {
+                    lock(&in_flight).remove(id);
+                }
+                return;
+            }
             if let Some(id) = &id {
                 lock(&in_flight).remove(id);
             }
@@ -177,6 +207,7 @@ where
         // Reap finished handlers so the set does not grow with the session.
         while tasks.try_join_next().is_some() {}
     }
+    input_ended.cancel();
     while tasks.join_next().await.is_some() {}
     drop(tx);
     writer

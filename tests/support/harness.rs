@@ -277,6 +277,8 @@ pub struct StdioServer {
     stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: i64,
+    /// Notifications read while waiting for a response.
+    pub notifications: Vec<Value>,
     _dir: tempfile::TempDir,
 }
 
@@ -305,6 +307,7 @@ impl StdioServer {
             stdin,
             stdout,
             next_id: 0,
+            notifications: Vec::new(),
             _dir: dir,
         }
     }
@@ -326,13 +329,21 @@ impl StdioServer {
             .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
     }
 
-    /// Sends a request and returns the response with its id.
+    /// Sends a request and returns the response with its id. Notifications that come first
+    /// (a 2025-11-25 task's `notifications/tasks/status`) are kept in `notifications`.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_line(&msg.to_string()).await;
-        let resp = self.read_message().await;
+        let resp = loop {
+            let m = self.read_message().await;
+            if m.get("id").is_none() && m.get("method").is_some() {
+                self.notifications.push(m);
+                continue;
+            }
+            break m;
+        };
         assert_eq!(resp["id"], json!(id), "response to another request: {resp}");
         resp
     }

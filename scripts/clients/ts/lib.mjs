@@ -90,14 +90,15 @@ export function stdioParameters(ollamaUrl) {
 
 /**
  * Connects the official client. `server` is "fast" (the fake model answers in about 2 s),
- * "slow" (about 20 s) or "hang" (every model call hangs until cancelled). Returns { client, transport, wire } where `wire` is the raw
+ * "slow" (about 20 s) or "hang" (every model call hangs until cancelled); `capabilities` are the
+ * client's declared capabilities. Returns { client, transport, wire } where `wire` is the raw
  * request path on the same transport (for ext-tasks).
  */
-export async function connect({ transport: kind, era, server = "fast" }) {
+export async function connect({ transport: kind, era, server = "fast", capabilities = {} }) {
   const settings = ERAS[era];
   const client = new Client(CLIENT_INFO, {
     versionNegotiation: settings.versionNegotiation,
-    capabilities: {},
+    capabilities,
   });
   const suffix = { fast: "", hang: "_HANG", slow: "_SLOW" }[server];
   const transport =

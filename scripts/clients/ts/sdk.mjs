@@ -222,6 +222,57 @@ async function politePolling() {
   }
 }
 
+/**
+ * Following by push (2026-07-28): the SDK client's `listen({ taskIds })` on a client that
+ * declares the Tasks extension; ext-tasks consumes the `notifications/tasks` (it settles on the
+ * terminal one, though it keeps polling `tasks/get` at pollIntervalMs meanwhile: ext-tasks 0.2.2
+ * has no notification-only mode).
+ */
+async function followByPush(transport) {
+  const tag = `[${transport} 2026-07-28]`;
+  const conn = await check(`${tag} connect declaring the Tasks extension`, () =>
+    connect({
+      transport,
+      era: "2026-07-28",
+      capabilities: { extensions: { "io.modelcontextprotocol/tasks": {} } },
+    }),
+  );
+  if (!conn) return;
+  const pushed = [];
+  const forward = conn.transport.onmessage;
+  conn.transport.onmessage = (message, extra) => {
+    if (message?.method === "notifications/tasks") pushed.push({ at: Date.now(), task: message.params });
+    forward?.call(conn.transport, message, extra);
+  };
+  const session = taskSession(conn, `${transport}-push`);
+  try {
+    await check(`${tag} push: subscriptions/listen delivers every change up to the completed task with its result`, async () => {
+      const execution = await session.callTool(
+        "agent_run",
+        { request: "Follow me by push." },
+        { task: { preference: "prefer" }, requestTimeoutMs: 60_000 },
+      );
+      assert(execution.kind === "task", `execution kind ${execution.kind}`);
+      const taskId = execution.handle.taskId;
+      const subscription = await conn.client.listen({ taskIds: [taskId] });
+      const { outcome } = await execution.settle();
+      assert(outcome.status === "completed", `outcome ${outcome.status}`);
+      const deadline = Date.now() + 10_000;
+      while (pushed.at(-1)?.task.status !== "completed" && Date.now() < deadline) await sleep(50);
+      const mine = pushed.filter((p) => p.task.taskId === taskId);
+      assert(mine.length >= 2, `${mine.length} notifications/tasks`);
+      const last = mine.at(-1).task;
+      assert(last.status === "completed", `last pushed status ${last.status}`);
+      assert(fields(textOf(last.result)).result === "Hello from the fake model.", "the pushed result");
+      const ended = await Promise.race([subscription.closed, sleep(10_000).then(() => "still open")]);
+      assert(ended === "graceful", `the listen ended ${ended}`);
+      console.log(`     (${mine.length} notifications/tasks; ext-tasks also polled meanwhile)`);
+    });
+  } finally {
+    await close(conn, session);
+  }
+}
+
 // The minute of polite polling runs beside the other checks (on a server of its own).
 const polite = politePolling();
 for (const transport of TRANSPORTS) {
@@ -229,6 +280,7 @@ for (const transport of TRANSPORTS) {
     await completedTask(transport, era);
     await cancelledTasks(transport, era);
   }
+  await followByPush(transport);
 }
 await polite;
 summary();
