@@ -495,3 +495,64 @@ async fn writes_queued_together_commit_together_and_fail_alone() {
         assert!(store.task(id).await.unwrap().is_some());
     }
 }
+
+/// The task cache answers reads without the database, so it must never show a state older than
+/// one already committed: readers racing a stream of updates see the task's progress only move
+/// forward, the last read equals the last write, and what the cache says matches the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_reads_never_go_back_in_time_and_match_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir).await);
+    let mut task = Task::new(Uuid::new_v4(), None, "count".into(), None);
+    task.steps_total = 500;
+    store.insert_task(&task).await.unwrap();
+    let id = task.id;
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut seen = 0;
+                let mut reads = 0u32;
+                while seen < 500 {
+                    let now = store.task(id).await.unwrap().unwrap().steps_done;
+                    assert!(now >= seen, "read {now} after having read {seen}");
+                    seen = now;
+                    reads += 1;
+                    tokio::task::yield_now().await;
+                }
+                reads
+            })
+        })
+        .collect();
+    for step in 1..=500 {
+        task.steps_done = step;
+        if step == 500 {
+            task.transition(TaskState::Completed);
+        }
+        store.update_task(&task).await.unwrap();
+        if step % 100 == 0 {
+            // A purge forgets finished tasks from the cache; the readers must not mind.
+            store.purge_finished(UNIX_EPOCH).await.unwrap();
+        }
+    }
+    for r in readers {
+        assert!(r.await.unwrap() > 0);
+    }
+    let cached = store.task(id).await.unwrap().unwrap();
+    assert_eq!(cached.steps_done, 500);
+    assert_eq!(cached.state, TaskState::Completed);
+    let on_disk: i64 = peek(&dir)
+        .query_row(
+            "SELECT steps_done FROM tasks WHERE id = ?1",
+            [id.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(on_disk, 500);
+    // A purge that deletes the finished task leaves nothing for the cache to answer.
+    store
+        .purge_finished(SystemTime::now() + Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(store.task(id).await.unwrap().is_none());
+}
