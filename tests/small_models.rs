@@ -1,0 +1,326 @@
+//! The tool loop with the failure shapes of small local models, scripted on the fake Ollama
+//! (real wire format on loopback, real files in a temp workspace, the real server over HTTP):
+//! repeated identical calls, empty answers, echoed tool markup, tool calls written as JSON in
+//! the text. And the other side: a model that answers at once still makes exactly one call.
+
+mod support;
+
+use std::path::Path;
+
+use agent_mcp::config::Config;
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeOllama, Reply};
+use support::harness::{HttpClient, HttpServer, field, result_of, test_config, wait_terminal};
+
+fn config(fake: &FakeOllama, workspace: &Path) -> Config {
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config.rate_limit.enabled = false;
+    config
+}
+
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("NOTE.txt"), "The secret word is: marigold\n").unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta").unwrap();
+    ws
+}
+
+/// Runs one task to its end; returns the final agent_status text.
+async fn run(client: &HttpClient, request: &str) -> String {
+    let id = client.agent_run(request).await;
+    wait_terminal(|| client.agent_status(&id)).await
+}
+
+/// `(tool_name, content)` of every `role: tool` message of a chat request body.
+fn tool_results(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_name"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn last_message(request: &Value) -> &Value {
+    request["messages"].as_array().unwrap().last().unwrap()
+}
+
+fn offers_tools(request: &Value) -> bool {
+    request["tools"].as_array().is_some_and(|t| !t.is_empty())
+}
+
+fn read_note() -> Reply {
+    Reply::tool_call("read_file", json!({"path": "NOTE.txt"}), 10, 2)
+}
+
+#[tokio::test]
+async fn a_model_that_answers_at_once_makes_exactly_one_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let answer = "It is 4.\n\nNo tool was needed.";
+    fake.push_reply(Reply::text(answer, 20, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What is 2 + 2?").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), answer);
+    assert_eq!(field(&done, "token_usage"), "input=20 output=6 total=26");
+    assert_eq!(fake.chat_count(), 1);
+    assert!(offers_tools(&fake.chat_requests()[0]));
+}
+
+#[tokio::test]
+async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_told_to_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    for _ in 0..3 {
+        fake.push_reply(read_note());
+    }
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 5));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 4);
+
+    let sent = fake.chat_requests();
+    let results = tool_results(&sent[3]);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].1, "The secret word is: marigold\n");
+    for (_, repeat) in &results[1..] {
+        assert!(
+            repeat.starts_with("The secret word is: marigold\n"),
+            "{repeat}"
+        );
+        assert!(repeat.contains("already called"), "{repeat}");
+    }
+    // After one repeat the model may still call; after the second it is told to answer,
+    // with no tools offered.
+    assert!(offers_tools(&sent[2]));
+    assert!(!offers_tools(&sent[3]));
+    let told = last_message(&sent[3]);
+    assert_eq!(told["role"], "user");
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .contains("Answer the request now"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_repeat_after_a_write_runs_again() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "NOTE.txt", "content": "The secret word is: tulip\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("tulip", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Change the word, then read it back.").await;
+    assert_eq!(result_of(&done), "tulip", "{done}");
+    let results = tool_results(&fake.chat_requests()[3]);
+    assert_eq!(results[2].1, "The secret word is: tulip\n");
+}
+
+#[tokio::test]
+async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("", 10, 0));
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "marigold");
+    assert_eq!(fake.chat_count(), 3);
+    let recovery = &fake.chat_requests()[2];
+    assert!(!offers_tools(recovery));
+    let asked = last_message(recovery);
+    assert_eq!(asked["role"], "user");
+    assert!(
+        asked["content"]
+            .as_str()
+            .unwrap()
+            .contains("Using the tool results"),
+        "{asked}"
+    );
+    // The tool result is still in the conversation the model answers from.
+    assert_eq!(tool_results(recovery).len(), 1);
+}
+
+#[tokio::test]
+async fn a_model_that_never_answers_fails_saying_so() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("  \n", 10, 1));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+        10,
+        9,
+    ));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(reason.contains("the model gave no answer"), "{reason}");
+    assert!(reason.contains("3 model calls, tools ran"), "{reason}");
+    assert!(reason.contains("larger model"), "{reason}");
+    assert_eq!(fake.chat_count(), 3);
+}
+
+#[tokio::test]
+async fn plain_chat_without_tools_also_never_completes_empty() {
+    let ws = workspace();
+    let fake = FakeOllama::spawn(
+        support::fake_ollama::FakeConfig::default().with_capabilities(&["completion"]),
+    );
+    fake.push_reply(Reply::text("", 5, 0));
+    fake.push_reply(Reply::text("Hello!", 5, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Say hello.").await;
+    assert_eq!(result_of(&done), "Hello!", "{done}");
+    let sent = fake.chat_requests();
+    assert!(!offers_tools(&sent[1]));
+    assert!(
+        last_message(&sent[1])["content"]
+            .as_str()
+            .unwrap()
+            .contains("Your last reply was empty"),
+    );
+}
+
+#[tokio::test]
+async fn echoed_tool_markup_is_stripped_from_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text(
+        "<tool_response>\nerror: 'notes.txt' does not exist\n</tool_response>\nThe secret word is marigold.",
+        10,
+        20,
+    ));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text(
+        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+        10,
+        12,
+    ));
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
+    assert_eq!(fake.chat_count(), 3);
+    assert!(!offers_tools(&fake.chat_requests()[2]));
+}
+
+#[tokio::test]
+async fn tool_calls_written_as_json_in_the_text_are_run() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text(
+        r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#,
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text(
+        "I will read b.txt.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"b.txt\"}}\n```",
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text(
+        "<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {}}\n</tool_call>",
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text("alpha, beta; three files.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read a.txt and b.txt, then list the folder.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "alpha, beta; three files.");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let results = tool_results(&sent[3]);
+    assert_eq!(results[0], ("read_file".to_owned(), "alpha".to_owned()));
+    assert_eq!(results[1], ("read_file".to_owned(), "beta".to_owned()));
+    assert_eq!(results[2].0, "list_dir");
+    assert!(results[2].1.contains("NOTE.txt"), "{}", results[2].1);
+    // The calls go back to the model as its own tool calls, not as text.
+    let turns: Vec<&Value> = sent[3]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(turns.len(), 3);
+    for turn in turns {
+        assert_eq!(turn["content"], "", "{turn}");
+        assert_eq!(
+            turn["tool_calls"].as_array().map(Vec::len),
+            Some(1),
+            "{turn}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn json_naming_no_offered_tool_stays_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let text = r#"{"name": "delete_everything", "arguments": {}}"#;
+    fake.push_reply(Reply::text(text, 10, 9));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Give me a JSON example.").await;
+    assert_eq!(result_of(&done), text, "{done}");
+    assert_eq!(fake.chat_count(), 1);
+}
