@@ -324,3 +324,75 @@ async fn json_naming_no_offered_tool_stays_the_answer() {
     assert_eq!(result_of(&done), text, "{done}");
     assert_eq!(fake.chat_count(), 1);
 }
+
+#[tokio::test]
+async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to_make_it() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text(
+        "To find the secret word in NOTE.txt, I used the `read_file` function. The result \
+         contains the secret word.",
+        10,
+        20,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What is the secret word in NOTE.txt?").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "marigold");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert!(offers_tools(&sent[1]), "the model is to call the tool now");
+    assert!(
+        last_message(&sent[1])["content"]
+            .as_str()
+            .unwrap()
+            .contains("No tool has run yet"),
+    );
+    assert_eq!(
+        tool_results(&sent[2])[0].1,
+        "The secret word is: marigold\n"
+    );
+}
+
+#[tokio::test]
+async fn reading_a_missing_file_shows_what_the_folder_holds() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/notes-2024.txt"), "juniper\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "docs/notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "nowhere/notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("juniper", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Read the notes in docs.").await;
+    assert_eq!(result_of(&done), "juniper", "{done}");
+    let results = tool_results(&fake.chat_requests()[2]);
+    assert!(
+        results[0]
+            .1
+            .starts_with("error: 'docs/notes.txt' does not exist. The folder docs: 1 entries:"),
+        "{}",
+        results[0].1
+    );
+    assert!(
+        results[0].1.contains("notes-2024.txt (8 bytes)"),
+        "{}",
+        results[0].1
+    );
+    assert_eq!(
+        results[1].1,
+        "error: 'nowhere/notes.txt' does not exist; use list_dir to see what the workspace holds"
+    );
+}

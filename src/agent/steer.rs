@@ -171,6 +171,45 @@ pub(crate) fn clean_answer(text: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
+/// Phrases with which a model claims to use a tool (lowercase).
+const CLAIMS: [&str; 9] = [
+    "i used",
+    "i called",
+    "i ran",
+    "i will",
+    "i'll",
+    "let me",
+    "i have used",
+    "using the",
+    "i can use",
+];
+
+/// Whether an answer given before any tool ran only describes using an offered tool ("To find
+/// the word I used the `read_file` function…"): a small model's way of not calling it.
+pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    offered.iter().any(|tool| lower.contains(tool)) && CLAIMS.iter().any(|c| lower.contains(c))
+}
+
+/// Longest piece of the request repeated after tool results.
+const REQUEST_ECHO_CHARS: usize = 300;
+
+/// The message that follows a round of tool results: it tells them apart from the model's own
+/// words, repeats the request, and asks for the answer if the results hold it.
+pub(crate) fn after_results(request: &str) -> String {
+    let mut request = request.split_whitespace().collect::<Vec<_>>().join(" ");
+    if request.chars().count() > REQUEST_ECHO_CHARS {
+        request = request.chars().take(REQUEST_ECHO_CHARS).collect();
+        request.push('…');
+    }
+    format!(
+        "The tool results are above; they come from the tools, not from you. The request is: \
+         {request}\nIf the results hold what it asks for, reply now with the answer itself (the \
+         value, name, number or text asked for) in plain words. If not, call the next tool you \
+         need."
+    )
+}
+
 /// Earlier tool results of one step, to answer a repeated identical call without running it.
 #[derive(Debug, Default)]
 pub(crate) struct CallMemory {
@@ -263,6 +302,18 @@ mod tests {
         ] {
             assert!(calls_in_text(text, &OFFERED).is_empty(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_describing_a_call_is_told_apart_from_an_answer() {
+        assert!(describes_a_call(
+            "To find the code name, I used the `read_file` function with the path docs/NOTE.txt.",
+            &OFFERED
+        ));
+        assert!(describes_a_call("Let me run_command ls.", &OFFERED));
+        assert!(!describes_a_call("The code name is bluefin.", &OFFERED));
+        assert!(!describes_a_call("I used a hammer.", &OFFERED));
+        assert!(!describes_a_call("read_file returns the text.", &OFFERED));
     }
 
     #[test]

@@ -139,6 +139,9 @@ const MAX_REPEATS: usize = 2;
 const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using the tool results \
      above, answer the request now, in plain words: give what was asked for itself (the value, \
      name, number or text), not a description of what you did. Do not call any tool.";
+/// Asked once when, before any tool ran, the answer only describes using a tool.
+const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so that \
+     reply is not an answer. Call the tool now; answer once you have its result.";
 /// The same, when no tool ran.
 const ANSWER_NOW: &str =
     "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
@@ -148,7 +151,9 @@ const ANSWER_NOW: &str =
 ///
 /// A reply without tool calls is the answer, with echoed tool markup removed
 /// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
-/// are run as calls ([`steer::calls_in_text`]). A read-only call identical to an earlier one is
+/// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
+/// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]). A
+/// read-only call identical to an earlier one is
 /// answered from the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is
 /// told to answer, without tools. An empty or markup-only reply gets one more call asking for
 /// the answer; if that has none either, the step fails ([`StepError::NoAnswer`]).
@@ -168,6 +173,7 @@ pub(crate) async fn run_step(
     // Off once the model is told to answer: its next call gets no tools.
     let mut offer_tools = true;
     let mut asked_for_answer = false;
+    let mut asked_to_call = false;
     let mut tools_ran = false;
     let mut calls = 0;
     loop {
@@ -199,6 +205,18 @@ pub(crate) async fn run_step(
                 } else {
                     String::new()
                 };
+                if let Some(toolbox) = &engine.toolbox
+                    && offer_tools
+                    && !tools_ran
+                    && !asked_to_call
+                    && steer::describes_a_call(&text, toolbox.enabled())
+                {
+                    // It said what it would do (or pretended it did) instead of doing it.
+                    asked_to_call = true;
+                    messages.push(Message::assistant(text));
+                    messages.push(Message::user(CALL_IT));
+                    continue;
+                }
                 if !text.trim().is_empty() {
                     return Ok(text);
                 }
@@ -261,6 +279,8 @@ pub(crate) async fn run_step(
                 "You already have these results: calling the same tool again will not change \
                  them. Answer the request now from the tool results above, in plain words.",
             ));
+        } else {
+            messages.push(Message::user(steer::after_results(&engine.request.content)));
         }
     }
 }

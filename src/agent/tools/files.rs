@@ -103,6 +103,43 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Too
     Ok(out)
 }
 
+/// Most entries of the folder shown when `read_file` names a file that does not exist.
+const NOT_FOUND_ENTRIES: usize = 30;
+
+/// `read_file` of a missing file: says so, and shows what the folder it names holds (a model
+/// that guessed the name can pick the right one at once, without a `list_dir` round).
+fn not_found(ws: &Workspace, asked: &str, missing: &str) -> ToolError {
+    let folder = std::path::Path::new(asked)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| ".".to_owned());
+    let listing = list_dir(
+        ws,
+        &ListDirArgs {
+            path: folder.clone(),
+        },
+    );
+    match listing {
+        Ok(listing) => {
+            let mut lines = listing.lines();
+            let head = lines.next().unwrap_or_default();
+            let mut text = format!("'{missing}' does not exist. The folder {head}:");
+            for line in lines.by_ref().take(NOT_FOUND_ENTRIES) {
+                text.push('\n');
+                text.push_str(line);
+            }
+            if lines.next().is_some() {
+                text.push_str("\n[more: use list_dir]");
+            }
+            ToolError::Refused(text)
+        }
+        Err(_) => ToolError::Refused(format!(
+            "'{missing}' does not exist; use list_dir to see what the workspace holds"
+        )),
+    }
+}
+
 fn not_a_folder(shown: &str) -> ToolError {
     ToolError::Refused(format!("'{shown}' is a file, not a folder; use read_file"))
 }
@@ -112,7 +149,11 @@ pub(super) fn read_file(
     args: &ReadFileArgs,
     max_bytes: usize,
 ) -> Result<String, ToolError> {
-    let path = ws.existing(&args.path)?;
+    let path = match ws.existing(&args.path) {
+        Ok(path) => path,
+        Err(PathError::NotFound(missing)) => return Err(not_found(ws, &args.path, &missing)),
+        Err(e) => return Err(e.into()),
+    };
     let shown = ws.display(&path);
     if path.is_dir() {
         return Err(ToolError::Refused(format!(
