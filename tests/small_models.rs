@@ -396,3 +396,23 @@ async fn reading_a_missing_file_shows_what_the_folder_holds() {
         "error: 'nowhere/notes.txt' does not exist; use list_dir to see what the workspace holds"
     );
 }
+
+#[tokio::test]
+async fn the_same_command_again_gets_its_earlier_output() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let echo = json!({"argv": ["echo", "hello-42"]});
+    fake.push_reply(Reply::tool_call("run_command", echo.clone(), 10, 2));
+    fake.push_reply(Reply::tool_call("run_command", echo, 10, 2));
+    fake.push_reply(Reply::text("It printed hello-42.", 10, 5));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["echo".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Run echo hello-42 and report.").await;
+    assert_eq!(result_of(&done), "It printed hello-42.", "{done}");
+    let results = tool_results(&fake.chat_requests()[2]);
+    assert!(results[0].1.contains("hello-42"), "{}", results[0].1);
+    assert!(!results[0].1.contains("already called"), "{}", results[0].1);
+    assert!(results[1].1.starts_with(&results[0].1), "{}", results[1].1);
+    assert!(results[1].1.contains("already called"), "{}", results[1].1);
+}

@@ -24,6 +24,9 @@ use crate::ollama::{ToolCall, ToolCallFunction};
 /// Tools whose result depends only on their arguments and the workspace: a repeated identical
 /// call is answered from the earlier result until a tool that changes things runs.
 const READ_ONLY_TOOLS: [&str; 3] = ["list_dir", "read_file", "search_text"];
+/// A command may change the workspace (so it drops what the reading tools returned), but the
+/// same command again with nothing run in between is answered from its earlier output.
+const COMMAND_TOOL: &str = "run_command";
 
 /// Chat-template tags a small model copies into its text; never part of an answer.
 const BLOCK_TAGS: [&str; 3] = ["tool_response", "tool_call", "tool_result"];
@@ -232,17 +235,21 @@ impl CallMemory {
         Some(found)
     }
 
-    /// Records a call that ran: a read-only one is remembered; any other may have changed the
-    /// workspace, so every remembered result is dropped.
+    /// Records a call that ran. A read-only one is remembered. A command may have changed the
+    /// workspace: every remembered result is dropped, then its own output is remembered (the
+    /// same command again, with nothing in between, gets that output). A write or an edit drops
+    /// everything.
     pub fn record(&mut self, call: &ToolCall, result: &str) {
-        if READ_ONLY_TOOLS.contains(&call.function.name.as_str()) {
+        let name = call.function.name.as_str();
+        if !READ_ONLY_TOOLS.contains(&name) {
+            self.results.clear();
+        }
+        if READ_ONLY_TOOLS.contains(&name) || name == COMMAND_TOOL {
             self.results.push((
-                call.function.name.clone(),
+                name.to_owned(),
                 normalized(&call.function.arguments),
                 result.to_owned(),
             ));
-        } else {
-            self.results.clear();
         }
     }
 }
@@ -362,5 +369,16 @@ mod tests {
         memory.record(&write, "replaced 'a'");
         assert_eq!(memory.recall(&read), None);
         assert_eq!(memory.recall(&write), None, "writes are never recalled");
+        // A command drops what was read (it may have changed the files) but is recalled itself
+        // until something else that changes things runs.
+        memory.record(&read, "alpha");
+        let ls = call("run_command", json!({"argv": ["ls"]}));
+        memory.record(&ls, "a\n");
+        assert_eq!(memory.recall(&read), None);
+        assert_eq!(memory.recall(&ls).as_deref(), Some("a\n"));
+        let other = call("run_command", json!({"argv": ["wc", "a"]}));
+        memory.record(&other, "1 a\n");
+        assert_eq!(memory.recall(&ls), None);
+        assert_eq!(memory.recall(&other).as_deref(), Some("1 a\n"));
     }
 }

@@ -132,7 +132,7 @@ impl From<OllamaError> for StepError {
     }
 }
 
-/// Identical read-only calls answered from memory before the model is told to answer.
+/// Identical calls answered from memory before the model is told to answer.
 const MAX_REPEATS: usize = 2;
 
 /// Asked once when a reply has no usable answer (empty, or only tool markup) after tools ran.
@@ -153,9 +153,9 @@ const ANSWER_NOW: &str =
 /// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
 /// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
 /// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]). A
-/// read-only call identical to an earlier one is
-/// answered from the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is
-/// told to answer, without tools. An empty or markup-only reply gets one more call asking for
+/// call identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
+/// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
+/// answer, without tools. An empty or markup-only reply gets one more call asking for
 /// the answer; if that has none either, the step fails ([`StepError::NoAnswer`]).
 pub(crate) async fn run_step(
     engine: Arc<Engine>,
