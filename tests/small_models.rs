@@ -416,3 +416,33 @@ async fn the_same_command_again_gets_its_earlier_output() {
     assert!(results[1].1.starts_with(&results[0].1), "{}", results[1].1);
     assert!(results[1].1.contains("already called"), "{}", results[1].1);
 }
+
+#[tokio::test]
+async fn an_empty_final_answer_of_a_plan_fails_the_task() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let plan = json!({"steps": [
+        {"id": "a", "title": "Read a", "instructions": "Read a.txt.", "dependencies": []},
+        {"id": "b", "title": "Read b", "instructions": "Read b.txt.", "dependencies": []}
+    ]})
+    .to_string();
+    fake.push_reply(Reply::text(&plan, 10, 10));
+    fake.push_reply(Reply::text("alpha", 10, 1));
+    fake.push_reply(Reply::text("beta", 10, 1));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nalpha\n</tool_response>",
+        10,
+        8,
+    ));
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Read a.txt and b.txt.").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains("the model's final answer from their results was empty"),
+        "{reason}"
+    );
+    assert_eq!(fake.chat_count(), 4);
+}
