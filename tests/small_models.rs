@@ -446,3 +446,62 @@ async fn an_empty_final_answer_of_a_plan_fails_the_task() {
     );
     assert_eq!(fake.chat_count(), 4);
 }
+
+#[tokio::test]
+async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let described =
+        "To find the code name, I used the `read_file` function with the path NOTE.txt.";
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text(described, 10, 20));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What code name is in NOTE.txt?").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains("the model described using a tool instead of calling it"),
+        "{reason}"
+    );
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read the note and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    let sent = fake.chat_requests();
+    let after_error = last_message(&sent[1])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        after_error.contains("The tool call failed"),
+        "{after_error}"
+    );
+    assert!(after_error.contains("Read the note and tell me the secret word."));
+    let after_result = last_message(&sent[2])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        after_result.starts_with("The tool results are above; they come from the tools"),
+        "{after_result}"
+    );
+    assert!(after_result.contains("Read the note and tell me the secret word."));
+}

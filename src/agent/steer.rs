@@ -198,18 +198,27 @@ pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
 const REQUEST_ECHO_CHARS: usize = 300;
 
 /// The message that follows a round of tool results: it tells them apart from the model's own
-/// words, repeats the request, and asks for the answer if the results hold it.
-pub(crate) fn after_results(request: &str) -> String {
+/// words, repeats the request, and asks for the answer if the results hold it. When every
+/// result of the round was an error it says the request is not answered yet instead (a small
+/// model otherwise makes an answer up).
+pub(crate) fn after_results(request: &str, all_failed: bool) -> String {
     let mut request = request.split_whitespace().collect::<Vec<_>>().join(" ");
     if request.chars().count() > REQUEST_ECHO_CHARS {
         request = request.chars().take(REQUEST_ECHO_CHARS).collect();
         request.push('…');
     }
+    if all_failed {
+        return format!(
+            "The tool call failed: the error above comes from the tool, not from you. The \
+             request is not answered yet: {request}\nDo not guess. Call a tool again, correcting \
+             what the error points out (for example, use a name from the listing it shows)."
+        );
+    }
     format!(
         "The tool results are above; they come from the tools, not from you. The request is: \
-         {request}\nIf the results hold what it asks for, reply now with the answer itself (the \
-         value, name, number or text asked for) in plain words. If not, call the next tool you \
-         need."
+         {request}\nIf the results hold what it asks for, answer it now from them, in plain \
+         words: quote the names, values or lines it asks for, not a description of what you did. \
+         If not, call the next tool you need."
     )
 }
 

@@ -119,6 +119,12 @@ pub(crate) enum StepError {
         if *tools_ran { ", tools ran" } else { "" }
     )]
     NoAnswer { tools_ran: bool, calls: usize },
+    #[error(
+        "the model described using a tool instead of calling it, also when told to call it \
+         ({calls} model calls, no tool ran); try a larger model (ollama.model) or a more \
+         specific request"
+    )]
+    DescribedOnly { calls: usize },
     #[error("cancelled")]
     Cancelled,
 }
@@ -152,7 +158,8 @@ const ANSWER_NOW: &str =
 /// A reply without tool calls is the answer, with echoed tool markup removed
 /// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
 /// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
-/// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]). A
+/// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]), and
+/// fails the step ([`StepError::DescribedOnly`]) if it describes one again. A
 /// call identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
 /// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
 /// answer, without tools. An empty or markup-only reply gets one more call asking for
@@ -208,10 +215,12 @@ pub(crate) async fn run_step(
                 if let Some(toolbox) = &engine.toolbox
                     && offer_tools
                     && !tools_ran
-                    && !asked_to_call
                     && steer::describes_a_call(&text, toolbox.enabled())
                 {
                     // It said what it would do (or pretended it did) instead of doing it.
+                    if asked_to_call {
+                        return Err(StepError::DescribedOnly { calls });
+                    }
                     asked_to_call = true;
                     messages.push(Message::assistant(text));
                     messages.push(Message::user(CALL_IT));
@@ -240,6 +249,7 @@ pub(crate) async fn run_step(
         said.tool_calls = answer.tool_calls.clone();
         messages.push(said);
         let repeats_before = memory.repeats;
+        let mut all_failed = true;
         for (n, call) in answer.tool_calls.iter().enumerate() {
             let text = if n >= MAX_CALLS_PER_REPLY {
                 format!(
@@ -269,6 +279,7 @@ pub(crate) async fn run_step(
             if cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
             }
+            all_failed &= text.starts_with("error:");
             let mut result = Message::tool(call.function.name.clone(), text);
             result.tool_call_id = call.id.clone();
             messages.push(result);
@@ -280,7 +291,10 @@ pub(crate) async fn run_step(
                  them. Answer the request now from the tool results above, in plain words.",
             ));
         } else {
-            messages.push(Message::user(steer::after_results(&engine.request.content)));
+            messages.push(Message::user(steer::after_results(
+                &engine.request.content,
+                all_failed,
+            )));
         }
     }
 }
