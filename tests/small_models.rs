@@ -73,7 +73,18 @@ async fn a_model_that_answers_at_once_makes_exactly_one_call() {
     assert_eq!(result_of(&done), answer);
     assert_eq!(field(&done, "token_usage"), "input=20 output=6 total=26");
     assert_eq!(fake.chat_count(), 1);
-    assert!(offers_tools(&fake.chat_requests()[0]));
+    let sent = &fake.chat_requests()[0];
+    assert!(offers_tools(sent));
+    // The configured system prompt, then what the tools are for.
+    let system = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with(&agent_mcp::config::Config::default().agent.system_prompt),
+        "{system}"
+    );
+    assert!(
+        system.contains("What the workspace holds is known only from their results"),
+        "{system}"
+    );
 }
 
 #[tokio::test]
@@ -209,6 +220,14 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
     assert_eq!(result_of(&done), "Hello!", "{done}");
     let sent = fake.chat_requests();
     assert!(!offers_tools(&sent[1]));
+    // No tools, no word about them.
+    assert_eq!(
+        sent[0]["messages"][0]["content"],
+        agent_mcp::config::Config::default()
+            .agent
+            .system_prompt
+            .as_str()
+    );
     assert!(
         last_message(&sent[1])["content"]
             .as_str()
@@ -380,9 +399,11 @@ async fn reading_a_missing_file_shows_what_the_folder_holds() {
     assert_eq!(result_of(&done), "juniper", "{done}");
     let results = tool_results(&fake.chat_requests()[2]);
     assert!(
-        results[0]
-            .1
-            .starts_with("error: 'docs/notes.txt' does not exist. The folder docs: 1 entries:"),
+        results[0].1.starts_with(
+            "error: 'docs/notes.txt' does not exist. Did you mean \
+                          'docs/notes-2024.txt'? Call read_file with that path. The folder \
+                          docs: 1 entries:"
+        ),
         "{}",
         results[0].1
     );
@@ -437,7 +458,7 @@ async fn an_empty_final_answer_of_a_plan_fails_the_task() {
     let mut config = config(&fake, ws.path());
     config.agent.planning = true;
     let server = HttpServer::start(config).await;
-    let done = run(&server.client(), "Read a.txt and b.txt.").await;
+    let done = run(&server.client(), "Read the two files.").await;
     assert_eq!(field(&done, "status"), "failed", "{done}");
     let reason = result_of(&done);
     assert!(
@@ -504,4 +525,82 @@ async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet()
         "{after_result}"
     );
     assert!(after_result.contains("Read the note and tell me the secret word."));
+}
+
+#[tokio::test]
+async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "note.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nerror: 'note.txt' does not exist.\n</tool_response>",
+        10,
+        9,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read the note and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let first = &tool_results(&sent[1])[0].1;
+    assert!(
+        first.contains("Did you mean 'NOTE.txt'? Call read_file with that path."),
+        "{first}"
+    );
+    assert!(offers_tools(&sent[2]), "a corrected call needs the tools");
+    assert!(
+        last_message(&sent[2])["content"]
+            .as_str()
+            .unwrap()
+            .contains("The tool call failed"),
+    );
+}
+
+#[tokio::test]
+async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_it() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text("The secret word is Monday.", 10, 6));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "According to `NOTE.txt`, what is the secret word?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert!(offers_tools(&sent[1]));
+    let told = last_message(&sent[1])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        told.starts_with("You answered without looking at 'NOTE.txt'"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_named_file_that_does_not_exist_does_not_cost_a_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text("Use serde_json::from_str.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "How do I parse settings.json in Rust?").await;
+    assert_eq!(result_of(&done), "Use serde_json::from_str.", "{done}");
+    assert_eq!(fake.chat_count(), 1);
 }

@@ -175,7 +175,7 @@ pub(crate) fn clean_answer(text: &str) -> String {
 }
 
 /// Phrases with which a model claims to use a tool (lowercase).
-const CLAIMS: [&str; 9] = [
+const CLAIMS: [&str; 12] = [
     "i used",
     "i called",
     "i ran",
@@ -185,6 +185,9 @@ const CLAIMS: [&str; 9] = [
     "i have used",
     "using the",
     "i can use",
+    "you can use",
+    "i would need to",
+    "i need to",
 ];
 
 /// Whether an answer given before any tool ran only describes using an offered tool ("To find
@@ -192,6 +195,47 @@ const CLAIMS: [&str; 9] = [
 pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
     let lower = text.to_lowercase();
     offered.iter().any(|tool| lower.contains(tool)) && CLAIMS.iter().any(|c| lower.contains(c))
+}
+
+/// The first file or folder the request names (a word with a `.` or `/` inside, quotes and
+/// punctuation around it dropped) that exists in the workspace.
+pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> Option<String> {
+    request
+        .split_whitespace()
+        .map(|word| {
+            word.trim_matches(|c: char| {
+                matches!(
+                    c,
+                    '`' | '\'' | '"' | ',' | ';' | ':' | '?' | '!' | '(' | ')'
+                )
+            })
+            .trim_end_matches('.')
+        })
+        .filter(|word| {
+            word.len() > 2
+                && word[1..].contains(['.', '/'])
+                && word.chars().any(char::is_alphanumeric)
+        })
+        .find(|word| workspace.existing(word).is_ok())
+        .map(str::to_owned)
+}
+
+/// Appended to the system prompt of a step that offers tools: small models otherwise answer
+/// questions about files from nowhere ("the meeting is on Monday") or tell the user which
+/// command to run instead of running it.
+pub(crate) fn tool_guidance(offered: &[&str]) -> String {
+    let commands = if offered.contains(&COMMAND_TOOL) {
+        " and run allowed commands"
+    } else {
+        ""
+    };
+    format!(
+        "You have tools that read, search and change the files of the user's workspace{commands}. \
+         What the workspace holds is known only from their results: call them before answering \
+         about its files, never guess a file's name or content, and do the work yourself rather \
+         than telling the user what to run. Once the results hold the answer, reply with it in \
+         plain words."
+    )
 }
 
 /// Longest piece of the request repeated after tool results.

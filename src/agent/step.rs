@@ -159,11 +159,14 @@ const ANSWER_NOW: &str =
 /// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
 /// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
 /// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]), and
-/// fails the step ([`StepError::DescribedOnly`]) if it describes one again. A
+/// fails the step ([`StepError::DescribedOnly`]) if it describes one again; an answer given
+/// before any tool ran to a request that names an existing workspace file gets one call
+/// telling the model to look at it first ([`steer::named_file`]). A
 /// call identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
 /// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
 /// answer, without tools. An empty or markup-only reply gets one more call asking for
-/// the answer; if that has none either, the step fails ([`StepError::NoAnswer`]).
+/// the answer (or, when the last calls all failed, for a corrected call); if that has none
+/// either, the step fails ([`StepError::NoAnswer`]).
 pub(crate) async fn run_step(
     engine: Arc<Engine>,
     index: usize,
@@ -171,7 +174,15 @@ pub(crate) async fn run_step(
     events: UnboundedSender<StepEvent>,
     cancel: CancellationToken,
 ) -> Result<String, StepError> {
-    let mut messages = engine.conversation(&engine.settings.system_prompt);
+    let system = match &engine.toolbox {
+        Some(toolbox) => format!(
+            "{}\n\n{}",
+            engine.settings.system_prompt,
+            steer::tool_guidance(toolbox.enabled())
+        ),
+        None => engine.settings.system_prompt.clone(),
+    };
+    let mut messages = engine.conversation(system.trim_start());
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
     }
@@ -181,6 +192,8 @@ pub(crate) async fn run_step(
     let mut offer_tools = true;
     let mut asked_for_answer = false;
     let mut asked_to_call = false;
+    // Every result of the last round of calls was an error.
+    let mut last_round_failed = false;
     let mut tools_ran = false;
     let mut calls = 0;
     loop {
@@ -226,6 +239,24 @@ pub(crate) async fn run_step(
                     messages.push(Message::user(CALL_IT));
                     continue;
                 }
+                if let Some(toolbox) = &engine.toolbox
+                    && offer_tools
+                    && !tools_ran
+                    && !asked_to_call
+                    && !text.trim().is_empty()
+                    && let Some(file) =
+                        steer::named_file(&engine.request.content, toolbox.workspace())
+                {
+                    // The request names a file it has not looked at: the answer is a guess.
+                    asked_to_call = true;
+                    messages.push(Message::assistant(text));
+                    messages.push(Message::user(format!(
+                        "You answered without looking at '{file}': no tool has run, so nothing \
+                         was read and that answer is a guess. Call the tool you need first (for \
+                         example read_file), then answer from its result."
+                    )));
+                    continue;
+                }
                 if !text.trim().is_empty() {
                     return Ok(text);
                 }
@@ -233,6 +264,14 @@ pub(crate) async fn run_step(
                     return Err(StepError::NoAnswer { tools_ran, calls });
                 }
                 asked_for_answer = true;
+                if last_round_failed && offer_tools {
+                    // Nothing to answer from yet: ask for a corrected call, tools still offered.
+                    messages.push(Message::user(steer::after_results(
+                        &engine.request.content,
+                        true,
+                    )));
+                    continue;
+                }
                 offer_tools = false;
                 messages.push(Message::user(if tools_ran {
                     ANSWER_FROM_RESULTS
@@ -284,6 +323,7 @@ pub(crate) async fn run_step(
             result.tool_call_id = call.id.clone();
             messages.push(result);
         }
+        last_round_failed = all_failed;
         if memory.repeats > repeats_before && memory.repeats >= MAX_REPEATS {
             offer_tools = false;
             messages.push(Message::user(
