@@ -75,15 +75,15 @@ async fn a_model_that_answers_at_once_makes_exactly_one_call() {
     assert_eq!(fake.chat_count(), 1);
     let sent = &fake.chat_requests()[0];
     assert!(offers_tools(sent));
-    // The configured system prompt, then what the tools are for.
-    let system = sent["messages"][0]["content"].as_str().unwrap();
-    assert!(
-        system.starts_with(&agent_mcp::config::Config::default().agent.system_prompt),
-        "{system}"
-    );
-    assert!(
-        system.contains("What the workspace holds is known only from their results"),
-        "{system}"
+    // The configured system prompt as it is, the request, nothing added.
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[0]["content"],
+        agent_mcp::config::Config::default()
+            .agent
+            .system_prompt
+            .as_str()
     );
 }
 
@@ -220,7 +220,6 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
     assert_eq!(result_of(&done), "Hello!", "{done}");
     let sent = fake.chat_requests();
     assert!(!offers_tools(&sent[1]));
-    // No tools, no word about them.
     assert_eq!(
         sent[0]["messages"][0]["content"],
         agent_mcp::config::Config::default()
@@ -473,8 +472,9 @@ async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
     let described =
-        "To find the code name, I used the `read_file` function with the path NOTE.txt.";
+        "To find the code name, I used the `search_text` function with the pattern 'code'.";
     fake.push_reply(Reply::text(described, 10, 20));
+    // Not a read of an existing path: nothing to make on its behalf.
     fake.push_reply(Reply::text(described, 10, 20));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What code name is in NOTE.txt?").await;
@@ -589,7 +589,7 @@ async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_
         .unwrap()
         .to_owned();
     assert!(
-        told.starts_with("You answered without looking at 'NOTE.txt'"),
+        told.starts_with("Before answering, look at 'NOTE.txt'"),
         "{told}"
     );
 }
@@ -603,4 +603,50 @@ async fn a_named_file_that_does_not_exist_does_not_cost_a_call() {
     let done = run(&server.client(), "How do I parse settings.json in Rust?").await;
     assert_eq!(result_of(&done), "Use serde_json::from_str.", "{done}");
     assert_eq!(fake.chat_count(), 1);
+}
+
+#[tokio::test]
+async fn a_read_described_twice_is_made_on_the_models_behalf() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/NOTE.txt"), "Code name: bluefin\n").unwrap();
+    let fake = FakeOllama::start().await;
+    let described = "To find the code name in the file `docs/NOTE.txt`, I used the `read_file` \
+                     function with the path `\"docs/NOTE.txt\"`.";
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text("The code name is bluefin.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "What code name does the note in docs hold?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The code name is bluefin.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        tool_results(&sent[2]),
+        [("read_file".to_owned(), "Code name: bluefin\n".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_windows_style_path_reads_the_file_it_means() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": ".\\NOTE.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Read the note.").await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    assert_eq!(
+        tool_results(&fake.chat_requests()[1])[0].1,
+        "The secret word is: marigold\n"
+    );
 }

@@ -220,22 +220,33 @@ pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> 
         .map(str::to_owned)
 }
 
-/// Appended to the system prompt of a step that offers tools: small models otherwise answer
-/// questions about files from nowhere ("the meeting is on Monday") or tell the user which
-/// command to run instead of running it.
-pub(crate) fn tool_guidance(offered: &[&str]) -> String {
-    let commands = if offered.contains(&COMMAND_TOOL) {
-        " and run allowed commands"
-    } else {
-        ""
+/// The read the model described instead of making (after being told to make it): the reading
+/// tool it names (`read_file`, or `list_dir` for a folder) on the first existing workspace path
+/// the text names. `None` when it names no reading tool or no existing path.
+pub(crate) fn described_read(text: &str, toolbox: &super::tools::Toolbox) -> Option<ToolCall> {
+    let offered = toolbox.enabled();
+    let path = named_file(text, toolbox.workspace())?;
+    let is_dir = toolbox
+        .workspace()
+        .existing(&path)
+        .is_ok_and(|p| p.is_dir());
+    let name = match (
+        is_dir,
+        offered.contains(&"read_file"),
+        offered.contains(&"list_dir"),
+    ) {
+        (false, true, _) if text.contains("read_file") => "read_file",
+        (true, _, true) if text.contains("list_dir") || text.contains("read_file") => "list_dir",
+        _ => return None,
     };
-    format!(
-        "You have tools that read, search and change the files of the user's workspace{commands}. \
-         What the workspace holds is known only from their results: call them before answering \
-         about its files, never guess a file's name or content, and do the work yourself rather \
-         than telling the user what to run. Once the results hold the answer, reply with it in \
-         plain words."
-    )
+    Some(ToolCall {
+        id: None,
+        function: ToolCallFunction {
+            index: None,
+            name: name.to_owned(),
+            arguments: serde_json::json!({ "path": path }),
+        },
+    })
 }
 
 /// Longest piece of the request repeated after tool results.

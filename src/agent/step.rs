@@ -146,8 +146,8 @@ const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using th
      above, answer the request now, in plain words: give what was asked for itself (the value, \
      name, number or text), not a description of what you did. Do not call any tool.";
 /// Asked once when, before any tool ran, the answer only describes using a tool.
-const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so that \
-     reply is not an answer. Call the tool now; answer once you have its result.";
+const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
+     describing a tool is not an answer. Call the tool now; answer once you have its result.";
 /// The same, when no tool ran.
 const ANSWER_NOW: &str =
     "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
@@ -159,10 +159,12 @@ const ANSWER_NOW: &str =
 /// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
 /// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
 /// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]), and
-/// fails the step ([`StepError::DescribedOnly`]) if it describes one again; an answer given
+/// if it describes one again, a described read of an existing path is made on its behalf
+/// ([`steer::described_read`]), anything else fails the step ([`StepError::DescribedOnly`]);
+/// an answer given
 /// before any tool ran to a request that names an existing workspace file gets one call
-/// telling the model to look at it first ([`steer::named_file`]). A
-/// call identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
+/// telling the model to look at it first ([`steer::named_file`]). A lone call (the only one
+/// of its reply) identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
 /// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
 /// answer, without tools. An empty or markup-only reply gets one more call asking for
 /// the answer (or, when the last calls all failed, for a corrected call); if that has none
@@ -174,15 +176,7 @@ pub(crate) async fn run_step(
     events: UnboundedSender<StepEvent>,
     cancel: CancellationToken,
 ) -> Result<String, StepError> {
-    let system = match &engine.toolbox {
-        Some(toolbox) => format!(
-            "{}\n\n{}",
-            engine.settings.system_prompt,
-            steer::tool_guidance(toolbox.enabled())
-        ),
-        None => engine.settings.system_prompt.clone(),
-    };
-    let mut messages = engine.conversation(system.trim_start());
+    let mut messages = engine.conversation(&engine.settings.system_prompt);
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
     }
@@ -216,6 +210,22 @@ pub(crate) async fn run_step(
                 answer.content.clear();
             }
         }
+        if let Some(toolbox) = &engine.toolbox
+            && answer.tool_calls.is_empty()
+            && offer_tools
+            && asked_to_call
+            && !tools_ran
+        {
+            // Told once to make the call it described, it describes it again: when that is a
+            // read of a path that exists, make it on its behalf (reading changes nothing).
+            let text = steer::clean_answer(&answer.content);
+            if steer::describes_a_call(&text, toolbox.enabled())
+                && let Some(call) = steer::described_read(&text, toolbox)
+            {
+                answer.tool_calls = vec![call];
+                answer.content.clear();
+            }
+        }
         let toolbox = match &engine.toolbox {
             Some(toolbox) if offer_tools && !answer.tool_calls.is_empty() => toolbox,
             _ => {
@@ -234,8 +244,9 @@ pub(crate) async fn run_step(
                     if asked_to_call {
                         return Err(StepError::DescribedOnly { calls });
                     }
+                    // Its text is left out: a made-up result in the conversation anchors the
+                    // model's next answer.
                     asked_to_call = true;
-                    messages.push(Message::assistant(text));
                     messages.push(Message::user(CALL_IT));
                     continue;
                 }
@@ -249,11 +260,10 @@ pub(crate) async fn run_step(
                 {
                     // The request names a file it has not looked at: the answer is a guess.
                     asked_to_call = true;
-                    messages.push(Message::assistant(text));
                     messages.push(Message::user(format!(
-                        "You answered without looking at '{file}': no tool has run, so nothing \
-                         was read and that answer is a guess. Call the tool you need first (for \
-                         example read_file), then answer from its result."
+                        "Before answering, look at '{file}': no tool has run yet, so nothing was \
+                         read and any answer now would be a guess. Call the tool you need first \
+                         (for example read_file), then answer from its result."
                     )));
                     continue;
                 }
@@ -289,13 +299,16 @@ pub(crate) async fn run_step(
         messages.push(said);
         let repeats_before = memory.repeats;
         let mut all_failed = true;
+        // Only a lone call is answered from memory: a reply of several calls is a batch the
+        // model planned (a test harness may repeat calls on purpose), and is run as asked.
+        let lone = answer.tool_calls.len() == 1;
         for (n, call) in answer.tool_calls.iter().enumerate() {
             let text = if n >= MAX_CALLS_PER_REPLY {
                 format!(
                     "error: not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; \
                      call it again"
                 )
-            } else if let Some(earlier) = memory.recall(call) {
+            } else if let Some(earlier) = lone.then(|| memory.recall(call)).flatten() {
                 format!(
                     "{earlier}\n\n(note: {} was already called with these arguments; this is \
                      its earlier result, unchanged. Use it instead of calling again.)",

@@ -184,6 +184,13 @@ pub(super) fn read_file(
 ) -> Result<String, ToolError> {
     let path = match ws.existing(&args.path) {
         Ok(path) => path,
+        // `.\\notes.txt`: a model trained on Windows paths. The same path with `/` goes
+        // through the same checks.
+        Err(PathError::NotFound(_))
+            if args.path.contains('\\') && ws.existing(&args.path.replace('\\', "/")).is_ok() =>
+        {
+            ws.existing(&args.path.replace('\\', "/"))?
+        }
         Err(PathError::NotFound(missing)) => return Err(not_found(ws, &args.path, &missing)),
         Err(e) => return Err(e.into()),
     };
@@ -236,7 +243,8 @@ pub(super) fn read_file(
     let mut text = String::from_utf8_lossy(&out).into_owned();
     if number < start && start > 1 {
         return Ok(format!(
-            "'{shown}' has {number} lines; start_line {start} is past its end"
+            "'{shown}' has {number} lines; start_line {start} is past its end: call read_file \
+             without start_line to read it from the top"
         ));
     }
     if let Some(at) = stopped_at {
