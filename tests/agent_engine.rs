@@ -745,15 +745,13 @@ async fn tool_calls_split_across_chunks_are_all_executed() {
                "prompt_eval_count": 5, "eval_count": 2})
         .to_string(),
     ]));
-    // A tool call written as text is an answer, not a crash.
-    let as_text = r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#;
-    fake.push_reply(Reply::text(as_text, 5, 2));
+    fake.push_reply(Reply::text("alpha and beta", 5, 2));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let client = server.client();
     let id = client.agent_run("Read both.").await;
     let (done, _) = watch(&client, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), as_text);
+    assert_eq!(result_of(&done), "alpha and beta");
     let results = tool_results(&fake.chat_requests()[1]);
     assert_eq!(
         results,

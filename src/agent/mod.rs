@@ -10,6 +10,7 @@ pub mod queue;
 pub mod runner;
 mod shared;
 pub mod status;
+mod steer;
 mod step;
 mod step_progress;
 mod step_schedule;

@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use super::AgentCore;
 use super::plan::{Plan, plan_schema};
+use super::steer;
 use super::step::Engine;
 use super::step_progress::Progress;
 use super::step_schedule::{ScheduleError, run_steps};
@@ -84,6 +85,11 @@ enum RunError {
     Workspace(PathError),
     #[error(transparent)]
     Steps(ScheduleError),
+    #[error(
+        "the steps finished, but the model's final answer from their results was empty (or only \
+         tool markup); try a larger model (ollama.model) or agent.planning: false"
+    )]
+    EmptySynthesis,
 }
 
 impl From<OllamaError> for RunError {
@@ -250,7 +256,11 @@ async fn synthesize(
     let request = engine.chat_request(messages, false, None);
     let reply = engine.chat(&request, cancel).await?;
     progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
-    Ok(reply.message.content)
+    let answer = steer::clean_answer(&reply.message.content);
+    if answer.trim().is_empty() {
+        return Err(RunError::EmptySynthesis);
+    }
+    Ok(answer)
 }
 
 /// The terminal state: the answer into the session, or why there is none.

@@ -16,6 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
+use super::steer::{self, CallMemory};
 use super::tools::Toolbox;
 use crate::ollama::{ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError};
 
@@ -111,6 +112,19 @@ pub(crate) enum StepError {
          raise agent.max_iterations or narrow the request"
     )]
     MaxIterations(usize),
+    #[error(
+        "the model gave no answer: its reply was empty or only tool markup, also when asked \
+         again for the answer ({calls} model calls{}); try a larger model (ollama.model) or \
+         a more specific request",
+        if *tools_ran { ", tools ran" } else { "" }
+    )]
+    NoAnswer { tools_ran: bool, calls: usize },
+    #[error(
+        "the model described using a tool instead of calling it, also when told to call it \
+         ({calls} model calls, no tool ran); try a larger model (ollama.model) or a more \
+         specific request"
+    )]
+    DescribedOnly { calls: usize },
     #[error("cancelled")]
     Cancelled,
 }
@@ -124,8 +138,37 @@ impl From<OllamaError> for StepError {
     }
 }
 
+/// Identical calls answered from memory before the model is told to answer.
+const MAX_REPEATS: usize = 2;
+
+/// Asked once when a reply has no usable answer (empty, or only tool markup) after tools ran.
+const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using the tool results \
+     above, answer the request now, in plain words: give what was asked for itself (the value, \
+     name, number or text), not a description of what you did. Do not call any tool.";
+/// Asked once when, before any tool ran, the answer only describes using a tool.
+const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
+     describing a tool is not an answer. Call the tool now; answer once you have its result.";
+/// The same, when no tool ran.
+const ANSWER_NOW: &str =
+    "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
+
 /// Runs step `index` to its answer. `prompt` (the step's instructions and its dependencies'
 /// results) follows the request; an unplanned step has none.
+///
+/// A reply without tool calls is the answer, with echoed tool markup removed
+/// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
+/// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
+/// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]), and
+/// if it describes one again, a described read of an existing path is made on its behalf
+/// ([`steer::described_read`]), anything else fails the step ([`StepError::DescribedOnly`]);
+/// an answer given
+/// before any tool ran to a request that names an existing workspace file gets one call
+/// telling the model to look at it first ([`steer::named_file`]). A lone call (the only one
+/// of its reply) identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
+/// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
+/// answer, without tools. An empty or markup-only reply gets one more call asking for
+/// the answer (or, when the last calls all failed, for a corrected call); if that has none
+/// either, the step fails ([`StepError::NoAnswer`]).
 pub(crate) async fn run_step(
     engine: Arc<Engine>,
     index: usize,
@@ -138,8 +181,18 @@ pub(crate) async fn run_step(
         messages.push(Message::user(prompt));
     }
     let max = engine.settings.max_iterations.max(1);
-    for iteration in 1..=max {
-        let request = engine.chat_request(messages.clone(), true, None);
+    let mut memory = CallMemory::default();
+    // Off once the model is told to answer: its next call gets no tools.
+    let mut offer_tools = true;
+    let mut asked_for_answer = false;
+    let mut asked_to_call = false;
+    // Every result of the last round of calls was an error.
+    let mut last_round_failed = false;
+    let mut tools_ran = false;
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let request = engine.chat_request(messages.clone(), offer_tools, None);
         let reply = engine.chat(&request, &cancel).await?;
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
@@ -147,21 +200,121 @@ pub(crate) async fn run_step(
             input: reply.prompt_eval_count,
             output: reply.eval_count,
         });
-        let answer = reply.message;
+        let mut answer = reply.message;
+        if let Some(toolbox) = &engine.toolbox
+            && answer.tool_calls.is_empty()
+        {
+            let written = steer::calls_in_text(&answer.content, toolbox.enabled());
+            if !written.is_empty() {
+                answer.tool_calls = written;
+                answer.content.clear();
+            }
+        }
+        if let Some(toolbox) = &engine.toolbox
+            && answer.tool_calls.is_empty()
+            && offer_tools
+            && asked_to_call
+            && !tools_ran
+        {
+            // Told once to make the call it described, it describes it again: when that is a
+            // read of a path that exists, make it on its behalf (reading changes nothing).
+            let text = steer::clean_answer(&answer.content);
+            if steer::describes_a_call(&text, toolbox.enabled())
+                && let Some(call) = steer::described_read(&text, toolbox)
+            {
+                answer.tool_calls = vec![call];
+                answer.content.clear();
+            }
+        }
         let toolbox = match &engine.toolbox {
-            Some(toolbox) if !answer.tool_calls.is_empty() => toolbox,
-            // No tool calls (or none offered): this is the answer. A tool call the model wrote
-            // as plain text lands here too.
-            _ => return Ok(answer.content),
+            Some(toolbox) if offer_tools && !answer.tool_calls.is_empty() => toolbox,
+            _ => {
+                // Calls where none were offered are no answer either.
+                let text = if answer.tool_calls.is_empty() {
+                    steer::clean_answer(&answer.content)
+                } else {
+                    String::new()
+                };
+                if let Some(toolbox) = &engine.toolbox
+                    && offer_tools
+                    && !tools_ran
+                    && steer::describes_a_call(&text, toolbox.enabled())
+                {
+                    // It said what it would do (or pretended it did) instead of doing it.
+                    if asked_to_call {
+                        return Err(StepError::DescribedOnly { calls });
+                    }
+                    // Its text is left out: a made-up result in the conversation anchors the
+                    // model's next answer.
+                    asked_to_call = true;
+                    messages.push(Message::user(CALL_IT));
+                    continue;
+                }
+                if let Some(toolbox) = &engine.toolbox
+                    && offer_tools
+                    && !tools_ran
+                    && !asked_to_call
+                    && !text.trim().is_empty()
+                    && let Some(file) =
+                        steer::named_file(&engine.request.content, toolbox.workspace())
+                {
+                    // The request names a file it has not looked at: the answer is a guess.
+                    asked_to_call = true;
+                    messages.push(Message::user(format!(
+                        "Before answering, look at '{file}': no tool has run yet, so nothing was \
+                         read and any answer now would be a guess. Call the tool you need first \
+                         (for example read_file), then answer from its result."
+                    )));
+                    continue;
+                }
+                if !text.trim().is_empty() {
+                    return Ok(text);
+                }
+                if asked_for_answer {
+                    return Err(StepError::NoAnswer { tools_ran, calls });
+                }
+                asked_for_answer = true;
+                if last_round_failed && offer_tools {
+                    // Nothing to answer from yet: ask for a corrected call, tools still offered.
+                    messages.push(Message::user(steer::after_results(
+                        &engine.request.content,
+                        true,
+                    )));
+                    continue;
+                }
+                offer_tools = false;
+                messages.push(Message::user(if tools_ran {
+                    ANSWER_FROM_RESULTS
+                } else {
+                    ANSWER_NOW
+                }));
+                continue;
+            }
         };
-        if iteration == max {
+        if calls >= max {
             return Err(StepError::MaxIterations(max));
         }
         let mut said = Message::assistant(answer.content);
         said.tool_calls = answer.tool_calls.clone();
         messages.push(said);
+        let repeats_before = memory.repeats;
+        let mut all_failed = true;
+        // Only a lone call is answered from memory: a reply of several calls is a batch the
+        // model planned (a test harness may repeat calls on purpose), and is run as asked.
+        let lone = answer.tool_calls.len() == 1;
         for (n, call) in answer.tool_calls.iter().enumerate() {
-            let text = if n < MAX_CALLS_PER_REPLY {
+            let text = if n >= MAX_CALLS_PER_REPLY {
+                format!(
+                    "error: not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; \
+                     call it again"
+                )
+            } else if let Some(earlier) = lone.then(|| memory.recall(call)).flatten() {
+                format!(
+                    "{earlier}\n\n(note: {} was already called with these arguments; this is \
+                     its earlier result, unchanged. Use it instead of calling again.)",
+                    call.function.name
+                )
+            } else {
                 let _ = events.send(StepEvent::Tool {
                     step: index,
                     description: Some(Toolbox::describe(call)),
@@ -171,20 +324,30 @@ pub(crate) async fn run_step(
                     step: index,
                     description: None,
                 });
+                tools_ran = true;
+                memory.record(call, &text);
                 text
-            } else {
-                format!(
-                    "error: not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; \
-                     call it again"
-                )
             };
             if cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
             }
+            all_failed &= text.starts_with("error:");
             let mut result = Message::tool(call.function.name.clone(), text);
             result.tool_call_id = call.id.clone();
             messages.push(result);
         }
+        last_round_failed = all_failed;
+        if memory.repeats > repeats_before && memory.repeats >= MAX_REPEATS {
+            offer_tools = false;
+            messages.push(Message::user(
+                "You already have these results: calling the same tool again will not change \
+                 them. Answer the request now from the tool results above, in plain words.",
+            ));
+        } else {
+            messages.push(Message::user(steer::after_results(
+                &engine.request.content,
+                all_failed,
+            )));
+        }
     }
-    Err(StepError::MaxIterations(max))
 }

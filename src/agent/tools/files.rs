@@ -103,6 +103,76 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Too
     Ok(out)
 }
 
+/// Most entries of the folder shown when `read_file` names a file that does not exist.
+const NOT_FOUND_ENTRIES: usize = 30;
+
+/// `read_file` of a missing file: says so, and shows what the folder it names holds (a model
+/// that guessed the name can pick the right one at once, without a `list_dir` round).
+fn not_found(ws: &Workspace, asked: &str, missing: &str) -> ToolError {
+    let folder = std::path::Path::new(asked)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| ".".to_owned());
+    let listing = list_dir(
+        ws,
+        &ListDirArgs {
+            path: folder.clone(),
+        },
+    );
+    match listing {
+        Ok(listing) => {
+            let mut lines = listing.lines();
+            let head = lines.next().unwrap_or_default();
+            let mut text = format!("'{missing}' does not exist.");
+            if let Some(guess) = likely_meant(asked, listing.lines().skip(1)) {
+                let path = match folder.as_str() {
+                    "." => guess.to_owned(),
+                    folder => format!("{folder}/{guess}"),
+                };
+                let _ = write!(
+                    text,
+                    " Did you mean '{path}'? Call read_file with that path."
+                );
+            }
+            let _ = write!(text, " The folder {head}:");
+            for line in lines.by_ref().take(NOT_FOUND_ENTRIES) {
+                text.push('\n');
+                text.push_str(line);
+            }
+            if lines.next().is_some() {
+                text.push_str("\n[more: use list_dir]");
+            }
+            ToolError::Refused(text)
+        }
+        Err(_) => ToolError::Refused(format!(
+            "'{missing}' does not exist; use list_dir to see what the workspace holds"
+        )),
+    }
+}
+
+/// The file of a listing (`name (N bytes)` lines) the missing `asked` name most likely meant:
+/// the only one whose stem contains the asked stem (or the other way round), else the only one
+/// with the same extension; `None` when none or several fit.
+fn likely_meant<'a>(asked: &str, entries: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let asked = std::path::Path::new(asked.rsplit(['/', '\\']).next().unwrap_or(asked));
+    let lower = |s: Option<&std::ffi::OsStr>| s.map(|s| s.to_string_lossy().to_lowercase());
+    let (stem, ext) = (lower(asked.file_stem()), lower(asked.extension()));
+    let files: Vec<&str> = entries
+        .filter_map(|line| Some(line.strip_suffix(" bytes)")?.rsplit_once(" (")?.0))
+        .collect();
+    let only = |fits: &dyn Fn(&std::path::Path) -> bool| {
+        let mut found = files.iter().filter(|name| fits(std::path::Path::new(name)));
+        let first = found.next()?;
+        found.next().is_none().then_some(*first)
+    };
+    let by_stem = only(&|path| match (&stem, lower(path.file_stem())) {
+        (Some(a), Some(b)) => !a.is_empty() && (b.contains(a.as_str()) || a.contains(b.as_str())),
+        _ => false,
+    });
+    by_stem.or_else(|| only(&|path| ext.is_some() && lower(path.extension()) == ext))
+}
+
 fn not_a_folder(shown: &str) -> ToolError {
     ToolError::Refused(format!("'{shown}' is a file, not a folder; use read_file"))
 }
@@ -112,7 +182,18 @@ pub(super) fn read_file(
     args: &ReadFileArgs,
     max_bytes: usize,
 ) -> Result<String, ToolError> {
-    let path = ws.existing(&args.path)?;
+    let path = match ws.existing(&args.path) {
+        Ok(path) => path,
+        // `.\\notes.txt`: a model trained on Windows paths. The same path with `/` goes
+        // through the same checks.
+        Err(PathError::NotFound(_))
+            if args.path.contains('\\') && ws.existing(&args.path.replace('\\', "/")).is_ok() =>
+        {
+            ws.existing(&args.path.replace('\\', "/"))?
+        }
+        Err(PathError::NotFound(missing)) => return Err(not_found(ws, &args.path, &missing)),
+        Err(e) => return Err(e.into()),
+    };
     let shown = ws.display(&path);
     if path.is_dir() {
         return Err(ToolError::Refused(format!(
@@ -162,7 +243,8 @@ pub(super) fn read_file(
     let mut text = String::from_utf8_lossy(&out).into_owned();
     if number < start && start > 1 {
         return Ok(format!(
-            "'{shown}' has {number} lines; start_line {start} is past its end"
+            "'{shown}' has {number} lines; start_line {start} is past its end: call read_file \
+             without start_line to read it from the top"
         ));
     }
     if let Some(at) = stopped_at {
@@ -184,31 +266,46 @@ pub(super) fn search_text(
     }
     let start = ws.existing(&args.path)?;
     let limit = args.max_results.unwrap_or(100).clamp(1, MAX_RESULTS);
-    let mut search = Search {
-        ws,
-        pattern: &args.pattern,
-        limit,
-        max_file_bytes,
-        matches: Vec::new(),
-        scanned: 0,
-        truncated: false,
+    let run = |folded: Option<&str>| -> Result<(Vec<String>, bool), ToolError> {
+        let mut search = Search {
+            ws,
+            pattern: &args.pattern,
+            folded,
+            limit,
+            max_file_bytes,
+            matches: Vec::new(),
+            scanned: 0,
+            truncated: false,
+        };
+        if start.is_dir() {
+            // Walk through held folders: each entry is opened relative to its folder with
+            // O_NOFOLLOW, so no link is followed and no swap redirects the walk.
+            let held = ws.open_dir(&start)?;
+            search.walk(held, ws.display(&start));
+        } else {
+            let file = ws.open_read(&start)?;
+            search.scan(file, &ws.display(&start));
+        }
+        Ok((search.matches, search.truncated))
     };
-    if start.is_dir() {
-        // Walk through held folders: each entry is opened relative to its folder with
-        // O_NOFOLLOW, so no link is followed and no swap redirects the walk.
-        let held = ws.open_dir(&start)?;
-        search.walk(held, ws.display(&start));
-    } else {
-        let file = ws.open_read(&start)?;
-        search.scan(file, &ws.display(&start));
+    let (mut matches, mut truncated) = run(None)?;
+    let mut note = String::new();
+    let folded = args.pattern.to_lowercase();
+    if matches.is_empty() && folded != args.pattern.to_uppercase() {
+        // A model asking for "secret" most likely wants "Secret word: …" too.
+        (matches, truncated) = run(Some(&folded))?;
+        if !matches.is_empty() {
+            note = format!(
+                "no line contains '{}' exactly; these contain it in another case:\n",
+                args.pattern
+            );
+        }
     }
-    let Search {
-        matches, truncated, ..
-    } = search;
     if matches.is_empty() {
         return Ok(format!("no matches for '{}'", args.pattern));
     }
-    let mut out = matches.join("\n");
+    let mut out = note;
+    out.push_str(&matches.join("\n"));
     if truncated {
         let _ = write!(
             out,
@@ -225,6 +322,8 @@ const MAX_DEPTH: usize = 64;
 struct Search<'a> {
     ws: &'a Workspace,
     pattern: &'a str,
+    /// The pattern in lowercase, when matching ignores case.
+    folded: Option<&'a str>,
     limit: usize,
     max_file_bytes: usize,
     matches: Vec<String>,
@@ -300,7 +399,11 @@ impl Search<'_> {
             return true;
         };
         for (i, line) in text.lines().enumerate() {
-            if line.contains(self.pattern) {
+            let found = match self.folded {
+                None => line.contains(self.pattern),
+                Some(folded) => line.to_lowercase().contains(folded),
+            };
+            if found {
                 if self.matches.len() == self.limit {
                     self.truncated = true;
                     return false;
@@ -442,5 +545,32 @@ mod tests {
                 .unwrap()
                 .contains("[stopped after 1 matches")
         );
+    }
+
+    #[test]
+    fn a_search_without_exact_matches_shows_matches_in_another_case() {
+        let (dir, ws) = ws();
+        std::fs::write(
+            dir.path().join("b.txt"),
+            "Secret word: tangerine
+",
+        )
+        .unwrap();
+        let search = |pattern: &str| {
+            let args = SearchArgs {
+                pattern: pattern.into(),
+                path: String::new(),
+                max_results: None,
+            };
+            search_text(&ws, &args, 1000).unwrap()
+        };
+        assert_eq!(
+            search("secret"),
+            "no line contains 'secret' exactly; these contain it in another case:\n\
+             b.txt:1: Secret word: tangerine"
+        );
+        assert_eq!(search("Secret"), "b.txt:1: Secret word: tangerine");
+        assert_eq!(search("42"), "no matches for '42'");
+        assert_eq!(search("absent"), "no matches for 'absent'");
     }
 }

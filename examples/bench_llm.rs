@@ -1,0 +1,517 @@
+//! The agent engine against a real small model: workspace tasks with checkable answers.
+//!
+//! Not a test and not for CI: it needs an Ollama-compatible server with a tool-capable model,
+//! and a run takes minutes. `scripts/bench-llm.sh` builds and runs it; see its header for how
+//! to get such a server (`ollama pull qwen2.5-coder:1.5b`).
+//!
+//! ```sh
+//! BENCH_LLM_URL=http://127.0.0.1:11434 BENCH_LLM_MODEL=qwen2.5-coder:1.5b \
+//!     cargo run --locked --example bench_llm [-- TASK_NAME_SUBSTRING]
+//! ```
+//!
+//! Each task runs in a fresh temporary workspace (its files written first) through the real
+//! agent (`Agent::start`, memory store, greedy: temperature 0) against the model. Between the
+//! agent and the model sits a recording proxy on 127.0.0.1 that counts the model calls and the
+//! tool results the engine sent back, without changing a byte. Per task it prints whether the
+//! answer was right (the expected text in the answer, or the expected file on disk), whether it
+//! was a *silent completion* (ended `completed` without being right: empty, markup-only or
+//! wrong answers that the task reported as success), model calls, tool results, tokens and wall
+//! time; then the totals. `BENCH_LLM_TRACE=1` also prints every model reply (text and tool
+//! calls) under its task.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_mcp::agent::Agent;
+use agent_mcp::config::{Config, StoreBackend};
+use agent_mcp::store::{MemoryStore, TaskStore};
+use agent_mcp::task::{Session, Task, TaskState};
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use serde_json::Value;
+
+/// What a task must produce to count as right.
+enum Check {
+    /// The answer contains this text (case-insensitive).
+    Answer(&'static str),
+    /// The answer contains this text as a whole word/number (case-insensitive).
+    Word(&'static str),
+    /// The answer contains every one of these (case-insensitive).
+    All(&'static [&'static str]),
+    /// The file (relative to the workspace) holds this text afterwards, and not `absent`.
+    File {
+        path: &'static str,
+        contains: &'static str,
+        absent: Option<&'static str>,
+    },
+}
+
+struct BenchTask {
+    name: &'static str,
+    files: &'static [(&'static str, &'static str)],
+    request: &'static str,
+    check: Check,
+}
+
+const TASKS: &[BenchTask] = &[
+    BenchTask {
+        name: "read-secret",
+        files: &[(
+            "NOTE.txt",
+            "Reminder for the team.\nThe secret word is: marigold\n",
+        )],
+        request: "Read NOTE.txt and tell me the secret word.",
+        check: Check::Word("marigold"),
+    },
+    BenchTask {
+        name: "read-phrasing-question",
+        files: &[(
+            "NOTE.txt",
+            "Shopping: milk, bread.\nSecret word: tangerine\n",
+        )],
+        request: "What is the secret word in NOTE.txt?",
+        check: Check::Word("tangerine"),
+    },
+    BenchTask {
+        name: "read-subfolder",
+        files: &[
+            ("docs/NOTE.txt", "Project code name: bluefin\n"),
+            ("README.md", "# demo\n"),
+        ],
+        request: "The file docs/NOTE.txt holds a code name. What is it?",
+        check: Check::Word("bluefin"),
+    },
+    BenchTask {
+        name: "list-then-read",
+        files: &[
+            ("xq7_memo.txt", "password: copperleaf\n"),
+            ("image.bin", "\u{1}\u{2}"),
+        ],
+        request: "There is one .txt file in this folder. Find it and tell me the password written in it.",
+        check: Check::Word("copperleaf"),
+    },
+    BenchTask {
+        name: "notes-file-by-description",
+        files: &[("notes-2024.txt", "The secret word is juniper.\n")],
+        request: "Read the notes file and tell me the secret word.",
+        check: Check::Word("juniper"),
+    },
+    BenchTask {
+        name: "count-files",
+        files: &[
+            ("inbox/a.eml", "x"),
+            ("inbox/b.eml", "y"),
+            ("inbox/c.eml", "z"),
+            ("outbox/d.eml", "w"),
+        ],
+        request: "How many files are in the folder 'inbox'? Answer with the number.",
+        check: Check::Word("3"),
+    },
+    BenchTask {
+        name: "list-root",
+        files: &[("alpha.md", "a"), ("beta.rs", "b"), ("gamma.toml", "c")],
+        request: "List the files in the workspace root.",
+        check: Check::All(&["alpha.md", "beta.rs", "gamma.toml"]),
+    },
+    BenchTask {
+        name: "find-word",
+        files: &[
+            ("a.txt", "apples and pears\n"),
+            ("b.txt", "a zebra crossed the road\n"),
+            ("c.txt", "nothing here\n"),
+        ],
+        request: "Which file mentions the word 'zebra'? Answer with the file name.",
+        check: Check::Answer("b.txt"),
+    },
+    BenchTask {
+        name: "search-todo",
+        files: &[(
+            "src/lib.rs",
+            "pub fn open() {}\n\npub fn parse_header(line: &str) -> usize {\n    // TODO: handle tabs\n    line.len()\n}\n",
+        )],
+        request: "Search the workspace for the text TODO and tell me which function contains it.",
+        check: Check::Answer("parse_header"),
+    },
+    BenchTask {
+        name: "config-port",
+        files: &[(
+            "config.yaml",
+            "server:\n  host: 0.0.0.0\n  port: 7421\nlog: info\n",
+        )],
+        request: "What port does config.yaml set for the server?",
+        check: Check::Word("7421"),
+    },
+    BenchTask {
+        name: "cargo-name",
+        files: &[(
+            "Cargo.toml",
+            "[package]\nname = \"quillpen\"\nversion = \"0.3.0\"\nedition = \"2021\"\n",
+        )],
+        request: "What is the package name in Cargo.toml?",
+        check: Check::Word("quillpen"),
+    },
+    BenchTask {
+        name: "json-field",
+        files: &[(
+            "settings.json",
+            "{\"theme\": \"dark\", \"owner\": \"priya\", \"retries\": 3}\n",
+        )],
+        request: "What is the value of the owner field in settings.json?",
+        check: Check::Word("priya"),
+    },
+    BenchTask {
+        name: "meeting-day",
+        files: &[(
+            "NOTE.md",
+            "# Team\n\nThe weekly meeting moved to thursday at 10.\n",
+        )],
+        request: "According to NOTE.md, on which day is the weekly meeting?",
+        check: Check::Word("thursday"),
+    },
+    BenchTask {
+        name: "launch-code-nested",
+        files: &[
+            ("ops/readme.md", "Operations.\nThe launch code is 5521.\n"),
+            ("ops/other.md", "Nothing to see.\n"),
+            ("main.txt", "Look around.\n"),
+        ],
+        request: "Find the file in the workspace that mentions 'launch code' and tell me the code.",
+        check: Check::Word("5521"),
+    },
+    BenchTask {
+        name: "sum-two-files",
+        files: &[("a.txt", "17\n"), ("b.txt", "25\n")],
+        request: "a.txt and b.txt each hold a number. Read both and tell me their sum.",
+        check: Check::Word("42"),
+    },
+    BenchTask {
+        name: "run-echo",
+        files: &[("README.md", "demo\n")],
+        request: "Run the command `echo hello-agent-42` and report its output.",
+        check: Check::Answer("hello-agent-42"),
+    },
+    BenchTask {
+        name: "run-wc",
+        files: &[("data.csv", "id,name\n1,a\n2,b\n3,c\n4,d\n5,e\n6,f\n")],
+        request: "Run `wc -l data.csv` and tell me how many lines data.csv has.",
+        check: Check::Word("7"),
+    },
+    BenchTask {
+        name: "run-ls-build",
+        files: &[
+            ("build/artifact-993.bin", "bin"),
+            ("src/main.c", "int main;"),
+        ],
+        request: "Run ls on the folder build and tell me the name of the file in it.",
+        check: Check::Answer("artifact-993.bin"),
+    },
+    BenchTask {
+        name: "run-sort-first",
+        files: &[("names.txt", "zora\nmilo\nabel\nkit\n")],
+        request: "Use the sort command on names.txt and tell me which name comes first.",
+        check: Check::Word("abel"),
+    },
+    BenchTask {
+        name: "edit-replace",
+        files: &[("greeting.txt", "Hello, world!\n")],
+        request: "In greeting.txt, replace the word Hello with Goodbye.",
+        check: Check::File {
+            path: "greeting.txt",
+            contains: "Goodbye",
+            absent: Some("Hello"),
+        },
+    },
+    BenchTask {
+        name: "write-new-file",
+        files: &[("README.md", "demo\n")],
+        request: "Create a file named result.txt containing exactly the text: done-17",
+        check: Check::File {
+            path: "result.txt",
+            contains: "done-17",
+            absent: None,
+        },
+    },
+    BenchTask {
+        name: "edit-config-port",
+        files: &[("config.yaml", "server:\n  port: 8080\n")],
+        request: "Change the port in config.yaml from 8080 to 9090.",
+        check: Check::File {
+            path: "config.yaml",
+            contains: "9090",
+            absent: Some("8080"),
+        },
+    },
+    BenchTask {
+        name: "read-then-write",
+        files: &[("VERSION", "2.4.1\n")],
+        request: "Read the file VERSION, then write its version number followed by -final into a new file release.txt (for example 1.0-final).",
+        check: Check::File {
+            path: "release.txt",
+            contains: "2.4.1-final",
+            absent: None,
+        },
+    },
+    BenchTask {
+        name: "line-of-poem",
+        files: &[(
+            "poem.txt",
+            "the tide goes out\nthe gulls come home\nsilver moon rises\nover the still bay\n",
+        )],
+        request: "What is written on line 3 of poem.txt?",
+        check: Check::Answer("silver moon rises"),
+    },
+];
+
+/// What the proxy saw of one task's model calls.
+#[derive(Default)]
+struct Seen {
+    chat_calls: u32,
+    /// Most `role: tool` messages in one request: the tool results the engine sent back.
+    tool_results: usize,
+    /// Each reply's text and tool calls, printed with `BENCH_LLM_TRACE=1`.
+    replies: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    client: reqwest::Client,
+    seen: Arc<Mutex<Seen>>,
+}
+
+async fn forward(proxy: Proxy, req: Request<Body>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
+        return status(StatusCode::BAD_REQUEST, "unreadable body");
+    };
+    if parts.uri.path() == "/api/chat" {
+        let tools = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v["messages"]
+                    .as_array()
+                    .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+            })
+            .unwrap_or(0);
+        let mut seen = proxy.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.chat_calls += 1;
+        seen.tool_results = seen.tool_results.max(tools);
+    }
+    let url = format!("{}{}", proxy.upstream, parts.uri);
+    let upstream = proxy
+        .client
+        .request(parts.method, url)
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await;
+    let reply = match upstream {
+        Ok(reply) => reply,
+        Err(e) => return status(StatusCode::BAD_GATEWAY, &e.to_string()),
+    };
+    let code = reply.status();
+    match reply.bytes().await {
+        Ok(bytes) if parts.uri.path() == "/api/chat" => {
+            let mut text = String::new();
+            let mut calls = Vec::new();
+            for line in bytes.split(|&b| b == b'\n') {
+                if let Ok(chunk) = serde_json::from_slice::<Value>(line) {
+                    text.push_str(chunk["message"]["content"].as_str().unwrap_or_default());
+                    if let Some(list) = chunk["message"]["tool_calls"].as_array() {
+                        calls.extend(list.iter().map(|c| c["function"].to_string()));
+                    }
+                }
+            }
+            proxy
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .replies
+                .push(format!("content={text:?} tool_calls={calls:?}"));
+            Response::builder()
+                .status(code)
+                .body(Body::from(bytes))
+                .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY, "bad reply"))
+        }
+        Ok(bytes) => Response::builder()
+            .status(code)
+            .body(Body::from(bytes))
+            .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY, "bad reply")),
+        Err(e) => status(StatusCode::BAD_GATEWAY, &e.to_string()),
+    }
+}
+
+fn status(code: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Body::from(text.to_owned()));
+    *response.status_mut() = code;
+    response
+}
+
+fn write_files(root: &Path, files: &[(&str, &str)]) -> std::io::Result<()> {
+    for (path, content) in files {
+        let path = root.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, content)?;
+    }
+    Ok(())
+}
+
+fn has_word(text: &str, word: &str) -> bool {
+    let text = text.to_lowercase();
+    let word = word.to_lowercase();
+    text.match_indices(&word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+fn is_right(check: &Check, answer: &str, root: &Path) -> bool {
+    let lower = answer.to_lowercase();
+    match check {
+        Check::Answer(text) => lower.contains(&text.to_lowercase()),
+        Check::Word(word) => has_word(answer, word),
+        Check::All(texts) => texts.iter().all(|t| lower.contains(&t.to_lowercase())),
+        Check::File {
+            path,
+            contains,
+            absent,
+        } => std::fs::read_to_string(root.join(path))
+            .is_ok_and(|text| text.contains(contains) && absent.is_none_or(|a| !text.contains(a))),
+    }
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let upstream = std::env::var("BENCH_LLM_URL")
+        .unwrap_or_else(|_| "http://127.0.0.1:11435".into())
+        .trim_end_matches('/')
+        .to_owned();
+    let model = std::env::var("BENCH_LLM_MODEL").unwrap_or_else(|_| "qwen2.5-coder:1.5b".into());
+    let filter = std::env::args().nth(1).unwrap_or_default();
+    let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let proxy = Proxy {
+        upstream: upstream.clone(),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(900))
+            .build()?,
+        seen: seen.clone(),
+    };
+    let app = axum::Router::new().fallback(move |req: Request<Body>| forward(proxy.clone(), req));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let proxy_url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    println!("# bench_llm: model {model} at {upstream}, greedy (temperature 0)");
+    println!(
+        "{:<26} {:>7} {:>6} {:<9} {:>5} {:>5} {:>7} {:>7} {:>7}  answer",
+        "task", "correct", "silent", "state", "calls", "tools", "tok_in", "tok_out", "wall_s"
+    );
+    let (mut ran, mut right, mut silent, mut failed) = (0u32, 0u32, 0u32, 0u32);
+    let (mut calls_total, mut tools_total, mut tokens_total) = (0u64, 0u64, 0u64);
+    let started_all = Instant::now();
+    for task in TASKS.iter().filter(|t| t.name.contains(filter.as_str())) {
+        let dir = tempfile::tempdir()?;
+        write_files(dir.path(), task.files)?;
+        let mut config = Config::default();
+        config.ollama.url = proxy_url.clone();
+        config.ollama.model = model.clone();
+        config.ollama.temperature = Some(0.0);
+        config.ollama.num_ctx = 8192;
+        config.store.backend = StoreBackend::Memory;
+        config.agent.workspace = Some(dir.path().to_path_buf());
+        config.agent.commands.allow = ["echo", "wc", "ls", "sort", "cat", "head"]
+            .map(String::from)
+            .to_vec();
+        config.agent.commands.timeout = Duration::from_secs(20);
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+        let agent = Agent::start(&config, store.clone()).await?;
+        let core = agent.core().clone();
+        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Seen::default();
+
+        let session = Session::new(None);
+        store.create_session(&session).await?;
+        let queued = Task::new(session.id, None, task.request.to_owned(), None);
+        let id = queued.id;
+        let mut changes = core.subscribe_task_changes();
+        store.insert_task(&queued).await?;
+        let started = Instant::now();
+        core.enqueue(id);
+        let done = loop {
+            let now = store.task(id).await?.ok_or("the task vanished")?;
+            if now.state.is_terminal() {
+                break now;
+            }
+            if tokio::time::timeout(Duration::from_secs(1200), changes.changed())
+                .await
+                .is_err()
+            {
+                return Err(format!("task {} did not end within 20 minutes", task.name).into());
+            }
+        };
+        let wall = started.elapsed();
+        agent.shutdown().await;
+
+        let (calls, tools) = {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if trace {
+                for (n, reply) in seen.replies.iter().enumerate() {
+                    println!("    reply {}: {}", n + 1, one_line(reply, 400));
+                }
+            }
+            (seen.chat_calls, seen.tool_results)
+        };
+        let completed = done.state == TaskState::Completed;
+        let correct = completed && is_right(&task.check, &done.result, dir.path());
+        let is_silent = completed && !correct;
+        ran += 1;
+        right += u32::from(correct);
+        silent += u32::from(is_silent);
+        failed += u32::from(done.state == TaskState::Failed);
+        calls_total += u64::from(calls);
+        tools_total += tools as u64;
+        tokens_total += done.tokens.total();
+        println!(
+            "{:<26} {:>7} {:>6} {:<9} {:>5} {:>5} {:>7} {:>7} {:>7.1}  {}",
+            task.name,
+            if correct { "yes" } else { "NO" },
+            if is_silent { "SILENT" } else { "-" },
+            done.state.as_str(),
+            calls,
+            tools,
+            done.tokens.input,
+            done.tokens.output,
+            wall.as_secs_f64(),
+            match one_line(&done.result, 90) {
+                a if a.is_empty() => "(empty)".to_owned(),
+                a => format!("{a:?}"),
+            },
+        );
+    }
+    let pct = if ran == 0 {
+        0.0
+    } else {
+        100.0 * f64::from(right) / f64::from(ran)
+    };
+    println!(
+        "# totals: {right}/{ran} correct ({pct:.0} %), {silent} silent completions, {failed} failed, \
+         {calls_total} model calls, {tools_total} tool results, {tokens_total} tokens, wall {:.0} s",
+        started_all.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

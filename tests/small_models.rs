@@ -1,0 +1,652 @@
+//! The tool loop with the failure shapes of small local models, scripted on the fake Ollama
+//! (real wire format on loopback, real files in a temp workspace, the real server over HTTP):
+//! repeated identical calls, empty answers, echoed tool markup, tool calls written as JSON in
+//! the text. And the other side: a model that answers at once still makes exactly one call.
+
+mod support;
+
+use std::path::Path;
+
+use agent_mcp::config::Config;
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeOllama, Reply};
+use support::harness::{HttpClient, HttpServer, field, result_of, test_config, wait_terminal};
+
+fn config(fake: &FakeOllama, workspace: &Path) -> Config {
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config.rate_limit.enabled = false;
+    config
+}
+
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("NOTE.txt"), "The secret word is: marigold\n").unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta").unwrap();
+    ws
+}
+
+/// Runs one task to its end; returns the final agent_status text.
+async fn run(client: &HttpClient, request: &str) -> String {
+    let id = client.agent_run(request).await;
+    wait_terminal(|| client.agent_status(&id)).await
+}
+
+/// `(tool_name, content)` of every `role: tool` message of a chat request body.
+fn tool_results(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_name"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn last_message(request: &Value) -> &Value {
+    request["messages"].as_array().unwrap().last().unwrap()
+}
+
+fn offers_tools(request: &Value) -> bool {
+    request["tools"].as_array().is_some_and(|t| !t.is_empty())
+}
+
+fn read_note() -> Reply {
+    Reply::tool_call("read_file", json!({"path": "NOTE.txt"}), 10, 2)
+}
+
+#[tokio::test]
+async fn a_model_that_answers_at_once_makes_exactly_one_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let answer = "It is 4.\n\nNo tool was needed.";
+    fake.push_reply(Reply::text(answer, 20, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What is 2 + 2?").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), answer);
+    assert_eq!(field(&done, "token_usage"), "input=20 output=6 total=26");
+    assert_eq!(fake.chat_count(), 1);
+    let sent = &fake.chat_requests()[0];
+    assert!(offers_tools(sent));
+    // The configured system prompt as it is, the request, nothing added.
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[0]["content"],
+        agent_mcp::config::Config::default()
+            .agent
+            .system_prompt
+            .as_str()
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_told_to_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    for _ in 0..3 {
+        fake.push_reply(read_note());
+    }
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 5));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 4);
+
+    let sent = fake.chat_requests();
+    let results = tool_results(&sent[3]);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].1, "The secret word is: marigold\n");
+    for (_, repeat) in &results[1..] {
+        assert!(
+            repeat.starts_with("The secret word is: marigold\n"),
+            "{repeat}"
+        );
+        assert!(repeat.contains("already called"), "{repeat}");
+    }
+    // After one repeat the model may still call; after the second it is told to answer,
+    // with no tools offered.
+    assert!(offers_tools(&sent[2]));
+    assert!(!offers_tools(&sent[3]));
+    let told = last_message(&sent[3]);
+    assert_eq!(told["role"], "user");
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .contains("Answer the request now"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_repeat_after_a_write_runs_again() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "NOTE.txt", "content": "The secret word is: tulip\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("tulip", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Change the word, then read it back.").await;
+    assert_eq!(result_of(&done), "tulip", "{done}");
+    let results = tool_results(&fake.chat_requests()[3]);
+    assert_eq!(results[2].1, "The secret word is: tulip\n");
+}
+
+#[tokio::test]
+async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("", 10, 0));
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "marigold");
+    assert_eq!(fake.chat_count(), 3);
+    let recovery = &fake.chat_requests()[2];
+    assert!(!offers_tools(recovery));
+    let asked = last_message(recovery);
+    assert_eq!(asked["role"], "user");
+    assert!(
+        asked["content"]
+            .as_str()
+            .unwrap()
+            .contains("Using the tool results"),
+        "{asked}"
+    );
+    // The tool result is still in the conversation the model answers from.
+    assert_eq!(tool_results(recovery).len(), 1);
+}
+
+#[tokio::test]
+async fn a_model_that_never_answers_fails_saying_so() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("  \n", 10, 1));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+        10,
+        9,
+    ));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(reason.contains("the model gave no answer"), "{reason}");
+    assert!(reason.contains("3 model calls, tools ran"), "{reason}");
+    assert!(reason.contains("larger model"), "{reason}");
+    assert_eq!(fake.chat_count(), 3);
+}
+
+#[tokio::test]
+async fn plain_chat_without_tools_also_never_completes_empty() {
+    let ws = workspace();
+    let fake = FakeOllama::spawn(
+        support::fake_ollama::FakeConfig::default().with_capabilities(&["completion"]),
+    );
+    fake.push_reply(Reply::text("", 5, 0));
+    fake.push_reply(Reply::text("Hello!", 5, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Say hello.").await;
+    assert_eq!(result_of(&done), "Hello!", "{done}");
+    let sent = fake.chat_requests();
+    assert!(!offers_tools(&sent[1]));
+    assert_eq!(
+        sent[0]["messages"][0]["content"],
+        agent_mcp::config::Config::default()
+            .agent
+            .system_prompt
+            .as_str()
+    );
+    assert!(
+        last_message(&sent[1])["content"]
+            .as_str()
+            .unwrap()
+            .contains("Your last reply was empty"),
+    );
+}
+
+#[tokio::test]
+async fn echoed_tool_markup_is_stripped_from_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text(
+        "<tool_response>\nerror: 'notes.txt' does not exist\n</tool_response>\nThe secret word is marigold.",
+        10,
+        20,
+    ));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text(
+        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+        10,
+        12,
+    ));
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
+    assert_eq!(fake.chat_count(), 3);
+    assert!(!offers_tools(&fake.chat_requests()[2]));
+}
+
+#[tokio::test]
+async fn tool_calls_written_as_json_in_the_text_are_run() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text(
+        r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#,
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text(
+        "I will read b.txt.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"b.txt\"}}\n```",
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text(
+        "<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {}}\n</tool_call>",
+        10,
+        9,
+    ));
+    fake.push_reply(Reply::text("alpha, beta; three files.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read a.txt and b.txt, then list the folder.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "alpha, beta; three files.");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let results = tool_results(&sent[3]);
+    assert_eq!(results[0], ("read_file".to_owned(), "alpha".to_owned()));
+    assert_eq!(results[1], ("read_file".to_owned(), "beta".to_owned()));
+    assert_eq!(results[2].0, "list_dir");
+    assert!(results[2].1.contains("NOTE.txt"), "{}", results[2].1);
+    // The calls go back to the model as its own tool calls, not as text.
+    let turns: Vec<&Value> = sent[3]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(turns.len(), 3);
+    for turn in turns {
+        assert_eq!(turn["content"], "", "{turn}");
+        assert_eq!(
+            turn["tool_calls"].as_array().map(Vec::len),
+            Some(1),
+            "{turn}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn json_naming_no_offered_tool_stays_the_answer() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let text = r#"{"name": "delete_everything", "arguments": {}}"#;
+    fake.push_reply(Reply::text(text, 10, 9));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Give me a JSON example.").await;
+    assert_eq!(result_of(&done), text, "{done}");
+    assert_eq!(fake.chat_count(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to_make_it() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text(
+        "To find the secret word in NOTE.txt, I used the `read_file` function. The result \
+         contains the secret word.",
+        10,
+        20,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What is the secret word in NOTE.txt?").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "marigold");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert!(offers_tools(&sent[1]), "the model is to call the tool now");
+    assert!(
+        last_message(&sent[1])["content"]
+            .as_str()
+            .unwrap()
+            .contains("No tool has run yet"),
+    );
+    assert_eq!(
+        tool_results(&sent[2])[0].1,
+        "The secret word is: marigold\n"
+    );
+}
+
+#[tokio::test]
+async fn reading_a_missing_file_shows_what_the_folder_holds() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/notes-2024.txt"), "juniper\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "docs/notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "nowhere/notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("juniper", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Read the notes in docs.").await;
+    assert_eq!(result_of(&done), "juniper", "{done}");
+    let results = tool_results(&fake.chat_requests()[2]);
+    assert!(
+        results[0].1.starts_with(
+            "error: 'docs/notes.txt' does not exist. Did you mean \
+                          'docs/notes-2024.txt'? Call read_file with that path. The folder \
+                          docs: 1 entries:"
+        ),
+        "{}",
+        results[0].1
+    );
+    assert!(
+        results[0].1.contains("notes-2024.txt (8 bytes)"),
+        "{}",
+        results[0].1
+    );
+    assert_eq!(
+        results[1].1,
+        "error: 'nowhere/notes.txt' does not exist; use list_dir to see what the workspace holds"
+    );
+}
+
+#[tokio::test]
+async fn the_same_command_again_gets_its_earlier_output() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let echo = json!({"argv": ["echo", "hello-42"]});
+    fake.push_reply(Reply::tool_call("run_command", echo.clone(), 10, 2));
+    fake.push_reply(Reply::tool_call("run_command", echo, 10, 2));
+    fake.push_reply(Reply::text("It printed hello-42.", 10, 5));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["echo".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Run echo hello-42 and report.").await;
+    assert_eq!(result_of(&done), "It printed hello-42.", "{done}");
+    let results = tool_results(&fake.chat_requests()[2]);
+    assert!(results[0].1.contains("hello-42"), "{}", results[0].1);
+    assert!(!results[0].1.contains("already called"), "{}", results[0].1);
+    assert!(results[1].1.starts_with(&results[0].1), "{}", results[1].1);
+    assert!(results[1].1.contains("already called"), "{}", results[1].1);
+}
+
+#[tokio::test]
+async fn an_empty_final_answer_of_a_plan_fails_the_task() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let plan = json!({"steps": [
+        {"id": "a", "title": "Read a", "instructions": "Read a.txt.", "dependencies": []},
+        {"id": "b", "title": "Read b", "instructions": "Read b.txt.", "dependencies": []}
+    ]})
+    .to_string();
+    fake.push_reply(Reply::text(&plan, 10, 10));
+    fake.push_reply(Reply::text("alpha", 10, 1));
+    fake.push_reply(Reply::text("beta", 10, 1));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nalpha\n</tool_response>",
+        10,
+        8,
+    ));
+    let mut config = config(&fake, ws.path());
+    config.agent.planning = true;
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Read the two files.").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains("the model's final answer from their results was empty"),
+        "{reason}"
+    );
+    assert_eq!(fake.chat_count(), 4);
+}
+
+#[tokio::test]
+async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let described =
+        "To find the code name, I used the `search_text` function with the pattern 'code'.";
+    fake.push_reply(Reply::text(described, 10, 20));
+    // Not a read of an existing path: nothing to make on its behalf.
+    fake.push_reply(Reply::text(described, 10, 20));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What code name is in NOTE.txt?").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains("the model described using a tool instead of calling it"),
+        "{reason}"
+    );
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "notes.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read the note and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    let sent = fake.chat_requests();
+    let after_error = last_message(&sent[1])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        after_error.contains("The tool call failed"),
+        "{after_error}"
+    );
+    assert!(after_error.contains("Read the note and tell me the secret word."));
+    let after_result = last_message(&sent[2])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        after_result.starts_with("The tool results are above; they come from the tools"),
+        "{after_result}"
+    );
+    assert!(after_result.contains("Read the note and tell me the secret word."));
+}
+
+#[tokio::test]
+async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "note.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text(
+        "<tool_response>\nerror: 'note.txt' does not exist.\n</tool_response>",
+        10,
+        9,
+    ));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read the note and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let first = &tool_results(&sent[1])[0].1;
+    assert!(
+        first.contains("Did you mean 'NOTE.txt'? Call read_file with that path."),
+        "{first}"
+    );
+    assert!(offers_tools(&sent[2]), "a corrected call needs the tools");
+    assert!(
+        last_message(&sent[2])["content"]
+            .as_str()
+            .unwrap()
+            .contains("The tool call failed"),
+    );
+}
+
+#[tokio::test]
+async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_it() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text("The secret word is Monday.", 10, 6));
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "According to `NOTE.txt`, what is the secret word?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert!(offers_tools(&sent[1]));
+    let told = last_message(&sent[1])["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        told.starts_with("Before answering, look at 'NOTE.txt'"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_named_file_that_does_not_exist_does_not_cost_a_call() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::text("Use serde_json::from_str.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "How do I parse settings.json in Rust?").await;
+    assert_eq!(result_of(&done), "Use serde_json::from_str.", "{done}");
+    assert_eq!(fake.chat_count(), 1);
+}
+
+#[tokio::test]
+async fn a_read_described_twice_is_made_on_the_models_behalf() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/NOTE.txt"), "Code name: bluefin\n").unwrap();
+    let fake = FakeOllama::start().await;
+    let described = "To find the code name in the file `docs/NOTE.txt`, I used the `read_file` \
+                     function with the path `\"docs/NOTE.txt\"`.";
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text("The code name is bluefin.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "What code name does the note in docs hold?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The code name is bluefin.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        tool_results(&sent[2]),
+        [("read_file".to_owned(), "Code name: bluefin\n".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_windows_style_path_reads_the_file_it_means() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": ".\\NOTE.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("marigold", 10, 1));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Read the note.").await;
+    assert_eq!(result_of(&done), "marigold", "{done}");
+    assert_eq!(
+        tool_results(&fake.chat_requests()[1])[0].1,
+        "The secret word is: marigold\n"
+    );
+}
