@@ -13,7 +13,7 @@
 //! | `FAKE_OLLAMA_CHUNK_DELAY_MS=N` | waits N ms between the streamed lines of every reply |
 //! | `FAKE_OLLAMA_REPLY=hang` | every `/api/chat` sends its headers, then nothing until the client hangs up: a task stays running until it is cancelled |
 //! | `FAKE_OLLAMA_REPLY_DELAY_MS=N` | every default reply waits N ms before its headers (a model call that takes N ms) |
-//! | `FAKE_OLLAMA_TOOL_ROUNDS=N` | the first N chats ask for the `list_dir` tool on `.`: a step that makes 2N+ progress changes (scripts/bench-push.sh) |
+//! | `FAKE_OLLAMA_TOOL_ROUNDS=N` | the first N chats ask for the `list_dir` tool on `.` (spelled differently each time): a step that makes 2N+ progress changes (scripts/bench-push.sh) |
 
 #[path = "../tests/support"]
 mod support {
@@ -71,10 +71,13 @@ fn main() {
         },
     };
     let fake = FakeOllama::spawn(cfg);
-    for _ in 0..rounds {
+    // Each round spells the workspace's path differently (`.`, `./.`, `././.`, …): the engine
+    // answers an identical read-only call from memory instead of running it again.
+    for round in 0..rounds {
+        let path = format!("{}.", "./".repeat(round));
         fake.push_reply(Reply::tool_call(
             "list_dir",
-            serde_json::json!({"path": "."}),
+            serde_json::json!({"path": path}),
             5,
             2,
         ));

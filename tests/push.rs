@@ -390,8 +390,11 @@ async fn a_stalled_subscriber_holds_up_no_one_and_resumes_at_the_latest_state() 
                 .with_default_reply(Reply::text("All done.", 10, 3)),
         )
         .await;
-        for _ in 0..ROUNDS {
-            fake.push_reply(Reply::tool_call("list_dir", json!({"path": "."}), 5, 2));
+        // Each round lists the workspace by another spelling of its path: the engine answers an
+        // identical read-only call from memory, and these rounds must each run.
+        for round in 0..ROUNDS {
+            let path = format!("{}.", "./".repeat(round));
+            fake.push_reply(Reply::tool_call("list_dir", json!({"path": path}), 5, 2));
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = test_config(&fake.url());
@@ -704,8 +707,11 @@ async fn an_unread_stream_skips_to_the_latest_state() {
             3,
         )))
         .await;
-        for _ in 0..ROUNDS {
-            fake.push_reply(Reply::tool_call("list_dir", json!({"path": "."}), 5, 2));
+        // Each round lists the workspace by another spelling of its path: the engine answers an
+        // identical read-only call from memory, and these rounds must each run.
+        for round in 0..ROUNDS {
+            let path = format!("{}.", "./".repeat(round));
+            fake.push_reply(Reply::tool_call("list_dir", json!({"path": path}), 5, 2));
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = test_config(&fake.url());
