@@ -116,8 +116,11 @@ impl AgentService {
                 session.id
             }
         };
-        let mut task = Task::new(session_id, identity, args.request, args.temperature);
-        task.images = args
+        let task = Task::new(session_id, identity, args.request, args.temperature);
+        // The store takes the images by value (no copy of up to 20 MiB); `task` keeps what the
+        // answer shows.
+        let mut stored_task = task.clone();
+        stored_task.images = args
             .images
             .into_iter()
             .map(|image| {
@@ -129,7 +132,7 @@ impl AgentService {
                 stored
             })
             .collect();
-        if let Err(e) = store.insert_task(&task).await {
+        if let Err(e) = store.insert_task_owned(stored_task).await {
             return store_failure(&e);
         }
         self.core.enqueue(task.id);

@@ -71,6 +71,10 @@ impl TaskStore for MemoryStore {
     }
 
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError> {
+        self.insert_task_owned(task.clone()).await
+    }
+
+    async fn insert_task_owned(&self, task: Task) -> Result<(), StoreError> {
         let mut inner = self.write();
         // As in the SQLite store: a session purged since it was looked up comes back empty.
         inner.sessions.entry(task.session_id).or_insert_with(|| {
@@ -81,7 +85,7 @@ impl TaskStore for MemoryStore {
         });
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        inner.tasks.insert(task.id, (seq, task.clone()));
+        inner.tasks.insert(task.id, (seq, task));
         Ok(())
     }
 

@@ -77,6 +77,12 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// returns. On error nothing of the task is stored. A session the task names that is not
     /// stored (a purge removed it after it was looked up) is stored anew, empty.
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError>;
+    /// [`TaskStore::insert_task`], taking the task: a store that hands it to another thread
+    /// (SQLite) or keeps it (memory) then moves its images instead of copying them (up to the
+    /// image limit, 20 MiB by default, per `agent_run`). The default copies.
+    async fn insert_task_owned(&self, task: Task) -> Result<(), StoreError> {
+        self.insert_task(&task).await
+    }
     /// The task without the cost of its images: `images` may be empty even when the task has
     /// some (the SQLite store never loads them here). Use [`TaskStore::task_images`].
     async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError>;
@@ -311,7 +317,8 @@ pub(crate) mod conformance {
     }
 
     /// Images come back in order while the task is unfinished, and are gone once it is
-    /// terminal; the same picture shared by two tasks survives the first one's end.
+    /// terminal; the same picture shared by two tasks survives the first one's end. The second
+    /// task is stored through `insert_task_owned`, which must keep the same images.
     pub(crate) async fn images_stay_until_the_task_is_terminal(store: &dyn TaskStore) {
         let session = Session::new(None);
         store.create_session(&session).await.unwrap();
@@ -321,7 +328,7 @@ pub(crate) mod conformance {
         let mut b = Task::new(session.id, None, "b".into(), None);
         b.images = vec![png(b"one")];
         store.insert_task(&a).await.unwrap();
-        store.insert_task(&b).await.unwrap();
+        store.insert_task_owned(b.clone()).await.unwrap();
         let data = |images: Vec<TaskImage>| -> Vec<String> {
             images.into_iter().map(|i| i.data_base64).collect()
         };

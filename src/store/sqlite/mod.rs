@@ -280,7 +280,10 @@ impl TaskStore for SqliteStore {
     }
 
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError> {
-        let mut task = task.clone();
+        self.insert_task_owned(task.clone()).await
+    }
+
+    async fn insert_task_owned(&self, mut task: Task) -> Result<(), StoreError> {
         let images = std::mem::take(&mut task.images);
         let path = self.path.clone();
         let cache = self.cache.clone();
