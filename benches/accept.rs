@@ -162,7 +162,8 @@ async fn reading_server(
             Ok(_) => http::StatusCode::OK,
             Err(_) => http::StatusCode::BAD_REQUEST,
         };
-        let mut response = http::Response::new(Full::new(Bytes::new()));
+        let mut response: http::Response<agent_mcp::transport::http::McpBody> =
+            http::Response::new(http_body_util::Either::Left(Full::new(Bytes::new())));
         *response.status_mut() = status;
         Ok::<_, Infallible>(response)
     });
