@@ -650,3 +650,61 @@ async fn a_windows_style_path_reads_the_file_it_means() {
         "The secret word is: marigold\n"
     );
 }
+
+#[tokio::test]
+async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_answer_itself() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    // What the 1.5B model did in the benchmark: it read the right file, then explained the tool.
+    fake.push_reply(Reply::text(
+        "To get the secret word, use the `read_file` function with the path NOTE.txt.",
+        10,
+        12,
+    ));
+    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read NOTE.txt and tell me the secret word.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 3);
+    let asked_again = &fake.chat_requests()[2];
+    assert!(!offers_tools(asked_again));
+    let asked = last_message(asked_again);
+    assert!(
+        asked["content"]
+            .as_str()
+            .unwrap()
+            .contains("talks about the tools instead of answering"),
+        "{asked}"
+    );
+    // The description is left out; the tool result stays.
+    assert_eq!(tool_results(asked_again).len(), 1);
+    assert!(
+        !asked_again
+            .to_string()
+            .contains("use the `read_file` function"),
+        "the tool description must not stay in the conversation"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_note());
+    fake.push_reply(Reply::text("read_file read NOTE.txt: marigold.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Use read_file on NOTE.txt and say what it returned.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "read_file read NOTE.txt: marigold.");
+    assert_eq!(fake.chat_count(), 2);
+}

@@ -197,6 +197,22 @@ pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
     offered.iter().any(|tool| lower.contains(tool)) && CLAIMS.iter().any(|c| lower.contains(c))
 }
 
+/// Whether `text` names one of the `offered` tools (`read_file`, `search_text`, …) as a word.
+pub(crate) fn names_a_tool(text: &str, offered: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    offered.iter().any(|tool| {
+        lower.match_indices(tool).any(|(at, _)| {
+            let word = |c: char| c.is_alphanumeric() || c == '_';
+            let before = lower[..at].chars().next_back().is_none_or(|c| !word(c));
+            let after = lower[at + tool.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !word(c));
+            before && after
+        })
+    })
+}
+
 /// The first file or folder the request names (a word with a `.` or `/` inside, quotes and
 /// punctuation around it dropped) that exists in the workspace.
 pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> Option<String> {
@@ -385,6 +401,17 @@ mod tests {
         assert!(!describes_a_call("The code name is bluefin.", &OFFERED));
         assert!(!describes_a_call("I used a hammer.", &OFFERED));
         assert!(!describes_a_call("read_file returns the text.", &OFFERED));
+    }
+
+    #[test]
+    fn a_tool_named_as_a_word_is_told_apart_from_a_word_containing_it() {
+        assert!(names_a_tool(
+            "Use the `read_file` function to read it.",
+            &OFFERED
+        ));
+        assert!(names_a_tool("The TODO is in list_dir.", &OFFERED));
+        assert!(!names_a_tool("The secret word is tangerine.", &OFFERED));
+        assert!(!names_a_tool("see my_read_file_helper()", &OFFERED));
     }
 
     #[test]

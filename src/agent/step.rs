@@ -145,6 +145,10 @@ const MAX_REPEATS: usize = 2;
 const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using the tool results \
      above, answer the request now, in plain words: give what was asked for itself (the value, \
      name, number or text), not a description of what you did. Do not call any tool.";
+/// Asked once when, after tools ran, the answer talks about the tools (names one) instead of
+/// giving what was asked for: a small model explains how `read_file` works, or names the tool
+/// as the thing it found.
+const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of answering.      The tool results above are what the tools returned. Using them, answer the request itself,      in plain words: give what was asked for (the value, name, number or text), not how a tool      works or which tool you used. Do not call any tool.";
 /// Asked once when, before any tool ran, the answer only describes using a tool.
 const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
      describing a tool is not an answer. Call the tool now; answer once you have its result.";
@@ -186,6 +190,7 @@ pub(crate) async fn run_step(
     let mut offer_tools = true;
     let mut asked_for_answer = false;
     let mut asked_to_call = false;
+    let mut asked_past_tools = false;
     // Every result of the last round of calls was an error.
     let mut last_round_failed = false;
     let mut tools_ran = false;
@@ -265,6 +270,19 @@ pub(crate) async fn run_step(
                          read and any answer now would be a guess. Call the tool you need first \
                          (for example read_file), then answer from its result."
                     )));
+                    continue;
+                }
+                if let Some(toolbox) = &engine.toolbox
+                    && tools_ran
+                    && !asked_past_tools
+                    && steer::names_a_tool(&text, toolbox.enabled())
+                    && !steer::names_a_tool(&engine.request.content, toolbox.enabled())
+                {
+                    // After reading, it described the tools instead of answering. Its text is
+                    // left out (it would anchor the next answer); one call without tools.
+                    asked_past_tools = true;
+                    offer_tools = false;
+                    messages.push(Message::user(ANSWER_NOT_TOOLS));
                     continue;
                 }
                 if !text.trim().is_empty() {
