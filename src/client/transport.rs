@@ -377,15 +377,9 @@ impl HttpLink {
         })
     }
 
-    async fn exchange(
-        &self,
-        method: &str,
-        name: Option<&str>,
-        id: i64,
-        message: &Value,
-    ) -> Result<Value, ClientError> {
-        let mut request = self
-            .http
+    /// A POST of `method` to the endpoint with the modern-era headers and the bearer token.
+    fn post(&self, client: &reqwest::Client, method: &str) -> reqwest::RequestBuilder {
+        let request = client
             .post(&self.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(
@@ -397,11 +391,22 @@ impl HttpLink {
                 ProtocolVersion::V2026_07_28.as_str(),
             )
             .header(HEADER_METHOD, method);
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn exchange(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        id: i64,
+        message: &Value,
+    ) -> Result<Value, ClientError> {
+        let mut request = self.post(&self.http, method);
         if let Some(name) = name {
             request = request.header(HEADER_NAME, name);
-        }
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
         }
         let response = request
             .body(message.to_string())
@@ -465,23 +470,8 @@ impl HttpLink {
         id: i64,
         message: &Value,
     ) -> Result<reqwest::Response, ClientError> {
-        let mut request = self
-            .streams
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, text/event-stream",
-            )
-            .header(
-                HEADER_PROTOCOL_VERSION,
-                ProtocolVersion::V2026_07_28.as_str(),
-            )
-            .header(HEADER_METHOD, LISTEN);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request
+        let response = self
+            .post(&self.streams, LISTEN)
             .body(message.to_string())
             .send()
             .await
