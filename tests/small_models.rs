@@ -33,6 +33,23 @@ async fn run(client: &HttpClient, request: &str) -> String {
     wait_terminal(|| client.agent_status(&id)).await
 }
 
+/// A task run to its end against the fake Ollama answering `replies` in turn, in a workspace
+/// from [`workspace`]: the final agent_status text, the fake (to look at what the model was
+/// sent), and the server and workspace, kept alive for the test.
+async fn scripted(
+    replies: Vec<Reply>,
+    request: &str,
+) -> (String, FakeOllama, HttpServer, tempfile::TempDir) {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    for reply in replies {
+        fake.push_reply(reply);
+    }
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), request).await;
+    (done, fake, server, ws)
+}
+
 /// `(tool_name, content)` of every `role: tool` message of a chat request body.
 fn tool_results(request: &Value) -> Vec<(String, String)> {
     request["messages"]
@@ -133,19 +150,21 @@ async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_t
 
 #[tokio::test]
 async fn a_repeat_after_a_write_runs_again() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::tool_call(
-        "write_file",
-        json!({"path": "NOTE.txt", "content": "The secret word is: tulip\n"}),
-        10,
-        2,
-    ));
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("tulip", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(&server.client(), "Change the word, then read it back.").await;
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "NOTE.txt", "content": "The secret word is: tulip\n"}),
+                10,
+                2,
+            ),
+            read_note(),
+            Reply::text("tulip", 10, 1),
+        ],
+        "Change the word, then read it back.",
+    )
+    .await;
     assert_eq!(result_of(&done), "tulip", "{done}");
     let results = tool_results(&fake.chat_requests()[3]);
     assert_eq!(results[2].1, "The secret word is: tulip\n");
@@ -153,14 +172,12 @@ async fn a_repeat_after_a_write_runs_again() {
 
 #[tokio::test]
 async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("", 10, 0));
-    fake.push_reply(Reply::text("marigold", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::text("", 10, 0),
+            Reply::text("marigold", 10, 1),
+        ],
         "Read NOTE.txt and tell me the secret word.",
     )
     .await;
@@ -184,18 +201,16 @@ async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
 
 #[tokio::test]
 async fn a_model_that_never_answers_fails_saying_so() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("  \n", 10, 1));
-    fake.push_reply(Reply::text(
-        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
-        10,
-        9,
-    ));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::text("  \n", 10, 1),
+            Reply::text(
+                "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+                10,
+                9,
+            ),
+        ],
         "Read NOTE.txt and tell me the secret word.",
     )
     .await;
@@ -237,17 +252,15 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
 
 #[tokio::test]
 async fn echoed_tool_markup_is_stripped_from_the_answer() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text(
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::text(
         "<tool_response>\nerror: 'notes.txt' does not exist\n</tool_response>\nThe secret word is marigold.",
         10,
         20,
-    ));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    ),
+        ],
         "Read NOTE.txt and tell me the secret word.",
     )
     .await;
@@ -258,18 +271,16 @@ async fn echoed_tool_markup_is_stripped_from_the_answer() {
 
 #[tokio::test]
 async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text(
-        "<tool_response>\nThe secret word is: marigold\n</tool_response>",
-        10,
-        12,
-    ));
-    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::text(
+                "<tool_response>\nThe secret word is: marigold\n</tool_response>",
+                10,
+                12,
+            ),
+            Reply::text("The secret word is marigold.", 10, 6),
+        ],
         "Read NOTE.txt and tell me the secret word.",
     )
     .await;
@@ -280,27 +291,25 @@ async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
 
 #[tokio::test]
 async fn tool_calls_written_as_json_in_the_text_are_run() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::text(
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::text(
         r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#,
         10,
         9,
-    ));
-    fake.push_reply(Reply::text(
+    ),
+            Reply::text(
         "I will read b.txt.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"b.txt\"}}\n```",
         10,
         9,
-    ));
-    fake.push_reply(Reply::text(
+    ),
+            Reply::text(
         "<tool_call>\n{\"name\": \"list_dir\", \"arguments\": {}}\n</tool_call>",
         10,
         9,
-    ));
-    fake.push_reply(Reply::text("alpha, beta; three files.", 10, 6));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    ),
+            Reply::text("alpha, beta; three files.", 10, 6),
+        ],
         "Read a.txt and b.txt, then list the folder.",
     )
     .await;
@@ -345,18 +354,20 @@ async fn json_naming_no_offered_tool_stays_the_answer() {
 
 #[tokio::test]
 async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to_make_it() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::text(
-        "To find the secret word in NOTE.txt, I used the `read_file` function. The result \
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::text(
+                "To find the secret word in NOTE.txt, I used the `read_file` function. The result \
          contains the secret word.",
-        10,
-        20,
-    ));
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("marigold", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(&server.client(), "What is the secret word in NOTE.txt?").await;
+                10,
+                20,
+            ),
+            read_note(),
+            Reply::text("marigold", 10, 1),
+        ],
+        "What is the secret word in NOTE.txt?",
+    )
+    .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "marigold");
     let sent = fake.chat_requests();
@@ -489,19 +500,12 @@ async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
 
 #[tokio::test]
 async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "notes.txt"}),
-        10,
-        2,
-    ));
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("marigold", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::tool_call("read_file", json!({"path": "notes.txt"}), 10, 2),
+            read_note(),
+            Reply::text("marigold", 10, 1),
+        ],
         "Read the note and tell me the secret word.",
     )
     .await;
@@ -529,24 +533,17 @@ async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet()
 
 #[tokio::test]
 async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "note.txt"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::text(
-        "<tool_response>\nerror: 'note.txt' does not exist.\n</tool_response>",
-        10,
-        9,
-    ));
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("marigold", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::tool_call("read_file", json!({"path": "note.txt"}), 10, 2),
+            Reply::text(
+                "<tool_response>\nerror: 'note.txt' does not exist.\n</tool_response>",
+                10,
+                9,
+            ),
+            read_note(),
+            Reply::text("marigold", 10, 1),
+        ],
         "Read the note and tell me the secret word.",
     )
     .await;
@@ -569,14 +566,12 @@ async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
 
 #[tokio::test]
 async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_it() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::text("The secret word is Monday.", 10, 6));
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::text("The secret word is Monday.", 10, 6),
+            read_note(),
+            Reply::text("The secret word is marigold.", 10, 6),
+        ],
         "According to `NOTE.txt`, what is the secret word?",
     )
     .await;
@@ -596,11 +591,11 @@ async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_
 
 #[tokio::test]
 async fn a_named_file_that_does_not_exist_does_not_cost_a_call() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::text("Use serde_json::from_str.", 10, 6));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(&server.client(), "How do I parse settings.json in Rust?").await;
+    let (done, fake, _server, _ws) = scripted(
+        vec![Reply::text("Use serde_json::from_str.", 10, 6)],
+        "How do I parse settings.json in Rust?",
+    )
+    .await;
     assert_eq!(result_of(&done), "Use serde_json::from_str.", "{done}");
     assert_eq!(fake.chat_count(), 1);
 }
@@ -633,17 +628,14 @@ async fn a_read_described_twice_is_made_on_the_models_behalf() {
 
 #[tokio::test]
 async fn a_windows_style_path_reads_the_file_it_means() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": ".\\NOTE.txt"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::text("marigold", 10, 1));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(&server.client(), "Read the note.").await;
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::tool_call("read_file", json!({"path": ".\\NOTE.txt"}), 10, 2),
+            Reply::text("marigold", 10, 1),
+        ],
+        "Read the note.",
+    )
+    .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
     assert_eq!(
         tool_results(&fake.chat_requests()[1])[0].1,
@@ -694,13 +686,11 @@ async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_an
 
 #[tokio::test]
 async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
-    let ws = workspace();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_note());
-    fake.push_reply(Reply::text("read_file read NOTE.txt: marigold.", 10, 6));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            read_note(),
+            Reply::text("read_file read NOTE.txt: marigold.", 10, 6),
+        ],
         "Use read_file on NOTE.txt and say what it returned.",
     )
     .await;
