@@ -111,17 +111,8 @@ async fn follow(
     loop {
         let wait = match poll_status(conn, task_id).await {
             Ok(snapshot) => {
-                if first {
-                    first = false;
-                    match &snapshot.session_id {
-                        Some(session) => writeln!(stdout, "task {task_id} (session {session})")?,
-                        None => writeln!(stdout, "task {task_id}")?,
-                    }
-                }
-                view.show(&snapshot, &mut stdout)?;
-                if snapshot.is_terminal() {
-                    view.finish(&mut stdout)?;
-                    return Ok(finished(&snapshot, &mut stdout)?);
+                if let Some(exit) = show(&mut first, task_id, &snapshot, view, &mut stdout)? {
+                    return Ok(exit);
                 }
                 submitted.poll_interval
             }
@@ -200,17 +191,8 @@ async fn follow_by_push(
                         detail: format!("no `status:` line in {text:?}"),
                     });
                 };
-                if *first {
-                    *first = false;
-                    match &snapshot.session_id {
-                        Some(session) => writeln!(stdout, "task {task_id} (session {session})")?,
-                        None => writeln!(stdout, "task {task_id}")?,
-                    }
-                }
-                view.show(&snapshot, &mut stdout)?;
-                if snapshot.is_terminal() {
-                    view.finish(&mut stdout)?;
-                    return Ok(Some(finished(&snapshot, &mut stdout)?));
+                if let Some(exit) = show(first, task_id, &snapshot, view, &mut stdout)? {
+                    return Ok(Some(exit));
                 }
             }
             Pushed::Message(Ok(None)) => return Ok(None),
@@ -351,6 +333,29 @@ fn tool_text(result: Map<String, Value>) -> Result<String, ClientError> {
 
 /// Prints the outcome of a terminal task: the result on stdout when it completed, the reason
 /// on stderr otherwise.
+/// Shows one status of the task, polled or pushed alike (the task line before the first);
+/// once it is terminal, prints the outcome and returns how to exit.
+fn show(
+    first: &mut bool,
+    task_id: &str,
+    snapshot: &StatusSnapshot,
+    view: &mut ProgressView,
+    out: &mut impl Write,
+) -> io::Result<Option<Exit>> {
+    if std::mem::take(first) {
+        match &snapshot.session_id {
+            Some(session) => writeln!(out, "task {task_id} (session {session})")?,
+            None => writeln!(out, "task {task_id}")?,
+        }
+    }
+    view.show(snapshot, out)?;
+    if !snapshot.is_terminal() {
+        return Ok(None);
+    }
+    view.finish(out)?;
+    finished(snapshot, out).map(Some)
+}
+
 fn finished(snapshot: &StatusSnapshot, out: &mut impl Write) -> io::Result<Exit> {
     let reason = if snapshot.result.is_empty() {
         snapshot.message.as_str()
