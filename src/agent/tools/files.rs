@@ -266,14 +266,14 @@ pub(super) fn search_text(
     }
     let start = ws.existing(&args.path)?;
     let limit = args.max_results.unwrap_or(100).clamp(1, MAX_RESULTS);
-    let run = |folded: Option<&str>| -> Result<(Vec<String>, bool), ToolError> {
+    let run = |folded: Option<&str>| -> Result<(Vec<Hit>, bool), ToolError> {
         let mut search = Search {
             ws,
             pattern: &args.pattern,
             folded,
             limit,
             max_file_bytes,
-            matches: Vec::new(),
+            hits: Vec::new(),
             scanned: 0,
             truncated: false,
         };
@@ -286,7 +286,7 @@ pub(super) fn search_text(
             let file = ws.open_read(&start)?;
             search.scan(file, &ws.display(&start));
         }
-        Ok((search.matches, search.truncated))
+        Ok((search.hits, search.truncated))
     };
     let (mut matches, mut truncated) = run(None)?;
     let mut note = String::new();
@@ -305,7 +305,7 @@ pub(super) fn search_text(
         return Ok(format!("no matches for '{}'", args.pattern));
     }
     let mut out = note;
-    out.push_str(&matches.join("\n"));
+    out.push_str(&show_hits(&matches));
     if truncated {
         let _ = write!(
             out,
@@ -326,7 +326,7 @@ struct Search<'a> {
     folded: Option<&'a str>,
     limit: usize,
     max_file_bytes: usize,
-    matches: Vec<String>,
+    hits: Vec<Hit>,
     scanned: usize,
     truncated: bool,
 }
@@ -398,22 +398,83 @@ impl Search<'_> {
         let Some(text) = read_text(file, self.max_file_bytes) else {
             return true;
         };
-        for (i, line) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
             let found = match self.folded {
                 None => line.contains(self.pattern),
                 Some(folded) => line.to_lowercase().contains(folded),
             };
             if found {
-                if self.matches.len() == self.limit {
+                if self.hits.len() == self.limit {
                     self.truncated = true;
                     return false;
                 }
-                self.matches
-                    .push(format!("{shown}:{}: {}", i + 1, shorten(line.trim_end())));
+                let first = i.saturating_sub(CONTEXT_LINES);
+                let last = (i + CONTEXT_LINES).min(lines.len() - 1);
+                self.hits.push(Hit {
+                    file: shown.to_owned(),
+                    line: i + 1,
+                    first: first + 1,
+                    lines: lines[first..=last]
+                        .iter()
+                        .map(|l| shorten(l.trim_end()))
+                        .collect(),
+                });
             }
         }
         true
     }
+}
+
+/// Lines shown before and after each match when there are at most [`CONTEXT_WHEN_AT_MOST`].
+const CONTEXT_LINES: usize = 2;
+/// Matches up to which each is shown with its surrounding lines: the enclosing function or
+/// heading is what a model asks about next, and a handful of them costs little. More matches
+/// are shown one line each.
+const CONTEXT_WHEN_AT_MOST: usize = 5;
+
+/// One matching line of a file, with the lines around it (numbered from `first`).
+struct Hit {
+    file: String,
+    line: usize,
+    first: usize,
+    lines: Vec<String>,
+}
+
+/// `file:N: text` per match. With at most [`CONTEXT_WHEN_AT_MOST`] matches, each also has
+/// [`CONTEXT_LINES`] lines around it, as grep shows them: `file-N- text` for a line of context,
+/// overlapping ranges of a file merged, `--` between ranges that do not touch.
+fn show_hits(hits: &[Hit]) -> String {
+    if hits.len() > CONTEXT_WHEN_AT_MOST {
+        return hits
+            .iter()
+            .map(|h| format!("{}:{}: {}", h.file, h.line, h.lines[h.line - h.first]))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let matched: std::collections::HashSet<(&str, usize)> =
+        hits.iter().map(|h| (h.file.as_str(), h.line)).collect();
+    let mut out: Vec<String> = Vec::new();
+    // The last line shown: (file, number).
+    let mut shown: Option<(&str, usize)> = None;
+    for hit in hits {
+        for (offset, text) in hit.lines.iter().enumerate() {
+            let n = hit.first + offset;
+            match shown {
+                Some((file, last)) if file == hit.file && n <= last => continue,
+                Some((file, last)) if file != hit.file || n > last + 1 => out.push("--".into()),
+                _ => {}
+            }
+            let mark = if matched.contains(&(hit.file.as_str(), n)) {
+                ':'
+            } else {
+                '-'
+            };
+            out.push(format!("{}{mark}{n}{mark} {text}", hit.file));
+            shown = Some((hit.file.as_str(), n));
+        }
+    }
+    out.join("\n")
 }
 
 /// The entry names of a held folder, sorted and reversed for popping.
@@ -532,9 +593,10 @@ mod tests {
             path: String::new(),
             max_results: None,
         };
+        // Two matches: each with the lines around it, as grep -C2 shows them.
         assert_eq!(
             search_text(&ws, &args, 1000).unwrap(),
-            "b.txt:1: needle at top\nsrc/a.rs:2: two needle"
+            "b.txt:1: needle at top\n--\nsrc/a.rs-1- one\nsrc/a.rs:2: two needle\nsrc/a.rs-3- three"
         );
         let one = SearchArgs {
             max_results: Some(1),
@@ -545,6 +607,41 @@ mod tests {
                 .unwrap()
                 .contains("[stopped after 1 matches")
         );
+    }
+
+    #[test]
+    fn a_few_matches_come_with_their_surroundings_many_come_one_line_each() {
+        let (dir, ws) = ws();
+        let search = |pattern: &str| {
+            let args = SearchArgs {
+                pattern: pattern.into(),
+                path: "src".into(),
+                max_results: None,
+            };
+            search_text(&ws, &args, 1000).unwrap()
+        };
+        let lines: Vec<String> = (1..=12).map(|n| format!("line {n}")).collect();
+        let mut text = lines.join("\n");
+        text = text
+            .replace("line 3", "line 3 TODO")
+            .replace("line 5", "line 5 TODO");
+        text = text.replace("line 11", "line 11 TODO");
+        std::fs::write(dir.path().join("src/a.rs"), &text).unwrap();
+        // Overlapping ranges merge; a gap is marked; the file's ends are not passed.
+        assert_eq!(
+            search("TODO"),
+            "src/a.rs-1- line 1\nsrc/a.rs-2- line 2\nsrc/a.rs:3: line 3 TODO\n\
+             src/a.rs-4- line 4\nsrc/a.rs:5: line 5 TODO\nsrc/a.rs-6- line 6\n\
+             src/a.rs-7- line 7\n--\nsrc/a.rs-9- line 9\nsrc/a.rs-10- line 10\n\
+             src/a.rs:11: line 11 TODO\nsrc/a.rs-12- line 12"
+        );
+        // Past five matches, one line each.
+        let one_each: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("src/a.rs:{}: {l}", i + 1))
+            .collect();
+        assert_eq!(search("line"), one_each.join("\n"));
     }
 
     #[test]
