@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! BENCH_LLM_URL=http://127.0.0.1:11434 BENCH_LLM_MODEL=qwen2.5-coder:1.5b \
-//!     cargo run --locked --example bench_llm [-- TASK_NAME_SUBSTRING]
+//!     cargo run --locked --example bench_llm [-- TASK_NAME_SUBSTRING...]
 //! ```
 //!
 //! Each task runs in a fresh temporary workspace (its files written first) through the real
@@ -401,7 +401,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .trim_end_matches('/')
         .to_owned();
     let model = std::env::var("BENCH_LLM_MODEL").unwrap_or_else(|_| "qwen2.5-coder:1.5b".into());
-    let filter = std::env::args().nth(1).unwrap_or_default();
+    // Task name substrings; a task runs when it contains any (all run without one).
+    let filters: Vec<String> = std::env::args().skip(1).collect();
     let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
 
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -425,7 +426,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut ran, mut right, mut silent, mut failed) = (0u32, 0u32, 0u32, 0u32);
     let (mut calls_total, mut tools_total, mut tokens_total) = (0u64, 0u64, 0u64);
     let started_all = Instant::now();
-    for task in TASKS.iter().filter(|t| t.name.contains(filter.as_str())) {
+    for task in TASKS
+        .iter()
+        .filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str())))
+    {
         let dir = tempfile::tempdir()?;
         write_files(dir.path(), task.files)?;
         let mut config = Config::default();

@@ -458,15 +458,25 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
             "outside the workspace",
         ),
     ];
+    // The reading attempts in one reply, the rest in the next: a write in the same reply as a
+    // read is held back until the model has seen the read (the small-model steering), and
+    // here every write must reach its tool to be refused there.
+    let (mut attempts, others): (Vec<_>, Vec<_>) = attempts
+        .into_iter()
+        .partition(|(name, _, _)| matches!(*name, "read_file" | "list_dir" | "search_text"));
+    let reads = attempts.len();
+    attempts.extend(others);
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::ToolCalls {
-        calls: attempts
-            .iter()
-            .map(|(name, args, _)| ((*name).to_owned(), args.clone()))
-            .collect(),
-        prompt_eval_count: 1,
-        eval_count: 1,
-    });
+    for batch in [&attempts[..reads], &attempts[reads..]] {
+        fake.push_reply(Reply::ToolCalls {
+            calls: batch
+                .iter()
+                .map(|(name, args, _)| ((*name).to_owned(), args.clone()))
+                .collect(),
+            prompt_eval_count: 1,
+            eval_count: 1,
+        });
+    }
     fake.push_reply(Reply::ToolCalls {
         calls: vec![
             // Shell metacharacters are plain arguments: nothing is touched.
@@ -479,11 +489,16 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
                 "write_file".into(),
                 json!({"path": "hard.txt", "content": "mine\n"}),
             ),
-            ("search_text".into(), json!({"pattern": "SECRET"})),
         ],
         prompt_eval_count: 1,
         eval_count: 1,
     });
+    fake.push_reply(Reply::tool_call(
+        "search_text",
+        json!({"pattern": "SECRET"}),
+        1,
+        1,
+    ));
     fake.push_reply(Reply::text("Nothing escaped.", 1, 1));
     let mut config = config(&fake, &ws);
     config.agent.commands.allow = vec!["echo".into()];
@@ -494,8 +509,8 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     assert_eq!(field(&done, "status"), "completed", "{done}");
 
     let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 3);
-    let first = tool_results(&sent[1]);
+    assert_eq!(sent.len(), 5);
+    let first = tool_results(&sent[2]);
     assert_eq!(first.len(), attempts.len());
     for ((name, args, why), (tool, text)) in attempts.iter().zip(&first) {
         assert_eq!(tool, name);
@@ -505,7 +520,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
         );
         assert!(!text.contains("TOP SECRET"), "{name} {args}: {text}");
     }
-    let second = tool_results(&sent[2]);
+    let second = tool_results(&sent[4]);
     let second = &second[first.len()..];
     assert_eq!(
         second[0].1,

@@ -70,13 +70,39 @@ fn tool_results(request: &Value) -> Vec<(String, String)> {
 /// Tool calls the agent runs from one model reply (src/agent/step.rs).
 const CALLS_PER_REPLY: usize = 16;
 
-/// Has the model send `calls` (16 to a reply, the most the agent runs from one), runs the
-/// task on the in-process server, and returns the text of each call's result, in order. A
-/// task that does not finish within 60 s (a wedged worker) fails the test.
+/// `calls` in order, cut into replies of at most [`CALLS_PER_REPLY`] where no reply has both
+/// a read (`read_file`, `list_dir`, `search_text`) and a write (`write_file`, `edit_file`):
+/// the agent holds back a write that comes with a read (src/agent/steer.rs), and here every
+/// call must reach its tool.
+fn replies<'a>(calls: &'a [(&'a str, Value)]) -> Vec<&'a [(&'a str, Value)]> {
+    let is_read = |name: &str| matches!(name, "read_file" | "list_dir" | "search_text");
+    let is_write = |name: &str| matches!(name, "write_file" | "edit_file");
+    let mut replies = Vec::new();
+    let mut start = 0;
+    for (n, (name, _)) in calls.iter().enumerate() {
+        let current = &calls[start..n];
+        let clash = (is_write(name) && current.iter().any(|(c, _)| is_read(c)))
+            || (is_read(name) && current.iter().any(|(c, _)| is_write(c)));
+        if current.len() == CALLS_PER_REPLY || clash {
+            replies.push(current);
+            start = n;
+        }
+    }
+    if start < calls.len() {
+        replies.push(&calls[start..]);
+    }
+    replies
+}
+
+/// Has the model send `calls` (16 to a reply, the most the agent runs from one, reads and
+/// writes in separate replies), runs the task on the in-process server, and returns the text
+/// of each call's result, in order. A task that does not finish within 60 s (a wedged worker)
+/// fails the test.
 async fn run_calls(fake: &FakeOllama, mut config: Config, calls: &[(&str, Value)]) -> Vec<String> {
-    let rounds = calls.len().div_ceil(CALLS_PER_REPLY);
+    let replies = replies(calls);
+    let rounds = replies.len();
     config.agent.max_iterations = rounds + 1;
-    for chunk in calls.chunks(CALLS_PER_REPLY) {
+    for chunk in replies {
         fake.push_reply(Reply::ToolCalls {
             calls: chunk
                 .iter()
@@ -725,14 +751,17 @@ async fn the_real_server_refuses_its_config_file_and_a_fifo_and_stops_on_sigterm
     ];
     // mkfifo is the model's preparation, not an attack.
     assert_eq!(calls.len() - 1, REAL_SERVER);
-    fake.push_reply(Reply::ToolCalls {
-        calls: calls
-            .iter()
-            .map(|(name, args)| ((*name).to_owned(), args.clone()))
-            .collect(),
-        prompt_eval_count: 1,
-        eval_count: 1,
-    });
+    let replies = replies(&calls);
+    for reply in &replies {
+        fake.push_reply(Reply::ToolCalls {
+            calls: reply
+                .iter()
+                .map(|(name, args)| ((*name).to_owned(), args.clone()))
+                .collect(),
+            prompt_eval_count: 1,
+            eval_count: 1,
+        });
+    }
     fake.push_reply(Reply::text("done", 1, 1));
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
@@ -744,8 +773,9 @@ async fn the_real_server_refuses_its_config_file_and_a_fifo_and_stops_on_sigterm
     .await
     .expect("the task did not finish within 60 s: a tool call wedged the worker");
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    let results = tool_results(&fake.chat_requests()[1]);
+    let results = tool_results(&fake.chat_requests()[replies.len()]);
     let texts: Vec<String> = results.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts.len(), calls.len());
     assert_refused(&calls[..2], &texts[..2], &[OWN_FILE, OWN_FILE]);
     assert!(texts[2].contains("exit status: 0"), "{}", texts[2]);
     assert_refused(&calls[3..], &texts[3..], &["FIFO"]);

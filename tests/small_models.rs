@@ -403,6 +403,12 @@ async fn reading_a_missing_file_shows_what_the_folder_holds() {
         10,
         2,
     ));
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "docs/notes-2024.txt"}),
+        10,
+        2,
+    ));
     fake.push_reply(Reply::text("juniper", 10, 1));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "Read the notes in docs.").await;
@@ -697,4 +703,229 @@ async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "read_file read NOTE.txt: marigold.");
     assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
+    // What the 1.5B model did in the benchmark: read VERSION and, in the same reply, wrote the
+    // request's example ("1.0-final") before it could know the version.
+    let ws = workspace();
+    std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::ToolCalls {
+        calls: vec![
+            ("read_file".into(), json!({"path": "VERSION"})),
+            (
+                "write_file".into(),
+                json!({"path": "release.txt", "content": "1.0-final\n"}),
+            ),
+        ],
+        prompt_eval_count: 10,
+        eval_count: 9,
+    });
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "release.txt", "content": "2.4.1-final\n"}),
+        10,
+        5,
+    ));
+    fake.push_reply(Reply::text("release.txt holds 2.4.1-final.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read VERSION, then write its version followed by -final into release.txt.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "release.txt holds 2.4.1-final.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    // The early write is left out of the conversation: the model sees its read and result.
+    assert_eq!(
+        tool_results(&sent[1]),
+        [("read_file".into(), "2.4.1\n".into())]
+    );
+    assert!(!sent[1].to_string().contains("1.0-final"));
+    let asked = last_message(&sent[1])["content"].as_str().unwrap();
+    assert!(
+        asked.contains("Nothing has been written yet. Now make the write_file call"),
+        "{asked}"
+    );
+    assert!(offers_tools(&sent[1]));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("release.txt")).unwrap(),
+        "2.4.1-final\n"
+    );
+}
+
+#[tokio::test]
+async fn writes_without_a_read_in_their_reply_run_at_once() {
+    let (done, fake, _server, ws) = scripted(
+        vec![
+            Reply::ToolCalls {
+                calls: vec![
+                    (
+                        "write_file".into(),
+                        json!({"path": "x.txt", "content": "x"}),
+                    ),
+                    (
+                        "write_file".into(),
+                        json!({"path": "y.txt", "content": "y"}),
+                    ),
+                ],
+                prompt_eval_count: 10,
+                eval_count: 9,
+            },
+            Reply::text("Both written.", 10, 3),
+        ],
+        "Write x into x.txt and y into y.txt.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "Both written.", "{done}");
+    assert_eq!(fake.chat_count(), 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("y.txt")).unwrap(),
+        "y"
+    );
+}
+
+#[tokio::test]
+async fn a_read_described_after_a_failed_read_is_made_on_the_models_behalf() {
+    // The benchmark's shape: the wrong name, the error suggests the right one, and the model
+    // answers by describing the read (with a Windows separator) instead of making it.
+    let ws = workspace();
+    std::fs::write(ws.path().join("xq7_memo.txt"), "password: copperleaf\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": ".\\password.txt"}),
+        10,
+        2,
+    ));
+    let described = "To find the password, you can use the `read_file` function with the path \
+                     `.\\\\xq7_memo.txt`.";
+    fake.push_reply(Reply::text(described, 10, 20));
+    fake.push_reply(Reply::text("The password is copperleaf.", 10, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Find the memo file and tell me the password written in it.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The password is copperleaf.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let results = tool_results(&sent[2]);
+    assert!(
+        results[0]
+            .1
+            .starts_with("error: '.\\password.txt' does not exist.")
+    );
+    assert_eq!(
+        results[1],
+        ("read_file".into(), "password: copperleaf\n".into())
+    );
+    assert!(
+        !sent[2]
+            .to_string()
+            .contains("you can use the `read_file` function"),
+        "the description must not stay in the conversation"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_after_only_failed_calls_gets_one_call_saying_it_is_a_guess() {
+    // The benchmark's shape: a made-up file, then the answer it wrote before any result.
+    let ws = workspace();
+    std::fs::write(ws.path().join("animals.txt"), "a zebra crossed the road\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "src/main.rs"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("This file contains the word 'zebra'.", 10, 9));
+    fake.push_reply(Reply::tool_call(
+        "search_text",
+        json!({"pattern": "zebra"}),
+        10,
+        4,
+    ));
+    fake.push_reply(Reply::text("animals.txt", 10, 3));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "Which file mentions the word 'zebra'?").await;
+    assert_eq!(result_of(&done), "animals.txt", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    assert!(offers_tools(&sent[2]), "finding it needs the tools");
+    let asked = last_message(&sent[2])["content"].as_str().unwrap();
+    assert!(
+        asked.starts_with("None of your tool calls has worked yet"),
+        "{asked}"
+    );
+    assert!(asked.contains("Which file mentions the word 'zebra'?"));
+    assert!(!sent[2].to_string().contains("This file contains the word"));
+    assert_eq!(
+        tool_results(&sent[3])[1].1,
+        "animals.txt:1: a zebra crossed the road"
+    );
+}
+
+#[tokio::test]
+async fn the_same_answer_after_being_told_it_is_a_guess_stands() {
+    // A missing file may be the answer itself: said twice, it is kept.
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::tool_call("read_file", json!({"path": "missing/notes.txt"}), 10, 2),
+            Reply::text("There is no notes file.", 10, 5),
+            Reply::text("There is no notes file.", 10, 5),
+        ],
+        "Read missing/notes.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "There is no notes file.");
+    assert_eq!(fake.chat_count(), 3);
+}
+
+#[tokio::test]
+async fn a_held_write_never_made_again_fails_the_task_after_one_reminder() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::ToolCalls {
+        calls: vec![
+            ("read_file".into(), json!({"path": "VERSION"})),
+            (
+                "write_file".into(),
+                json!({"path": "release.txt", "content": "1.0-final\n"}),
+            ),
+        ],
+        prompt_eval_count: 10,
+        eval_count: 9,
+    });
+    // The benchmark's shape: it reports the version and forgets the write.
+    fake.push_reply(Reply::text("The version in VERSION is 2.4.1.", 10, 9));
+    fake.push_reply(Reply::text("The version in VERSION is 2.4.1.", 10, 9));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(
+        &server.client(),
+        "Read VERSION, then write its version followed by -final into release.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert!(
+        done.contains("answered without making the write_file call"),
+        "{done}"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let reminder = last_message(&sent[2])["content"].as_str().unwrap();
+    assert!(
+        reminder.contains("Nothing has been written yet. Now make the write_file call"),
+        "{reminder}"
+    );
+    assert!(!sent[2].to_string().contains("The version in VERSION is"));
+    assert!(offers_tools(&sent[2]), "making the write needs the tools");
+    assert!(!ws.path().join("release.txt").exists());
 }

@@ -24,6 +24,8 @@ use crate::ollama::{ToolCall, ToolCallFunction};
 /// Tools whose result depends only on their arguments and the workspace: a repeated identical
 /// call is answered from the earlier result until a tool that changes things runs.
 const READ_ONLY_TOOLS: [&str; 3] = ["list_dir", "read_file", "search_text"];
+/// Tools that change files: held back when they arrive in the same reply as a read.
+const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 /// A command may change the workspace (so it drops what the reading tools returned), but the
 /// same command again with nothing run in between is answered from its earlier output.
 const COMMAND_TOOL: &str = "run_command";
@@ -219,21 +221,30 @@ pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> 
     request
         .split_whitespace()
         .map(|word| {
-            word.trim_matches(|c: char| {
+            let around = |c: char| {
                 matches!(
                     c,
                     '`' | '\'' | '"' | ',' | ';' | ':' | '?' | '!' | '(' | ')'
                 )
-            })
-            .trim_end_matches('.')
+            };
+            // A leading `.` belongs to the path (`./a`, `.env`); a trailing one ends the
+            // sentence, also after a closing quote (`` `a.txt`. ``).
+            word.trim_start_matches(around)
+                .trim_end_matches(|c: char| around(c) || c == '.')
         })
         .filter(|word| {
             word.len() > 2
                 && word[1..].contains(['.', '/'])
                 && word.chars().any(char::is_alphanumeric)
         })
-        .find(|word| workspace.existing(word).is_ok())
-        .map(str::to_owned)
+        .find_map(|word| {
+            if workspace.existing(word).is_ok() {
+                return Some(word.to_owned());
+            }
+            // `.\\notes.txt`: a small model writes Windows separators (escaped or not).
+            let slashed = word.replace('\\', "/");
+            (slashed != word && workspace.existing(&slashed).is_ok()).then_some(slashed)
+        })
 }
 
 /// The read the model described instead of making (after being told to make it): the reading
@@ -273,11 +284,7 @@ const REQUEST_ECHO_CHARS: usize = 300;
 /// result of the round was an error it says the request is not answered yet instead (a small
 /// model otherwise makes an answer up).
 pub(crate) fn after_results(request: &str, all_failed: bool) -> String {
-    let mut request = request.split_whitespace().collect::<Vec<_>>().join(" ");
-    if request.chars().count() > REQUEST_ECHO_CHARS {
-        request = request.chars().take(REQUEST_ECHO_CHARS).collect();
-        request.push('…');
-    }
+    let request = echo(request);
     if all_failed {
         return format!(
             "The tool call failed: the error above comes from the tool, not from you. The \
@@ -291,6 +298,54 @@ pub(crate) fn after_results(request: &str, all_failed: bool) -> String {
          words: quote the names, values or lines it asks for, not a description of what you did. \
          If not, call the next tool you need."
     )
+}
+
+/// The message after a round whose every call failed, when the model then answered anyway
+/// without any call having worked: nothing was read, so the answer is a guess.
+pub(crate) fn not_a_guess(request: &str) -> String {
+    format!(
+        "None of your tool calls has worked yet (see the errors above), so nothing was read \
+         and that answer would be a guess. The request is: {}\nDo not guess. Call a tool that \
+         can find it: search_text finds a text in every file, list_dir shows what a folder \
+         holds, read_file reads a file it lists. Answer once a result holds what is asked.",
+        echo(request)
+    )
+}
+
+/// Whether a reply's calls both read (`read_file`, `list_dir`, `search_text`) and write
+/// (`write_file`, `edit_file`): the write was made before the read's result was known.
+pub(crate) fn reads_and_writes(calls: &[ToolCall]) -> bool {
+    calls
+        .iter()
+        .any(|c| READ_ONLY_TOOLS.contains(&c.function.name.as_str()))
+        && calls.iter().any(is_write)
+}
+
+/// Whether the call changes files (`write_file`, `edit_file`).
+pub(crate) fn is_write(call: &ToolCall) -> bool {
+    WRITE_TOOLS.contains(&call.function.name.as_str())
+}
+
+/// The message after a round whose writes were held back ([`reads_and_writes`]), and until
+/// they are made: the reads' results are above, and the write is asked for with them.
+pub(crate) fn after_held_writes(request: &str, held: &[String]) -> String {
+    format!(
+        "The tool results are above; they come from the tools, not from you. The request is: \
+         {}\nNothing has been written yet. Now make the {} call the request asks for, with \
+         what the results hold in place of any example, then answer.",
+        echo(request),
+        held.join(" / "),
+    )
+}
+
+/// The request as one line, cut to [`REQUEST_ECHO_CHARS`].
+fn echo(request: &str) -> String {
+    let mut request = request.split_whitespace().collect::<Vec<_>>().join(" ");
+    if request.chars().count() > REQUEST_ECHO_CHARS {
+        request = request.chars().take(REQUEST_ECHO_CHARS).collect();
+        request.push('…');
+    }
+    request
 }
 
 /// Earlier tool results of one step, to answer a repeated identical call without running it.
@@ -313,6 +368,14 @@ impl CallMemory {
             .map(|(_, _, text)| text.clone())?;
         self.repeats += 1;
         Some(found)
+    }
+
+    /// Whether an identical read-only call ran since the last change (not counted as a repeat).
+    pub fn knows(&self, call: &ToolCall) -> bool {
+        let args = normalized(&call.function.arguments);
+        self.results
+            .iter()
+            .any(|(name, a, _)| *name == call.function.name && *a == args)
     }
 
     /// Records a call that ran. A read-only one is remembered. A command may have changed the
@@ -415,6 +478,46 @@ mod tests {
     }
 
     #[test]
+    fn a_named_path_is_found_in_quotes_before_a_full_stop_and_with_windows_separators() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("docs")).unwrap();
+        std::fs::write(dir.path().join("docs/memo.txt"), "x").unwrap();
+        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        for (text, found) in [
+            (
+                "use read_file with the path `docs/memo.txt`.",
+                Some("docs/memo.txt"),
+            ),
+            ("the path is \"docs/memo.txt\".", Some("docs/memo.txt")),
+            ("read `.\\\\docs\\\\memo.txt`.", Some(".//docs//memo.txt")),
+            ("read docs\\memo.txt", Some("docs/memo.txt")),
+            ("read ./docs/memo.txt.", Some("./docs/memo.txt")),
+            ("read docs/other.txt", None),
+            ("no path here.", None),
+        ] {
+            assert_eq!(named_file(text, &ws).as_deref(), found, "{text}");
+        }
+    }
+
+    #[test]
+    fn reads_and_writes_in_one_reply_are_told_apart_from_either_alone() {
+        let call = |name: &str| ToolCall {
+            id: None,
+            function: ToolCallFunction {
+                index: None,
+                name: name.into(),
+                arguments: json!({}),
+            },
+        };
+        let reply = |names: &[&str]| names.iter().map(|n| call(n)).collect::<Vec<_>>();
+        assert!(reads_and_writes(&reply(&["read_file", "write_file"])));
+        assert!(reads_and_writes(&reply(&["edit_file", "search_text"])));
+        assert!(!reads_and_writes(&reply(&["read_file", "list_dir"])));
+        assert!(!reads_and_writes(&reply(&["write_file", "edit_file"])));
+        assert!(!reads_and_writes(&reply(&["run_command", "write_file"])));
+    }
+
+    #[test]
     fn echoed_markup_is_stripped_from_answers() {
         assert_eq!(
             clean_answer(
@@ -456,6 +559,9 @@ mod tests {
             None
         );
         assert_eq!(memory.repeats, 1);
+        assert!(memory.knows(&read));
+        assert!(!memory.knows(&call("read_file", json!({"path": "b"}))));
+        assert_eq!(memory.repeats, 1, "knowing is not a repeat");
         let write = call("write_file", json!({"path": "a", "content": "x"}));
         memory.record(&write, "replaced 'a'");
         assert_eq!(memory.recall(&read), None);

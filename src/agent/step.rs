@@ -125,6 +125,12 @@ pub(crate) enum StepError {
          specific request"
     )]
     DescribedOnly { calls: usize },
+    #[error(
+        "the model answered without making the {tools} call it had made too early (in the \
+         same reply as the read it needed) and was asked to make again; nothing was written. \
+         Try a larger model (ollama.model) or ask for the read and the write in two requests"
+    )]
+    WriteNotMade { tools: String },
     #[error("cancelled")]
     Cancelled,
 }
@@ -167,7 +173,11 @@ const ANSWER_NOW: &str =
 /// ([`steer::described_read`]), anything else fails the step ([`StepError::DescribedOnly`]);
 /// an answer given
 /// before any tool ran to a request that names an existing workspace file gets one call
-/// telling the model to look at it first ([`steer::named_file`]). A lone call (the only one
+/// telling the model to look at it first ([`steer::named_file`]). After tools ran, an answer
+/// describing a read of an existing path not read yet gets that read made at once (once per
+/// step), and an answer given when every call so far failed gets one call saying it is a guess
+/// ([`steer::not_a_guess`]). A write in the same reply as a read is held back until the model
+/// has seen the read's result ([`steer::reads_and_writes`]). A lone call (the only one
 /// of its reply) identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
 /// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
 /// answer, without tools. An empty or markup-only reply gets one more call asking for
@@ -191,6 +201,16 @@ pub(crate) async fn run_step(
     let mut asked_for_answer = false;
     let mut asked_to_call = false;
     let mut asked_past_tools = false;
+    // A read the model described after tools ran was made for it (once per step).
+    let mut made_read = false;
+    // Told that its answer came before any tool call worked (once per step).
+    let mut asked_not_to_guess = false;
+    // Some tool call of this step returned a result that is not an error.
+    let mut any_succeeded = false;
+    // Writes held back (made in the same reply as a read) and not made again since.
+    let mut held: Vec<String> = Vec::new();
+    // Told once, when it answered instead, that a held write is still to be made.
+    let mut asked_for_held = false;
     // Every result of the last round of calls was an error.
     let mut last_round_failed = false;
     let mut tools_ran = false;
@@ -218,15 +238,18 @@ pub(crate) async fn run_step(
         if let Some(toolbox) = &engine.toolbox
             && answer.tool_calls.is_empty()
             && offer_tools
-            && asked_to_call
-            && !tools_ran
+            && ((asked_to_call && !tools_ran) || (tools_ran && !made_read))
         {
-            // Told once to make the call it described, it describes it again: when that is a
-            // read of a path that exists, make it on its behalf (reading changes nothing).
+            // Told once to make the call it described, it describes it again; or, after a
+            // tool ran, it describes reading a path (the one a failed read suggested, say)
+            // instead of reading it: when that is a read of a path that exists and was not
+            // read yet, make it on its behalf (reading changes nothing).
             let text = steer::clean_answer(&answer.content);
             if steer::describes_a_call(&text, toolbox.enabled())
                 && let Some(call) = steer::described_read(&text, toolbox)
+                && !memory.knows(&call)
             {
+                made_read = tools_ran;
                 answer.tool_calls = vec![call];
                 answer.content.clear();
             }
@@ -272,6 +295,35 @@ pub(crate) async fn run_step(
                     )));
                     continue;
                 }
+                if !held.is_empty() && !text.trim().is_empty() {
+                    // It answers, but the write it was asked to make is still unmade: the
+                    // request is not done. One reminder; then the step fails saying so rather
+                    // than report a write that never happened.
+                    if asked_for_held || !offer_tools {
+                        return Err(StepError::WriteNotMade {
+                            tools: held.join(", "),
+                        });
+                    }
+                    asked_for_held = true;
+                    messages.push(Message::user(steer::after_held_writes(
+                        &engine.request.content,
+                        &held,
+                    )));
+                    continue;
+                }
+                if offer_tools
+                    && last_round_failed
+                    && !any_succeeded
+                    && !asked_not_to_guess
+                    && !text.trim().is_empty()
+                {
+                    // Every call it made failed, yet it answers: nothing was read, so the
+                    // answer is a guess (often written before the results came). Its text is
+                    // left out; one more call, tools still offered.
+                    asked_not_to_guess = true;
+                    messages.push(Message::user(steer::not_a_guess(&engine.request.content)));
+                    continue;
+                }
                 if let Some(toolbox) = &engine.toolbox
                     && tools_ran
                     && !asked_past_tools
@@ -292,6 +344,14 @@ pub(crate) async fn run_step(
                     return Err(StepError::NoAnswer { tools_ran, calls });
                 }
                 asked_for_answer = true;
+                if !held.is_empty() && offer_tools {
+                    // Nothing said, and the held write is still to be made: ask for it.
+                    messages.push(Message::user(steer::after_held_writes(
+                        &engine.request.content,
+                        &held,
+                    )));
+                    continue;
+                }
                 if last_round_failed && offer_tools {
                     // Nothing to answer from yet: ask for a corrected call, tools still offered.
                     messages.push(Message::user(steer::after_results(
@@ -311,6 +371,19 @@ pub(crate) async fn run_step(
         };
         if calls >= max {
             return Err(StepError::MaxIterations(max));
+        }
+        if steer::reads_and_writes(&answer.tool_calls) {
+            // A write in the same reply as a read was written before the read's result was
+            // known (a small model fills in the request's example). It is left out of the
+            // conversation, as if only the reads were asked for; after their results the model
+            // is asked for the write ([`steer::after_held_writes`]).
+            for call in answer.tool_calls.iter().filter(|c| steer::is_write(c)) {
+                if !held.contains(&call.function.name) {
+                    held.push(call.function.name.clone());
+                }
+            }
+            answer.tool_calls.retain(|c| !steer::is_write(c));
+            asked_for_held = false;
         }
         let mut said = Message::assistant(answer.content);
         said.tool_calls = answer.tool_calls.clone();
@@ -343,6 +416,9 @@ pub(crate) async fn run_step(
                     description: None,
                 });
                 tools_ran = true;
+                if steer::is_write(call) {
+                    held.retain(|name| *name != call.function.name);
+                }
                 memory.record(call, &text);
                 text
             };
@@ -350,12 +426,19 @@ pub(crate) async fn run_step(
                 return Err(StepError::Cancelled);
             }
             all_failed &= text.starts_with("error:");
+            any_succeeded |= !text.starts_with("error:");
             let mut result = Message::tool(call.function.name.clone(), text);
             result.tool_call_id = call.id.clone();
             messages.push(result);
         }
         last_round_failed = all_failed;
-        if memory.repeats > repeats_before && memory.repeats >= MAX_REPEATS {
+        if !held.is_empty() && !all_failed {
+            // Until the held write is made again, every round asks for it (the tools stay).
+            messages.push(Message::user(steer::after_held_writes(
+                &engine.request.content,
+                &held,
+            )));
+        } else if memory.repeats > repeats_before && memory.repeats >= MAX_REPEATS {
             offer_tools = false;
             messages.push(Message::user(
                 "You already have these results: calling the same tool again will not change \
