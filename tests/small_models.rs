@@ -705,10 +705,13 @@ async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
     assert_eq!(fake.chat_count(), 2);
 }
 
-#[tokio::test]
-async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
-    // What the 1.5B model did in the benchmark: read VERSION and, in the same reply, wrote the
-    // request's example ("1.0-final") before it could know the version.
+const VERSION_REQUEST: &str =
+    "Read VERSION, then write its version followed by -final into release.txt.";
+
+/// A workspace with VERSION (2.4.1), and a fake whose first reply is the 1.5B model's shape in
+/// the benchmark: `read_file` of VERSION and, in the same reply, `write_file` of the request's
+/// example ("1.0-final") before it could know the version.
+async fn read_and_early_write() -> (tempfile::TempDir, FakeOllama) {
     let ws = workspace();
     std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
     let fake = FakeOllama::start().await;
@@ -723,6 +726,12 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
         prompt_eval_count: 10,
         eval_count: 9,
     });
+    (ws, fake)
+}
+
+#[tokio::test]
+async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
+    let (ws, fake) = read_and_early_write().await;
     fake.push_reply(Reply::tool_call(
         "write_file",
         json!({"path": "release.txt", "content": "2.4.1-final\n"}),
@@ -731,11 +740,7 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
     ));
     fake.push_reply(Reply::text("release.txt holds 2.4.1-final.", 10, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
-        "Read VERSION, then write its version followed by -final into release.txt.",
-    )
-    .await;
+    let done = run(&server.client(), VERSION_REQUEST).await;
     assert_eq!(result_of(&done), "release.txt holds 2.4.1-final.", "{done}");
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
@@ -890,29 +895,12 @@ async fn the_same_answer_after_being_told_it_is_a_guess_stands() {
 
 #[tokio::test]
 async fn a_held_write_never_made_again_fails_the_task_after_one_reminder() {
-    let ws = workspace();
-    std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::ToolCalls {
-        calls: vec![
-            ("read_file".into(), json!({"path": "VERSION"})),
-            (
-                "write_file".into(),
-                json!({"path": "release.txt", "content": "1.0-final\n"}),
-            ),
-        ],
-        prompt_eval_count: 10,
-        eval_count: 9,
-    });
+    let (ws, fake) = read_and_early_write().await;
     // The benchmark's shape: it reports the version and forgets the write.
     fake.push_reply(Reply::text("The version in VERSION is 2.4.1.", 10, 9));
     fake.push_reply(Reply::text("The version in VERSION is 2.4.1.", 10, 9));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
-        "Read VERSION, then write its version followed by -final into release.txt.",
-    )
-    .await;
+    let done = run(&server.client(), VERSION_REQUEST).await;
     assert_eq!(field(&done, "status"), "failed", "{done}");
     assert!(
         done.contains("answered without making the write_file call"),
