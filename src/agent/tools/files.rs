@@ -109,27 +109,14 @@ const NOT_FOUND_ENTRIES: usize = 30;
 /// `read_file` of a missing file: says so, and shows what the folder it names holds (a model
 /// that guessed the name can pick the right one at once, without a `list_dir` round).
 fn not_found(ws: &Workspace, asked: &str, missing: &str) -> ToolError {
-    let folder = std::path::Path::new(asked)
-        .parent()
-        .map(|p| p.to_string_lossy().into_owned())
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| ".".to_owned());
-    let listing = list_dir(
-        ws,
-        &ListDirArgs {
-            path: folder.clone(),
-        },
-    );
+    let (folder, listing) = folder_of(ws, asked);
     match listing {
         Ok(listing) => {
             let mut lines = listing.lines();
             let head = lines.next().unwrap_or_default();
             let mut text = format!("'{missing}' does not exist.");
             if let Some(guess) = likely_meant(asked, listing.lines().skip(1)) {
-                let path = match folder.as_str() {
-                    "." => guess.to_owned(),
-                    folder => format!("{folder}/{guess}"),
-                };
+                let path = inside(&folder, guess);
                 let _ = write!(
                     text,
                     " Did you mean '{path}'? Call read_file with that path."
@@ -151,9 +138,42 @@ fn not_found(ws: &Workspace, asked: &str, missing: &str) -> ToolError {
     }
 }
 
+/// The folder a missing file's path names (`.` for none) and that folder's listing.
+fn folder_of(ws: &Workspace, asked: &str) -> (String, Result<String, ToolError>) {
+    let folder = std::path::Path::new(asked)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| ".".to_owned());
+    let listing = list_dir(
+        ws,
+        &ListDirArgs {
+            path: folder.clone(),
+        },
+    );
+    (folder, listing)
+}
+
+/// `name` in `folder`, as a workspace path.
+fn inside(folder: &str, name: &str) -> String {
+    match folder {
+        "." => name.to_owned(),
+        folder => format!("{folder}/{name}"),
+    }
+}
+
+/// The one file of the folder a missing `asked` path names that it most likely meant
+/// ([`likely_meant`]), as a workspace path.
+fn look_alike(ws: &Workspace, asked: &str) -> Option<String> {
+    let (folder, listing) = folder_of(ws, asked);
+    let listing = listing.ok()?;
+    likely_meant(asked, listing.lines().skip(1)).map(|name| inside(&folder, name))
+}
+
 /// The file of a listing (`name (N bytes)` lines) the missing `asked` name most likely meant:
-/// the only one whose stem contains the asked stem (or the other way round), else the only one
-/// with the same extension; `None` when none or several fit.
+/// the only one whose stem contains the asked stem (or the other way round, the shorter of at
+/// least 3 characters), else the only one with the same extension; `None` when none or several
+/// fit.
 fn likely_meant<'a>(asked: &str, entries: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let asked = std::path::Path::new(asked.rsplit(['/', '\\']).next().unwrap_or(asked));
     let lower = |s: Option<&std::ffi::OsStr>| s.map(|s| s.to_string_lossy().to_lowercase());
@@ -166,8 +186,13 @@ fn likely_meant<'a>(asked: &str, entries: impl Iterator<Item = &'a str>) -> Opti
         let first = found.next()?;
         found.next().is_none().then_some(*first)
     };
+    // The shorter stem inside the longer, and at least 3 characters: `a.txt` is not what
+    // `password.txt` meant.
     let by_stem = only(&|path| match (&stem, lower(path.file_stem())) {
-        (Some(a), Some(b)) => !a.is_empty() && (b.contains(a.as_str()) || a.contains(b.as_str())),
+        (Some(a), Some(b)) => {
+            let (short, long) = if a.len() <= b.len() { (a, &b) } else { (&b, a) };
+            short.chars().count() >= 3 && long.contains(short.as_str())
+        }
         _ => false,
     });
     by_stem.or_else(|| only(&|path| ext.is_some() && lower(path.extension()) == ext))
@@ -191,16 +216,40 @@ pub(super) fn read_file(
         {
             ws.existing(&args.path.replace('\\', "/"))?
         }
-        Err(PathError::NotFound(missing)) => return Err(not_found(ws, &args.path, &missing)),
+        Err(PathError::NotFound(missing)) => {
+            // A name slightly wrong (`notes.txt` for `notes-2024.txt`): the one look-alike of
+            // that folder is read instead, saying so. The answer is then one call away, where
+            // a small model fumbles the second call a "Did you mean" would need.
+            if let Some(guess) = look_alike(ws, &args.path)
+                && let Ok(path) = ws.existing(&guess)
+                && let Ok(text) = read_resolved(ws, &path, args, max_bytes)
+            {
+                return Ok(format!(
+                    "'{missing}' does not exist; the one file like it there, '{guess}', was \
+                     read instead:\n{text}"
+                ));
+            }
+            return Err(not_found(ws, &args.path, &missing));
+        }
         Err(e) => return Err(e.into()),
     };
-    let shown = ws.display(&path);
+    read_resolved(ws, &path, args, max_bytes)
+}
+
+/// `read_file` of a resolved, existing path.
+fn read_resolved(
+    ws: &Workspace,
+    path: &std::path::Path,
+    args: &ReadFileArgs,
+    max_bytes: usize,
+) -> Result<String, ToolError> {
+    let shown = ws.display(path);
     if path.is_dir() {
         return Err(ToolError::Refused(format!(
             "'{shown}' is a folder; use list_dir"
         )));
     }
-    let file = ws.open_read(&path)?;
+    let file = ws.open_read(path)?;
     let start = args.start_line.unwrap_or(1).max(1);
     let max_lines = args.max_lines.unwrap_or(u64::MAX).max(1);
     let mut reader = BufReader::new(file);
@@ -607,6 +656,23 @@ mod tests {
                 .unwrap()
                 .contains("[stopped after 1 matches")
         );
+    }
+
+    #[test]
+    fn the_likely_meant_file_is_the_one_look_alike_by_stem_else_by_extension() {
+        let listing = [
+            "a.txt (1 bytes)",
+            "notes-2024.txt (9 bytes)",
+            "data.csv (4 bytes)",
+            "docs/ (folder)",
+        ];
+        let meant = |asked: &str| likely_meant(asked, listing.iter().copied());
+        assert_eq!(meant("notes.txt"), Some("notes-2024.txt"));
+        assert_eq!(meant(".\\NOTES.md"), Some("notes-2024.txt"));
+        assert_eq!(meant("table.csv"), Some("data.csv"), "the only .csv");
+        // `a` is inside `password`, but a one-letter stem says nothing; two .txt files.
+        assert_eq!(meant("password.txt"), None);
+        assert_eq!(meant("readme"), None);
     }
 
     #[test]
