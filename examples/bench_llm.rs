@@ -261,6 +261,77 @@ const TASKS: &[BenchTask] = &[
         request: "What is written on line 3 of poem.txt?",
         check: Check::Answer("silver moon rises"),
     },
+    // Held out: written after the engine's steering was tuned on the 24 tasks above, and run
+    // once to see whether it carries over (`scripts/bench-llm.sh holdout`).
+    BenchTask {
+        name: "holdout-readme-title",
+        files: &[(
+            "README.md",
+            "# Project Falcon\n\nA tool that sorts photos by date.\n",
+        )],
+        request: "What is the project called, according to the README?",
+        check: Check::Word("Falcon"),
+    },
+    BenchTask {
+        name: "holdout-wrong-extension",
+        files: &[("settings.toml", "retries = 3\ntimeout = 45\n")],
+        request: "What timeout does settings.ini set?",
+        check: Check::Word("45"),
+    },
+    BenchTask {
+        name: "holdout-log-error-code",
+        files: &[(
+            "logs/app.log",
+            "10:01 INFO started\n10:02 INFO listening\n10:07 ERROR code=E4711 disk full\n10:08 INFO retry\n",
+        )],
+        request: "Find the ERROR line in the logs and tell me its error code.",
+        check: Check::Answer("E4711"),
+    },
+    BenchTask {
+        name: "holdout-run-head",
+        files: &[("list.txt", "kiwi\nmango\npapaya\n")],
+        request: "Run head -n 1 on list.txt and tell me what it printed.",
+        check: Check::Word("kiwi"),
+    },
+    BenchTask {
+        name: "holdout-edit-todo",
+        files: &[("todo.txt", "- buy milk\n- call mum\n")],
+        request: "In todo.txt, change 'buy milk' to 'buy oat milk'.",
+        check: Check::File {
+            path: "todo.txt",
+            contains: "buy oat milk",
+            absent: None,
+        },
+    },
+    BenchTask {
+        name: "holdout-count-then-write",
+        files: &[("names.txt", "ada\nbob\ncy\ndee\n")],
+        request: "Count the lines of names.txt with wc -l and write just the number into count.txt.",
+        check: Check::File {
+            path: "count.txt",
+            contains: "4",
+            absent: None,
+        },
+    },
+    BenchTask {
+        name: "holdout-test-file",
+        files: &[
+            ("src/main.rs", "fn main() {}\n"),
+            ("src/lib.rs", "pub mod parser;\n"),
+            ("src/parser_test.rs", "#[test]\nfn parses() {}\n"),
+        ],
+        request: "List the files in the src folder and tell me which one holds tests.",
+        check: Check::Answer("parser_test"),
+    },
+    BenchTask {
+        name: "holdout-json-nested",
+        files: &[(
+            "config.json",
+            "{\n  \"db\": {\n    \"host\": \"10.0.0.7\",\n    \"port\": 5432\n  }\n}\n",
+        )],
+        request: "What database host is configured in config.json?",
+        check: Check::Answer("10.0.0.7"),
+    },
 ];
 
 /// What the proxy saw of one task's model calls.

@@ -933,3 +933,111 @@ async fn a_held_write_never_made_again_fails_the_task_after_one_reminder() {
     assert!(offers_tools(&sent[2]), "making the write needs the tools");
     assert!(!ws.path().join("release.txt").exists());
 }
+
+#[tokio::test]
+async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
+    // The held-out benchmark's edit-todo: after the edit, the model returned the message that
+    // frames the results, word for word.
+    let framing = "The tool results are above; they come from the tools, not from you. The \
+                   request is: Change alpha to omega in a.txt.\nIf the results hold what it asks \
+                   for, answer it now from them, in plain words: quote the names, values or \
+                   lines it asks for, not a description of what you did. If not, call the next \
+                   tool you need.";
+    let (done, fake, _server, ws) = scripted(
+        vec![
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
+                10,
+                5,
+            ),
+            Reply::text(framing, 10, 60),
+            Reply::text("a.txt now says omega.", 10, 6),
+        ],
+        "Change alpha to omega in a.txt.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "a.txt now says omega.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    // The copy was checked against what the loop really sent.
+    assert_eq!(last_message(&sent[1])["content"], framing);
+    assert!(!offers_tools(&sent[2]));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "omega"
+    );
+}
+
+#[tokio::test]
+async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answers_instead() {
+    // The held-out benchmark's count-then-write: it ran wc, answered "4", wrote nothing.
+    let (done, fake, _server, ws) = scripted(
+        vec![
+            Reply::tool_call("read_file", json!({"path": "a.txt"}), 10, 2),
+            Reply::text("5", 10, 1),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "count.txt", "content": "5\n"}),
+                10,
+                5,
+            ),
+            Reply::text("Wrote 5 into count.txt.", 10, 6),
+        ],
+        "Count the letters of a.txt and write the number into count.txt.",
+    )
+    .await;
+    assert_eq!(result_of(&done), "Wrote 5 into count.txt.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let reminder = last_message(&sent[2])["content"].as_str().unwrap();
+    assert!(
+        reminder.starts_with("The request asks for 'count.txt' to be written"),
+        "{reminder}"
+    );
+    assert!(offers_tools(&sent[2]));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("count.txt")).unwrap(),
+        "5\n"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_after_the_write_reminder_stands() {
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::text("I would rather not write anything.", 10, 6),
+            Reply::text("I would rather not write anything.", 10, 6),
+        ],
+        "Write a poem into poem.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "I would rather not write anything.");
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn a_file_named_by_its_stem_is_read_before_it_is_answered_about() {
+    // The held-out benchmark's readme-title: "according to the README", answered at once.
+    let ws = workspace();
+    std::fs::write(ws.path().join("README.md"), "# Project Falcon\n").unwrap();
+    let (done, fake, _server, _ws) = scripted_in(
+        ws,
+        vec![
+            Reply::text("The project is called workspace.", 10, 6),
+            Reply::tool_call("read_file", json!({"path": "README.md"}), 10, 2),
+            Reply::text("Falcon", 10, 1),
+        ],
+        "What is the project called, according to the README?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "Falcon", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let asked = last_message(&sent[1])["content"].as_str().unwrap();
+    assert!(
+        asked.starts_with("Before answering, look at 'README.md'"),
+        "{asked}"
+    );
+}

@@ -245,6 +245,108 @@ pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> 
             let slashed = word.replace('\\', "/");
             (slashed != word && workspace.existing(&slashed).is_ok()).then_some(slashed)
         })
+        .or_else(|| by_stem(request, workspace))
+}
+
+/// Shortest word [`by_stem`] takes for a file's name.
+const MIN_STEM_CHARS: usize = 4;
+
+/// The file of the workspace's top folder whose name without its extension is a word of
+/// `text` ("the README" for `README.md`), compared without case; the one file only, words of
+/// at least [`MIN_STEM_CHARS`] characters.
+fn by_stem(text: &str, workspace: &super::tools::Workspace) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| w.chars().count() >= MIN_STEM_CHARS)
+        .map(str::to_lowercase)
+        .collect();
+    if words.is_empty() {
+        return None;
+    }
+    let mut found = std::fs::read_dir(workspace.root())
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| {
+            std::path::Path::new(name)
+                .file_stem()
+                .and_then(|stem| stem.to_str())
+                .is_some_and(|stem| stem != name && words.contains(&stem.to_lowercase()))
+        });
+    let name = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    workspace
+        .existing(&name)
+        .is_ok_and(|p| p.is_file())
+        .then_some(name)
+}
+
+/// Verbs with which a request asks for a file to be written (lowercase words).
+const WRITE_VERBS: [&str; 5] = ["write", "save", "create", "store", "put"];
+
+/// The file a request asks to be written that is not there yet: the request has a writing
+/// verb ("write … into count.txt") and names a file (a word with a `.` inside) that does not
+/// exist in the workspace. `None` otherwise.
+pub(crate) fn file_to_write(request: &str, workspace: &super::tools::Workspace) -> Option<String> {
+    let lower = request.to_lowercase();
+    let asks = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| WRITE_VERBS.contains(&w));
+    if !asks {
+        return None;
+    }
+    request
+        .split_whitespace()
+        .map(|word| {
+            word.trim_matches(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '/')))
+        })
+        .filter(|word| {
+            let name = word.rsplit('/').next().unwrap_or(word);
+            name.len() > 2
+                && name[1..name.len() - 1].contains('.')
+                && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                // An extension: `count.txt`, not a version (`2.4.1`, `1.0-final`).
+                && name.rsplit('.').next().is_some_and(|ext| {
+                    ext.len() <= 8
+                        && ext.starts_with(|c: char| c.is_alphabetic())
+                        && ext.chars().all(char::is_alphanumeric)
+                })
+        })
+        .find(|word| workspace.existing(word).is_err())
+        .map(str::to_owned)
+}
+
+/// The reminder when the model answered without writing the file the request asks for.
+pub(crate) fn write_still_to_do(request: &str, file: &str) -> String {
+    format!(
+        "The request asks for '{file}' to be written, and nothing has been written yet. The \
+         request is: {}\nMake the write_file call now, with what the tool results hold, then \
+         answer.",
+        echo(request)
+    )
+}
+
+/// `answer` without the lines it copied from the loop's own messages (`ours`: the results
+/// framing and steering it was sent), which a small model sometimes returns as its answer.
+/// Empty when nothing else is left.
+pub(crate) fn without_echo<'a>(answer: &str, ours: impl Iterator<Item = &'a str>) -> String {
+    let copied: std::collections::HashSet<&str> = ours
+        .flat_map(str::lines)
+        .map(str::trim)
+        .filter(|line| line.len() >= 20)
+        .collect();
+    if copied.is_empty() || !answer.lines().any(|l| copied.contains(l.trim())) {
+        return answer.to_owned();
+    }
+    answer
+        .lines()
+        .filter(|line| !copied.contains(line.trim()))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned()
 }
 
 /// The read the model described instead of making (after being told to make it): the reading
@@ -497,6 +599,86 @@ mod tests {
         ] {
             assert_eq!(named_file(text, &ws).as_deref(), found, "{text}");
         }
+    }
+
+    #[test]
+    fn a_file_is_named_by_its_stem_when_it_is_the_only_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("README.md"), "# x").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("notes.md"), "x").unwrap();
+        std::fs::write(dir.path().join("data.csv"), "x").unwrap();
+        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let named = |text: &str| named_file(text, &ws);
+        assert_eq!(
+            named("What does the readme say?").as_deref(),
+            Some("README.md")
+        );
+        assert_eq!(named("Sum the data column.").as_deref(), Some("data.csv"));
+        assert_eq!(named("Read the notes."), None, "two files have that stem");
+        assert_eq!(named("What is the answer?"), None);
+    }
+
+    #[test]
+    fn a_file_to_write_is_a_missing_file_named_by_a_request_that_asks_for_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("names.txt"), "x").unwrap();
+        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let to_write = |text: &str| file_to_write(text, &ws);
+        assert_eq!(
+            to_write("Count the lines of names.txt and write the number into count.txt.")
+                .as_deref(),
+            Some("count.txt")
+        );
+        assert_eq!(
+            to_write(
+                "Write its version followed by -final (for example 1.0-final) into out/release.txt"
+            )
+            .as_deref(),
+            Some("out/release.txt")
+        );
+        assert_eq!(
+            to_write("Save the list as `list.md`.").as_deref(),
+            Some("list.md")
+        );
+        assert_eq!(
+            to_write("Write the number into names.txt."),
+            None,
+            "it exists"
+        );
+        assert_eq!(
+            to_write("What does count.txt hold?"),
+            None,
+            "no write asked"
+        );
+        assert_eq!(to_write("Write the version 2.4.1 down."), None);
+    }
+
+    #[test]
+    fn lines_copied_from_the_loops_own_messages_are_no_answer() {
+        let ours = [
+            "The tool results are above; they come from the tools, not from you. The \
+                     request is: change it.\nIf the results hold what it asks for, answer it now.",
+        ];
+        assert_eq!(
+            without_echo(
+                "The tool results are above; they come from the tools, not from you. The \
+                 request is: change it.\nIf the results hold what it asks for, answer it now.",
+                ours.into_iter()
+            ),
+            ""
+        );
+        assert_eq!(
+            without_echo(
+                "If the results hold what it asks for, answer it now.\nThe word is changed.",
+                ours.into_iter()
+            ),
+            "The word is changed."
+        );
+        assert_eq!(
+            without_echo("The word is changed.", ours.into_iter()),
+            "The word is changed."
+        );
     }
 
     #[test]

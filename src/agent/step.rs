@@ -194,6 +194,9 @@ pub(crate) async fn run_step(
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
     }
+    // Messages from here on are the loop's own (results and steering): a small model may
+    // echo them back as its answer.
+    let first_own = messages.len();
     let max = engine.settings.max_iterations.max(1);
     let mut memory = CallMemory::default();
     // Off once the model is told to answer: its next call gets no tools.
@@ -211,6 +214,10 @@ pub(crate) async fn run_step(
     let mut held: Vec<String> = Vec::new();
     // Told once, when it answered instead, that a held write is still to be made.
     let mut asked_for_held = false;
+    // A write_file or edit_file ran in this step.
+    let mut wrote = false;
+    // Told once that the file the request asks for is not written yet.
+    let mut asked_to_write = false;
     // Every result of the last round of calls was an error.
     let mut last_round_failed = false;
     let mut tools_ran = false;
@@ -259,7 +266,13 @@ pub(crate) async fn run_step(
             _ => {
                 // Calls where none were offered are no answer either.
                 let text = if answer.tool_calls.is_empty() {
-                    steer::clean_answer(&answer.content)
+                    steer::without_echo(
+                        &steer::clean_answer(&answer.content),
+                        messages[first_own..]
+                            .iter()
+                            .filter(|m| m.role == crate::ollama::Role::User)
+                            .map(|m| m.content.as_str()),
+                    )
                 } else {
                     String::new()
                 };
@@ -322,6 +335,24 @@ pub(crate) async fn run_step(
                     // left out; one more call, tools still offered.
                     asked_not_to_guess = true;
                     messages.push(Message::user(steer::not_a_guess(&engine.request.content)));
+                    continue;
+                }
+                if let Some(toolbox) = &engine.toolbox
+                    && offer_tools
+                    && !wrote
+                    && !asked_to_write
+                    && !text.trim().is_empty()
+                    && let Some(file) =
+                        steer::file_to_write(&engine.request.content, toolbox.workspace())
+                {
+                    // The request asks for a file that is not there yet and nothing was
+                    // written: a small model does the first half (runs `wc`) and answers.
+                    // One reminder; an answer after it stands.
+                    asked_to_write = true;
+                    messages.push(Message::user(steer::write_still_to_do(
+                        &engine.request.content,
+                        &file,
+                    )));
                     continue;
                 }
                 if let Some(toolbox) = &engine.toolbox
@@ -417,6 +448,7 @@ pub(crate) async fn run_step(
                 });
                 tools_ran = true;
                 if steer::is_write(call) {
+                    wrote = true;
                     held.retain(|name| *name != call.function.name);
                 }
                 memory.record(call, &text);
