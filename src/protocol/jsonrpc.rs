@@ -663,6 +663,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
             br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
             br#"{"jsonrpc":2.0,"id":1,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.00","id":1,"method":"ping"}"#,
             br#"{"jsonrpc":["2.0"],"id":1,"method":"ping"}"#,
             br#"{"jsonrpc":null,"id":1,"method":"ping"}"#,
             br#"{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"method":"ping"}"#,
@@ -780,8 +781,66 @@ mod tests {
             })
     }
 
+    /// A valid request (`jsonrpc`, `id`, `method`, `params` in any order) with one member's
+    /// value replaced, one member left out or one added: each check of the envelope alone.
+    fn one_member_off() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let value = prop::sample::select(vec![
+            r#""2.0""#,
+            r#""2.00""#,
+            r#"" 2.0""#,
+            "2.0",
+            "2",
+            "1",
+            "-0",
+            "1.5",
+            "1e999",
+            "9223372036854775808",
+            "null",
+            "true",
+            r#""x""#,
+            r#""tools/call""#,
+            r#""\ud800""#,
+            "{}",
+            "[]",
+            r#"{"a":1}"#,
+            "[1e999]",
+        ]);
+        let members = vec![
+            (r#""jsonrpc""#, r#""2.0""#),
+            (r#""id""#, "7"),
+            (r#""method""#, r#""ping""#),
+            (r#""params""#, r#"{"name":"agent_status"}"#),
+        ];
+        (
+            Just(members).prop_shuffle(),
+            0usize..4,
+            0usize..3,
+            value,
+            prop::sample::select(vec![r#""result""#, r#""error""#, r#""other""#, r#""id""#]),
+        )
+            .prop_map(|(members, at, how, value, extra)| {
+                let mut parts: Vec<String> =
+                    members.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                match how {
+                    0 => parts[at] = format!("{}:{value}", members[at].0),
+                    1 => {
+                        parts.remove(at);
+                    }
+                    _ => parts.insert(at, format!("{extra}:{value}")),
+                }
+                format!("{{{}}}", parts.join(",")).into_bytes()
+            })
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 2048, ..Default::default() })]
+
+        /// Each envelope check on its own, against the `Value` path.
+        #[test]
+        fn one_member_off_answers_as_the_value_parse(body in one_member_off()) {
+            proptest::prop_assert_eq!(Incoming::from_slice(&body), through_a_value(&body));
+        }
 
         /// The direct parse answers every body exactly as the `Value` parse did: the same
         /// message, or the same error with the same id and text.
