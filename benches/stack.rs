@@ -73,6 +73,55 @@ where
     start.elapsed()
 }
 
+/// The same `agent_status` call as an HTTP request to the edge (`POST /mcp`, modern era, the
+/// headers `scripts/bench.sh` sends): what the `http` variant feeds [`AgentMcp::http_service`].
+fn http_request(status_req: &McpRequest) -> http::Request<http_body_util::Full<bytes::Bytes>> {
+    let mut params = status_req.params.clone();
+    params.insert(
+        "_meta".into(),
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}}),
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params});
+    http::Request::builder()
+        .method("POST")
+        .uri("http://127.0.0.1/mcp")
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "agent_status")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string().into_bytes(),
+        )))
+        .unwrap_or_default()
+}
+
+/// Runs `iters` HTTP calls of `req` through the edge and the full stack, reading each body.
+async fn run_http(
+    svc: &mut agent_mcp::transport::http::McpHttpService<Stack>,
+    req: &http::Request<http_body_util::Full<bytes::Bytes>>,
+    iters: u64,
+) -> Duration {
+    use http_body_util::BodyExt;
+    let start = Instant::now();
+    for _ in 0..iters {
+        let mut call = http::Request::new(req.body().clone());
+        *call.method_mut() = req.method().clone();
+        *call.uri_mut() = req.uri().clone();
+        *call.headers_mut() = req.headers().clone();
+        let Ok(()) = std::future::poll_fn(|cx| {
+            Service::<http::Request<http_body_util::Full<bytes::Bytes>>>::poll_ready(svc, cx)
+        })
+        .await;
+        let Ok(response) = svc.call(call).await;
+        let body = response.into_body().collect().await.map(|b| b.to_bytes());
+        black_box(body.ok());
+    }
+    start.elapsed()
+}
+
 /// A server on `backend` with one failed task, and the `agent_status` request for it.
 fn start(
     runtime: &tokio::runtime::Runtime,
@@ -269,13 +318,49 @@ fn main() {
         agent_mcp::stack::build_with_audit(&config, core.clone(), None),
     ));
     // For an instruction profiler (`valgrind --tool=callgrind`): only `STACK_PROFILE_ITERS`
-    // calls of the named variant (`bare`, `full`, or one layer's name), no criterion run.
+    // calls of the named variant (`bare`, `full`, `http` — the full stack behind the HTTP
+    // edge, body bytes in and out — or one layer's name), no criterion run.
     if let Ok(name) = std::env::var("STACK_PROFILE") {
         let iters = std::env::var("STACK_PROFILE_ITERS")
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(10_000);
         let t = match name.as_str() {
+            "http" => {
+                let mut edge = server.http_service();
+                let req = http_request(&status_req);
+                // It must answer the status, or the count means nothing.
+                let mut once = edge.clone();
+                let answer = runtime.block_on(async {
+                    use http_body_util::BodyExt;
+                    let Ok(resp) = once.call(http_request(&status_req)).await;
+                    (
+                        resp.status(),
+                        resp.into_body().collect().await.map(|b| b.to_bytes()),
+                    )
+                });
+                match answer {
+                    (http::StatusCode::OK, Ok(body))
+                        if String::from_utf8_lossy(&body).contains("status: failed") =>
+                    {
+                        println!(
+                            "http: a {}-byte request, a {}-byte answer",
+                            http_body::Body::size_hint(req.body()).exact().unwrap_or(0),
+                            body.len()
+                        );
+                        if std::env::var_os("STACK_PROFILE_SHOW").is_some() {
+                            println!("{}", String::from_utf8_lossy(&body));
+                        }
+                    }
+                    (status, body) => {
+                        eprintln!(
+                            "STACK_PROFILE=http: the edge did not answer the status: {status} {body:?}"
+                        );
+                        return;
+                    }
+                }
+                runtime.block_on(run_http(&mut edge, &req, iters))
+            }
             "bare" => runtime.block_on(run(&mut bare, &status_req, iters)),
             "full" => runtime.block_on(run(&mut stack, &status_req, iters)),
             layer => match variants.iter_mut().find(|(n, _)| *n == layer) {

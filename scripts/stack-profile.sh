@@ -2,7 +2,8 @@
 # Instructions per `tools/call agent_status` for each variant of benches/stack.rs, counted by
 # callgrind (unmoved by machine load, unlike the criterion wall-clock figures; runs differ by ±2 %).
 # Each variant runs twice, with N and 2N calls; the difference divided by N is the cost of one
-# call without the setup. The audit writer thread is counted separately.
+# call without the setup. The audit writer thread is counted separately. `http` is the full stack
+# behind the HTTP edge (request bytes in, response bytes out, no socket).
 #
 #   bash scripts/stack-profile.sh [variant ...]     (default: bare boxed full and each layer)
 set -euo pipefail
@@ -14,7 +15,7 @@ cargo bench --bench stack --no-run --message-format=json 2>/dev/null \
 BIN=$(cat target/.stack-bench-path)
 [ -x "$BIN" ] || { echo "stack-profile: could not build benches/stack.rs" >&2; exit 1; }
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(bare boxed full images validate tasks rate_limit auth metrics audit)
+[ ${#variants[@]} -gt 0 ] || variants=(bare boxed full http images validate tasks rate_limit auth metrics audit)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 count() { # variant iters -> "main_thread_instructions other_threads_instructions"
   STACK_PROFILE=$1 STACK_PROFILE_ITERS=$2 valgrind --tool=callgrind --separate-threads=yes \

@@ -3,22 +3,25 @@
 //! One function renders a task's status; `agent_status`, the Tasks extension's final result and
 //! the terminal client all show exactly this text.
 
-use std::fmt::Write;
-
 use crate::task::{Task, TaskState};
 
 /// The human message for a state; `queue_position` (1-based) is shown while queued.
 pub fn state_message(state: TaskState, queue_position: Option<usize>) -> String {
+    match (state, queue_position) {
+        (TaskState::Queued, Some(p)) => format!("タスクは実行待ちです（待ち順: {p}）。"),
+        _ => fixed_state_message(state).to_owned(),
+    }
+}
+
+/// [`state_message`] of every state but a queued task with its position.
+fn fixed_state_message(state: TaskState) -> &'static str {
     match state {
-        TaskState::Queued => match queue_position {
-            Some(p) => format!("タスクは実行待ちです（待ち順: {p}）。"),
-            None => "タスクは実行待ちです。".to_owned(),
-        },
-        TaskState::Planning => "タスクを計画しています。".to_owned(),
-        TaskState::Running => "タスクを実行しています。".to_owned(),
-        TaskState::Completed => "タスクが完了しました。".to_owned(),
-        TaskState::Failed => "タスクが失敗しました。".to_owned(),
-        TaskState::Cancelled => "タスクは取り消されました。".to_owned(),
+        TaskState::Queued => "タスクは実行待ちです。",
+        TaskState::Planning => "タスクを計画しています。",
+        TaskState::Running => "タスクを実行しています。",
+        TaskState::Completed => "タスクが完了しました。",
+        TaskState::Failed => "タスクが失敗しました。",
+        TaskState::Cancelled => "タスクは取り消されました。",
     }
 }
 
@@ -31,29 +34,62 @@ fn line(out: &mut String, key: &str, value: &str) {
     }
 }
 
+/// `id` as `Display` writes it (hyphenated, lowercase), without the formatting machinery:
+/// this text is rendered on every `agent_status`.
+fn push_uuid(out: &mut String, id: &uuid::Uuid) {
+    out.push_str(
+        id.hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer()),
+    );
+}
+
+/// `n` in decimal, as `Display` writes it.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
 /// The `agent_status` text.
 pub fn render_status(task: &Task, queue_position: Option<usize>) -> String {
-    let mut out = String::with_capacity(320 + task.result.len());
-    // Writing to a String cannot fail.
-    let _ = write!(
-        out,
-        "task_id: {}\nsession_id: {}\nstatus: {}\ncompleted_tasks: {}/{}\n",
-        task.id, task.session_id, task.state, task.steps_done, task.steps_total
-    );
+    let mut out = String::with_capacity(320 + task.current_task.len() + task.result.len());
+    out.push_str("task_id: ");
+    push_uuid(&mut out, &task.id);
+    out.push_str("\nsession_id: ");
+    push_uuid(&mut out, &task.session_id);
+    out.push_str("\nstatus: ");
+    out.push_str(task.state.as_str());
+    out.push_str("\ncompleted_tasks: ");
+    push_u64(&mut out, task.steps_done.into());
+    out.push('/');
+    push_u64(&mut out, task.steps_total.into());
+    out.push('\n');
     line(&mut out, "current_task", &task.current_task);
-    let _ = write!(
-        out,
-        "\ntoken_usage: input={} output={} total={}\ncritical_path_tokens: {}\n",
-        task.tokens.input,
-        task.tokens.output,
-        task.tokens.total(),
-        task.critical_path_tokens
-    );
-    line(
-        &mut out,
-        "message",
-        &state_message(task.state, queue_position),
-    );
+    out.push_str("\ntoken_usage: input=");
+    push_u64(&mut out, task.tokens.input);
+    out.push_str(" output=");
+    push_u64(&mut out, task.tokens.output);
+    out.push_str(" total=");
+    push_u64(&mut out, task.tokens.total());
+    out.push_str("\ncritical_path_tokens: ");
+    push_u64(&mut out, task.critical_path_tokens);
+    out.push('\n');
+    match (task.state, queue_position) {
+        (TaskState::Queued, Some(_)) => line(
+            &mut out,
+            "message",
+            &state_message(task.state, queue_position),
+        ),
+        (state, _) => line(&mut out, "message", fixed_state_message(state)),
+    }
     out.push('\n');
     line(&mut out, "result", &task.result);
     out
@@ -92,6 +128,76 @@ mod tests {
         );
         t.id = Uuid::parse_str("9ab4a40b-86fe-432a-904f-8e429c01ea8b").unwrap();
         t
+    }
+
+    /// `render_status` as it was written with `format!`: the text must not change by a byte.
+    fn formatted(task: &Task, queue_position: Option<usize>) -> String {
+        format!(
+            "task_id: {}\nsession_id: {}\nstatus: {}\ncompleted_tasks: {}/{}\ncurrent_task{}\n\
+             token_usage: input={} output={} total={}\ncritical_path_tokens: {}\nmessage: {}\nresult{}",
+            task.id,
+            task.session_id,
+            task.state,
+            task.steps_done,
+            task.steps_total,
+            if task.current_task.is_empty() {
+                ":".to_owned()
+            } else {
+                format!(": {}", task.current_task)
+            },
+            task.tokens.input,
+            task.tokens.output,
+            task.tokens.total(),
+            task.critical_path_tokens,
+            state_message(task.state, queue_position),
+            if task.result.is_empty() {
+                ":".to_owned()
+            } else {
+                format!(": {}", task.result)
+            },
+        )
+    }
+
+    #[test]
+    fn the_status_text_is_the_formatted_one_for_extreme_values_and_every_state() {
+        let numbers = [0u64, 1, 9, 10, 99, 1_000_000, u64::from(u32::MAX), u64::MAX];
+        let mut checked = 0;
+        for state in [
+            TaskState::Queued,
+            TaskState::Planning,
+            TaskState::Running,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Cancelled,
+        ] {
+            for (i, &n) in numbers.iter().enumerate() {
+                let mut t = task();
+                t.id = Uuid::from_u128(u128::from(n) << 64 | u128::from(n));
+                t.state = state;
+                t.steps_done = u32::try_from(n).unwrap_or(u32::MAX);
+                t.steps_total = u32::try_from(n / 2).unwrap_or(7);
+                t.tokens = TokenUsage {
+                    input: n,
+                    output: numbers[numbers.len() - 1 - i],
+                };
+                t.critical_path_tokens = n;
+                t.current_task = if i % 2 == 0 {
+                    String::new()
+                } else {
+                    "step 2".into()
+                };
+                t.result = if i % 3 == 0 {
+                    String::new()
+                } else {
+                    "答え\nline".into()
+                };
+                for position in [None, Some(1), Some(usize::MAX)] {
+                    assert_eq!(render_status(&t, position), formatted(&t, position));
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 6 * numbers.len() * 3);
     }
 
     #[test]

@@ -154,8 +154,18 @@ pub fn classify(
     params: &Map<String, Value>,
     hints: VersionHints<'_>,
 ) -> Result<Classified, ErrorObject> {
-    let meta = RequestMeta::from_params(params);
-    if let Some(body_version) = meta.protocol_version.as_deref() {
+    // Read in place: only what the answer keeps is copied (the capabilities, the client info).
+    let meta = match params.get("_meta") {
+        Some(Value::Object(meta)) => Some(meta),
+        _ => None,
+    };
+    let body_version = meta
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .map(|v| match v {
+            Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+            other => std::borrow::Cow::Owned(other.to_string()),
+        });
+    if let Some(body_version) = body_version.as_deref() {
         if let Some(header) = hints.header
             && header != body_version
         {
@@ -170,7 +180,7 @@ pub fn classify(
             return Err(unsupported_version(body_version));
         };
         if version.era() == Era::Modern {
-            let Some(caps) = meta.client_capabilities else {
+            let Some(caps) = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) else {
                 return Err(missing_meta(META_CLIENT_CAPABILITIES));
             };
             if !caps.is_object() {
@@ -180,8 +190,8 @@ pub fn classify(
             }
             return Ok(Classified {
                 version,
-                client_capabilities: caps,
-                client_info: meta.client_info,
+                client_capabilities: caps.clone(),
+                client_info: meta.and_then(|m| m.get(META_CLIENT_INFO)).cloned(),
             });
         }
         return Ok(legacy(version));

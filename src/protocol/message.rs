@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::credential::Credential;
 use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
+use super::json_out;
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
 use crate::tools::{ToolCall, invalid_args};
@@ -382,6 +383,124 @@ impl McpResponse {
         self.to_json()
             .map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()))
     }
+
+    /// The bytes of [`Self::into_json`], written straight from the response: a result is not
+    /// first rebuilt as a `Value` tree (the envelope, the era's keys, the server info), which
+    /// the read path paid on every call, and its strings are escaped eight bytes at a time.
+    /// Byte for byte the same text as serialising [`Self::to_json`] (keys in the same sorted
+    /// order, the same escapes).
+    pub fn into_bytes(self) -> Option<Vec<u8>> {
+        let Payload::Result(result) = &self.payload else {
+            return self
+                .into_json()
+                .map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()));
+        };
+        // A status answer is a few hundred bytes: one allocation in the common case.
+        let mut out = Vec::with_capacity(512);
+        // `response_json`'s keys, in the order a `serde_json::Map` keeps them (sorted).
+        out.extend_from_slice(b"{\"id\":");
+        match &self.id {
+            None => out.extend_from_slice(b"null"),
+            Some(RequestId::Number(n)) => json_out::write_value(&mut out, &Value::from(*n)),
+            Some(RequestId::String(s)) => json_out::write_str(&mut out, s),
+        }
+        out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+        write_rendered(&mut out, self.version, result);
+        out.push(b'}');
+        Some(out)
+    }
+}
+
+/// A value [`render`] adds to a modern result.
+enum Added<'a> {
+    Str(&'static str),
+    U64(u64),
+    /// `_meta`: the body's own `_meta` object (if any) with the server info added.
+    Meta(Option<&'a Map<String, Value>>),
+    ServerInfo,
+}
+
+fn write_added(out: &mut Vec<u8>, added: &Added<'_>) {
+    match added {
+        Added::Str(s) => json_out::write_str(out, s),
+        Added::U64(n) => json_out::write_value(out, &Value::from(*n)),
+        Added::Meta(meta) => {
+            write_merged(out, *meta, &[Some((META_SERVER_INFO, Added::ServerInfo))])
+        }
+        Added::ServerInfo => {
+            out.extend_from_slice(b"{\"name\":\"agent-mcp\",\"version\":");
+            json_out::write_str(out, env!("CARGO_PKG_VERSION"));
+            out.push(b'}');
+        }
+    }
+}
+
+/// A map's entries merged with `added` (sorted by key, as a `serde_json::Map` iterates; `None`
+/// entries are skipped); an added key replaces a body key of the same name, as `insert` does.
+fn write_merged(
+    out: &mut Vec<u8>,
+    body: Option<&Map<String, Value>>,
+    added: &[Option<(&'static str, Added<'_>)>],
+) {
+    let mut first = true;
+    let mut entry = |out: &mut Vec<u8>, key: &str| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        json_out::write_str(out, key);
+        out.push(b':');
+    };
+    out.push(b'{');
+    let mut added = added.iter().flatten().peekable();
+    for (key, value) in body.into_iter().flatten() {
+        while let Some((k, v)) = added.next_if(|(k, _)| *k < key.as_str()) {
+            entry(out, k);
+            write_added(out, v);
+        }
+        match added.next_if(|(k, _)| *k == key.as_str()) {
+            Some((k, v)) => {
+                entry(out, k);
+                write_added(out, v);
+            }
+            None => {
+                entry(out, key);
+                json_out::write_value(out, value);
+            }
+        }
+    }
+    for (k, v) in added {
+        entry(out, k);
+        write_added(out, v);
+    }
+    out.push(b'}');
+}
+
+/// [`render`] written out: the body as it is (legacy), or merged with the keys the modern era
+/// adds.
+fn write_rendered(out: &mut Vec<u8>, version: ProtocolVersion, result: &McpResult) {
+    if version.era() != Era::Modern {
+        json_out::write_map(out, &result.body);
+        return;
+    }
+    let kind = match result.kind {
+        ResultKind::Complete => "complete",
+        ResultKind::Task => "task",
+    };
+    // Sorted by key: `_` sorts before the lowercase letters.
+    let mut added: [Option<(&'static str, Added<'_>)>; 4] = [None, None, None, None];
+    match result.body.get("_meta") {
+        // A `_meta` that is not an object is left as it is (as `render` does).
+        Some(Value::Object(meta)) => added[0] = Some(("_meta", Added::Meta(Some(meta)))),
+        Some(_) => {}
+        None => added[0] = Some(("_meta", Added::Meta(None))),
+    }
+    if let Some(cache) = result.cache {
+        let scope = if cache.public { "public" } else { "private" };
+        added[1] = Some(("cacheScope", Added::Str(scope)));
+        added[3] = Some(("ttlMs", Added::U64(cache.ttl_ms)));
+    }
+    added[2] = Some(("resultType", Added::Str(kind)));
+    write_merged(out, Some(&result.body), &added);
 }
 
 #[cfg(test)]
@@ -410,6 +529,100 @@ mod tests {
             json!({"resultType":"complete","ttlMs":5,"cacheScope":"public",
                    "_meta":{META_SERVER_INFO: server_info()}})
         );
+    }
+
+    /// `into_bytes` writes the result without a `Value` tree; it must give the very bytes the
+    /// `Value` path gives, for every shape of body the era rendering touches.
+    #[test]
+    fn into_bytes_is_byte_for_byte_the_serialised_to_json() {
+        let bodies = [
+            json!({}),
+            json!({"content": [{"type": "text", "text": "task_id: x\nstatus: \"done\" ü"}], "isError": false}),
+            // Keys sorting before and after each added key, and ones the era replaces.
+            json!({"A": 1, "Z": [], "a": null, "cacheScope": "mine", "resultType": "x",
+                   "s": {"b": 1, "a": 2}, "ttlMs": "no", "zz": true, "\u{1}\t": 0}),
+            // A `_meta` object of the body keeps its keys and gains the server info.
+            json!({"_meta": {"a": 1, "zzz": {"k": "v"}, META_SERVER_INFO: "theirs"}, "x": 1}),
+            json!({"_meta": {}}),
+            // A `_meta` that is not an object is left as it is.
+            json!({"_meta": "text", "x": 1}),
+            json!({"_meta": null}),
+            json!({"_": 1, "_a": 2, "_meta0": 3, "^": 4}),
+        ];
+        let ids = [
+            None,
+            Some(RequestId::Number(-7)),
+            Some(RequestId::String("a\"b".into())),
+        ];
+        let caches = [
+            None,
+            Some(CacheHint {
+                ttl_ms: 0,
+                public: false,
+            }),
+            Some(CacheHint {
+                ttl_ms: u64::MAX,
+                public: true,
+            }),
+        ];
+        let mut checked = 0;
+        for body in &bodies {
+            let Value::Object(body) = body else {
+                unreachable!("every body above is an object")
+            };
+            for id in &ids {
+                for cache in caches {
+                    for kind in [ResultKind::Complete, ResultKind::Task] {
+                        for version in ProtocolVersion::SUPPORTED {
+                            let response = McpResponse {
+                                id: id.clone(),
+                                version,
+                                payload: Payload::Result(McpResult {
+                                    kind,
+                                    body: body.clone(),
+                                    cache,
+                                }),
+                                ids: ResponseIds::default(),
+                                identity: None,
+                            };
+                            let expected = response.to_bytes().unwrap();
+                            let got = response.into_bytes().unwrap();
+                            assert_eq!(
+                                String::from_utf8(got).unwrap(),
+                                String::from_utf8(expected).unwrap(),
+                                "{body:?} {id:?} {cache:?} {kind:?} {version}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, bodies.len() * 3 * 3 * 2 * 4);
+    }
+
+    #[test]
+    fn into_bytes_of_errors_refusals_and_nothing() {
+        let base = McpResponse {
+            id: Some(RequestId::Number(1)),
+            version: ProtocolVersion::V2026_07_28,
+            payload: Payload::Accepted,
+            ids: ResponseIds::default(),
+            identity: None,
+        };
+        assert_eq!(base.clone().into_bytes(), None);
+        let error = McpResponse {
+            payload: Payload::Error(
+                ErrorObject::invalid_params("bad").with_data(json!({"z": 1, "a": 2})),
+            ),
+            ..base.clone()
+        };
+        assert_eq!(error.to_bytes(), error.clone().into_bytes());
+        let refused = McpResponse {
+            payload: Payload::Refused(Refusal::rate_limited(3, "later")),
+            ..base
+        };
+        assert_eq!(refused.to_bytes(), refused.clone().into_bytes());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod credential;
 pub mod era;
+mod json_out;
 pub mod jsonrpc;
 pub mod message;
 pub mod method;

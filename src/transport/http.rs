@@ -436,16 +436,19 @@ fn into_http(response: McpResponse) -> HttpResponse {
     if let Payload::Refused(refusal) = &response.payload {
         refusal_headers(refusal, &mut refusal_hdrs);
     }
-    let mut resp = match response.into_json() {
+    let mut resp = match response.into_bytes() {
         None => empty(status),
-        Some(json) => json_response(status, &json),
+        Some(body) => json_bytes_response(status, body),
     };
     resp.headers_mut().extend(refusal_hdrs);
     resp
 }
 
 fn json_response(status: StatusCode, json: &Value) -> HttpResponse {
-    let body = serde_json::to_vec(json).unwrap_or_default();
+    json_bytes_response(status, serde_json::to_vec(json).unwrap_or_default())
+}
+
+fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> HttpResponse {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut()

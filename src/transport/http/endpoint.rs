@@ -13,7 +13,7 @@ use base64::Engine;
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::request::Parts;
-use http::{HeaderMap, Request, StatusCode};
+use http::{HeaderMap, HeaderName, Request, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError};
 use serde_json::{Map, Value};
@@ -143,7 +143,7 @@ fn route(headers: &HeaderMap, bytes: &[u8]) -> Route {
         Incoming::Notification { method, params } => (None, method, params),
         Incoming::Response { .. } => return Route::Reply(empty(StatusCode::ACCEPTED)),
     };
-    let header_version = header_str(headers, HEADER_PROTOCOL_VERSION);
+    let header_version = header_str(headers, &PROTOCOL_VERSION_HEADER);
     let hints = VersionHints {
         header: header_version,
         negotiated: None,
@@ -234,7 +234,7 @@ fn check_routing_headers(
     params: &Map<String, Value>,
 ) -> Result<(), ErrorObject> {
     let mismatch = |msg: String| ErrorObject::new(code::HEADER_MISMATCH, msg);
-    match header_str(headers, HEADER_METHOD) {
+    match header_str(headers, &METHOD_HEADER) {
         None => {
             return Err(mismatch(format!(
                 "Header mismatch: the Mcp-Method header is required; send Mcp-Method: {method}"
@@ -259,7 +259,7 @@ fn check_routing_headers(
     };
     if let Some(key) = name_key {
         let expected = params.get(key).and_then(Value::as_str).unwrap_or("");
-        match header_str(headers, HEADER_NAME).map(decode_header_value) {
+        match header_str(headers, &NAME_HEADER).map(decode_header_value) {
             None => {
                 return Err(mismatch(format!(
                     "Header mismatch: the Mcp-Name header is required for {method}; send Mcp-Name: {expected}"
@@ -281,8 +281,13 @@ fn check_routing_headers(
     Ok(())
 }
 
+// The routing headers as ready names: a lookup by `&str` parses the name on every request.
+static PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(HEADER_PROTOCOL_VERSION);
+static METHOD_HEADER: HeaderName = HeaderName::from_static(HEADER_METHOD);
+static NAME_HEADER: HeaderName = HeaderName::from_static(HEADER_NAME);
+
 /// A header's value with optional whitespace trimmed; `None` if absent or not visible ASCII.
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())

@@ -1,0 +1,197 @@
+//! JSON text written straight into a buffer, byte for byte what `serde_json::to_vec` writes
+//! for the same value (compact, keys in a `Map`'s order, the same string escapes), but with
+//! strings scanned eight bytes at a time: the answer's text is most of its bytes, and
+//! serde_json looks at each byte on its own.
+
+use serde_json::{Map, Value};
+
+/// Appends `value` as JSON.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // serde_json's own number formatting (itoa / ryu); writing to a Vec cannot fail.
+        Value::Number(n) => {
+            let _ = serde_json::to_writer(&mut *out, n);
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => write_map(out, map),
+    }
+}
+
+/// Appends `map` as a JSON object.
+pub fn write_map(out: &mut Vec<u8>, map: &Map<String, Value>) {
+    out.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+        write_value(out, value);
+    }
+    out.push(b'}');
+}
+
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// A mask with the high bit set in each of the eight bytes (little-endian) that needs an escape
+/// (a control character, `"` or `\`), and maybe in bytes after such a byte: the classic
+/// "has a byte less than n" and "has a zero byte" tests are exact up to the first hit, and
+/// only the first is asked for.
+#[inline]
+fn escape_mask(chunk: u64) -> u64 {
+    let below_space = chunk.wrapping_sub(LOW_BITS * 0x20) & !chunk;
+    let quote = chunk ^ (LOW_BITS * u64::from(b'"'));
+    let backslash = chunk ^ (LOW_BITS * u64::from(b'\\'));
+    let has_quote = quote.wrapping_sub(LOW_BITS) & !quote;
+    let has_backslash = backslash.wrapping_sub(LOW_BITS) & !backslash;
+    (below_space | has_quote | has_backslash) & HIGH_BITS
+}
+
+/// Appends `s` as a JSON string, escaped as serde_json escapes it.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // `start..i` is a run of bytes that need no escape, not written yet.
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        // Skip eight clean bytes at a time; stop on the first one that needs an escape.
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let mask = escape_mask(u64::from_le_bytes(word));
+            if mask == 0 {
+                i += 8;
+                continue;
+            }
+            i += (mask.trailing_zeros() / 8) as usize;
+        }
+        let b = bytes[i];
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            // Only in the last, shorter-than-eight bytes.
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn written(value: &Value) -> String {
+        let mut out = Vec::new();
+        write_value(&mut out, value);
+        String::from_utf8(out).expect("JSON text is UTF-8")
+    }
+
+    #[test]
+    fn every_escape_and_every_kind_of_value_as_serde_json_writes_them() {
+        let all_low: String = (0u8..0x80).map(char::from).collect();
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(-12),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(1.5),
+            json!(-0.0),
+            json!(1e300),
+            json!(""),
+            json!(all_low),
+            json!("twelve bytes\"then a quote, \\ and\ttab\u{1}\u{1f}\u{7f} ü €😀"),
+            json!([]),
+            json!({}),
+            json!([1, "a", [null, {}], {"b": [true]}]),
+            json!({"z": 1, "a\n": {"y": [], "x": "\u{8}"}, "": null}),
+        ];
+        for value in &values {
+            assert_eq!(written(value), serde_json::to_string(value).unwrap());
+        }
+    }
+
+    fn values() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![
+            any::<String>(),
+            // Dense in what needs escaping, around the eight-byte boundaries.
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    'a', '"', '\\', '\n', '\u{0}', '\u{1f}', ' ', 'é', '😀'
+                ]),
+                0..40
+            )
+            .prop_map(|chars| chars.into_iter().collect::<String>()),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            text.clone().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 32, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(text.clone(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_value_is_written_as_serde_json_writes_it(value in values()) {
+            prop_assert_eq!(written(&value), serde_json::to_string(&value).unwrap());
+        }
+    }
+}
