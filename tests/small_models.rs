@@ -963,6 +963,16 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
     // The copy was checked against what the loop really sent.
     assert_eq!(last_message(&sent[1])["content"], framing);
     assert!(!offers_tools(&sent[2]));
+    // The recovery call follows the results with the question alone, without the message
+    // the model copied.
+    assert!(!sent[2].to_string().contains("The tool results are above"));
+    assert!(
+        last_message(&sent[2])["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Your last reply had no answer in it.")
+    );
+    assert_eq!(tool_results(&sent[2]).len(), 1);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
         "omega"

@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::AgentSettings;
 use super::steer::{self, CallMemory};
 use super::tools::Toolbox;
-use crate::ollama::{ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError};
+use crate::ollama::{
+    ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError, Role,
+};
 
 /// Tool calls executed from one reply; further calls in the same reply are refused.
 const MAX_CALLS_PER_REPLY: usize = 16;
@@ -154,7 +156,10 @@ const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using th
 /// Asked once when, after tools ran, the answer talks about the tools (names one) instead of
 /// giving what was asked for: a small model explains how `read_file` works, or names the tool
 /// as the thing it found.
-const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of answering.      The tool results above are what the tools returned. Using them, answer the request itself,      in plain words: give what was asked for (the value, name, number or text), not how a tool      works or which tool you used. Do not call any tool.";
+const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of answering. \
+     The tool results above are what the tools returned. Using them, answer the request itself, \
+     in plain words: give what was asked for (the value, name, number or text), not how a tool \
+     works or which tool you used. Do not call any tool.";
 /// Asked once when, before any tool ran, the answer only describes using a tool.
 const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
      describing a tool is not an answer. Call the tool now; answer once you have its result.";
@@ -265,17 +270,20 @@ pub(crate) async fn run_step(
             Some(toolbox) if offer_tools && !answer.tool_calls.is_empty() => toolbox,
             _ => {
                 // Calls where none were offered are no answer either.
-                let text = if answer.tool_calls.is_empty() {
-                    steer::without_echo(
-                        &steer::clean_answer(&answer.content),
-                        messages[first_own..]
-                            .iter()
-                            .filter(|m| m.role == crate::ollama::Role::User)
-                            .map(|m| m.content.as_str()),
-                    )
+                let cleaned = if answer.tool_calls.is_empty() {
+                    steer::clean_answer(&answer.content)
                 } else {
                     String::new()
                 };
+                let text = steer::without_echo(
+                    &cleaned,
+                    messages[first_own..]
+                        .iter()
+                        .filter(|m| m.role == Role::User)
+                        .map(|m| m.content.as_str()),
+                );
+                // The reply was only a copy of the loop's own words.
+                let echoed = !cleaned.trim().is_empty() && text.trim().is_empty();
                 if let Some(toolbox) = &engine.toolbox
                     && offer_tools
                     && !tools_ran
@@ -392,6 +400,16 @@ pub(crate) async fn run_step(
                     continue;
                 }
                 offer_tools = false;
+                if echoed {
+                    // It copied the message that followed the results: that message is left
+                    // out of the recovery call, so the results are followed by the question
+                    // alone, not by the text it copies.
+                    while messages.len() > first_own
+                        && messages.last().is_some_and(|m| m.role == Role::User)
+                    {
+                        messages.pop();
+                    }
+                }
                 messages.push(Message::user(if tools_ran {
                     ANSWER_FROM_RESULTS
                 } else {
