@@ -81,10 +81,12 @@ pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
     )
     .map_err(|e| e.to_string())?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
-    // Takes effect only for a new, empty file (an existing one keeps its page size). An
-    // `agent_run` with 20 MiB of images writes every page of it to the WAL with two `pwrite`
-    // calls; 16 KiB pages make that a quarter of the 4 KiB default's calls.
-    conn.pragma_update(None, "page_size", 16_384)
+    // Takes effect only for a new, empty file (an existing one keeps its page size). Every
+    // commit writes each page it changed to the WAL whole, and a task's writes (its accept, its
+    // progress, its outcome) change a few rows spread over several indexes: 16 KiB pages wrote
+    // about 230 KB per task, run included, 4 KiB pages (SQLite's default) 36–56 KB, for 40 %
+    // less server CPU per accepted task. Images pay more `pwrite` calls for the same bytes.
+    conn.pragma_update(None, "page_size", 4096)
         .map_err(|e| e.to_string())?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
