@@ -247,7 +247,24 @@ status_lua_of() { # task_id file
 }
 FIRST="$(post "$Q_URL" tools/call agent_run "$RUN_BODY" | task_of)"
 status_lua_of "$FIRST" "$WORK/q/first.lua"
-sleep 1
+# Waits until the server is idle (under 5 ms of CPU in 0.5 s, at most 60 s), and says how
+# long that took and what the SQLite writer thread spent meanwhile: after a burst of accepts
+# it checkpoints the WAL into the database, work of the burst, not of the queue's depth.
+cpu_ms() { awk '{print ($14 + $15) * 10}' "$1" 2>/dev/null || echo 0; }
+writer_stat() { grep -l '^agent-mcp-write' /proc/"$Q_PID"/task/*/comm 2>/dev/null | head -1 | sed 's/comm$/stat/'; }
+settle() {
+  local w; w="$(writer_stat)"
+  local t0 w0 prev now
+  t0="$(date +%s.%N)"; w0="$(cpu_ms "$w")"; prev="$(cpu_ms /proc/$Q_PID/stat)"
+  for _ in $(seq 1 120); do
+    sleep 0.5
+    now="$(cpu_ms /proc/$Q_PID/stat)"
+    [ $((now - prev)) -lt 5 ] && break
+    prev="$now"
+  done
+  echo "settled in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'), SQLite writer thread CPU meanwhile $(( $(cpu_ms "$w") - w0 )) ms"
+}
+echo "before the empty-queue cell: $(settle)"
 R[q,0]="$(measure "$Q_URL" "$WORK/q/first.lua" 64)"
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$Q_PID/status" 2>/dev/null || echo 0; }
 RSS0="$(rss_kib)"
@@ -263,6 +280,7 @@ m = re.search(r"待ち順: (\d+)", t)
 print(m.group(1) if m else 0)')"
 done
 status_lua_of "$LAST" "$WORK/q/last.lua"
+echo "before the deep-queue cell: $(settle)"
 R[q,n]="$(measure "$Q_URL" "$WORK/q/last.lua" 64)"
 RSSN="$(rss_kib)"
 read -r q0_rps q0_50 q0_99 q0_err <<< "${R[q,0]}"
