@@ -83,9 +83,11 @@ pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
     // Takes effect only for a new, empty file (an existing one keeps its page size). Every
     // commit writes each page it changed to the WAL whole, and a task's writes (its accept, its
-    // progress, its outcome) change a few rows spread over several indexes: 16 KiB pages wrote
-    // about 230 KB per task, run included, 4 KiB pages (SQLite's default) 36–56 KB, for 40 %
-    // less server CPU per accepted task. Images pay more `pwrite` calls for the same bytes.
+    // progress, its outcome) change a few rows spread over several indexes: over the same
+    // window of `agent_run` load, 16 KiB pages wrote 4–6× the bytes of 4 KiB pages (SQLite's
+    // default) and took 1.8× the server CPU per accepted task. The price: a 20 MiB image upload
+    // writes four times as many frames, and was accepted about 15 % slower
+    // (`benches/README.md`).
     conn.pragma_update(None, "page_size", 4096)
         .map_err(|e| e.to_string())?;
     let mode: String = conn
