@@ -16,6 +16,9 @@
 #
 #   scripts/bench.sh                 # DURATION=5 WARMUP=1 by default (seconds per cell)
 #   DURATION=10 scripts/bench.sh
+#   AGENT_MCP_BIN=/tmp/agent-mcp-old scripts/bench.sh  # another build of the server
+#   ROWS="run queue" scripts/bench.sh  # only some rows: status (status + list, three servers),
+#                                      # run, queue, images; all four by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +27,11 @@ WARMUP="${WARMUP:-1}"
 CONCURRENCY=(1 16 64)
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
+ROWS="${ROWS:-status run queue images}"
+want() { [[ " $ROWS " == *" $1 "* ]]; }
+for row in $ROWS; do
+  case "$row" in status|run|queue|images) ;; *) echo "ROWS: unknown row '$row' (status, run, queue, images)" >&2; exit 2;; esac
+done
 
 . scripts/lib.sh
 ensure_wrk
@@ -39,7 +47,8 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
         print(m["executable"])' "$1" | tail -n1
 }
-BIN="$PWD/target/release/agent-mcp"
+# AGENT_MCP_BIN: measure another build of the server (e.g. an older commit's) with the same load.
+BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
 FAKE="$PWD/target/release/examples/fake_ollama"
 RMCP_PEER="$(bench_exe rmcp_peer)"
 HYPER_PEER="$(bench_exe hyper_peer)"
@@ -156,6 +165,7 @@ measure() { # url lua conns → "rps p50 p99 errors"
 echo "== load: $(uptime)"
 echo "== $DURATION s per cell after $WARMUP s warm-up; servers on CPU ${PIN_SERVER[*]:-any}, wrk on ${PIN_CLIENT[*]:-any}"
 declare -A R
+if want status; then
 for load in status list; do
   for c in "${CONCURRENCY[@]}"; do
     if [ "$load" = status ]; then hyper="$HYPER_STATUS_URL"; else hyper="$HYPER_LIST_URL"; fi
@@ -164,18 +174,18 @@ for load in status list; do
     R[hyper,$load,$c]="$(measure "$hyper" "$WORK/$load.lua" "$c")"
   done
 done
+fi
 # agent_run accepted durably (answered after its commit, synchronous = FULL), c=16. The fake
 # Ollama finishes each task at once, so the worker's own writes compete with the accepts, as
 # they would in use. Only agent-mcp: the peers do not queue tasks.
-R[agent,run,16]="$(measure "$AGENT_URL" "$WORK/run.lua" 16)"
+want run && R[agent,run,16]="$(measure "$AGENT_URL" "$WORK/run.lua" 16)"
 echo "== load after: $(uptime)"
 
 fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }
-echo
-echo "| load | conc | agent-mcp req/s | p50 / p99 | rmcp req/s | p50 / p99 | hyper req/s | p50 / p99 | agent-mcp/rmcp | agent-mcp/hyper |"
-echo "|---|---:|---:|---|---:|---|---:|---|---:|---:|"
 verdicts=()
-for load in status list; do
+want status && echo && echo "| load | conc | agent-mcp req/s | p50 / p99 | rmcp req/s | p50 / p99 | hyper req/s | p50 / p99 | agent-mcp/rmcp | agent-mcp/hyper |" &&
+  echo "|---|---:|---:|---|---:|---|---:|---|---:|---:|"
+want status && for load in status list; do
   name="tools/call agent_status"; [ "$load" = list ] && name="tools/list"
   for c in "${CONCURRENCY[@]}"; do
     read -r a_rps a50 a99 aerr <<< "${R[agent,$load,$c]}"
@@ -199,6 +209,7 @@ for load in status list; do
     fi
   done
 done
+if want run; then
 read -r run_rps run50 run99 runerr <<< "${R[agent,run,16]}"
 echo
 echo "| load | conc | agent-mcp req/s | p50 / p99 | errors |"
@@ -207,7 +218,9 @@ echo "| tools/call agent_run (durable accept) | 16 | $run_rps | $(fmt_lat "$run5
 # Before group commit, one fsync per accepted task: about 1,060 accepts/s on this machine.
 ok="$(awk -v a="$run_rps" 'BEGIN { print (a >= 5*1060) ? "met" : "MISSED" }')"
 verdicts+=("agent_run c=16: ≥ 5 × 1,060 durable accepts/s — $ok ($run_rps/s)")
+fi
 echo
+if want queue; then
 # Queue depth: a second agent-mcp (same configuration) whose fake Ollama never answers, so the
 # first task runs forever and every later one waits. agent_status of a task at the back of
 # QUEUED waiting tasks vs of the running task with nobody waiting, and the server's RSS.
@@ -234,7 +247,24 @@ status_lua_of() { # task_id file
 }
 FIRST="$(post "$Q_URL" tools/call agent_run "$RUN_BODY" | task_of)"
 status_lua_of "$FIRST" "$WORK/q/first.lua"
-sleep 1
+# Waits until the server is idle (under 5 ms of CPU in 0.5 s, at most 60 s), and says how
+# long that took and what the SQLite writer thread spent meanwhile: after a burst of accepts
+# it checkpoints the WAL into the database, work of the burst, not of the queue's depth.
+cpu_ms() { awk '{print ($14 + $15) * 10}' "$1" 2>/dev/null || echo 0; }
+writer_stat() { grep -l '^agent-mcp-write' /proc/"$Q_PID"/task/*/comm 2>/dev/null | head -1 | sed 's/comm$/stat/'; }
+settle() {
+  local w; w="$(writer_stat)"
+  local t0 w0 prev now
+  t0="$(date +%s.%N)"; w0="$(cpu_ms "$w")"; prev="$(cpu_ms /proc/$Q_PID/stat)"
+  for _ in $(seq 1 120); do
+    sleep 0.5
+    now="$(cpu_ms /proc/$Q_PID/stat)"
+    [ $((now - prev)) -lt 5 ] && break
+    prev="$now"
+  done
+  echo "settled in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'), SQLite writer thread CPU meanwhile $(( $(cpu_ms "$w") - w0 )) ms"
+}
+echo "before the empty-queue cell: $(settle)"
 R[q,0]="$(measure "$Q_URL" "$WORK/q/first.lua" 64)"
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$Q_PID/status" 2>/dev/null || echo 0; }
 RSS0="$(rss_kib)"
@@ -250,6 +280,7 @@ m = re.search(r"待ち順: (\d+)", t)
 print(m.group(1) if m else 0)')"
 done
 status_lua_of "$LAST" "$WORK/q/last.lua"
+echo "before the deep-queue cell: $(settle)"
 R[q,n]="$(measure "$Q_URL" "$WORK/q/last.lua" 64)"
 RSSN="$(rss_kib)"
 read -r q0_rps q0_50 q0_99 q0_err <<< "${R[q,0]}"
@@ -265,13 +296,16 @@ ok="$(awk -v a="$qn_99" -v b="$q0_99" 'BEGIN { print (a <= 1.5*b) ? "met" : "MIS
 verdicts+=("agent_status p99 with $depth queued ≤ 1.5× the empty queue's — $ok ($(fmt_lat "$qn_99") vs $(fmt_lat "$q0_99"))")
 ok="$(awk -v r="$RSSN" 'BEGIN { print (r <= 100*1024) ? "met" : "MISSED" }')"
 verdicts+=("server RSS with $depth queued ≤ 100 MiB — $ok ($((RSSN / 1024)) MiB)")
+fi
 echo
+if want images; then
 echo "== agent_run with 4 x 5 MiB images to durable acceptance (SQLite, FULL) vs its floor"
 "${PIN_SERVER[@]}" "$ACCEPT" --bench | tee "$WORK/accept.txt"
 ratio="$(awk '/^ratio/ {print $2}' "$WORK/accept.txt")"
 if [ -n "$ratio" ]; then
   ok="$(awk -v r="$ratio" 'BEGIN { print (r <= 1.5) ? "met" : "MISSED" }')"
   verdicts+=("20 MiB agent_run accepted in ≤ 1.5× its floor (transfer + parse + decode/hash + write/fdatasync) — $ok (${ratio}×)")
+fi
 fi
 echo
 echo "== targets"

@@ -20,7 +20,7 @@ use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, ParsedCall, Payload,
     ProtocolVersion, ResponseIds, server_info,
 };
-use crate::task::{Session, Task, TaskImage};
+use crate::task::{Task, TaskImage};
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes
@@ -108,13 +108,10 @@ impl AgentService {
                     }
                 }
             }
-            None => {
-                let session = Session::new(identity.clone());
-                if let Err(e) = store.create_session(&session).await {
-                    return store_failure(&e);
-                }
-                session.id
-            }
+            // A new session is stored with its first task, in the same commit
+            // (`TaskStore::insert_task` stores the session a task names when it is missing):
+            // one durable write per accept, not two.
+            None => uuid::Uuid::new_v4(),
         };
         let task = Task::new(session_id, identity, args.request, args.temperature);
         // The store takes the images by value (no copy of up to 20 MiB); `task` keeps what the

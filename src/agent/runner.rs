@@ -38,7 +38,7 @@ pub const FINAL_ANSWER_LABEL: &str = "final answer";
 
 /// Runs the queued task `id` to a terminal state. Never panics; every failure ends the task
 /// `failed` with a reason.
-pub async fn run_task(core: &AgentCore, id: Uuid, cancel: CancellationToken) {
+pub async fn run_task(core: &Arc<AgentCore>, id: Uuid, cancel: CancellationToken) {
     let mut task = match core.store.task(id).await {
         Ok(Some(task)) if task.state == TaskState::Queued => task,
         // Cancelled while queued, or gone: nothing to run.

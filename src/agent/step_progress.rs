@@ -4,8 +4,19 @@
 //! folds them into `completed_tasks`, `current_task`, `token_usage` and
 //! `critical_path_tokens`, saving the task (and notifying waiters) after each change. Changes
 //! come per model call and per tool, never per streamed chunk.
+//!
+//! Progress is saved behind the runner: a save of an unfinished state hands the task to a
+//! background writer and returns; while that writer waits for a commit, later saves replace
+//! each other and only the newest is written next. Each change is published only once it is
+//! committed, in order, so nobody sees progress the store does not hold, nor progress going
+//! back. A busy store thus writes fewer progress rows per task instead of slowing the runner
+//! (and the accepts it shares the writer with). The terminal state (with the result) is
+//! different: it waits for the writes before it, is written, committed and only then
+//! published. Progress lost to a crash is not worth waiting for: a task interrupted by a
+//! restart ends `failed` anyway.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tracing::{error, warn};
@@ -22,8 +33,10 @@ const TERMINAL_SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_se
 
 /// The task and what its steps are doing now.
 pub(crate) struct Progress<'a> {
-    core: &'a AgentCore,
+    core: &'a Arc<AgentCore>,
     pub task: Task,
+    /// The background writer of unfinished states (see the module's documentation).
+    behind: Behind,
     plan: Option<Plan>,
     step_tokens: Vec<u64>,
     /// Running steps' labels by step index (a title, with the tool while one runs).
@@ -32,11 +45,32 @@ pub(crate) struct Progress<'a> {
     phase: String,
 }
 
+/// The progress saves not yet written, and the writer writing them.
+#[derive(Default)]
+struct Behind {
+    slot: Arc<Mutex<Slot>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The newest unfinished state not yet handed to the store.
+    next: Option<Task>,
+    /// A writer is running; it takes `next` when its write is committed.
+    writing: bool,
+}
+
+fn lock(slot: &Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
+    // Each critical section is a take or a replace: a poisoned slot is a consistent one.
+    slot.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl<'a> Progress<'a> {
-    pub fn new(core: &'a AgentCore, task: Task) -> Self {
+    pub fn new(core: &'a Arc<AgentCore>, task: Task) -> Self {
         Self {
             core,
             task,
+            behind: Behind::default(),
             plan: None,
             step_tokens: Vec::new(),
             running: BTreeMap::new(),
@@ -121,7 +155,9 @@ impl<'a> Progress<'a> {
         self.save().await;
     }
 
-    /// Writes the task as it is now, and wakes whoever waits on it.
+    /// Saves the task as it is now, and wakes whoever waits on it once it is committed: an
+    /// unfinished state behind the runner (this returns at once), a terminal one before this
+    /// returns (see the module's documentation).
     pub async fn save(&mut self) {
         if !self.task.state.is_terminal() {
             self.task.current_task = if self.running.is_empty() {
@@ -138,6 +174,21 @@ impl<'a> Progress<'a> {
             self.task.critical_path_tokens = plan.critical_path(&self.step_tokens);
         }
         self.task.updated_at = SystemTime::now();
+        if !self.task.state.is_terminal() {
+            self.save_behind();
+            return;
+        }
+        // The outcome: nothing older may land after it, so the pending progress is dropped
+        // (this supersedes it) and the write in flight is waited for.
+        lock(&self.behind.slot).next = None;
+        if let Some(writer) = self.behind.writer.take() {
+            let _ = writer.await;
+        }
+        self.save_outcome().await;
+    }
+
+    /// Writes the terminal task, retrying a shared store's blips, then publishes it.
+    async fn save_outcome(&mut self) {
         let mut backoff = std::time::Duration::from_millis(250);
         let mut waited = std::time::Duration::ZERO;
         loop {
@@ -147,9 +198,7 @@ impl<'a> Progress<'a> {
                 // restart, a failover): the heartbeat keeps the lease meanwhile, and a lost
                 // lease answers Fenced, which ends the retries.
                 Err(StoreError::Unavailable(e))
-                    if self.task.state.is_terminal()
-                        && self.core.store.shared().is_some()
-                        && waited < TERMINAL_SAVE_PATIENCE =>
+                    if self.core.store.shared().is_some() && waited < TERMINAL_SAVE_PATIENCE =>
                 {
                     warn!(task_id = %self.task.id, error = %e, "cannot save the task's outcome; retrying");
                     tokio::time::sleep(backoff).await;
@@ -157,12 +206,48 @@ impl<'a> Progress<'a> {
                     backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
                 }
                 Err(e) => {
-                    error!(task_id = %self.task.id, error = %e, "cannot save task progress");
+                    error!(task_id = %self.task.id, error = %e, "cannot save the task's outcome");
                     break;
                 }
             }
         }
         self.core.publish_task(&self.task);
+    }
+
+    /// Hands the task as it is now to the background writer, starting one if none runs.
+    fn save_behind(&mut self) {
+        // Without its images (up to 20 MiB, fixed since the accept; the store ignores them).
+        let images = std::mem::take(&mut self.task.images);
+        let snapshot = self.task.clone();
+        self.task.images = images;
+        let mut slot = lock(&self.behind.slot);
+        slot.next = Some(snapshot);
+        if slot.writing {
+            return;
+        }
+        slot.writing = true;
+        drop(slot);
+        let (core, slot) = (self.core.clone(), self.behind.slot.clone());
+        self.behind.writer = Some(tokio::spawn(async move {
+            loop {
+                let task = {
+                    let mut slot = lock(&slot);
+                    match slot.next.take() {
+                        Some(task) => task,
+                        None => {
+                            slot.writing = false;
+                            return;
+                        }
+                    }
+                };
+                match core.store.update_task(&task).await {
+                    Ok(()) => core.publish_task(&task),
+                    Err(e) => {
+                        error!(task_id = %task.id, error = %e, "cannot save task progress");
+                    }
+                }
+            }
+        }));
     }
 
     fn title(&self, step: usize) -> String {

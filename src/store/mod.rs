@@ -75,7 +75,9 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError>;
     /// Stores a new task with its images; it is durable (for durable stores) when this
     /// returns. On error nothing of the task is stored. A session the task names that is not
-    /// stored (a purge removed it after it was looked up) is stored anew, empty.
+    /// stored is stored with it, empty, owned by the task's owner: that is how `agent_run`
+    /// starts a new session (one write), and a session a purge removed after it was looked up
+    /// comes back.
     async fn insert_task(&self, task: &Task) -> Result<(), StoreError>;
     /// [`TaskStore::insert_task`], taking the task: a store that hands it to another thread
     /// (SQLite) or keeps it (memory) then moves its images instead of copying them (up to the
@@ -94,8 +96,10 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn check_writable(&self) -> Result<(), StoreError> {
         Ok(())
     }
-    /// Replaces a stored task with `task` (its `images` are ignored). A terminal state releases
-    /// the task's images.
+    /// Writes what changes over a task's life: its state, step counts, current step, tokens,
+    /// result and `updated_at` (`images` are ignored). What is fixed when the task is stored
+    /// (session, owner, request, temperature, `created_at`) must be as it was stored: a store
+    /// need not rewrite it (SQLite does not). A terminal state releases the task's images.
     async fn update_task(&self, task: &Task) -> Result<(), StoreError>;
     /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;

@@ -3,13 +3,15 @@
 //! - Durability: `agent_run` answers after `insert_task` commits; with `synchronous = FULL`
 //!   (the default) that commit is on disk, power loss included. A killed process loses nothing
 //!   committed at any `synchronous` level (WAL).
-//! - Images are stored decoded, once per SHA-256 of their bytes, linked to the tasks that sent
-//!   them; a task that reaches a terminal state drops its links, and an image no unfinished
+//! - Images are stored once per SHA-256 of their decoded bytes, as the standard base64 text the
+//!   client sent (what Ollama takes), linked to the tasks that sent them; a task that reaches a terminal state drops its links, and an image no unfinished
 //!   task links to is deleted. [`TaskStore::task`] never reads image bytes, so the
 //!   `agent_status` hot path and the queue hold none; the runner reads them with
 //!   [`TaskStore::task_images`].
 //! - Threads: every SQLite call runs on one of two dedicated threads (a writer and a reader),
 //!   never on the async executor; see `thread.rs` for why.
+//! - Pages are 4 KiB in new files: every commit writes each page it changed to the WAL whole,
+//!   and a task's writes change a few rows spread over several indexes (see `schema.rs`).
 //! - Failures (read-only file, full disk, I/O error) come back as [`StoreError::Unavailable`]
 //!   with what to do; the transaction rolls back, so nothing is half-written.
 

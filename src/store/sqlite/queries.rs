@@ -155,10 +155,8 @@ fn task_from(row: &Row<'_>) -> rusqlite::Result<Task> {
     })
 }
 
-/// When a terminal task finished, for retention; `None` while it is unfinished.
-/// The values bound to `?1`..`?16` of both the task INSERT and the task UPDATE, in that order
-/// ([`TASK_COLUMNS`], then `finished_at_ns`): one list, so the two statements
-/// cannot drift apart.
+/// The values bound to `?1`..`?16` of the task INSERT, in that order ([`TASK_COLUMNS`], then
+/// `finished_at_ns`).
 fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 16] {
     use rusqlite::types::Value;
     [
@@ -181,6 +179,7 @@ fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 16] {
     ]
 }
 
+/// When a terminal task finished, for retention; `None` while it is unfinished.
 fn finished_at(task: &Task) -> Option<i64> {
     task.state.is_terminal().then(|| to_ns(task.updated_at))
 }
@@ -336,22 +335,20 @@ pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
 pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Result<bool> {
     let tx = conn.savepoint()?;
     let id = task.id.to_string();
+    // Only the columns that change over a task's life: SQLite rewrites the entries of every
+    // index whose column is SET, and `tasks_by_session` (keyed by a random UUID) would cost a
+    // page written to the WAL on each progress save.
     let changed = tx
         .prepare_cached(
-            "UPDATE tasks SET session_id = ?2, owner = ?3, request = ?4, temperature = ?5, \
-             state = ?6, steps_done = ?7, steps_total = ?8, current_task = ?9, \
-             input_tokens = ?10, output_tokens = ?11, critical_path_tokens = ?12, result = ?13, \
-             created_at_ns = ?14, updated_at_ns = ?15, \
-             finished_at_ns = CASE WHEN ?16 IS NULL THEN NULL \
-                                   ELSE COALESCE(finished_at_ns, ?16) END \
+            "UPDATE tasks SET state = ?2, steps_done = ?3, steps_total = ?4, current_task = ?5, \
+             input_tokens = ?6, output_tokens = ?7, critical_path_tokens = ?8, result = ?9, \
+             updated_at_ns = ?10, \
+             finished_at_ns = CASE WHEN ?11 IS NULL THEN NULL \
+                                   ELSE COALESCE(finished_at_ns, ?11) END \
              WHERE id = ?1",
         )?
         .execute(params![
             id,
-            task.session_id.to_string(),
-            task.owner,
-            task.request,
-            task.temperature,
             task.state.as_str(),
             task.steps_done,
             task.steps_total,
@@ -360,7 +357,6 @@ pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Resul
             to_i64(task.tokens.output),
             to_i64(task.critical_path_tokens),
             task.result,
-            to_ns(task.created_at),
             to_ns(task.updated_at),
             finished_at(task),
         ])?;

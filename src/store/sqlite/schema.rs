@@ -81,10 +81,14 @@ pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
     )
     .map_err(|e| e.to_string())?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
-    // Takes effect only for a new, empty file (an existing one keeps its page size). An
-    // `agent_run` with 20 MiB of images writes every page of it to the WAL with two `pwrite`
-    // calls; 16 KiB pages make that a quarter of the 4 KiB default's calls.
-    conn.pragma_update(None, "page_size", 16_384)
+    // Takes effect only for a new, empty file (an existing one keeps its page size). Every
+    // commit writes each page it changed to the WAL whole, and a task's writes (its accept, its
+    // progress, its outcome) change a few rows spread over several indexes: over the same
+    // window of `agent_run` load, 16 KiB pages wrote 4–6× the bytes of 4 KiB pages (SQLite's
+    // default) and took 1.8× the server CPU per accepted task. The price: a 20 MiB image upload
+    // writes four times as many frames, and was accepted about 15 % slower
+    // (`benches/README.md`).
+    conn.pragma_update(None, "page_size", 4096)
         .map_err(|e| e.to_string())?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))

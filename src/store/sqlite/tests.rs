@@ -120,14 +120,16 @@ async fn every_task_field_round_trips_and_survives_reopening() {
     task.tokens.add(10, 20);
     task.critical_path_tokens = 1234;
     task.result = "done".into();
-    task.temperature = None;
-    task.owner = None;
     task.updated_at += Duration::from_nanos(1);
     store.update_task(&task).await.unwrap();
+    // The optional fields round-trip when absent too.
+    let bare = Task::new(session.id, None, "x".into(), None);
+    store.insert_task(&bare).await.unwrap();
     drop(store);
 
     let store = open(&dir).await;
     assert_eq!(store.task(task.id).await.unwrap(), Some(task.clone()));
+    assert_eq!(store.task(bare.id).await.unwrap(), Some(bare));
     assert_eq!(store.session(session.id).await.unwrap(), Some(session));
     assert!(store.task(Uuid::new_v4()).await.unwrap().is_none());
     let unknown = Task::new(Uuid::new_v4(), None, "x".into(), None);
