@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent engine against a real small model: 24 workspace tasks with checkable answers
+# The agent engine against a real small model: 32 workspace tasks with checkable answers
 # (examples/bench_llm.rs). Not part of CI: it needs a model server and takes minutes.
 #
 # It needs an Ollama-compatible server with a tool-capable model. With Ollama itself:
