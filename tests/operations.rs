@@ -199,9 +199,16 @@ async fn sigterm_lets_a_request_in_flight_finish() {
     let (first, second) = body.split_at(body.len() / 2);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
     tx.send(Ok(first.as_bytes().to_vec())).await.unwrap();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
+    // Told when the client takes the first part to send: the connection is open by then.
+    let (sending, sent) = tokio::sync::oneshot::channel::<()>();
+    let stream =
+        futures_util::stream::unfold((rx, Some(sending)), |(mut rx, mut sending)| async move {
+            let item = rx.recv().await?;
+            if let Some(sending) = sending.take() {
+                let _ = sending.send(());
+            }
+            Some((item, (rx, sending)))
+        });
     let request = tokio::spawn(
         reqwest::Client::new()
             .post(&url)
@@ -212,6 +219,12 @@ async fn sigterm_lets_a_request_in_flight_finish() {
             .body(reqwest::Body::wrap_stream(stream))
             .send(),
     );
+    // SIGTERM only once the request is on its way, and a moment later for the server to take
+    // the connection (a fixed sleep alone lost the race on a loaded machine).
+    tokio::time::timeout(Duration::from_secs(20), sent)
+        .await
+        .expect("the client started sending")
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pid = server.child.id().unwrap().to_string();
     std::process::Command::new("kill")
