@@ -462,22 +462,23 @@ pub(crate) struct CallMemory {
 impl CallMemory {
     /// The earlier result of an identical read-only call, counting the repeat.
     pub fn recall(&mut self, call: &ToolCall) -> Option<String> {
-        let args = normalized(&call.function.arguments);
-        let found = self
-            .results
-            .iter()
-            .find(|(name, a, _)| *name == call.function.name && *a == args)
-            .map(|(_, _, text)| text.clone())?;
+        let found = self.earlier(call)?.to_owned();
         self.repeats += 1;
         Some(found)
     }
 
     /// Whether an identical read-only call ran since the last change (not counted as a repeat).
     pub fn knows(&self, call: &ToolCall) -> bool {
+        self.earlier(call).is_some()
+    }
+
+    /// The remembered result of a call with the same tool and arguments.
+    fn earlier(&self, call: &ToolCall) -> Option<&str> {
         let args = normalized(&call.function.arguments);
         self.results
             .iter()
-            .any(|(name, a, _)| *name == call.function.name && *a == args)
+            .find(|(name, a, _)| *name == call.function.name && *a == args)
+            .map(|(_, _, text)| text.as_str())
     }
 
     /// Records a call that ran. A read-only one is remembered. A command may have changed the
@@ -513,6 +514,17 @@ mod tests {
     use serde_json::json;
 
     const OFFERED: [&str; 3] = ["list_dir", "read_file", "run_command"];
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: None,
+            function: ToolCallFunction {
+                index: None,
+                name: name.into(),
+                arguments,
+            },
+        }
+    }
 
     fn names(calls: &[ToolCall]) -> Vec<(&str, &Value)> {
         calls
@@ -683,15 +695,7 @@ mod tests {
 
     #[test]
     fn reads_and_writes_in_one_reply_are_told_apart_from_either_alone() {
-        let call = |name: &str| ToolCall {
-            id: None,
-            function: ToolCallFunction {
-                index: None,
-                name: name.into(),
-                arguments: json!({}),
-            },
-        };
-        let reply = |names: &[&str]| names.iter().map(|n| call(n)).collect::<Vec<_>>();
+        let reply = |names: &[&str]| names.iter().map(|n| call(n, json!({}))).collect::<Vec<_>>();
         assert!(reads_and_writes(&reply(&["read_file", "write_file"])));
         assert!(reads_and_writes(&reply(&["edit_file", "search_text"])));
         assert!(!reads_and_writes(&reply(&["read_file", "list_dir"])));
@@ -721,14 +725,6 @@ mod tests {
 
     #[test]
     fn repeated_read_only_calls_are_recalled_until_something_changes() {
-        let call = |name: &str, args: Value| ToolCall {
-            id: None,
-            function: ToolCallFunction {
-                index: None,
-                name: name.into(),
-                arguments: args,
-            },
-        };
         let read = call("read_file", json!({"path": "a"}));
         let mut memory = CallMemory::default();
         assert_eq!(memory.recall(&read), None);

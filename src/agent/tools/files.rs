@@ -108,8 +108,11 @@ const NOT_FOUND_ENTRIES: usize = 30;
 
 /// `read_file` of a missing file: says so, and shows what the folder it names holds (a model
 /// that guessed the name can pick the right one at once, without a `list_dir` round).
-fn not_found(ws: &Workspace, asked: &str, missing: &str) -> ToolError {
-    let (folder, listing) = folder_of(ws, asked);
+fn not_found(
+    asked: &str,
+    missing: &str,
+    (folder, listing): (String, Result<String, ToolError>),
+) -> ToolError {
     match listing {
         Ok(listing) => {
             let mut lines = listing.lines();
@@ -162,14 +165,6 @@ fn inside(folder: &str, name: &str) -> String {
     }
 }
 
-/// The one file of the folder a missing `asked` path names that it most likely meant
-/// ([`likely_meant`]), as a workspace path.
-fn look_alike(ws: &Workspace, asked: &str) -> Option<String> {
-    let (folder, listing) = folder_of(ws, asked);
-    let listing = listing.ok()?;
-    likely_meant(asked, listing.lines().skip(1)).map(|name| inside(&folder, name))
-}
-
 /// The file of a listing (`name (N bytes)` lines) the missing `asked` name most likely meant:
 /// the only one whose stem contains the asked stem (or the other way round, the shorter of at
 /// least 3 characters), else the only one with the same extension; `None` when none or several
@@ -220,16 +215,21 @@ pub(super) fn read_file(
             // A name slightly wrong (`notes.txt` for `notes-2024.txt`): the one look-alike of
             // that folder is read instead, saying so. The answer is then one call away, where
             // a small model fumbles the second call a "Did you mean" would need.
-            if let Some(guess) = look_alike(ws, &args.path)
-                && let Ok(path) = ws.existing(&guess)
-                && let Ok(text) = read_resolved(ws, &path, args, max_bytes)
+            let folder = folder_of(ws, &args.path);
+            if let Ok(listing) = &folder.1
+                && let Some(name) = likely_meant(&args.path, listing.lines().skip(1))
             {
-                return Ok(format!(
-                    "'{missing}' does not exist; the one file like it there, '{guess}', was \
-                     read instead:\n{text}"
-                ));
+                let guess = inside(&folder.0, name);
+                if let Ok(path) = ws.existing(&guess)
+                    && let Ok(text) = read_resolved(ws, &path, args, max_bytes)
+                {
+                    return Ok(format!(
+                        "'{missing}' does not exist; the one file like it there, '{guess}', was \
+                         read instead:\n{text}"
+                    ));
+                }
             }
-            return Err(not_found(ws, &args.path, &missing));
+            return Err(not_found(&args.path, &missing, folder));
         }
         Err(e) => return Err(e.into()),
     };
