@@ -47,13 +47,14 @@ async fn status(client: &HttpClient, id: &str) -> String {
 async fn wait_state(client: &HttpClient, id: &str, state: &str, budget: Duration) {
     let deadline = Instant::now() + budget;
     loop {
-        let now = status(client, id).await;
+        let text = client.agent_status(id).await;
+        let now = field(&text, "status");
         if now == state {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "task {id} is {now}, not {state}, after {budget:?}"
+            "task {id} is {now}, not {state}, after {budget:?}:\n{text}"
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
