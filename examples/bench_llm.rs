@@ -19,17 +19,15 @@
 //! time; then the totals. `BENCH_LLM_TRACE=1` also prints every model reply (text and tool
 //! calls) under its task.
 
+#[path = "bench_support/mod.rs"]
+mod bench_support;
+
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_mcp::agent::Agent;
 use agent_mcp::config::{Config, StoreBackend};
-use agent_mcp::store::{MemoryStore, TaskStore};
-use agent_mcp::task::{Session, Task, TaskState};
-use axum::body::Body;
-use axum::http::{Request, Response, StatusCode};
-use serde_json::Value;
+use agent_mcp::task::TaskState;
+use bench_support::{Proxy, one_line, run_session, tool_results};
 
 /// What a task must produce to count as right.
 enum Check {
@@ -261,6 +259,41 @@ const TASKS: &[BenchTask] = &[
         request: "What is written on line 3 of poem.txt?",
         check: Check::Answer("silver moon rises"),
     },
+    // Japanese requests (issue 26): the same kinds of work, asked in Japanese.
+    BenchTask {
+        name: "ja-read-secret",
+        files: &[(
+            "NOTE.txt",
+            "Reminder for the team.\nThe secret word is: marigold\n",
+        )],
+        request: "NOTE.txt を読んで、秘密の言葉を教えてください。",
+        check: Check::Word("marigold"),
+    },
+    BenchTask {
+        name: "ja-config-port",
+        files: &[(
+            "config.yaml",
+            "server:\n  host: 0.0.0.0\n  port: 7421\nlog: info\n",
+        )],
+        request: "config.yaml でサーバーのポートは何番に設定されていますか？",
+        check: Check::Word("7421"),
+    },
+    BenchTask {
+        name: "ja-run-echo",
+        files: &[("README.md", "demo\n")],
+        request: "コマンド `echo hello-agent-42` を実行して、その出力を教えてください。",
+        check: Check::Answer("hello-agent-42"),
+    },
+    BenchTask {
+        name: "ja-write-file",
+        files: &[("README.md", "demo\n")],
+        request: "result.txt というファイルを作り、中身を done-17 だけにしてください。",
+        check: Check::File {
+            path: "result.txt",
+            contains: "done-17",
+            absent: None,
+        },
+    },
     // Held out: written after the engine's steering was tuned on the 24 tasks above, and run
     // once to see whether it carries over (`scripts/bench-llm.sh holdout`).
     BenchTask {
@@ -334,102 +367,6 @@ const TASKS: &[BenchTask] = &[
     },
 ];
 
-/// What the proxy saw of one task's model calls.
-#[derive(Default)]
-struct Seen {
-    chat_calls: u32,
-    /// Most `role: tool` messages in one request: the tool results the engine sent back.
-    tool_results: usize,
-    /// Each reply's text and tool calls, printed with `BENCH_LLM_TRACE=1`.
-    replies: Vec<String>,
-}
-
-#[derive(Clone)]
-struct Proxy {
-    upstream: String,
-    client: reqwest::Client,
-    seen: Arc<Mutex<Seen>>,
-}
-
-async fn forward(proxy: Proxy, req: Request<Body>) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
-        return status(StatusCode::BAD_REQUEST, "unreadable body");
-    };
-    if parts.uri.path() == "/api/chat" {
-        let tools = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .and_then(|v| {
-                v["messages"]
-                    .as_array()
-                    .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
-            })
-            .unwrap_or(0);
-        let mut seen = proxy.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.chat_calls += 1;
-        seen.tool_results = seen.tool_results.max(tools);
-    }
-    let url = format!("{}{}", proxy.upstream, parts.uri);
-    let upstream = proxy
-        .client
-        .request(parts.method, url)
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
-    let reply = match upstream {
-        Ok(reply) => reply,
-        Err(e) => return status(StatusCode::BAD_GATEWAY, &e.to_string()),
-    };
-    let code = reply.status();
-    match reply.bytes().await {
-        Ok(bytes) if parts.uri.path() == "/api/chat" => {
-            let mut text = String::new();
-            let mut calls = Vec::new();
-            for line in bytes.split(|&b| b == b'\n') {
-                if let Ok(chunk) = serde_json::from_slice::<Value>(line) {
-                    text.push_str(chunk["message"]["content"].as_str().unwrap_or_default());
-                    if let Some(list) = chunk["message"]["tool_calls"].as_array() {
-                        calls.extend(list.iter().map(|c| c["function"].to_string()));
-                    }
-                }
-            }
-            proxy
-                .seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .replies
-                .push(format!("content={text:?} tool_calls={calls:?}"));
-            Response::builder()
-                .status(code)
-                .body(Body::from(bytes))
-                .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY, "bad reply"))
-        }
-        Ok(bytes) => Response::builder()
-            .status(code)
-            .body(Body::from(bytes))
-            .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY, "bad reply")),
-        Err(e) => status(StatusCode::BAD_GATEWAY, &e.to_string()),
-    }
-}
-
-fn status(code: StatusCode, text: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(text.to_owned()));
-    *response.status_mut() = code;
-    response
-}
-
-fn write_files(root: &Path, files: &[(&str, &str)]) -> std::io::Result<()> {
-    for (path, content) in files {
-        let path = root.join(path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, content)?;
-    }
-    Ok(())
-}
-
 fn has_word(text: &str, word: &str) -> bool {
     let text = text.to_lowercase();
     let word = word.to_lowercase();
@@ -455,16 +392,6 @@ fn is_right(check: &Check, answer: &str, root: &Path) -> bool {
     }
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        return joined;
-    }
-    let mut cut: String = joined.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let upstream = std::env::var("BENCH_LLM_URL")
@@ -476,18 +403,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let filters: Vec<String> = std::env::args().skip(1).collect();
     let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
 
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let proxy = Proxy {
-        upstream: upstream.clone(),
-        client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(900))
-            .build()?,
-        seen: seen.clone(),
-    };
-    let app = axum::Router::new().fallback(move |req: Request<Body>| forward(proxy.clone(), req));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let proxy_url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (proxy, proxy_url) = Proxy::start(&upstream).await?;
 
     println!("# bench_llm: model {model} at {upstream}, greedy (temperature 0)");
     println!(
@@ -502,55 +418,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str())))
     {
         let dir = tempfile::tempdir()?;
-        write_files(dir.path(), task.files)?;
+        bench_support::write_files(dir.path(), task.files)?;
         let mut config = Config::default();
         config.ollama.url = proxy_url.clone();
         config.ollama.model = model.clone();
         config.ollama.temperature = Some(0.0);
         config.ollama.num_ctx = 8192;
         config.store.backend = StoreBackend::Memory;
+        config.audit.enabled = false;
         config.agent.workspace = Some(dir.path().to_path_buf());
         config.agent.commands.allow = ["echo", "wc", "ls", "sort", "cat", "head"]
             .map(String::from)
             .to_vec();
         config.agent.commands.timeout = Duration::from_secs(20);
-        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
-        let agent = Agent::start(&config, store.clone()).await?;
-        let core = agent.core().clone();
-        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Seen::default();
-
-        let session = Session::new(None);
-        store.create_session(&session).await?;
-        let queued = Task::new(session.id, None, task.request.to_owned(), None);
-        let id = queued.id;
-        let mut changes = core.subscribe_task_changes();
-        store.insert_task(&queued).await?;
+        let _ = proxy.take();
         let started = Instant::now();
-        core.enqueue(id);
-        let done = loop {
-            let now = store.task(id).await?.ok_or("the task vanished")?;
-            if now.state.is_terminal() {
-                break now;
-            }
-            if tokio::time::timeout(Duration::from_secs(1200), changes.changed())
-                .await
-                .is_err()
-            {
-                return Err(format!("task {} did not end within 20 minutes", task.name).into());
-            }
-        };
+        let done = run_session(&config, &[task.request], Duration::from_secs(1200))
+            .await?
+            .pop()
+            .ok_or("no task ran")?;
         let wall = started.elapsed();
-        agent.shutdown().await;
-
-        let (calls, tools) = {
-            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-            if trace {
-                for (n, reply) in seen.replies.iter().enumerate() {
-                    println!("    reply {}: {}", n + 1, one_line(reply, 400));
-                }
+        let seen = proxy.take();
+        if trace {
+            for (n, call) in seen.iter().enumerate() {
+                println!(
+                    "    reply {}: {}",
+                    n + 1,
+                    one_line(
+                        &format!("content={:?} tool_calls={:?}", call.text, call.calls),
+                        400
+                    )
+                );
             }
-            (seen.chat_calls, seen.tool_results)
-        };
+        }
+        let (calls, tools) = (seen.len() as u32, tool_results(&seen));
         let completed = done.state == TaskState::Completed;
         let correct = completed && is_right(&task.check, &done.result, dir.path());
         let is_silent = completed && !correct;
