@@ -32,9 +32,27 @@ pub(super) const RUN_COMMAND_EXPECTED: &str =
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RunCommandArgs {
-    argv: Vec<String>,
+    pub(super) argv: Vec<String>,
     #[serde(default)]
-    cwd: String,
+    pub(super) cwd: String,
+}
+
+/// A command that ran: how it ended, and the text the model is sent (the command line, how
+/// it ended, its output).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandRun {
+    pub end: CommandEnd,
+    pub text: String,
+}
+
+/// How a command ended, as its caller judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandEnd {
+    /// It exited with this status (`None`: ended by a signal).
+    Exited(Option<i32>),
+    TimedOut,
+    /// The task was cancelled while it ran; it was killed.
+    Cancelled,
 }
 
 /// How the command ended.
@@ -49,7 +67,7 @@ pub(super) async fn run_command(
     settings: &CommandSettings,
     args: &RunCommandArgs,
     cancel: &CancellationToken,
-) -> Result<String, ToolError> {
+) -> Result<CommandRun, ToolError> {
     let Some(program) = args.argv.first() else {
         return Err(ToolError::Refused(
             "argv is empty; give the program first".into(),
@@ -170,7 +188,12 @@ pub(super) async fn run_command(
     let stderr = collect(stderr).await;
 
     let head = match ending {
-        Ending::Cancelled => return Err(ToolError::Cancelled),
+        Ending::Cancelled => {
+            return Ok(CommandRun {
+                end: CommandEnd::Cancelled,
+                text: String::new(),
+            });
+        }
         Ending::TimedOut => format!(
             "timed out after {}; the command and its children were killed",
             humantime::format_duration(settings.timeout)
@@ -189,7 +212,11 @@ pub(super) async fn run_command(
             }
         }
     }
-    Ok(out)
+    let end = match ending {
+        Ending::Exited(status) => CommandEnd::Exited(status.code()),
+        Ending::TimedOut | Ending::Cancelled => CommandEnd::TimedOut,
+    };
+    Ok(CommandRun { end, text: out })
 }
 
 /// Longest tail of a short-option cluster that is checked as a glued path (`PATH_MAX`).
@@ -553,6 +580,7 @@ mod tests {
         };
         run_command(ws, s, &args, &CancellationToken::new())
             .await
+            .map(|run| run.text)
             .map_err(|e| e.to_string())
     }
 

@@ -278,7 +278,14 @@ impl Toolbox {
                 // draining pipes, killing what is left).
                 let limit = self.settings.commands.timeout + COMMAND_DEADLINE_MARGIN;
                 tokio::select! {
-                    out = command::run_command(&ws, &self.settings.commands, &a, cancel) => out,
+                    run = command::run_command(&ws, &self.settings.commands, &a, cancel) => {
+                        match run? {
+                            command::CommandRun { end: command::CommandEnd::Cancelled, .. } => {
+                                Err(ToolError::Cancelled)
+                            }
+                            run => Ok(run.text),
+                        }
+                    }
                     () = tokio::time::sleep(limit) => Err(ToolError::Deadline {
                         tool,
                         limit: humantime::format_duration(limit).to_string(),
