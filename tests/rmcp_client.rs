@@ -294,8 +294,8 @@ async fn rmcp_initialize_over_http() {
         "test",
         http_flow(
             Lifecycle::Initialize,
-            "Rename the config module.",
-            "Renamed config to settings.",
+            "Which module holds the configuration?",
+            "The config module.",
             (321, 45),
         ),
     )

@@ -72,8 +72,8 @@ const CALLS_PER_REPLY: usize = 16;
 
 /// `calls` in order, cut into replies of at most [`CALLS_PER_REPLY`] where no reply has both
 /// a read (`read_file`, `list_dir`, `search_text`) and a write (`write_file`, `edit_file`):
-/// the agent holds back a write that comes with a read (src/agent/steer.rs), and here every
-/// call must reach its tool.
+/// under the `small` policy the agent may hold back a write that comes with a read
+/// (src/agent/steering/rules.rs), and here every call must reach its tool.
 fn replies<'a>(calls: &'a [(&'a str, Value)]) -> Vec<&'a [(&'a str, Value)]> {
     let is_read = |name: &str| matches!(name, "read_file" | "list_dir" | "search_text");
     let is_write = |name: &str| matches!(name, "write_file" | "edit_file");
@@ -627,6 +627,9 @@ async fn rewritten_files_lose_setuid_and_setgid() {
             "run_command",
             json!({"argv": ["chmod", "6755", "a.sh", "b.sh"]}),
         ),
+        // Read first: a file the task has not read is not replaced.
+        ("read_file", json!({"path": "a.sh"})),
+        ("read_file", json!({"path": "b.sh"})),
         (
             "write_file",
             json!({"path": "a.sh", "content": "#!/bin/sh\nwhoami\n"}),
@@ -636,7 +639,7 @@ async fn rewritten_files_lose_setuid_and_setgid() {
             json!({"path": "b.sh", "old_text": "id", "new_text": "whoami"}),
         ),
     ];
-    assert_eq!(calls.len() - 1, SET_ID);
+    assert_eq!(calls.len() - 3, SET_ID);
     let results = run_calls(&fake, config, &calls).await;
     assert!(results[0].contains("exit status: 0"), "{}", results[0]);
     for name in ["a.sh", "b.sh"] {

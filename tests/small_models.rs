@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 use support::fake_ollama::{FakeOllama, Reply};
 use support::harness::{HttpClient, HttpServer, field, result_of, test_config, wait_terminal};
 
+/// The `small` policy: every rule on (the fake reports 8B, which `auto` would leave alone).
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
     let mut config = test_config(&fake.url());
     config.agent.workspace = Some(workspace.to_path_buf());
+    config.agent.steering = agent_mcp::agent::steering::SteeringMode::Small;
     config.rate_limit.enabled = false;
     config
 }
@@ -173,7 +175,11 @@ async fn a_repeat_after_a_write_runs_again() {
         "Change the word, then read it back.",
     )
     .await;
-    assert_eq!(result_of(&done), "tulip", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "tulip\n\nchanged: NOTE.txt (+1 -1)",
+        "{done}"
+    );
     let results = tool_results(&fake.chat_requests()[3]);
     assert_eq!(results[2].1, "The secret word is: tulip\n");
 }
@@ -721,8 +727,8 @@ async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
     assert_eq!(fake.chat_count(), 2);
 }
 
-const VERSION_REQUEST: &str =
-    "Read VERSION, then write its version followed by -final into release.txt.";
+const VERSION_REQUEST: &str = "Read VERSION, then write its version followed by -final into \
+                               release.txt (for example 1.0-final).";
 
 /// A workspace with VERSION (2.4.1), and a fake whose first reply is the 1.5B model's shape in
 /// the benchmark: `read_file` of VERSION and, in the same reply, `write_file` of the request's
@@ -757,7 +763,11 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
     fake.push_reply(Reply::text("release.txt holds 2.4.1-final.", 10, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), VERSION_REQUEST).await;
-    assert_eq!(result_of(&done), "release.txt holds 2.4.1-final.", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)",
+        "{done}"
+    );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
     // The early write is left out of the conversation: the model sees its read and result.
@@ -765,7 +775,16 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
         tool_results(&sent[1]),
         [("read_file".into(), "2.4.1\n".into())]
     );
-    assert!(!sent[1].to_string().contains("1.0-final"));
+    let said: Vec<&Value> = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert!(
+        !said.iter().any(|m| m.to_string().contains("1.0-final")),
+        "{said:?}"
+    );
     let asked = last_message(&sent[1])["content"].as_str().unwrap();
     assert!(
         asked.contains("Nothing has been written yet. Now make the write_file call"),
@@ -801,7 +820,11 @@ async fn writes_without_a_read_in_their_reply_run_at_once() {
         "Write x into x.txt and y into y.txt.",
     )
     .await;
-    assert_eq!(result_of(&done), "Both written.", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)",
+        "{done}"
+    );
     assert_eq!(fake.chat_count(), 2);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("y.txt")).unwrap(),
@@ -893,8 +916,9 @@ async fn an_answer_after_only_failed_calls_gets_one_call_saying_it_is_a_guess() 
 }
 
 #[tokio::test]
-async fn the_same_answer_after_being_told_it_is_a_guess_stands() {
-    // A missing file may be the answer itself: said twice, it is kept.
+async fn the_same_answer_after_being_told_it_is_a_guess_is_no_result() {
+    // Every call failed, so the answer rests on nothing: told once, said again, the task fails
+    // (showing what the model said: a missing file may be the answer itself).
     let (done, fake, _server, _ws) = scripted(
         vec![
             Reply::tool_call("read_file", json!({"path": "missing/notes.txt"}), 10, 2),
@@ -904,8 +928,19 @@ async fn the_same_answer_after_being_told_it_is_a_guess_stands() {
         "Read missing/notes.txt.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "There is no notes file.");
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.contains(
+            "every tool call of the step failed (1 calls; the last: error: \
+                         'missing/notes.txt' does not exist"
+        ),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("it said: There is no notes file."),
+        "{reason}"
+    );
     assert_eq!(fake.chat_count(), 3);
 }
 
@@ -945,34 +980,48 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
                    tool you need.";
     let (done, fake, _server, ws) = scripted(
         vec![
-            Reply::tool_call(
-                "edit_file",
-                json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
-                10,
-                5,
-            ),
+            Reply::ToolCalls {
+                calls: vec![
+                    ("read_file".into(), json!({"path": "a.txt"})),
+                    (
+                        "edit_file".into(),
+                        json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
+                    ),
+                ],
+                prompt_eval_count: 10,
+                eval_count: 5,
+            },
             Reply::text(framing, 10, 60),
             Reply::text("a.txt now says omega.", 10, 6),
         ],
         "Change alpha to omega in a.txt.",
     )
     .await;
-    assert_eq!(result_of(&done), "a.txt now says omega.", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "a.txt now says omega.\n\nchanged: a.txt (+1 -1)",
+        "{done}"
+    );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
     // The copy was checked against what the loop really sent.
     assert_eq!(last_message(&sent[1])["content"], framing);
     assert!(!offers_tools(&sent[2]));
-    // The recovery call follows the results with the question alone, without the message
-    // the model copied.
-    assert!(!sent[2].to_string().contains("The tool results are above"));
+    // The recovery call follows the whole conversation unchanged (the prompt only grows, for
+    // the KV cache): the copied message, then the question.
+    assert!(
+        sent[2]["messages"]
+            .as_array()
+            .unwrap()
+            .starts_with(sent[1]["messages"].as_array().unwrap())
+    );
     assert!(
         last_message(&sent[2])["content"]
             .as_str()
             .unwrap()
             .starts_with("Your last reply had no answer in it.")
     );
-    assert_eq!(tool_results(&sent[2]).len(), 1);
+    assert_eq!(tool_results(&sent[2]).len(), 2);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
         "omega"
@@ -997,7 +1046,11 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
         "Count the letters of a.txt and write the number into count.txt.",
     )
     .await;
-    assert_eq!(result_of(&done), "Wrote 5 into count.txt.", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)",
+        "{done}"
+    );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 4);
     let reminder = last_message(&sent[2])["content"].as_str().unwrap();
@@ -1013,7 +1066,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
 }
 
 #[tokio::test]
-async fn an_answer_after_the_write_reminder_stands() {
+async fn an_answer_after_the_write_reminder_that_still_writes_nothing_fails_the_task() {
     let (done, fake, _server, _ws) = scripted(
         vec![
             Reply::text("I would rather not write anything.", 10, 6),
@@ -1022,8 +1075,12 @@ async fn an_answer_after_the_write_reminder_stands() {
         "Write a poem into poem.txt.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "I would rather not write anything.");
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "the request asks for a change to the workspace, but no file changed, so it was not \
+         done; the model said: I would rather not write anything."
+    );
     assert_eq!(fake.chat_count(), 2);
 }
 

@@ -123,7 +123,7 @@ async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_t
 
     let out = run_client(client(&[
         "run",
-        "Fix the failing test.",
+        "Check whether the tests pass.",
         "--url",
         &server.url,
         "--temperature",
@@ -149,7 +149,7 @@ async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_t
     assert_eq!(last["options"]["temperature"], json!(0.2));
     assert_eq!(
         last["messages"].as_array().and_then(|m| m.last()),
-        Some(&json!({"role": "user", "content": "Fix the failing test."}))
+        Some(&json!({"role": "user", "content": "Check whether the tests pass."}))
     );
 
     // `status` prints the agent_status text as it is, once.

@@ -5,16 +5,25 @@
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
 //! model at a time.
 
+mod checks;
+mod context;
+mod intent;
+mod model;
 pub mod plan;
 pub mod queue;
 pub mod runner;
 mod shared;
 pub mod status;
-mod steer;
+pub mod steering;
 mod step;
 mod step_progress;
 mod step_schedule;
+mod summary;
 pub mod tools;
+
+pub use checks::{CheckEnd, CheckReport, CheckResult};
+pub use intent::asks_for_change;
+pub use model::ModelProfile;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -35,6 +44,7 @@ use queue::TaskQueue;
 pub struct AgentSettings {
     pub model: String,
     pub temperature: Option<f64>,
+    /// The most `num_ctx` sent (the model's own context length when smaller).
     pub num_ctx: u32,
     pub keep_alive: Option<String>,
     pub system_prompt: String,
@@ -44,8 +54,13 @@ pub struct AgentSettings {
     pub step_concurrency: usize,
     /// Most model calls in one step's tool loop.
     pub max_iterations: usize,
-    /// Sent as `think` on every call.
-    pub think: bool,
+    /// Sent as `think` to a model that thinks.
+    pub think: crate::config::ThinkSetting,
+    /// `agent.steering`.
+    pub steering: steering::SteeringMode,
+    /// `agent.checks` and `agent.check_rounds`.
+    pub checks: Vec<Vec<String>>,
+    pub check_rounds: usize,
     /// The workspace and what its tools may do.
     pub tools: tools::ToolSettings,
 }
@@ -63,6 +78,9 @@ impl AgentSettings {
             step_concurrency: config.agent.step_concurrency,
             max_iterations: config.agent.max_iterations,
             think: config.agent.think,
+            steering: config.agent.steering,
+            checks: config.agent.checks.clone(),
+            check_rounds: config.agent.check_rounds,
             tools: {
                 let mut tools = tools::ToolSettings::from_config(&config.agent);
                 tools.protect(server_files(config));
@@ -291,6 +309,9 @@ impl Agent {
             wake_queued: tokio::sync::Notify::new(),
             wake_freed: tokio::sync::Notify::new(),
         });
+        // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
+        // so it is asked beside the start, not before it.
+        tokio::spawn(describe_model(core.clone()));
         if !core.settings.tools.commands.allow.is_empty() {
             match tools::describe_command_isolation() {
                 Ok(how) => tracing::info!("run_command: {how}"),
@@ -358,6 +379,22 @@ pub enum AgentError {
     /// The audit log cannot be written where `audit.file` says.
     #[error(transparent)]
     Audit(std::io::Error),
+}
+
+/// Logs what the configured model's `/api/show` means for the tasks: steering, `num_ctx`,
+/// `think`.
+async fn describe_model(core: Arc<AgentCore>) {
+    let model = &core.settings.model;
+    match core.ollama.show(model).await {
+        Ok(show) => tracing::info!(
+            "{}",
+            ModelProfile::from_show(&core.settings, &show).describe(model)
+        ),
+        Err(e) => tracing::warn!(
+            "cannot ask Ollama about model {model} now ({e}); steering, num_ctx and think are \
+             decided from /api/show when a task starts"
+        ),
+    }
 }
 
 /// Marks the finished task in the metrics, empties the slot and wakes waiters.

@@ -10,8 +10,12 @@
 //! ```
 //!
 //! Before any model call the runner asks `/api/show` for the model's capabilities: images
-//! without `vision` fail the task at once, and the workspace tools are offered only with
-//! `tools`.
+//! without `vision` fail the task at once, the workspace tools are offered only with `tools`,
+//! and the steering policy, `num_ctx` and `think` follow the model ([`ModelProfile`]).
+//!
+//! The workspace judges the outcome: a task asked to change it that changed nothing fails, and
+//! the result of one that changed files lists them (with the checks' outcome) after the
+//! model's answer ([`super::summary`]).
 
 use std::sync::Arc;
 
@@ -20,12 +24,14 @@ use tracing::{error, info, warn};
 use uuid::Uuid;
 
 use super::AgentCore;
+use super::checks::Checks;
+use super::model::ModelProfile;
 use super::plan::{Plan, plan_schema};
-use super::steer;
 use super::step::Engine;
 use super::step_progress::Progress;
 use super::step_schedule::{ScheduleError, run_steps};
-use super::tools::{PathError, Toolbox};
+use super::summary::Summary;
+use super::tools::{PathError, Snapshot, Toolbox};
 use crate::ollama::{Message, OllamaError};
 use crate::task::{TaskState, Turn, TurnRole};
 
@@ -90,6 +96,11 @@ enum RunError {
          tool markup); try a larger model (ollama.model) or agent.planning: false"
     )]
     EmptySynthesis,
+    #[error(
+        "the request asks for a change to the workspace, but no file changed, so it was not \
+         done; the model said: {answer}"
+    )]
+    NothingChanged { answer: String },
 }
 
 impl From<OllamaError> for RunError {
@@ -137,6 +148,18 @@ async fn drive(
     } else {
         None
     };
+    let model = ModelProfile::from_show(settings, &show);
+    info!(task_id = %progress.task.id, "{}", model.describe(&settings.model));
+    // What commands change is found by comparing the files with these, at the end.
+    let snapshot = match &toolbox {
+        Some(toolbox) => {
+            let ws = toolbox.workspace().clone();
+            tokio::task::spawn_blocking(move || Snapshot::take(&ws))
+                .await
+                .ok()
+        }
+        None => None,
+    };
     let history = core
         .store
         .session_turns(progress.task.session_id)
@@ -150,10 +173,14 @@ async fn drive(
             .map(|i| i.data_base64.clone())
             .collect(),
     );
+    let asks_for_change = super::asks_for_change(&progress.task.request);
     let engine = Arc::new(Engine {
         ollama: core.ollama.clone(),
         settings: settings.clone(),
+        model,
         temperature: progress.task.temperature.or(settings.temperature),
+        asks_for_change,
+        checks: Checks::new(settings.checks.clone(), settings.check_rounds),
         toolbox,
         history: history
             .into_iter()
@@ -174,10 +201,41 @@ async fn drive(
         Plan::single(SINGLE_STEP_TITLE)
     };
     let mut results = run_steps(&engine, &plan, progress, cancel).await?;
-    match plan.leaves().as_slice() {
-        [leaf] => Ok(std::mem::take(&mut results[*leaf])),
-        leaves => synthesize(&engine, &plan, leaves, &results, progress, cancel).await,
+    let answer = match plan.leaves().as_slice() {
+        [leaf] => std::mem::take(&mut results[*leaf]),
+        leaves => synthesize(&engine, &plan, leaves, &results, progress, cancel).await?,
+    };
+    let Some(toolbox) = &engine.toolbox else {
+        return Ok(answer);
+    };
+    let root = toolbox.workspace().root();
+    let mut changes = toolbox.ledger().changes(root);
+    if let Some(snapshot) = &snapshot {
+        changes.extend(snapshot.changed_by_others(toolbox.workspace(), toolbox.ledger()));
     }
+    if engine.asks_for_change && changes.is_empty() {
+        return Err(RunError::NothingChanged {
+            answer: one_line(&answer, 500),
+        });
+    }
+    let summary = Summary {
+        changes,
+        checks: engine.checks.last(),
+        compacted: progress.compacted,
+        num_ctx: engine.model.num_ctx,
+    };
+    Ok(summary.after(answer))
+}
+
+/// `text` on one line, at most `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max).collect();
+    cut.push('…');
+    cut
 }
 
 /// The planning call. A plan that fails the checks becomes one unplanned step whose title says
@@ -256,7 +314,10 @@ async fn synthesize(
     let request = engine.chat_request(messages, false, None);
     let reply = engine.chat(&request, cancel).await?;
     progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
-    let answer = steer::clean_answer(&reply.message.content);
+    let answer = match engine.model.policy {
+        super::steering::Policy::Small => super::steering::clean_answer(&reply.message.content),
+        super::steering::Policy::Off => reply.message.content,
+    };
     if answer.trim().is_empty() {
         return Err(RunError::EmptySynthesis);
     }

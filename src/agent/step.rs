@@ -3,8 +3,18 @@
 //! The model gets the conversation (system prompt, session history, the request, and for a
 //! planned step its instructions with its dependencies' results) and the workspace tools. Each
 //! reply with tool calls is answered by running them and sending their results back as
-//! `role: tool` messages; a reply without tool calls is the step's answer. A model still calling
-//! tools after `agent.max_iterations` calls fails the step.
+//! `role: tool` messages; a reply without tool calls is the step's answer. What is done for a
+//! weak model on the way is the step's [`Steering`] policy, asked at its points; the loop
+//! itself holds, under every policy:
+//!
+//! - an empty reply gets one call asking for the answer, then fails the step;
+//! - an answer given when every call of the step failed is not a result
+//!   ([`StepError::NothingWorked`]);
+//! - when the task's tools changed a file, the configured checks run before the answer is
+//!   taken, and their failures go back to the model ([`super::checks`]);
+//! - the conversation is compacted before it outgrows `num_ctx` ([`super::context`]); every
+//!   other call's prompt extends the previous one unchanged;
+//! - `agent.max_iterations` bounds the model calls.
 //!
 //! A step reports what it does through [`StepEvent`]s; the runner owns the task and turns them
 //! into saved progress.
@@ -16,10 +26,13 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
-use super::steer::{self, CallMemory};
-use super::tools::Toolbox;
+use super::checks::{self, CheckReport, Checks};
+use super::context::Window;
+use super::model::ModelProfile;
+use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
+use super::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{
-    ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError, Role,
+    ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError, ToolCall,
 };
 
 /// Tool calls executed from one reply; further calls in the same reply are refused.
@@ -30,6 +43,8 @@ const MAX_CALLS_PER_REPLY: usize = 16;
 pub(crate) struct Engine {
     pub ollama: OllamaClient,
     pub settings: AgentSettings,
+    /// The steering policy, `num_ctx` and `think` for this model.
+    pub model: ModelProfile,
     /// The task's temperature, else the configured one.
     pub temperature: Option<f64>,
     /// `None` when the model lacks the `tools` capability or every tool is disabled.
@@ -38,6 +53,10 @@ pub(crate) struct Engine {
     pub history: Vec<Message>,
     /// The task's request, with its images.
     pub request: Message,
+    /// The request asks for the workspace to change ([`super::asks_for_change`]).
+    pub asks_for_change: bool,
+    /// `agent.checks`, and how far they got in this task.
+    pub checks: Checks,
 }
 
 impl Engine {
@@ -70,11 +89,11 @@ impl Engine {
             format,
             options: ChatOptions {
                 temperature: self.temperature,
-                num_ctx: Some(self.settings.num_ctx),
+                num_ctx: Some(self.model.num_ctx),
                 ..ChatOptions::default()
             },
             keep_alive: self.settings.keep_alive.clone(),
-            think: Some(self.settings.think),
+            think: self.model.think.clone(),
         }
     }
 
@@ -102,6 +121,8 @@ pub(crate) enum StepEvent {
         step: usize,
         description: Option<String>,
     },
+    /// Older tool results were compacted to fit the context window.
+    Compacted { step: usize, results: usize },
 }
 
 /// Why a step ended without an answer.
@@ -121,18 +142,29 @@ pub(crate) enum StepError {
         if *tools_ran { ", tools ran" } else { "" }
     )]
     NoAnswer { tools_ran: bool, calls: usize },
+    #[error(transparent)]
+    Steering(Stop),
     #[error(
-        "the model described using a tool instead of calling it, also when told to call it \
-         ({calls} model calls, no tool ran); try a larger model (ollama.model) or a more \
-         specific request"
+        "every tool call of the step failed ({failed} calls; the last: {last}), so the model's \
+         answer rests on nothing it read or ran; it said: {answer}"
     )]
-    DescribedOnly { calls: usize },
+    NothingWorked {
+        failed: usize,
+        last: String,
+        answer: String,
+    },
     #[error(
-        "the model answered without making the {tools} call it had made too early (in the \
-         same reply as the read it needed) and was asked to make again; nothing was written. \
-         Try a larger model (ollama.model) or ask for the read and the write in two requests"
+        "the configured checks still fail after the model's changes ({}); the files it changed \
+         are left as they are",
+        .0.line()
     )]
-    WriteNotMade { tools: String },
+    ChecksFailed(CheckReport),
+    #[error(
+        "the conversation no longer fits the model's context window (num_ctx {num_ctx}, about \
+         {estimate} tokens) even with older tool results compacted; raise ollama.num_ctx if the \
+         model allows more, or split the request"
+    )]
+    ContextFull { num_ctx: u32, estimate: u64 },
     #[error("cancelled")]
     Cancelled,
 }
@@ -146,52 +178,44 @@ impl From<OllamaError> for StepError {
     }
 }
 
-/// Identical calls answered from memory before the model is told to answer.
-const MAX_REPEATS: usize = 2;
+/// Asked once, under every policy, when a reply is empty.
+const ANSWER_PLEASE: &str = "Your last reply was empty. Answer the request now, in plain words.";
 
-/// Asked once when a reply has no usable answer (empty, or only tool markup) after tools ran.
-const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using the tool results \
-     above, answer the request now, in plain words: give what was asked for itself (the value, \
-     name, number or text), not a description of what you did. Do not call any tool.";
-/// Asked once when, after tools ran, the answer talks about the tools (names one) instead of
-/// giving what was asked for: a small model explains how `read_file` works, or names the tool
-/// as the thing it found.
-const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of answering. \
-     The tool results above are what the tools returned. Using them, answer the request itself, \
-     in plain words: give what was asked for (the value, name, number or text), not how a tool \
-     works or which tool you used. Do not call any tool.";
-/// Asked once when, before any tool ran, the answer only describes using a tool.
-const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
-     describing a tool is not an answer. Call the tool now; answer once you have its result.";
-/// The same, when no tool ran.
-const ANSWER_NOW: &str =
-    "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
+/// What the loop keeps about its step.
+struct Loop<'a> {
+    engine: &'a Engine,
+    toolbox: &'a Toolbox,
+    final_step: bool,
+    ran: Vec<Ran>,
+    ours: Vec<String>,
+    last_round_failed: bool,
+    calls: usize,
+}
+
+impl Loop<'_> {
+    fn facts(&self) -> Facts<'_> {
+        Facts {
+            request: &self.engine.request.content,
+            toolbox: self.toolbox,
+            ran: &self.ran,
+            last_round_failed: self.last_round_failed,
+            ours: &self.ours,
+            asks_for_change: self.engine.asks_for_change,
+            changed: self.toolbox.ledger().changed_any(),
+            final_step: self.final_step,
+            calls: self.calls,
+        }
+    }
+}
 
 /// Runs step `index` to its answer. `prompt` (the step's instructions and its dependencies'
-/// results) follows the request; an unplanned step has none.
-///
-/// A reply without tool calls is the answer, with echoed tool markup removed
-/// ([`steer::clean_answer`]). Tool calls written as JSON in the text and naming an offered tool
-/// are run as calls ([`steer::calls_in_text`]); an answer that only describes using a tool
-/// before any ran gets one call telling the model to call it ([`steer::describes_a_call`]), and
-/// if it describes one again, a described read of an existing path is made on its behalf
-/// ([`steer::described_read`]), anything else fails the step ([`StepError::DescribedOnly`]);
-/// an answer given
-/// before any tool ran to a request that names an existing workspace file gets one call
-/// telling the model to look at it first ([`steer::named_file`]). After tools ran, an answer
-/// describing a read of an existing path not read yet gets that read made at once (once per
-/// step), and an answer given when every call so far failed gets one call saying it is a guess
-/// ([`steer::not_a_guess`]). A write in the same reply as a read is held back until the model
-/// has seen the read's result ([`steer::reads_and_writes`]). A lone call (the only one
-/// of its reply) identical to an earlier one whose result still holds ([`CallMemory`]) is answered from
-/// the earlier result with a note; after [`MAX_REPEATS`] such repeats the model is told to
-/// answer, without tools. An empty or markup-only reply gets one more call asking for
-/// the answer (or, when the last calls all failed, for a corrected call); if that has none
-/// either, the step fails ([`StepError::NoAnswer`]).
+/// results) follows the request; an unplanned step has none. `final_step`: this step's
+/// answer is the task's (it is a leaf of the plan).
 pub(crate) async fn run_step(
     engine: Arc<Engine>,
     index: usize,
     prompt: Option<String>,
+    final_step: bool,
     events: UnboundedSender<StepEvent>,
     cancel: CancellationToken,
 ) -> Result<String, StepError> {
@@ -199,306 +223,270 @@ pub(crate) async fn run_step(
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
     }
-    // Messages from here on are the loop's own (results and steering): a small model may
-    // echo them back as its answer.
-    let first_own = messages.len();
+    let Some(toolbox) = engine.toolbox.clone() else {
+        return plain_chat(&engine, index, messages, &events, &cancel).await;
+    };
     let max = engine.settings.max_iterations.max(1);
-    let mut memory = CallMemory::default();
-    // Off once the model is told to answer: its next call gets no tools.
+    let mut steering = Steering::for_step(engine.model.policy);
+    tracing::debug!(step = index, rules = ?steering.names(), "steering");
+    let mut state = Loop {
+        engine: &engine,
+        toolbox: &toolbox,
+        final_step,
+        ran: Vec::new(),
+        ours: Vec::new(),
+        last_round_failed: false,
+        calls: 0,
+    };
+    let fixed = toolbox
+        .definitions()
+        .iter()
+        .map(|d| d.to_string().len())
+        .sum::<usize>();
+    let mut window = Window::new(engine.model.num_ctx);
+    // The first message of the last round: what compaction must keep.
+    let mut last_round = messages.len();
+    // Off once the model is told to answer: its next calls get no tools.
     let mut offer_tools = true;
-    let mut asked_for_answer = false;
-    let mut asked_to_call = false;
-    let mut asked_past_tools = false;
-    // A read the model described after tools ran was made for it (once per step).
-    let mut made_read = false;
-    // Told that its answer came before any tool call worked (once per step).
-    let mut asked_not_to_guess = false;
-    // Some tool call of this step returned a result that is not an error.
-    let mut any_succeeded = false;
-    // Writes held back (made in the same reply as a read) and not made again since.
-    let mut held: Vec<String> = Vec::new();
-    // Told once, when it answered instead, that a held write is still to be made.
-    let mut asked_for_held = false;
-    // A write_file or edit_file ran in this step.
-    let mut wrote = false;
-    // Told once that the file the request asks for is not written yet.
-    let mut asked_to_write = false;
-    // Every result of the last round of calls was an error.
-    let mut last_round_failed = false;
-    let mut tools_ran = false;
-    let mut calls = 0;
+    let mut asked_empty = false;
     loop {
-        calls += 1;
+        match window.fit(&mut messages, last_round, fixed) {
+            Ok(0) => {}
+            Ok(results) => {
+                let _ = events.send(StepEvent::Compacted {
+                    step: index,
+                    results,
+                });
+            }
+            Err(full) => {
+                return Err(StepError::ContextFull {
+                    num_ctx: full.num_ctx,
+                    estimate: full.estimate,
+                });
+            }
+        }
+        state.calls += 1;
         let request = engine.chat_request(messages.clone(), offer_tools, None);
         let reply = engine.chat(&request, &cancel).await?;
+        window.observed(&messages, if offer_tools { fixed } else { 0 }, &reply);
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
             step: index,
             input: reply.prompt_eval_count,
             output: reply.eval_count,
         });
-        let mut answer = reply.message;
-        if let Some(toolbox) = &engine.toolbox
-            && answer.tool_calls.is_empty()
-        {
-            let written = steer::calls_in_text(&answer.content, toolbox.enabled());
-            if !written.is_empty() {
-                answer.tool_calls = written;
-                answer.content.clear();
-            }
+        let mut turn = Reply {
+            text: reply.message.content,
+            calls: reply.message.tool_calls,
+        };
+        if let Some(verdict) = steering.read_reply(&mut turn, &state.facts()) {
+            apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
+            continue;
         }
-        if let Some(toolbox) = &engine.toolbox
-            && answer.tool_calls.is_empty()
-            && offer_tools
-            && ((asked_to_call && !tools_ran) || (tools_ran && !made_read))
-        {
-            // Told once to make the call it described, it describes it again; or, after a
-            // tool ran, it describes reading a path (the one a failed read suggested, say)
-            // instead of reading it: when that is a read of a path that exists and was not
-            // read yet, make it on its behalf (reading changes nothing).
-            let text = steer::clean_answer(&answer.content);
-            if steer::describes_a_call(&text, toolbox.enabled())
-                && let Some(call) = steer::described_read(&text, toolbox)
-                && !memory.knows(&call)
-            {
-                made_read = tools_ran;
-                answer.tool_calls = vec![call];
-                answer.content.clear();
-            }
+        if !offer_tools {
+            // Calls where none were offered are no answer either.
+            turn.calls.clear();
         }
-        let toolbox = match &engine.toolbox {
-            Some(toolbox) if offer_tools && !answer.tool_calls.is_empty() => toolbox,
-            _ => {
-                // Calls where none were offered are no answer either.
-                let cleaned = if answer.tool_calls.is_empty() {
-                    steer::clean_answer(&answer.content)
-                } else {
-                    String::new()
-                };
-                let text = steer::without_echo(
-                    &cleaned,
-                    messages[first_own..]
-                        .iter()
-                        .filter(|m| m.role == Role::User)
-                        .map(|m| m.content.as_str()),
-                );
-                // The reply was only a copy of the loop's own words.
-                let echoed = !cleaned.trim().is_empty() && text.trim().is_empty();
-                if let Some(toolbox) = &engine.toolbox
-                    && offer_tools
-                    && !tools_ran
-                    && steer::describes_a_call(&text, toolbox.enabled())
+        if turn.calls.is_empty() {
+            let answer = turn.text;
+            if answer.trim().is_empty() {
+                if let Some(verdict) = (!asked_empty)
+                    .then(|| steering.on_empty(&state.facts()))
+                    .flatten()
                 {
-                    // It said what it would do (or pretended it did) instead of doing it.
-                    if asked_to_call {
-                        return Err(StepError::DescribedOnly { calls });
-                    }
-                    // Its text is left out: a made-up result in the conversation anchors the
-                    // model's next answer.
-                    asked_to_call = true;
-                    messages.push(Message::user(CALL_IT));
+                    asked_empty = true;
+                    apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
                     continue;
                 }
-                if let Some(toolbox) = &engine.toolbox
-                    && offer_tools
-                    && !tools_ran
-                    && !asked_to_call
-                    && !text.trim().is_empty()
-                    && let Some(file) =
-                        steer::named_file(&engine.request.content, toolbox.workspace())
-                {
-                    // The request names a file it has not looked at: the answer is a guess.
-                    asked_to_call = true;
-                    messages.push(Message::user(format!(
-                        "Before answering, look at '{file}': no tool has run yet, so nothing was \
-                         read and any answer now would be a guess. Call the tool you need first \
-                         (for example read_file), then answer from its result."
-                    )));
-                    continue;
+                if asked_empty {
+                    return Err(StepError::NoAnswer {
+                        tools_ran: !state.ran.is_empty(),
+                        calls: state.calls,
+                    });
                 }
-                if !held.is_empty() && !text.trim().is_empty() {
-                    // It answers, but the write it was asked to make is still unmade: the
-                    // request is not done. One reminder; then the step fails saying so rather
-                    // than report a write that never happened.
-                    if asked_for_held || !offer_tools {
-                        return Err(StepError::WriteNotMade {
-                            tools: held.join(", "),
-                        });
-                    }
-                    asked_for_held = true;
-                    messages.push(Message::user(steer::after_held_writes(
-                        &engine.request.content,
-                        &held,
-                    )));
-                    continue;
-                }
-                if offer_tools
-                    && last_round_failed
-                    && !any_succeeded
-                    && !asked_not_to_guess
-                    && !text.trim().is_empty()
-                {
-                    // Every call it made failed, yet it answers: nothing was read, so the
-                    // answer is a guess (often written before the results came). Its text is
-                    // left out; one more call, tools still offered.
-                    asked_not_to_guess = true;
-                    messages.push(Message::user(steer::not_a_guess(&engine.request.content)));
-                    continue;
-                }
-                if let Some(toolbox) = &engine.toolbox
-                    && offer_tools
-                    && !wrote
-                    && !asked_to_write
-                    && !text.trim().is_empty()
-                    && let Some(file) =
-                        steer::file_to_write(&engine.request.content, toolbox.workspace())
-                {
-                    // The request asks for a file that is not there yet and nothing was
-                    // written: a small model does the first half (runs `wc`) and answers.
-                    // One reminder; an answer after it stands.
-                    asked_to_write = true;
-                    messages.push(Message::user(steer::write_still_to_do(
-                        &engine.request.content,
-                        &file,
-                    )));
-                    continue;
-                }
-                if let Some(toolbox) = &engine.toolbox
-                    && tools_ran
-                    && !asked_past_tools
-                    && steer::names_a_tool(&text, toolbox.enabled())
-                    && !steer::names_a_tool(&engine.request.content, toolbox.enabled())
-                {
-                    // After reading, it described the tools instead of answering. Its text is
-                    // left out (it would anchor the next answer); one call without tools.
-                    asked_past_tools = true;
-                    offer_tools = false;
-                    messages.push(Message::user(ANSWER_NOT_TOOLS));
-                    continue;
-                }
-                if !text.trim().is_empty() {
-                    return Ok(text);
-                }
-                if asked_for_answer {
-                    return Err(StepError::NoAnswer { tools_ran, calls });
-                }
-                asked_for_answer = true;
-                if !held.is_empty() && offer_tools {
-                    // Nothing said, and the held write is still to be made: ask for it.
-                    messages.push(Message::user(steer::after_held_writes(
-                        &engine.request.content,
-                        &held,
-                    )));
-                    continue;
-                }
-                if last_round_failed && offer_tools {
-                    // Nothing to answer from yet: ask for a corrected call, tools still offered.
-                    messages.push(Message::user(steer::after_results(
-                        &engine.request.content,
-                        true,
-                    )));
-                    continue;
-                }
-                offer_tools = false;
-                if echoed {
-                    // It copied the message that followed the results: that message is left
-                    // out of the recovery call, so the results are followed by the question
-                    // alone, not by the text it copies.
-                    while messages.len() > first_own
-                        && messages.last().is_some_and(|m| m.role == Role::User)
-                    {
-                        messages.pop();
-                    }
-                }
-                messages.push(Message::user(if tools_ran {
-                    ANSWER_FROM_RESULTS
-                } else {
-                    ANSWER_NOW
-                }));
+                asked_empty = true;
+                say(&mut messages, &mut state.ours, ANSWER_PLEASE);
                 continue;
             }
-        };
-        if calls >= max {
+            if let Some(verdict) = steering.before_answer(&answer, &state.facts()) {
+                apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
+                continue;
+            }
+            if !state.ran.is_empty() && !state.ran.iter().any(|r| r.ok) {
+                return Err(StepError::NothingWorked {
+                    failed: state.ran.len(),
+                    last: state
+                        .ran
+                        .last()
+                        .map(|r| one_line(&r.text, 200))
+                        .unwrap_or_default(),
+                    answer: one_line(&answer, 500),
+                });
+            }
+            match engine.checks.after_answer(&toolbox, &cancel).await {
+                Ok(checks::Verdict::Pass) => return Ok(answer),
+                Ok(checks::Verdict::Retry(feedback)) => {
+                    // The answer is left out: the work it reports is not done.
+                    offer_tools = true;
+                    say(&mut messages, &mut state.ours, &feedback);
+                    continue;
+                }
+                Ok(checks::Verdict::GiveUp(report)) => return Err(StepError::ChecksFailed(report)),
+                Err(_) => return Err(StepError::Cancelled),
+            }
+        }
+        if state.calls >= max {
             return Err(StepError::MaxIterations(max));
         }
-        if steer::reads_and_writes(&answer.tool_calls) {
-            // A write in the same reply as a read was written before the read's result was
-            // known (a small model fills in the request's example). It is left out of the
-            // conversation, as if only the reads were asked for; after their results the model
-            // is asked for the write ([`steer::after_held_writes`]).
-            for call in answer.tool_calls.iter().filter(|c| steer::is_write(c)) {
-                if !held.contains(&call.function.name) {
-                    held.push(call.function.name.clone());
-                }
-            }
-            answer.tool_calls.retain(|c| !steer::is_write(c));
-            asked_for_held = false;
-        }
-        let mut said = Message::assistant(answer.content);
-        said.tool_calls = answer.tool_calls.clone();
+        steering.before_calls(&mut turn.calls, &state.facts());
+        let mut said = Message::assistant(turn.text);
+        said.tool_calls = turn.calls.clone();
+        last_round = messages.len();
         messages.push(said);
-        let repeats_before = memory.repeats;
+        let lone = turn.calls.len() == 1;
         let mut all_failed = true;
-        // Only a lone call is answered from memory: a reply of several calls is a batch the
-        // model planned (a test harness may repeat calls on purpose), and is run as asked.
-        let lone = answer.tool_calls.len() == 1;
-        for (n, call) in answer.tool_calls.iter().enumerate() {
-            let text = if n >= MAX_CALLS_PER_REPLY {
-                format!(
-                    "error: not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; \
-                     call it again"
-                )
-            } else if let Some(earlier) = lone.then(|| memory.recall(call)).flatten() {
-                format!(
-                    "{earlier}\n\n(note: {} was already called with these arguments; this is \
-                     its earlier result, unchanged. Use it instead of calling again.)",
-                    call.function.name
-                )
+        for (n, call) in turn.calls.iter().enumerate() {
+            let (text, ok) = if n >= MAX_CALLS_PER_REPLY {
+                let refused = ToolError::Refused(format!(
+                    "not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; call \
+                     it again"
+                ));
+                (toolbox.error_text(&refused), false)
+            } else if let Some(earlier) = steering.recall(call, lone) {
+                (earlier, true)
             } else {
                 let _ = events.send(StepEvent::Tool {
                     step: index,
                     description: Some(Toolbox::describe(call)),
                 });
-                let text = toolbox.execute(call, &cancel).await;
+                let outcome = run_call(&toolbox, &mut steering, &state, call, &cancel).await;
                 let _ = events.send(StepEvent::Tool {
                     step: index,
                     description: None,
                 });
-                tools_ran = true;
-                if steer::is_write(call) {
-                    wrote = true;
-                    held.retain(|name| *name != call.function.name);
-                }
-                memory.record(call, &text);
-                text
+                let (text, ok) = outcome?;
+                let kind = toolbox
+                    .get(&call.function.name)
+                    .map_or(ToolKind::Read, |s| s.kind);
+                steering.after_call(call, kind, &text);
+                state.ran.push(Ran {
+                    call: call.clone(),
+                    ok,
+                    text: text.clone(),
+                });
+                (text, ok)
             };
             if cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
             }
-            all_failed &= text.starts_with("error:");
-            any_succeeded |= !text.starts_with("error:");
+            all_failed &= !ok;
             let mut result = Message::tool(call.function.name.clone(), text);
             result.tool_call_id = call.id.clone();
             messages.push(result);
         }
-        last_round_failed = all_failed;
-        if !held.is_empty() && !all_failed {
-            // Until the held write is made again, every round asks for it (the tools stay).
-            messages.push(Message::user(steer::after_held_writes(
-                &engine.request.content,
-                &held,
-            )));
-        } else if memory.repeats > repeats_before && memory.repeats >= MAX_REPEATS {
-            offer_tools = false;
-            messages.push(Message::user(
-                "You already have these results: calling the same tool again will not change \
-                 them. Answer the request now from the tool results above, in plain words.",
-            ));
-        } else {
-            messages.push(Message::user(steer::after_results(
-                &engine.request.content,
-                all_failed,
-            )));
+        state.last_round_failed = all_failed;
+        if let Some(follow) = steering.after_round(all_failed, &state.facts()) {
+            if follow.withdraw_tools {
+                offer_tools = false;
+            }
+            say(&mut messages, &mut state.ours, &follow.message);
         }
     }
+}
+
+/// Runs one call, or the call steering makes in its place: the text the model is sent and
+/// whether the call worked.
+async fn run_call(
+    toolbox: &Toolbox,
+    steering: &mut Steering,
+    state: &Loop<'_>,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+) -> Result<(String, bool), StepError> {
+    let result = match toolbox.execute(call, cancel).await {
+        Ok(output) => Ok(output),
+        Err(CallError::RespondToModel(e)) => Err(e),
+        Err(CallError::Cancelled) => return Err(StepError::Cancelled),
+    };
+    if let Some(instead) = steering.instead(call, &result, &state.facts()) {
+        match toolbox.execute(&instead.call, cancel).await {
+            Ok(ToolOutput { text, matches }) if matches != Some(0) => {
+                return Ok((format!("{}{text}", instead.note), true));
+            }
+            Err(CallError::Cancelled) => return Err(StepError::Cancelled),
+            _ => {}
+        }
+    }
+    Ok(match result {
+        Ok(output) => (output.text, true),
+        Err(e) => (toolbox.error_text(&e), false),
+    })
+}
+
+/// Carries out a rule's verdict: the reply is left out and the model asked again, or the step
+/// ends.
+fn apply(
+    verdict: Verdict,
+    messages: &mut Vec<Message>,
+    ours: &mut Vec<String>,
+    offer_tools: &mut bool,
+) -> Result<(), StepError> {
+    match verdict {
+        Verdict::Stop(stop) => Err(StepError::Steering(stop)),
+        Verdict::Nudge { message, tools } => {
+            *offer_tools = tools;
+            say(messages, ours, &message);
+            Ok(())
+        }
+    }
+}
+
+/// A user message of the loop's own.
+fn say(messages: &mut Vec<Message>, ours: &mut Vec<String>, text: &str) {
+    messages.push(Message::user(text));
+    ours.push(text.to_owned());
+}
+
+/// A model without tools: its reply is the answer; an empty one gets one more call.
+async fn plain_chat(
+    engine: &Engine,
+    index: usize,
+    mut messages: Vec<Message>,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<String, StepError> {
+    for calls in 1..=2 {
+        let request = engine.chat_request(messages.clone(), false, None);
+        let reply = engine.chat(&request, cancel).await?;
+        let _ = events.send(StepEvent::Tokens {
+            step: index,
+            input: reply.prompt_eval_count,
+            output: reply.eval_count,
+        });
+        let answer = match engine.model.policy {
+            super::steering::Policy::Small => super::steering::clean_answer(&reply.message.content),
+            super::steering::Policy::Off => reply.message.content,
+        };
+        if !answer.trim().is_empty() {
+            return Ok(answer);
+        }
+        if calls == 1 {
+            messages.push(Message::user(super::steering::rules::ANSWER_NOW));
+        }
+    }
+    Err(StepError::NoAnswer {
+        tools_ran: false,
+        calls: 2,
+    })
+}
+
+/// `text` on one line, at most `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max).collect();
+    cut.push('…');
+    cut
 }

@@ -43,6 +43,8 @@ pub(crate) struct Progress<'a> {
     running: BTreeMap<usize, String>,
     /// Shown when no step runs: `planning`, `final answer`.
     phase: String,
+    /// Older tool results compacted to fit the context window, in every step so far.
+    pub compacted: usize,
 }
 
 /// The progress saves not yet written, and the writer writing them.
@@ -75,6 +77,7 @@ impl<'a> Progress<'a> {
             step_tokens: Vec::new(),
             running: BTreeMap::new(),
             phase: String::new(),
+            compacted: 0,
         }
     }
 
@@ -135,6 +138,17 @@ impl<'a> Progress<'a> {
                 input,
                 output,
             } => self.add_tokens(Some(step), input, output),
+            StepEvent::Compacted { step, results } => {
+                self.compacted += results;
+                if self.running.contains_key(&step) {
+                    let label = format!(
+                        "{} (context compacted: {} older tool results)",
+                        self.title(step),
+                        self.compacted
+                    );
+                    self.running.insert(step, label);
+                }
+            }
             StepEvent::Tool { step, description } => {
                 if !self.running.contains_key(&step) {
                     return;

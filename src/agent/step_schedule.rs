@@ -40,6 +40,7 @@ pub(crate) async fn run_steps(
     let mut started = vec![false; steps.len()];
     let mut running: JoinSet<(usize, Result<String, StepError>)> = JoinSet::new();
     let concurrency = engine.settings.step_concurrency.max(1);
+    let leaves = plan.leaves();
     loop {
         for &i in plan.order() {
             if running.len() >= concurrency {
@@ -52,8 +53,11 @@ pub(crate) async fn run_steps(
             started[i] = true;
             progress.step_started(i).await;
             let prompt = plan.is_planned().then(|| step_prompt(plan, i, &results));
+            let final_step = leaves.contains(&i);
             let (engine, tx, token) = (engine.clone(), events_tx.clone(), steps_cancel.clone());
-            running.spawn(async move { (i, run_step(engine, i, prompt, tx, token).await) });
+            running.spawn(
+                async move { (i, run_step(engine, i, prompt, final_step, tx, token).await) },
+            );
         }
         if running.is_empty() {
             break;

@@ -50,7 +50,8 @@ pub struct OllamaConfig {
     pub model: String,
     /// Default temperature; `agent_run`'s `temperature` overrides it per task. Unset: the model's.
     pub temperature: Option<f64>,
-    /// Context window sent as `options.num_ctx` on every call.
+    /// The most context sent as `options.num_ctx`: the model's own context length (from
+    /// `/api/show`) when that is smaller.
     pub num_ctx: u32,
     /// How long Ollama keeps the model loaded after a call (`"10m"`, `"-1"`); unset: Ollama's.
     pub keep_alive: Option<String>,
@@ -76,7 +77,7 @@ impl Default for OllamaConfig {
             url: default_ollama_url(),
             model: "qwen3:8b".into(),
             temperature: None,
-            num_ctx: 65_536,
+            num_ctx: 32_768,
             keep_alive: None,
             request_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(5),
@@ -101,8 +102,16 @@ pub struct AgentConfig {
     pub step_concurrency: usize,
     /// Most model calls in one step's tool loop; a step still calling tools then fails.
     pub max_iterations: usize,
-    /// Sent as `think`; true needs a model with the `thinking` capability.
-    pub think: bool,
+    /// Sent as `think` to a model with the `thinking` capability: `false`, `true`, or a level
+    /// (`low`, `medium`, `high`) for the models that take one.
+    pub think: ThinkSetting,
+    /// How the tool loop steers the model: `auto` (by the model's size), `small`, `off`.
+    pub steering: crate::agent::steering::SteeringMode,
+    /// Commands that judge a change (`[python3, -m, unittest]`), run after the model's last
+    /// change before it may answer; their failures go back to the model.
+    pub checks: Vec<Vec<String>>,
+    /// How many times failed checks go back to the model before the task fails.
+    pub check_rounds: usize,
     /// The folder the agent's tools work in. Unset: the server's current directory.
     pub workspace: Option<PathBuf>,
     pub tools: AgentToolsConfig,
@@ -119,10 +128,72 @@ impl Default for AgentConfig {
             max_steps: 8,
             step_concurrency: 1,
             max_iterations: 20,
-            think: false,
+            think: ThinkSetting::Off,
+            steering: crate::agent::steering::SteeringMode::Auto,
+            checks: Vec::new(),
+            check_rounds: 2,
             workspace: None,
             tools: AgentToolsConfig::default(),
             commands: AgentCommandsConfig::default(),
+        }
+    }
+}
+
+/// `agent.think`: `false`, `true`, `low`, `medium` or `high`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThinkSetting {
+    #[default]
+    Off,
+    On,
+    Low,
+    Medium,
+    High,
+}
+
+impl ThinkSetting {
+    /// The `think` value sent to Ollama.
+    pub fn to_wire(self) -> crate::ollama::Think {
+        use crate::ollama::Think;
+        match self {
+            ThinkSetting::Off => Think::On(false),
+            ThinkSetting::On => Think::On(true),
+            ThinkSetting::Low => Think::Level("low".into()),
+            ThinkSetting::Medium => Think::Level("medium".into()),
+            ThinkSetting::High => Think::Level("high".into()),
+        }
+    }
+}
+
+impl Serialize for ThinkSetting {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.to_wire() {
+            crate::ollama::Think::On(on) => serializer.serialize_bool(on),
+            crate::ollama::Think::Level(level) => serializer.serialize_str(&level),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ThinkSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            On(bool),
+            Level(String),
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::On(false) => Ok(ThinkSetting::Off),
+            Wire::On(true) => Ok(ThinkSetting::On),
+            Wire::Level(level) => match level.as_str() {
+                "false" => Ok(ThinkSetting::Off),
+                "true" => Ok(ThinkSetting::On),
+                "low" => Ok(ThinkSetting::Low),
+                "medium" => Ok(ThinkSetting::Medium),
+                "high" => Ok(ThinkSetting::High),
+                other => Err(serde::de::Error::custom(format!(
+                    "agent.think: '{other}' is not one of false, true, low, medium, high"
+                ))),
+            },
         }
     }
 }
@@ -638,6 +709,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("ollama.temperature:"), "{e}");
+    }
+
+    #[test]
+    fn think_takes_a_switch_or_a_level_and_names_a_bad_one() {
+        let think = |yaml: &str| Config::from_yaml(yaml).map(|c| c.agent.think);
+        assert_eq!(
+            think("agent:\n  think: true\n").ok(),
+            Some(ThinkSetting::On)
+        );
+        assert_eq!(
+            think("agent:\n  think: high\n").ok(),
+            Some(ThinkSetting::High)
+        );
+        assert_eq!(think("").ok(), Some(ThinkSetting::Off));
+        let e = think("agent:\n  think: max\n").unwrap_err().to_string();
+        assert!(
+            e.contains("'max' is not one of false, true, low, medium, high"),
+            "{e}"
+        );
+        let c =
+            Config::from_yaml("agent:\n  steering: small\n  checks: [[python3, -m, unittest]]\n")
+                .unwrap();
+        assert_eq!(
+            c.agent.steering,
+            crate::agent::steering::SteeringMode::Small
+        );
+        assert_eq!(c.agent.checks, [["python3", "-m", "unittest"]]);
+        let text = serde_yaml_ng::to_string(&c).unwrap();
+        assert_eq!(Config::from_yaml(&text).unwrap(), c);
     }
 
     #[test]

@@ -37,5 +37,5 @@ pub use error::OllamaError;
 pub use stream::ChatStreamDecoder;
 pub use types::{
     ChatChunk, ChatOptions, ChatRequest, ChatResponse, ChunkMessage, Message, ModelDetails, Role,
-    ShowResponse, ToolCall, ToolCallFunction,
+    ShowResponse, Think, ToolCall, ToolCallFunction,
 };

@@ -114,10 +114,28 @@ pub struct ChatRequest {
     /// A duration such as `"10m"`; `"0"` unloads the model after the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_alive: Option<String>,
-    /// Thinking models think by default when this is absent; `true` on a model without the
-    /// `thinking` capability is a 400.
+    /// Thinking models think by default when this is absent; `true` (or a level) on a model
+    /// without the `thinking` capability is a 400.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub think: Option<bool>,
+    pub think: Option<Think>,
+}
+
+/// `think`: on or off, or a level (`low`, `medium`, `high`) for the models that take one
+/// (gpt-oss; others treat a level as on).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Think {
+    On(bool),
+    Level(String),
+}
+
+impl std::fmt::Display for Think {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Think::On(on) => write!(f, "{on}"),
+            Think::Level(level) => f.write_str(level),
+        }
+    }
 }
 
 impl ChatRequest {
@@ -233,6 +251,30 @@ impl ShowResponse {
             .find(|(key, _)| key.ends_with(".context_length"))
             .and_then(|(_, value)| value.as_u64())
     }
+
+    /// How many parameters the model has: `general.parameter_count` in `model_info`, else
+    /// `details.parameter_size` (`"8.0B"`, `"270M"`); `None` when neither says.
+    pub fn parameter_count(&self) -> Option<u64> {
+        if let Some(count) = self
+            .model_info
+            .get("general.parameter_count")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+        {
+            return Some(count);
+        }
+        let size = self.details.parameter_size.as_deref()?.trim();
+        let unit = size.chars().next_back()?.to_ascii_uppercase();
+        let scale = match unit {
+            'B' => 1e9,
+            'M' => 1e6,
+            'K' => 1e3,
+            'T' => 1e12,
+            _ => return None,
+        };
+        let number: f64 = size[..size.len() - 1].trim().parse().ok()?;
+        (number.is_finite() && number > 0.0).then_some((number * scale) as u64)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -276,6 +318,43 @@ mod tests {
     }
 
     #[test]
+    fn the_parameter_count_comes_from_model_info_else_the_size_text() {
+        let with = |info: Value, size: Value| -> ShowResponse {
+            serde_json::from_value(json!({"model_info": info, "details": {"parameter_size": size}}))
+                .expect("show decodes")
+        };
+        assert_eq!(
+            with(
+                json!({"general.parameter_count": 8_030_261_248u64}),
+                json!("8.0B")
+            )
+            .parameter_count(),
+            Some(8_030_261_248)
+        );
+        assert_eq!(
+            with(json!({}), json!("1.5B")).parameter_count(),
+            Some(1_500_000_000)
+        );
+        assert_eq!(
+            with(json!({}), json!("270M")).parameter_count(),
+            Some(270_000_000)
+        );
+        assert_eq!(
+            with(json!({}), json!("120b")).parameter_count(),
+            Some(120_000_000_000)
+        );
+        assert_eq!(with(json!({}), json!("big")).parameter_count(), None);
+        assert_eq!(with(json!({}), json!("é")).parameter_count(), None);
+        assert_eq!(with(json!({}), Value::Null).parameter_count(), None);
+        let think = serde_json::to_value(Think::Level("high".into())).expect("serializes");
+        assert_eq!(think, json!("high"));
+        assert_eq!(
+            serde_json::to_value(Think::On(false)).expect("serializes"),
+            json!(false)
+        );
+    }
+
+    #[test]
     fn chunk_with_everything_omitted_decodes() {
         let chunk: ChatChunk = serde_json::from_str("{}").expect("empty chunk decodes");
         assert_eq!(chunk, ChatChunk::default());
@@ -310,6 +389,7 @@ mod tests {
         assert!(show.has("tools"));
         assert!(!show.has("vision"));
         assert_eq!(show.context_length(), Some(131072));
+        assert_eq!(show.parameter_count(), None);
         assert_eq!(show.details.family.as_deref(), Some("llama"));
     }
 }

@@ -114,6 +114,16 @@ impl FakeOllama {
         lock(&self.shared.replies).push_back(reply);
     }
 
+    /// Drops the scripted replies not used yet.
+    pub fn clear_replies(&self) {
+        lock(&self.shared.replies).clear();
+    }
+
+    /// Forgets the `/api/chat` bodies received so far.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.chat_requests).clear();
+    }
+
     /// Every `/api/chat` body received that was valid JSON, in arrival order.
     pub fn chat_requests(&self) -> Vec<Value> {
         lock(&self.shared.chat_requests).clone()
@@ -305,10 +315,10 @@ async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             "modelfile": format!("FROM {}\n", cfg.model),
             "parameters": "temperature 0.7",
             "template": "{{ .Prompt }}",
-            "details": details(),
+            "details": details(&cfg.parameter_size),
             "model_info": {
                 "general.architecture": "llama",
-                "general.parameter_count": 8_030_261_248u64,
+                "general.parameter_count": cfg.parameter_count,
                 "llama.context_length": cfg.context_length,
             },
             "capabilities": cfg.capabilities,
@@ -334,7 +344,7 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
             "name": name, "model": name, "modified_at": CREATED_AT,
             "size": 4_920_753_328u64,
             "digest": "365c0bd3c000a25d28ddbf732fe1c6add414de7275464c4e4d1c3b5fcb5d8ad1",
-            "details": details(),
+            "details": details(&shared.cfg.parameter_size),
         }]}),
     )
 }

@@ -1,4 +1,8 @@
-//! The writing tools: `write_file` and `edit_file`.
+//! The writing tools: `write_file` and `edit_file`, and their handlers.
+//!
+//! Neither changes a file the task has not read: replacing or editing an existing file needs a
+//! `read_file` of it first, and the file must not have changed since ([`Ledger::may_change`]).
+//! Each change is recorded in the task's [`Ledger`], which counts the lines changed at the end.
 //!
 //! Both write a new file next to the target and rename it over the target. The rename replaces
 //! the directory entry, so a hard link to a file outside the workspace is never written
@@ -10,10 +14,14 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use async_trait::async_trait;
 use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use super::ToolError;
+use super::registry::{ToolHandler, ToolSpec};
 use super::workspace::{Workspace, io_error, no_follow};
+use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput, blocking};
 
 /// Largest file `edit_file` rewrites.
 const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
@@ -36,14 +44,58 @@ pub(super) struct EditFileArgs {
     replace_all: bool,
 }
 
-pub(super) fn write_file(ws: &Workspace, args: &WriteFileArgs) -> Result<String, ToolError> {
+/// `write_file`.
+pub(super) struct WriteFile;
+/// `edit_file`.
+pub(super) struct EditFile;
+
+#[async_trait]
+impl ToolHandler for WriteFile {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: WriteFileArgs = spec.arguments(args)?;
+        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
+        let work = Box::new(move || Ok(ToolOutput::text(write_file(&ws, &ledger, &args)?)));
+        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+    }
+}
+
+#[async_trait]
+impl ToolHandler for EditFile {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: EditFileArgs = spec.arguments(args)?;
+        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
+        let work = Box::new(move || Ok(ToolOutput::text(edit_file(&ws, &ledger, &args)?)));
+        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+    }
+}
+
+pub(super) fn write_file(
+    ws: &Workspace,
+    ledger: &Ledger,
+    args: &WriteFileArgs,
+) -> Result<String, ToolError> {
     let target = ws.writable(&args.path)?;
     let shown = ws.display(&target);
     if target.is_dir() {
         return Err(ToolError::Refused(format!("'{shown}' is a folder")));
     }
     let existed = target.exists();
+    ledger.may_change(&target, &shown)?;
+    ledger.before_change(&target);
     replace(ws, &target, args.content.as_bytes(), &shown)?;
+    ledger.after_change(&target);
     Ok(format!(
         "{} '{shown}' ({} bytes)",
         if existed { "replaced" } else { "created" },
@@ -51,7 +103,11 @@ pub(super) fn write_file(ws: &Workspace, args: &WriteFileArgs) -> Result<String,
     ))
 }
 
-pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, ToolError> {
+pub(super) fn edit_file(
+    ws: &Workspace,
+    ledger: &Ledger,
+    args: &EditFileArgs,
+) -> Result<String, ToolError> {
     let target = ws.existing(&args.path)?;
     let shown = ws.display(&target);
     if target.is_dir() {
@@ -62,7 +118,9 @@ pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, T
             "old_text must not be empty; use write_file to write a whole file".into(),
         ));
     }
+    // Opened first: a FIFO, device or socket is refused for what it is.
     let file = ws.open_read(&target)?;
+    ledger.may_change(&target, &shown)?;
     let mut bytes = Vec::new();
     file.take(MAX_EDIT_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -93,7 +151,9 @@ pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, T
     } else {
         text.replacen(&args.old_text, &args.new_text, 1)
     };
+    ledger.before_change(&target);
     replace(ws, &target, edited.as_bytes(), &shown)?;
+    ledger.after_change(&target);
     Ok(format!(
         "replaced {} occurrence{} in '{shown}'",
         if args.replace_all { count } else { 1 },
@@ -204,6 +264,72 @@ mod tests {
         (dir, ws)
     }
 
+    /// A ledger that has read every file of the workspace as it is now.
+    fn read_everything(ws: &Workspace) -> Ledger {
+        let ledger = Ledger::default();
+        let mut folders = vec![ws.root().to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(folder).unwrap().flatten() {
+                if entry.path().is_dir() {
+                    folders.push(entry.path());
+                } else {
+                    ledger.saw(&entry.path());
+                }
+            }
+        }
+        ledger
+    }
+
+    #[test]
+    fn an_existing_file_is_changed_only_after_it_was_read() {
+        let (dir, ws) = ws();
+        let ledger = Ledger::default();
+        let write = WriteFileArgs {
+            path: "a.txt".into(),
+            content: "gone".into(),
+        };
+        let refused = write_file(&ws, &ledger, &write).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "'a.txt' exists and this task has not read it; call read_file on it first \
+             (write_file replaces the whole file, so what else it holds would be lost)"
+        );
+        let edit = EditFileArgs {
+            path: "a.txt".into(),
+            old_text: "x = 1".into(),
+            new_text: "x = 2".into(),
+            replace_all: false,
+        };
+        assert!(
+            edit_file(&ws, &ledger, &edit)
+                .unwrap_err()
+                .to_string()
+                .contains("has not read it")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "x = 1;\ny = 1;\n"
+        );
+        // Read, it may be changed, and again after its own change.
+        ledger.saw(&ws.existing("a.txt").unwrap());
+        edit_file(&ws, &ledger, &edit).unwrap();
+        write_file(&ws, &ledger, &write).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "gone"
+        );
+        // Changed by someone else since: read it again first.
+        std::fs::write(dir.path().join("a.txt"), "someone else's longer text").unwrap();
+        let stale = write_file(&ws, &ledger, &write).unwrap_err().to_string();
+        assert!(stale.contains("changed since this task read it"), "{stale}");
+        let shown: Vec<String> = ledger
+            .changes(ws.root())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, ["a.txt (+1 -2)"]);
+    }
+
     fn edit(ws: &Workspace, old: &str, new: &str, all: bool) -> Result<String, String> {
         let args = EditFileArgs {
             path: "a.txt".into(),
@@ -211,7 +337,7 @@ mod tests {
             new_text: new.into(),
             replace_all: all,
         };
-        edit_file(ws, &args).map_err(|e| e.to_string())
+        edit_file(ws, &read_everything(ws), &args).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -222,7 +348,7 @@ mod tests {
             content: "hi".into(),
         };
         assert_eq!(
-            write_file(&ws, &args).unwrap(),
+            write_file(&ws, &read_everything(&ws), &args).unwrap(),
             "created 'deep/new/b.txt' (2 bytes)"
         );
         let again = WriteFileArgs {
@@ -230,7 +356,7 @@ mod tests {
             content: "bye".into(),
         };
         assert_eq!(
-            write_file(&ws, &again).unwrap(),
+            write_file(&ws, &read_everything(&ws), &again).unwrap(),
             "replaced 'deep/new/b.txt' (3 bytes)"
         );
         assert_eq!(
@@ -290,7 +416,7 @@ mod tests {
             path: "link.txt".into(),
             content: "inside".into(),
         };
-        write_file(&ws, &args).unwrap();
+        write_file(&ws, &read_everything(&ws), &args).unwrap();
         assert_eq!(std::fs::read_to_string(&shared).unwrap(), "outside");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("link.txt")).unwrap(),
@@ -310,7 +436,7 @@ mod tests {
             path: "run.sh".into(),
             content: "echo 2".into(),
         };
-        write_file(&ws, &args).unwrap();
+        write_file(&ws, &read_everything(&ws), &args).unwrap();
         let mode = std::fs::metadata(&script).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
     }
@@ -353,7 +479,7 @@ mod tests {
             path: "tool".into(),
             content: "#!/bin/sh\nid\n".into(),
         };
-        write_file(&ws, &args).unwrap();
+        write_file(&ws, &read_everything(&ws), &args).unwrap();
         let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o755);
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -363,7 +489,7 @@ mod tests {
             new_text: "whoami".into(),
             replace_all: false,
         };
-        edit_file(&ws, &edit).unwrap();
+        edit_file(&ws, &read_everything(&ws), &edit).unwrap();
         let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o755);
     }

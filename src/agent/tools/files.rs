@@ -1,12 +1,21 @@
-//! The reading tools: `list_dir`, `read_file`, `search_text`.
+//! The reading tools: `list_dir`, `read_file`, `search_text`, and their handlers.
+//!
+//! They report what is there and nothing else: a missing file is an error that shows its
+//! folder and names the one file it most likely meant ([`LookAlike`]), a search matches
+//! exactly as asked. Reading another file instead, or searching again in another case, is a
+//! choice of the steering policy (`agent::steering`), not of the tools.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 
+use async_trait::async_trait;
 use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use super::ToolError;
+use super::registry::{ToolHandler, ToolSpec};
 use super::workspace::{PathError, Workspace, io_error};
+use super::{CallError, LookAlike, LookAlikeKind, ToolContext, ToolError, ToolOutput, blocking};
 
 /// Most entries `list_dir` shows.
 const MAX_ENTRIES: usize = 1000;
@@ -22,8 +31,8 @@ const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
 pub(super) const LIST_DIR_EXPECTED: &str = "{\"path\": string (optional)}";
 pub(super) const READ_FILE_EXPECTED: &str =
     "{\"path\": string, \"start_line\": integer (optional), \"max_lines\": integer (optional)}";
-pub(super) const SEARCH_EXPECTED: &str =
-    "{\"pattern\": string, \"path\": string (optional), \"max_results\": integer (optional)}";
+pub(super) const SEARCH_EXPECTED: &str = "{\"pattern\": string, \"path\": string (optional), \
+     \"max_results\": integer (optional), \"ignore_case\": boolean (optional)}";
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ListDirArgs {
@@ -47,6 +56,69 @@ pub(super) struct SearchArgs {
     path: String,
     #[serde(default)]
     max_results: Option<usize>,
+    #[serde(default)]
+    ignore_case: bool,
+}
+
+/// `list_dir`.
+pub(super) struct ListDir;
+/// `read_file`: a read makes the file the task's to replace or edit ([`super::Ledger`]).
+pub(super) struct ReadFile;
+/// `search_text`.
+pub(super) struct SearchText;
+
+#[async_trait]
+impl ToolHandler for ListDir {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: ListDirArgs = spec.arguments(args)?;
+        let ws = ctx.workspace.clone();
+        let work = Box::new(move || Ok(ToolOutput::text(list_dir(&ws, &args)?)));
+        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+    }
+}
+
+#[async_trait]
+impl ToolHandler for ReadFile {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: ReadFileArgs = spec.arguments(args)?;
+        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
+        let max_read = ctx.settings.max_read_bytes;
+        let work = Box::new(move || {
+            let (text, path) = read_file(&ws, &args, max_read)?;
+            ledger.saw(&path);
+            Ok(ToolOutput::text(text))
+        });
+        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+    }
+}
+
+#[async_trait]
+impl ToolHandler for SearchText {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: SearchArgs = spec.arguments(args)?;
+        let ws = ctx.workspace.clone();
+        let max_read = ctx.settings.max_read_bytes;
+        let work = Box::new(move || Ok(search_text(&ws, &args, max_read)?));
+        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+    }
 }
 
 pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, ToolError> {
@@ -106,38 +178,61 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Too
 /// Most entries of the folder shown when `read_file` names a file that does not exist.
 const NOT_FOUND_ENTRIES: usize = 30;
 
-/// `read_file` of a missing file: says so, and shows what the folder it names holds (a model
-/// that guessed the name can pick the right one at once, without a `list_dir` round).
+/// `read_file` of a missing file: says so, names the one file it most likely meant, and shows
+/// what the folder it names holds (a model that guessed the name can pick the right one at
+/// once, without a `list_dir` round).
 fn not_found(
+    ws: &Workspace,
     asked: &str,
     missing: &str,
     (folder, listing): (String, Result<String, ToolError>),
 ) -> ToolError {
-    match listing {
-        Ok(listing) => {
-            let mut lines = listing.lines();
-            let head = lines.next().unwrap_or_default();
-            let mut text = format!("'{missing}' does not exist.");
-            if let Some(guess) = likely_meant(asked, listing.lines().skip(1)) {
-                let path = inside(&folder, guess);
-                let _ = write!(
-                    text,
-                    " Did you mean '{path}'? Call read_file with that path."
-                );
-            }
-            let _ = write!(text, " The folder {head}:");
-            for line in lines.by_ref().take(NOT_FOUND_ENTRIES) {
-                text.push('\n');
-                text.push_str(line);
-            }
-            if lines.next().is_some() {
-                text.push_str("\n[more: use list_dir]");
-            }
-            ToolError::Refused(text)
-        }
-        Err(_) => ToolError::Refused(format!(
-            "'{missing}' does not exist; use list_dir to see what the workspace holds"
-        )),
+    // `.\\notes.txt`: a model trained on Windows paths; the same path with `/` is likely meant.
+    let slashed = asked.replace('\\', "/");
+    if slashed != asked && ws.existing(&slashed).is_ok_and(|p| p.is_file()) {
+        return ToolError::NotFound {
+            message: format!(
+                "'{missing}' does not exist; did you mean '{slashed}'? Folders are separated \
+                 by /"
+            ),
+            look_alike: Some(LookAlike {
+                path: slashed,
+                why: LookAlikeKind::Backslashes,
+            }),
+        };
+    }
+    let Ok(listing) = listing else {
+        return ToolError::NotFound {
+            message: format!(
+                "'{missing}' does not exist; use list_dir to see what the workspace holds"
+            ),
+            look_alike: None,
+        };
+    };
+    let mut lines = listing.lines();
+    let head = lines.next().unwrap_or_default();
+    let mut text = format!("'{missing}' does not exist.");
+    let look_alike = likely_meant(asked, listing.lines().skip(1)).map(|name| inside(&folder, name));
+    if let Some(path) = &look_alike {
+        let _ = write!(
+            text,
+            " Did you mean '{path}'? Call read_file with that path."
+        );
+    }
+    let _ = write!(text, " The folder {head}:");
+    for line in lines.by_ref().take(NOT_FOUND_ENTRIES) {
+        text.push('\n');
+        text.push_str(line);
+    }
+    if lines.next().is_some() {
+        text.push_str("\n[more: use list_dir]");
+    }
+    ToolError::NotFound {
+        message: text,
+        look_alike: look_alike.map(|path| LookAlike {
+            path,
+            why: LookAlikeKind::SimilarName,
+        }),
     }
 }
 
@@ -197,43 +292,26 @@ fn not_a_folder(shown: &str) -> ToolError {
     ToolError::Refused(format!("'{shown}' is a file, not a folder; use read_file"))
 }
 
+/// `read_file`: the text, and the file's resolved path.
 pub(super) fn read_file(
     ws: &Workspace,
     args: &ReadFileArgs,
     max_bytes: usize,
-) -> Result<String, ToolError> {
+) -> Result<(String, std::path::PathBuf), ToolError> {
     let path = match ws.existing(&args.path) {
         Ok(path) => path,
-        // `.\\notes.txt`: a model trained on Windows paths. The same path with `/` goes
-        // through the same checks.
-        Err(PathError::NotFound(_))
-            if args.path.contains('\\') && ws.existing(&args.path.replace('\\', "/")).is_ok() =>
-        {
-            ws.existing(&args.path.replace('\\', "/"))?
-        }
         Err(PathError::NotFound(missing)) => {
-            // A name slightly wrong (`notes.txt` for `notes-2024.txt`): the one look-alike of
-            // that folder is read instead, saying so. The answer is then one call away, where
-            // a small model fumbles the second call a "Did you mean" would need.
-            let folder = folder_of(ws, &args.path);
-            if let Ok(listing) = &folder.1
-                && let Some(name) = likely_meant(&args.path, listing.lines().skip(1))
-            {
-                let guess = inside(&folder.0, name);
-                if let Ok(path) = ws.existing(&guess)
-                    && let Ok(text) = read_resolved(ws, &path, args, max_bytes)
-                {
-                    return Ok(format!(
-                        "'{missing}' does not exist; the one file like it there, '{guess}', was \
-                         read instead:\n{text}"
-                    ));
-                }
-            }
-            return Err(not_found(&args.path, &missing, folder));
+            return Err(not_found(
+                ws,
+                &args.path,
+                &missing,
+                folder_of(ws, &args.path),
+            ));
         }
         Err(e) => return Err(e.into()),
     };
-    read_resolved(ws, &path, args, max_bytes)
+    let text = read_resolved(ws, &path, args, max_bytes)?;
+    Ok((text, path))
 }
 
 /// `read_file` of a resolved, existing path.
@@ -309,52 +387,40 @@ pub(super) fn search_text(
     ws: &Workspace,
     args: &SearchArgs,
     max_file_bytes: usize,
-) -> Result<String, ToolError> {
+) -> Result<ToolOutput, ToolError> {
     if args.pattern.is_empty() {
         return Err(ToolError::Refused("pattern must not be empty".into()));
     }
     let start = ws.existing(&args.path)?;
     let limit = args.max_results.unwrap_or(100).clamp(1, MAX_RESULTS);
-    let run = |folded: Option<&str>| -> Result<(Vec<Hit>, bool), ToolError> {
-        let mut search = Search {
-            ws,
-            pattern: &args.pattern,
-            folded,
-            limit,
-            max_file_bytes,
-            hits: Vec::new(),
-            scanned: 0,
-            truncated: false,
-        };
-        if start.is_dir() {
-            // Walk through held folders: each entry is opened relative to its folder with
-            // O_NOFOLLOW, so no link is followed and no swap redirects the walk.
-            let held = ws.open_dir(&start)?;
-            search.walk(held, ws.display(&start));
-        } else {
-            let file = ws.open_read(&start)?;
-            search.scan(file, &ws.display(&start));
-        }
-        Ok((search.hits, search.truncated))
+    let folded = args.ignore_case.then(|| args.pattern.to_lowercase());
+    let mut search = Search {
+        ws,
+        pattern: &args.pattern,
+        folded: folded.as_deref(),
+        limit,
+        max_file_bytes,
+        hits: Vec::new(),
+        scanned: 0,
+        truncated: false,
     };
-    let (mut matches, mut truncated) = run(None)?;
-    let mut note = String::new();
-    let folded = args.pattern.to_lowercase();
-    if matches.is_empty() && folded != args.pattern.to_uppercase() {
-        // A model asking for "secret" most likely wants "Secret word: …" too.
-        (matches, truncated) = run(Some(&folded))?;
-        if !matches.is_empty() {
-            note = format!(
-                "no line contains '{}' exactly; these contain it in another case:\n",
-                args.pattern
-            );
-        }
+    if start.is_dir() {
+        // Walk through held folders: each entry is opened relative to its folder with
+        // O_NOFOLLOW, so no link is followed and no swap redirects the walk.
+        let held = ws.open_dir(&start)?;
+        search.walk(held, ws.display(&start));
+    } else {
+        let file = ws.open_read(&start)?;
+        search.scan(file, &ws.display(&start));
     }
+    let (matches, truncated) = (search.hits, search.truncated);
     if matches.is_empty() {
-        return Ok(format!("no matches for '{}'", args.pattern));
+        return Ok(ToolOutput {
+            text: format!("no matches for '{}'", args.pattern),
+            matches: Some(0),
+        });
     }
-    let mut out = note;
-    out.push_str(&show_hits(&matches));
+    let mut out = show_hits(&matches);
     if truncated {
         let _ = write!(
             out,
@@ -362,7 +428,10 @@ pub(super) fn search_text(
             matches.len()
         );
     }
-    Ok(out)
+    Ok(ToolOutput {
+        text: out,
+        matches: Some(matches.len()),
+    })
 }
 
 /// Deepest folder `search_text` descends into.
@@ -596,7 +665,7 @@ mod tests {
             max_lines: max,
         };
         match read_file(ws, &args, cap) {
-            Ok(t) => t,
+            Ok((t, _)) => t,
             Err(e) => format!("error: {e}"),
         }
     }
@@ -641,10 +710,11 @@ mod tests {
             pattern: "needle".into(),
             path: String::new(),
             max_results: None,
+            ignore_case: false,
         };
         // Two matches: each with the lines around it, as grep -C2 shows them.
         assert_eq!(
-            search_text(&ws, &args, 1000).unwrap(),
+            search_text(&ws, &args, 1000).unwrap().text,
             "b.txt:1: needle at top\n--\nsrc/a.rs-1- one\nsrc/a.rs:2: two needle\nsrc/a.rs-3- three"
         );
         let one = SearchArgs {
@@ -654,6 +724,7 @@ mod tests {
         assert!(
             search_text(&ws, &one, 1000)
                 .unwrap()
+                .text
                 .contains("[stopped after 1 matches")
         );
     }
@@ -683,8 +754,9 @@ mod tests {
                 pattern: pattern.into(),
                 path: "src".into(),
                 max_results: None,
+                ignore_case: false,
             };
-            search_text(&ws, &args, 1000).unwrap()
+            search_text(&ws, &args, 1000).unwrap().text
         };
         let lines: Vec<String> = (1..=12).map(|n| format!("line {n}")).collect();
         let mut text = lines.join("\n");
@@ -711,29 +783,74 @@ mod tests {
     }
 
     #[test]
-    fn a_search_without_exact_matches_shows_matches_in_another_case() {
+    fn a_search_matches_exactly_unless_asked_to_ignore_case() {
         let (dir, ws) = ws();
-        std::fs::write(
-            dir.path().join("b.txt"),
-            "Secret word: tangerine
-",
-        )
-        .unwrap();
-        let search = |pattern: &str| {
+        std::fs::write(dir.path().join("b.txt"), "Secret word: tangerine\n").unwrap();
+        let search = |pattern: &str, ignore_case| {
             let args = SearchArgs {
                 pattern: pattern.into(),
                 path: String::new(),
                 max_results: None,
+                ignore_case,
             };
             search_text(&ws, &args, 1000).unwrap()
         };
         assert_eq!(
-            search("secret"),
-            "no line contains 'secret' exactly; these contain it in another case:\n\
-             b.txt:1: Secret word: tangerine"
+            search("secret", false),
+            ToolOutput {
+                text: "no matches for 'secret'".into(),
+                matches: Some(0)
+            }
         );
-        assert_eq!(search("Secret"), "b.txt:1: Secret word: tangerine");
-        assert_eq!(search("42"), "no matches for '42'");
-        assert_eq!(search("absent"), "no matches for 'absent'");
+        assert_eq!(
+            search("secret", true),
+            ToolOutput {
+                text: "b.txt:1: Secret word: tangerine".into(),
+                matches: Some(1)
+            }
+        );
+        assert_eq!(search("Secret", false).matches, Some(1));
+    }
+
+    #[test]
+    fn a_missing_file_names_its_look_alike_and_shows_its_folder() {
+        let (dir, ws) = ws();
+        std::fs::write(dir.path().join("notes-2024.txt"), "juniper\n").unwrap();
+        let missing = |path: &str| {
+            let args = ReadFileArgs {
+                path: path.into(),
+                start_line: None,
+                max_lines: None,
+            };
+            match read_file(&ws, &args, 1000) {
+                Err(ToolError::NotFound {
+                    message,
+                    look_alike,
+                }) => (message, look_alike),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (message, look_alike) = missing("notes.txt");
+        assert!(
+            message.starts_with(
+                "'notes.txt' does not exist. Did you mean 'notes-2024.txt'? Call read_file with \
+                 that path. The folder .: 5 entries:\n.git/\nb.txt (14 bytes)"
+            ),
+            "{message}"
+        );
+        assert_eq!(
+            look_alike,
+            Some(LookAlike {
+                path: "notes-2024.txt".into(),
+                why: LookAlikeKind::SimilarName
+            })
+        );
+        let (message, look_alike) = missing("src\\a.rs");
+        assert_eq!(
+            message,
+            "'src\\a.rs' does not exist; did you mean 'src/a.rs'? Folders are separated by /"
+        );
+        assert_eq!(look_alike.map(|l| l.why), Some(LookAlikeKind::Backslashes));
+        assert_eq!(missing("nowhere/x.txt").1, None);
     }
 }

@@ -3,17 +3,22 @@
 //! [`Toolbox`] offers the enabled tools to the model (as Ollama `tools` definitions) and runs
 //! the calls it makes. Every path goes through [`Workspace`], which refuses `..` escapes,
 //! absolute paths outside the root and symbolic links that resolve outside it. A refused or
-//! failed call is not an error of the task: its text (starting with `error:`) goes back to the
-//! model as the tool's result, so the model can correct itself.
+//! failed call is not an error of the task: it is a typed [`CallError::RespondToModel`], whose
+//! text (`error: …`) goes back to the model as the tool's result, so the model can correct
+//! itself; only a cancellation ends the step. Every tool is defined once, in one registry
+//! ([`TOOLS`]), with what it does to the workspace ([`ToolKind`]).
 //!
-//! | tool | what it does |
-//! |---|---|
-//! | `list_dir` | the entries of a folder |
-//! | `read_file` | a text file, or a window of its lines, capped at `agent.tools.max_read_bytes` |
-//! | `search_text` | lines containing a literal string, under a folder |
-//! | `write_file` | creates or replaces a file (write to a temporary file, then rename) |
-//! | `edit_file` | replaces an exact string in a file |
-//! | `run_command` | runs an allow-listed program with argv (no shell), timeout, output cap |
+//! | tool | kind | what it does |
+//! |---|---|---|
+//! | `list_dir` | read | the entries of a folder |
+//! | `read_file` | read | a text file, or a window of its lines, capped at `agent.tools.max_read_bytes` |
+//! | `search_text` | read | lines containing a literal string (optionally in any case), under a folder |
+//! | `write_file` | write | creates a file, or replaces one the task has read (write to a temporary file, then rename) |
+//! | `edit_file` | write | replaces an exact string in a file the task has read |
+//! | `run_command` | run | runs an allow-listed program with argv (no shell), timeout, output cap |
+//!
+//! The task's [`Ledger`] is the judge of writes: a file that exists is changed only after the
+//! task read it, and not if it changed since; and it records what the task changed.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,8 +36,11 @@
 //!         arguments: serde_json::json!({"path": "Cargo.toml"}),
 //!     },
 //! };
-//! let text = toolbox.execute(&call, &CancellationToken::new()).await;
-//! println!("{text}");
+//! match toolbox.execute(&call, &CancellationToken::new()).await {
+//!     Ok(output) => println!("{}", output.text),
+//!     Err(agent_mcp::agent::tools::CallError::RespondToModel(e)) => println!("{}", toolbox.error_text(&e)),
+//!     Err(agent_mcp::agent::tools::CallError::Cancelled) => println!("cancelled"),
+//! }
 //! # Ok(()) }
 //! ```
 
@@ -40,34 +48,30 @@ mod cgroup;
 mod command;
 mod edit;
 mod files;
+mod ledger;
 mod output;
+mod registry;
+mod run;
 pub mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AgentConfig;
 use crate::ollama::ToolCall;
 pub use cgroup::describe as describe_command_isolation;
+pub use command::{CommandEnd, CommandRun};
+pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
+pub(crate) use registry::parse_arguments;
+pub use registry::{TOOL_NAMES, TOOLS, ToolKind, ToolSpec, spec};
 pub use workspace::{PathError, ProtectedFiles, Workspace};
 
 /// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).
 pub const DEFAULT_TOOL_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Every tool name, in the order they are offered.
-pub const TOOL_NAMES: [&str; 6] = [
-    "list_dir",
-    "read_file",
-    "search_text",
-    "write_file",
-    "edit_file",
-    "run_command",
-];
 
 /// What the tools may do, from `agent.*` in the configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,7 +138,8 @@ impl ToolSettings {
     }
 }
 
-/// Why a tool call did nothing (or failed part-way); sent to the model as `error: …`.
+/// Why a tool call did not do what it was asked. The model is sent `error: …` with this
+/// text and may correct itself; the task goes on.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     #[error("unknown tool '{name}'; the tools are: {available}")]
@@ -147,12 +152,27 @@ pub enum ToolError {
     },
     #[error(transparent)]
     Path(#[from] PathError),
+    /// A file that is not there, with what its folder holds (`message`) and the one file it
+    /// most likely meant, if there is one.
+    #[error("{message}")]
+    NotFound {
+        message: String,
+        look_alike: Option<LookAlike>,
+    },
+    #[error(
+        "'{path}' exists and this task has not read it; call read_file on it first (write_file \
+         replaces the whole file, so what else it holds would be lost)"
+    )]
+    NotRead { path: String },
+    #[error(
+        "'{path}' changed since this task read it (a command or someone else wrote it); call \
+         read_file on it again first"
+    )]
+    ChangedSinceRead { path: String },
     #[error("{0}")]
     Refused(String),
     #[error("{0}")]
     Io(String),
-    #[error("cancelled")]
-    Cancelled,
     #[error(
         "{tool} did not finish within {limit} and was abandoned (a slow or stuck file system?); \
          try a smaller folder or another file"
@@ -160,12 +180,77 @@ pub enum ToolError {
     Deadline { tool: &'static str, limit: String },
 }
 
-/// The enabled tools over one opened workspace.
+/// The file a missing path most likely meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookAlike {
+    /// A workspace path that exists.
+    pub path: String,
+    pub why: LookAlikeKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookAlikeKind {
+    /// The same path written with `\` for `/`.
+    Backslashes,
+    /// The only file of the folder whose name is like the one asked for.
+    SimilarName,
+}
+
+/// A call that did not finish: the model gets its error, or the step ends.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The model is told (`error: …`) and may correct itself.
+    #[error(transparent)]
+    RespondToModel(ToolError),
+    /// The task was cancelled while the call ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<ToolError> for CallError {
+    fn from(e: ToolError) -> Self {
+        CallError::RespondToModel(e)
+    }
+}
+
+impl From<PathError> for CallError {
+    fn from(e: PathError) -> Self {
+        CallError::RespondToModel(e.into())
+    }
+}
+
+/// What a call that worked returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// What the model is sent (capped at `agent.tools.max_output_bytes`).
+    pub text: String,
+    /// For `search_text`: how many matches it found.
+    pub matches: Option<usize>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            matches: None,
+        }
+    }
+}
+
+/// What a tool's handler works with.
+#[derive(Debug)]
+pub(crate) struct ToolContext {
+    pub workspace: Workspace,
+    pub settings: ToolSettings,
+    pub ledger: Arc<Ledger>,
+}
+
+/// The enabled tools over one opened workspace, for one task: it keeps the task's
+/// [`Ledger`].
 #[derive(Debug)]
 pub struct Toolbox {
-    workspace: Workspace,
-    settings: ToolSettings,
-    enabled: Vec<&'static str>,
+    ctx: ToolContext,
+    enabled: Vec<&'static ToolSpec>,
 }
 
 impl Toolbox {
@@ -177,28 +262,51 @@ impl Toolbox {
             .filter(|name| !settings.disabled.iter().any(|d| d == name))
             // A command tool with nothing allowed would only ever refuse.
             .filter(|name| *name != "run_command" || !settings.commands.allow.is_empty())
+            .filter_map(spec)
             .collect();
         Ok(Toolbox {
-            workspace,
-            settings: settings.clone(),
+            ctx: ToolContext {
+                workspace,
+                settings: settings.clone(),
+                ledger: Arc::new(Ledger::default()),
+            },
             enabled,
         })
     }
 
     pub fn workspace(&self) -> &Workspace {
-        &self.workspace
+        &self.ctx.workspace
+    }
+
+    pub fn settings(&self) -> &ToolSettings {
+        &self.ctx.settings
+    }
+
+    /// What this task read and changed.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ctx.ledger
     }
 
     /// The enabled tool names.
-    pub fn enabled(&self) -> &[&'static str] {
-        &self.enabled
+    pub fn enabled(&self) -> Vec<&'static str> {
+        self.enabled.iter().map(|s| s.name).collect()
+    }
+
+    /// The enabled tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.enabled.iter().copied().find(|s| s.name == name)
+    }
+
+    /// Whether `name` is an enabled tool of this kind.
+    pub fn is(&self, name: &str, kind: ToolKind) -> bool {
+        self.get(name).is_some_and(|s| s.kind == kind)
     }
 
     /// Ollama `tools` definitions of the enabled tools.
-    pub fn definitions(&self) -> Vec<Value> {
+    pub fn definitions(&self) -> Vec<serde_json::Value> {
         self.enabled
             .iter()
-            .filter_map(|name| definition(name, &self.settings.commands.allow))
+            .map(|spec| spec.definition(&self.ctx.settings))
             .collect()
     }
 
@@ -225,85 +333,42 @@ impl Toolbox {
         }
     }
 
-    /// Runs one call. Never fails: errors become the `error: …` text the model sees.
-    pub async fn execute(&self, call: &ToolCall, cancel: &CancellationToken) -> String {
-        let text = match self.dispatch(call, cancel).await {
-            Ok(text) => text,
-            Err(e) => format!("error: {e}"),
-        };
-        output::cap_text(text, self.settings.max_output_bytes)
-    }
-
-    async fn dispatch(
+    /// Runs one call. A failure the model can act on is [`CallError::RespondToModel`]; the
+    /// text it is sent is [`Toolbox::error_text`].
+    pub async fn execute(
         &self,
         call: &ToolCall,
         cancel: &CancellationToken,
-    ) -> Result<String, ToolError> {
+    ) -> Result<ToolOutput, CallError> {
         let name = call.function.name.as_str();
-        let Some(&tool) = self.enabled.iter().find(|t| **t == name) else {
+        let Some(spec) = self.get(name) else {
             return Err(ToolError::Unknown {
                 name: crate::agent::plan::one_line(name),
-                available: self.enabled.join(", "),
-            });
+                available: self.enabled().join(", "),
+            }
+            .into());
         };
-        let args = &call.function.arguments;
-        let ws = self.workspace.clone();
-        let max_read = self.settings.max_read_bytes;
-        let blocking = |work| blocking(tool, work, cancel, self.settings.tool_deadline);
-        match tool {
-            "list_dir" => {
-                let a: files::ListDirArgs = arguments(tool, files::LIST_DIR_EXPECTED, args)?;
-                blocking(Box::new(move || files::list_dir(&ws, &a))).await
-            }
-            "read_file" => {
-                let a: files::ReadFileArgs = arguments(tool, files::READ_FILE_EXPECTED, args)?;
-                blocking(Box::new(move || files::read_file(&ws, &a, max_read))).await
-            }
-            "search_text" => {
-                let a: files::SearchArgs = arguments(tool, files::SEARCH_EXPECTED, args)?;
-                blocking(Box::new(move || files::search_text(&ws, &a, max_read))).await
-            }
-            "write_file" => {
-                let a: edit::WriteFileArgs = arguments(tool, edit::WRITE_FILE_EXPECTED, args)?;
-                blocking(Box::new(move || edit::write_file(&ws, &a))).await
-            }
-            "edit_file" => {
-                let a: edit::EditFileArgs = arguments(tool, edit::EDIT_FILE_EXPECTED, args)?;
-                blocking(Box::new(move || edit::edit_file(&ws, &a))).await
-            }
-            "run_command" => {
-                let a: command::RunCommandArgs =
-                    arguments(tool, command::RUN_COMMAND_EXPECTED, args)?;
-                // The command has its own timeout; this bounds what comes around it (starting,
-                // draining pipes, killing what is left).
-                let limit = self.settings.commands.timeout + COMMAND_DEADLINE_MARGIN;
-                tokio::select! {
-                    run = command::run_command(&ws, &self.settings.commands, &a, cancel) => {
-                        match run? {
-                            command::CommandRun { end: command::CommandEnd::Cancelled, .. } => {
-                                Err(ToolError::Cancelled)
-                            }
-                            run => Ok(run.text),
-                        }
-                    }
-                    () = tokio::time::sleep(limit) => Err(ToolError::Deadline {
-                        tool,
-                        limit: humantime::format_duration(limit).to_string(),
-                    }),
-                }
-            }
-            other => Err(ToolError::Unknown {
-                name: other.to_owned(),
-                available: self.enabled.join(", "),
-            }),
-        }
+        let mut output = spec
+            .handler
+            .run(spec, &self.ctx, &call.function.arguments, cancel)
+            .await?;
+        output.text = output::cap_text(output.text, self.ctx.settings.max_output_bytes);
+        Ok(output)
+    }
+
+    /// The text the model is sent for a failed call: `error: …`, capped.
+    pub fn error_text(&self, error: &ToolError) -> String {
+        output::cap_text(
+            format!("error: {error}"),
+            self.ctx.settings.max_output_bytes,
+        )
     }
 }
 
 /// Extra time `run_command` gets past `agent.commands.timeout` before the call is abandoned.
 const COMMAND_DEADLINE_MARGIN: Duration = Duration::from_secs(15);
 
-type Work = Box<dyn FnOnce() -> Result<String, ToolError> + Send>;
+type Work = Box<dyn FnOnce() -> Result<ToolOutput, CallError> + Send>;
 
 /// Runs blocking file work off the async threads, for at most `deadline`, and gives up at
 /// once when the task is cancelled. A thread stuck in the kernel is left behind (it holds no
@@ -313,115 +378,39 @@ async fn blocking(
     work: Work,
     cancel: &CancellationToken,
     deadline: Duration,
-) -> Result<String, ToolError> {
+) -> Result<ToolOutput, CallError> {
     let handle = tokio::task::spawn_blocking(work);
     tokio::select! {
-        done = handle => done
-            .unwrap_or_else(|e| Err(ToolError::Io(format!("the tool stopped unexpectedly: {e}")))),
-        () = cancel.cancelled() => Err(ToolError::Cancelled),
+        done = handle => done.unwrap_or_else(|e| {
+            Err(ToolError::Io(format!("the tool stopped unexpectedly: {e}")).into())
+        }),
+        () = cancel.cancelled() => Err(CallError::Cancelled),
         () = tokio::time::sleep(deadline) => Err(ToolError::Deadline {
             tool,
             limit: humantime::format_duration(deadline).to_string(),
-        }),
+        }.into()),
     }
-}
-
-/// Some models send the arguments object as a JSON string; accept both.
-fn parse_arguments(args: &Value) -> Value {
-    match args {
-        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
-        other => other.clone(),
-    }
-}
-
-fn arguments<T: DeserializeOwned>(
-    tool: &'static str,
-    expected: &'static str,
-    args: &Value,
-) -> Result<T, ToolError> {
-    serde_json::from_value(parse_arguments(args)).map_err(|e| ToolError::Arguments {
-        tool,
-        reason: e.to_string(),
-        expected,
-    })
-}
-
-fn definition(name: &str, allow: &[String]) -> Option<Value> {
-    let (description, properties, required): (String, Value, Vec<&str>) = match name {
-        "list_dir" => (
-            "List the entries of a folder of the workspace (folders end in /).".into(),
-            json!({"path": {"type": "string", "description": "Folder relative to the workspace root; default \".\""}}),
-            vec![],
-        ),
-        "read_file" => (
-            "Read a text file of the workspace, optionally a window of its lines.".into(),
-            json!({
-                "path": {"type": "string", "description": "File relative to the workspace root"},
-                "start_line": {"type": "integer", "description": "First line to return, from 1"},
-                "max_lines": {"type": "integer", "description": "Most lines to return"}
-            }),
-            vec!["path"],
-        ),
-        "search_text" => (
-            "Find lines containing a literal string in the workspace's files (not a regex).".into(),
-            json!({
-                "pattern": {"type": "string", "description": "The exact text to find"},
-                "path": {"type": "string", "description": "Folder or file to search; default \".\""},
-                "max_results": {"type": "integer", "description": "Most matching lines; default 100"}
-            }),
-            vec!["pattern"],
-        ),
-        "write_file" => (
-            "Create or replace a file of the workspace with the given content.".into(),
-            json!({
-                "path": {"type": "string", "description": "File relative to the workspace root"},
-                "content": {"type": "string", "description": "The whole new content"}
-            }),
-            vec!["path", "content"],
-        ),
-        "edit_file" => (
-            "Replace an exact piece of text in a file of the workspace.".into(),
-            json!({
-                "path": {"type": "string", "description": "File relative to the workspace root"},
-                "old_text": {"type": "string", "description": "Text to replace, exactly as in the file (whitespace included)"},
-                "new_text": {"type": "string", "description": "The replacement"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence; default: old_text must occur once"}
-            }),
-            vec!["path", "old_text", "new_text"],
-        ),
-        "run_command" => (
-            format!(
-                "Run a program in the workspace without a shell (no pipes, globs or redirection). \
-                 Allowed programs: {}.",
-                allow.join(", ")
-            ),
-            json!({
-                "argv": {"type": "array", "items": {"type": "string"}, "description": "Program and arguments, e.g. [\"cargo\", \"test\"]"},
-                "cwd": {"type": "string", "description": "Folder to run in, relative to the workspace root; default \".\""}
-            }),
-            vec!["argv"],
-        ),
-        _ => return None,
-    };
-    Some(json!({
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required}
-        }
-    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ollama::ToolCallFunction;
+    use serde_json::{Value, json};
 
     fn settings(dir: &std::path::Path) -> ToolSettings {
         let mut s = ToolSettings::from_config(&AgentConfig::default());
         s.workspace = dir.to_path_buf();
         s
+    }
+
+    /// The text the model would be sent for `call`.
+    async fn run(tb: &Toolbox, call: ToolCall) -> String {
+        match tb.execute(&call, &CancellationToken::new()).await {
+            Ok(out) => out.text,
+            Err(CallError::RespondToModel(e)) => tb.error_text(&e),
+            Err(CallError::Cancelled) => "cancelled".into(),
+        }
     }
 
     fn call(name: &str, arguments: Value) -> ToolCall {
@@ -473,28 +462,21 @@ mod tests {
     async fn bad_calls_become_error_text() {
         let dir = tempfile::tempdir().unwrap();
         let tb = Toolbox::open(&settings(dir.path())).unwrap();
-        let cancel = CancellationToken::new();
-        let text = tb.execute(&call("format_disk", json!({})), &cancel).await;
+        let text = run(&tb, call("format_disk", json!({}))).await;
         assert!(
             text.starts_with("error: unknown tool 'format_disk'"),
             "{text}"
         );
-        let text = tb
-            .execute(&call("read_file", json!({"path": 42})), &cancel)
-            .await;
+        let text = run(&tb, call("read_file", json!({"path": 42}))).await;
         assert!(
             text.starts_with("error: invalid arguments for read_file"),
             "{text}"
         );
-        let text = tb
-            .execute(&call("write_file", json!("nonsense")), &cancel)
-            .await;
+        let text = run(&tb, call("write_file", json!("nonsense"))).await;
         assert!(text.starts_with("error: invalid arguments"), "{text}");
         // Arguments sent as a JSON string still work.
         std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
-        let text = tb
-            .execute(&call("read_file", json!("{\"path\":\"a.txt\"}")), &cancel)
-            .await;
+        let text = run(&tb, call("read_file", json!("{\"path\":\"a.txt\"}"))).await;
         assert_eq!(text, "hello");
     }
 
@@ -524,7 +506,7 @@ mod tests {
             |stuck: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>| -> Work {
                 Box::new(move || {
                     let _ = stuck.lock().map(|rx| rx.recv());
-                    Ok("finished".into())
+                    Ok(ToolOutput::text("finished"))
                 })
             };
         let cancel = CancellationToken::new();
@@ -539,10 +521,10 @@ mod tests {
         assert!(
             matches!(
                 &out,
-                Err(ToolError::Deadline {
+                Err(CallError::RespondToModel(ToolError::Deadline {
                     tool: "read_file",
                     ..
-                })
+                }))
             ),
             "{out:?}"
         );
@@ -561,7 +543,7 @@ mod tests {
             Duration::from_secs(3600),
         )
         .await;
-        assert!(matches!(out, Err(ToolError::Cancelled)), "{out:?}");
+        assert!(matches!(out, Err(CallError::Cancelled)), "{out:?}");
         // Let the stuck threads go, so the runtime can stop.
         let _ = release.send(());
         let _ = release.send(());

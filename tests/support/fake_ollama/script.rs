@@ -91,6 +91,10 @@ pub struct FakeConfig {
     pub chunk_delay: Duration,
     /// Reported by `/api/show` as `<arch>.context_length`.
     pub context_length: u64,
+    /// Reported by `/api/show` as `details.parameter_size` and
+    /// `model_info["general.parameter_count"]`.
+    pub parameter_size: String,
+    pub parameter_count: u64,
     /// Reported by `/api/version`.
     pub version: String,
 }
@@ -103,6 +107,8 @@ impl Default for FakeConfig {
             default_reply: Reply::text("Hello from the fake model.", 12, 7),
             chunk_delay: Duration::ZERO,
             context_length: 131_072,
+            parameter_size: "8.0B".to_owned(),
+            parameter_count: 8_030_261_248,
             version: "0.12.0".to_owned(),
         }
     }
@@ -121,6 +127,18 @@ impl FakeConfig {
 
     pub fn with_default_reply(mut self, reply: Reply) -> Self {
         self.default_reply = reply;
+        self
+    }
+
+    /// A model of this size (`"1.5B"`, `1_500_000_000`), as `/api/show` reports it.
+    pub fn with_parameters(mut self, size: &str, count: u64) -> Self {
+        self.parameter_size = size.to_owned();
+        self.parameter_count = count;
+        self
+    }
+
+    pub fn with_context_length(mut self, length: u64) -> Self {
+        self.context_length = length;
         self
     }
 
@@ -217,7 +235,7 @@ fn done_chunk(model: &str, prompt_eval_count: u64, eval_count: u64) -> Value {
     done
 }
 
-pub(super) fn details() -> Value {
+pub(super) fn details(parameter_size: &str) -> Value {
     json!({"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
-           "parameter_size": "8.0B", "quantization_level": "Q4_K_M"})
+           "parameter_size": parameter_size, "quantization_level": "Q4_K_M"})
 }

@@ -1,12 +1,7 @@
-//! What the tool loop does to keep a small model on track: tool calls written as text, answers
-//! cluttered with echoed markup, and the same call made again and again.
-//!
-//! Small local models (1–3 B parameters) pick the right first tool but often fumble what comes
-//! after: they write the next call as JSON in the reply text instead of as `tool_calls`, echo
-//! the `<tool_response>` block back as their answer, repeat a call whose result they already
-//! have, or end with an empty reply. [`step`](super::step) uses these helpers so that such a
-//! task still ends with the answer, or fails saying why; a model that answers at once is not
-//! affected (its single reply is the answer, unchanged).
+//! Reading a small model's reply text: tool calls written as text, echoed markup, described
+//! calls, the files a text names. The [rules](super) use these; every function takes any text
+//! and never panics on it (slices are cut only where `find`, `char_indices` or a split put the
+//! cut), which `tests/properties.rs` and the `text_calls` fuzz target check.
 //!
 //! ```text
 //! reply text                                        taken as
@@ -19,16 +14,8 @@
 
 use serde_json::Value;
 
+use crate::agent::tools::{Toolbox, Workspace};
 use crate::ollama::{ToolCall, ToolCallFunction};
-
-/// Tools whose result depends only on their arguments and the workspace: a repeated identical
-/// call is answered from the earlier result until a tool that changes things runs.
-const READ_ONLY_TOOLS: [&str; 3] = ["list_dir", "read_file", "search_text"];
-/// Tools that change files: held back when they arrive in the same reply as a read.
-const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
-/// A command may change the workspace (so it drops what the reading tools returned), but the
-/// same command again with nothing run in between is answered from its earlier output.
-const COMMAND_TOOL: &str = "run_command";
 
 /// Chat-template tags a small model copies into its text; never part of an answer.
 const BLOCK_TAGS: [&str; 3] = ["tool_response", "tool_call", "tool_result"];
@@ -38,7 +25,7 @@ const LINE_TOKENS: [&str; 4] = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "
 /// calls), fenced JSON blocks, or `<tool_call>` tags. Only objects naming one of `offered` with
 /// object arguments (`arguments` or `parameters`) count; an empty result means the text is an
 /// answer, not a call.
-pub(crate) fn calls_in_text(text: &str, offered: &[&str]) -> Vec<ToolCall> {
+pub fn calls_in_text(text: &str, offered: &[&str]) -> Vec<ToolCall> {
     let mut candidates: Vec<&str> = Vec::new();
     candidates.extend(tagged(text, "tool_call"));
     candidates.extend(fenced(text));
@@ -145,7 +132,7 @@ fn fenced(text: &str) -> Vec<&str> {
 /// The reply text without echoed tool markup: `<tool_response>`/`<tool_call>`/`<tool_result>`
 /// blocks and chat-template tokens removed, trimmed; empty when nothing else was said. Text
 /// without such markup comes back unchanged.
-pub(crate) fn clean_answer(text: &str) -> String {
+pub fn clean_answer(text: &str) -> String {
     let marked = BLOCK_TAGS
         .iter()
         .any(|tag| text.contains(&format!("<{tag}>")) || text.contains(&format!("</{tag}>")))
@@ -201,30 +188,53 @@ pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
 
 /// Whether `text` names one of the `offered` tools (`read_file`, `search_text`, …) as a word.
 pub(crate) fn names_a_tool(text: &str, offered: &[&str]) -> bool {
+    offered.iter().any(|tool| names_word(text, tool))
+}
+
+/// Whether `text` holds `word` (lowercase) as a word of its own, in any case.
+pub(crate) fn names_word(text: &str, word: &str) -> bool {
     let lower = text.to_lowercase();
-    offered.iter().any(|tool| {
-        lower.match_indices(tool).any(|(at, _)| {
-            let word = |c: char| c.is_alphanumeric() || c == '_';
-            let before = lower[..at].chars().next_back().is_none_or(|c| !word(c));
-            let after = lower[at + tool.len()..]
-                .chars()
-                .next()
-                .is_none_or(|c| !word(c));
-            before && after
-        })
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    lower.match_indices(word).any(|(at, found)| {
+        let before = lower[..at].chars().next_back().is_none_or(|c| !is_word(c));
+        let after = lower[at + found.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_word(c));
+        before && after
     })
 }
 
+/// `text` without the characters of `rest` after its first one: `rest` of "écrit" is "crit".
+fn after_first_char(word: &str) -> &str {
+    word.char_indices().nth(1).map_or("", |(at, _)| &word[at..])
+}
+
 /// The first file or folder the request names (a word with a `.` or `/` inside, quotes and
-/// punctuation around it dropped) that exists in the workspace.
-pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> Option<String> {
-    request
-        .split_whitespace()
+/// punctuation around it dropped) that exists in the workspace; else a file of the top folder
+/// the text names by its stem ("the README" for `README.md`, see [`by_stem`]).
+pub(crate) fn named_file(request: &str, workspace: &Workspace) -> Option<String> {
+    words_and_ascii_runs(request)
+        .into_iter()
         .map(|word| {
             let around = |c: char| {
                 matches!(
                     c,
-                    '`' | '\'' | '"' | ',' | ';' | ':' | '?' | '!' | '(' | ')'
+                    '`' | '\''
+                        | '"'
+                        | ','
+                        | ';'
+                        | ':'
+                        | '?'
+                        | '!'
+                        | '('
+                        | ')'
+                        | '、'
+                        | '。'
+                        | '「'
+                        | '」'
+                        | '？'
+                        | '！'
                 )
             };
             // A leading `.` belongs to the path (`./a`, `.env`); a trailing one ends the
@@ -233,8 +243,8 @@ pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> 
                 .trim_end_matches(|c: char| around(c) || c == '.')
         })
         .filter(|word| {
-            word.len() > 2
-                && word[1..].contains(['.', '/'])
+            word.chars().count() > 2
+                && after_first_char(word).contains(['.', '/'])
                 && word.chars().any(char::is_alphanumeric)
         })
         .find_map(|word| {
@@ -248,19 +258,52 @@ pub(crate) fn named_file(request: &str, workspace: &super::tools::Workspace) -> 
         .or_else(|| by_stem(request, workspace))
 }
 
+/// The whitespace-separated words of `text`, each followed by its runs of ASCII path
+/// characters when it has others too: Japanese puts no space between a file name and the
+/// words around it (`slugify.pyの関数`).
+fn words_and_ascii_runs(text: &str) -> Vec<&str> {
+    let path_char =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '\\' | '_' | '-');
+    let mut out = Vec::new();
+    for word in text.split_whitespace() {
+        out.push(word);
+        if word.is_ascii() {
+            continue;
+        }
+        out.extend(
+            word.split(|c: char| !path_char(c))
+                .filter(|run| !run.is_empty()),
+        );
+    }
+    out
+}
+
 /// Shortest word [`by_stem`] takes for a file's name.
 const MIN_STEM_CHARS: usize = 4;
+/// Words after which a noun names a thing the speaker has in mind: "the README".
+const POINTING_WORDS: [&str; 7] = ["the", "this", "that", "my", "your", "our", "its"];
 
 /// The file of the workspace's top folder whose name without its extension is a word of
-/// `text` ("the README" for `README.md`), compared without case; the one file only, words of
-/// at least [`MIN_STEM_CHARS`] characters.
-fn by_stem(text: &str, workspace: &super::tools::Workspace) -> Option<String> {
+/// `text` pointed at ("the README", "the notes file") for `README.md`, compared without case;
+/// the one such file only, words of at least [`MIN_STEM_CHARS`] characters. A word used as a
+/// plain noun ("why a good summary matters") names no file.
+fn by_stem(text: &str, workspace: &Workspace) -> Option<String> {
     let words: Vec<String> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-        .filter(|w| w.chars().count() >= MIN_STEM_CHARS)
+        .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
         .collect();
-    if words.is_empty() {
+    let pointed: Vec<&str> = words
+        .iter()
+        .enumerate()
+        .filter(|(i, w)| {
+            w.chars().count() >= MIN_STEM_CHARS
+                && ((*i > 0 && POINTING_WORDS.contains(&words[i - 1].as_str()))
+                    || words.get(i + 1).is_some_and(|next| next == "file"))
+        })
+        .map(|(_, w)| w.as_str())
+        .collect();
+    if pointed.is_empty() {
         return None;
     }
     let mut found = std::fs::read_dir(workspace.root())
@@ -271,7 +314,7 @@ fn by_stem(text: &str, workspace: &super::tools::Workspace) -> Option<String> {
             std::path::Path::new(name)
                 .file_stem()
                 .and_then(|stem| stem.to_str())
-                .is_some_and(|stem| stem != name && words.contains(&stem.to_lowercase()))
+                .is_some_and(|stem| stem != name && pointed.contains(&stem.to_lowercase().as_str()))
         });
     let name = found.next()?;
     if found.next().is_some() {
@@ -283,49 +326,33 @@ fn by_stem(text: &str, workspace: &super::tools::Workspace) -> Option<String> {
         .then_some(name)
 }
 
-/// Verbs with which a request asks for a file to be written (lowercase words).
-const WRITE_VERBS: [&str; 5] = ["write", "save", "create", "store", "put"];
-
-/// The file a request asks to be written that is not there yet: the request has a writing
-/// verb ("write … into count.txt") and names a file (a word with a `.` inside) that does not
-/// exist in the workspace. `None` otherwise.
-pub(crate) fn file_to_write(request: &str, workspace: &super::tools::Workspace) -> Option<String> {
-    let lower = request.to_lowercase();
-    let asks = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|w| WRITE_VERBS.contains(&w));
-    if !asks {
-        return None;
-    }
-    request
-        .split_whitespace()
+/// A missing file a request names (a word with an extension after a `.`, `count.txt`, not a
+/// version such as `2.4.1`): the file it asks to be written, when it asks for a change.
+pub(crate) fn missing_file(request: &str, workspace: &Workspace) -> Option<String> {
+    words_and_ascii_runs(request)
+        .into_iter()
         .map(|word| {
             word.trim_matches(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '/')))
         })
         .filter(|word| {
             let name = word.rsplit('/').next().unwrap_or(word);
-            name.len() > 2
-                && name[1..name.len() - 1].contains('.')
+            let inner = after_first_char(name);
+            let inner = inner
+                .char_indices()
+                .next_back()
+                .map_or("", |(at, _)| &inner[..at]);
+            name.chars().count() > 2
+                && inner.contains('.')
                 && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
                 // An extension: `count.txt`, not a version (`2.4.1`, `1.0-final`).
                 && name.rsplit('.').next().is_some_and(|ext| {
-                    ext.len() <= 8
+                    ext.chars().count() <= 8
                         && ext.starts_with(|c: char| c.is_alphabetic())
                         && ext.chars().all(char::is_alphanumeric)
                 })
         })
         .find(|word| workspace.existing(word).is_err())
         .map(str::to_owned)
-}
-
-/// The reminder when the model answered without writing the file the request asks for.
-pub(crate) fn write_still_to_do(request: &str, file: &str) -> String {
-    format!(
-        "The request asks for '{file}' to be written, and nothing has been written yet. The \
-         request is: {}\nMake the write_file call now, with what the tool results hold, then \
-         answer.",
-        echo(request)
-    )
 }
 
 /// `answer` without the lines it copied from the loop's own messages (`ours`: the results
@@ -335,7 +362,7 @@ pub(crate) fn without_echo<'a>(answer: &str, ours: impl Iterator<Item = &'a str>
     let copied: std::collections::HashSet<&str> = ours
         .flat_map(str::lines)
         .map(str::trim)
-        .filter(|line| line.len() >= 20)
+        .filter(|line| line.chars().count() >= 20)
         .collect();
     if copied.is_empty() || !answer.lines().any(|l| copied.contains(l.trim())) {
         return answer.to_owned();
@@ -349,10 +376,10 @@ pub(crate) fn without_echo<'a>(answer: &str, ours: impl Iterator<Item = &'a str>
         .to_owned()
 }
 
-/// The read the model described instead of making (after being told to make it): the reading
-/// tool it names (`read_file`, or `list_dir` for a folder) on the first existing workspace path
-/// the text names. `None` when it names no reading tool or no existing path.
-pub(crate) fn described_read(text: &str, toolbox: &super::tools::Toolbox) -> Option<ToolCall> {
+/// The read the model described instead of making: the reading tool it names (`read_file`,
+/// or `list_dir` for a folder) on the first existing workspace path the text names. `None`
+/// when it names no reading tool or no existing path.
+pub(crate) fn described_read(text: &str, toolbox: &Toolbox) -> Option<ToolCall> {
     let offered = toolbox.enabled();
     let path = named_file(text, toolbox.workspace())?;
     let is_dir = toolbox
@@ -368,80 +395,37 @@ pub(crate) fn described_read(text: &str, toolbox: &super::tools::Toolbox) -> Opt
         (true, _, true) if text.contains("list_dir") || text.contains("read_file") => "list_dir",
         _ => return None,
     };
-    Some(ToolCall {
+    Some(call(name, serde_json::json!({ "path": path })))
+}
+
+/// A call of `name` with `arguments`, as the loop makes one on the model's behalf.
+pub(crate) fn call(name: &str, arguments: Value) -> ToolCall {
+    ToolCall {
         id: None,
         function: ToolCallFunction {
             index: None,
             name: name.to_owned(),
-            arguments: serde_json::json!({ "path": path }),
+            arguments,
         },
-    })
+    }
 }
 
-/// Longest piece of the request repeated after tool results.
+/// The offered tool a reply meant to call in JSON that does not parse (`{"name": "write_file",
+/// "arguments": {"content": "a "b" c"}}`): the text names it after a `"name"` key. `None`
+/// when the text holds no such attempt.
+pub(crate) fn broken_call<'a>(text: &str, offered: &[&'a str]) -> Option<&'a str> {
+    let (_, after) = text.split_once("\"name\"")?;
+    let after = after.trim_start().strip_prefix(':')?.trim_start();
+    let after = after.strip_prefix('"')?;
+    let (name, _) = after.split_once('"')?;
+    offered.iter().copied().find(|tool| *tool == name)
+}
+
+/// Longest piece of the request repeated in the loop's messages.
 const REQUEST_ECHO_CHARS: usize = 300;
 
-/// The message that follows a round of tool results: it tells them apart from the model's own
-/// words, repeats the request, and asks for the answer if the results hold it. When every
-/// result of the round was an error it says the request is not answered yet instead (a small
-/// model otherwise makes an answer up).
-pub(crate) fn after_results(request: &str, all_failed: bool) -> String {
-    let request = echo(request);
-    if all_failed {
-        return format!(
-            "The tool call failed: the error above comes from the tool, not from you. The \
-             request is not answered yet: {request}\nDo not guess. Call a tool again, correcting \
-             what the error points out (for example, use a name from the listing it shows)."
-        );
-    }
-    format!(
-        "The tool results are above; they come from the tools, not from you. The request is: \
-         {request}\nIf the results hold what it asks for, answer it now from them, in plain \
-         words: quote the names, values or lines it asks for, not a description of what you did. \
-         If not, call the next tool you need."
-    )
-}
-
-/// The message after a round whose every call failed, when the model then answered anyway
-/// without any call having worked: nothing was read, so the answer is a guess.
-pub(crate) fn not_a_guess(request: &str) -> String {
-    format!(
-        "None of your tool calls has worked yet (see the errors above), so nothing was read \
-         and that answer would be a guess. The request is: {}\nDo not guess. Call a tool that \
-         can find it: search_text finds a text in every file, list_dir shows what a folder \
-         holds, read_file reads a file it lists. Answer once a result holds what is asked.",
-        echo(request)
-    )
-}
-
-/// Whether a reply's calls both read (`read_file`, `list_dir`, `search_text`) and write
-/// (`write_file`, `edit_file`): the write was made before the read's result was known.
-pub(crate) fn reads_and_writes(calls: &[ToolCall]) -> bool {
-    calls
-        .iter()
-        .any(|c| READ_ONLY_TOOLS.contains(&c.function.name.as_str()))
-        && calls.iter().any(is_write)
-}
-
-/// Whether the call changes files (`write_file`, `edit_file`).
-pub(crate) fn is_write(call: &ToolCall) -> bool {
-    WRITE_TOOLS.contains(&call.function.name.as_str())
-}
-
-/// The message after a round whose writes were held back ([`reads_and_writes`]), and until
-/// they are made: the reads' results are above, and the write is asked for with them.
-pub(crate) fn after_held_writes(request: &str, held: &[String]) -> String {
-    format!(
-        "The tool results are above; they come from the tools, not from you. The request is: \
-         {}\nNothing has been written yet. Now make the {} call the request asks for, with \
-         what the results hold in place of any example, then answer.",
-        echo(request),
-        held.join(" / "),
-    )
-}
-
-/// The request as one line, cut to [`REQUEST_ECHO_CHARS`].
-fn echo(request: &str) -> String {
+/// The request as one line, cut to [`REQUEST_ECHO_CHARS`] characters.
+pub(crate) fn echo(request: &str) -> String {
     let mut request = request.split_whitespace().collect::<Vec<_>>().join(" ");
     if request.chars().count() > REQUEST_ECHO_CHARS {
         request = request.chars().take(REQUEST_ECHO_CHARS).collect();
@@ -450,81 +434,12 @@ fn echo(request: &str) -> String {
     request
 }
 
-/// Earlier tool results of one step, to answer a repeated identical call without running it.
-#[derive(Debug, Default)]
-pub(crate) struct CallMemory {
-    /// (tool, arguments) → its result, for read-only tools since the last change.
-    results: Vec<(String, Value, String)>,
-    /// Calls answered from memory so far in this step.
-    pub repeats: usize,
-}
-
-impl CallMemory {
-    /// The earlier result of an identical read-only call, counting the repeat.
-    pub fn recall(&mut self, call: &ToolCall) -> Option<String> {
-        let found = self.earlier(call)?.to_owned();
-        self.repeats += 1;
-        Some(found)
-    }
-
-    /// Whether an identical read-only call ran since the last change (not counted as a repeat).
-    pub fn knows(&self, call: &ToolCall) -> bool {
-        self.earlier(call).is_some()
-    }
-
-    /// The remembered result of a call with the same tool and arguments.
-    fn earlier(&self, call: &ToolCall) -> Option<&str> {
-        let args = normalized(&call.function.arguments);
-        self.results
-            .iter()
-            .find(|(name, a, _)| *name == call.function.name && *a == args)
-            .map(|(_, _, text)| text.as_str())
-    }
-
-    /// Records a call that ran. A read-only one is remembered. A command may have changed the
-    /// workspace: every remembered result is dropped, then its own output is remembered (the
-    /// same command again, with nothing in between, gets that output). A write or an edit drops
-    /// everything.
-    pub fn record(&mut self, call: &ToolCall, result: &str) {
-        let name = call.function.name.as_str();
-        if !READ_ONLY_TOOLS.contains(&name) {
-            self.results.clear();
-        }
-        if READ_ONLY_TOOLS.contains(&name) || name == COMMAND_TOOL {
-            self.results.push((
-                name.to_owned(),
-                normalized(&call.function.arguments),
-                result.to_owned(),
-            ));
-        }
-    }
-}
-
-/// Arguments as an object whatever the model sent (an object, or a JSON string of one).
-fn normalized(args: &Value) -> Value {
-    match args {
-        Value::String(text) => serde_json::from_str(text).unwrap_or_else(|_| args.clone()),
-        other => other.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     const OFFERED: [&str; 3] = ["list_dir", "read_file", "run_command"];
-
-    fn call(name: &str, arguments: Value) -> ToolCall {
-        ToolCall {
-            id: None,
-            function: ToolCallFunction {
-                index: None,
-                name: name.into(),
-                arguments,
-            },
-        }
-    }
 
     fn names(calls: &[ToolCall]) -> Vec<(&str, &Value)> {
         calls
@@ -596,7 +511,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("docs")).unwrap();
         std::fs::write(dir.path().join("docs/memo.txt"), "x").unwrap();
-        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
         for (text, found) in [
             (
                 "use read_file with the path `docs/memo.txt`.",
@@ -620,7 +535,7 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
         std::fs::write(dir.path().join("notes.md"), "x").unwrap();
         std::fs::write(dir.path().join("data.csv"), "x").unwrap();
-        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
         let named = |text: &str| named_file(text, &ws);
         assert_eq!(
             named("What does the readme say?").as_deref(),
@@ -628,42 +543,80 @@ mod tests {
         );
         assert_eq!(named("Sum the data column.").as_deref(), Some("data.csv"));
         assert_eq!(named("Read the notes."), None, "two files have that stem");
+        assert_eq!(
+            named("Tell me why good data matters."),
+            None,
+            "a plain noun"
+        );
         assert_eq!(named("What is the answer?"), None);
     }
 
     #[test]
-    fn a_file_to_write_is_a_missing_file_named_by_a_request_that_asks_for_a_write() {
+    fn a_missing_file_is_a_name_with_an_extension_that_is_not_there() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("names.txt"), "x").unwrap();
-        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
-        let to_write = |text: &str| file_to_write(text, &ws);
+        let ws = Workspace::open(dir.path()).unwrap();
+        let missing = |text: &str| missing_file(text, &ws);
         assert_eq!(
-            to_write("Count the lines of names.txt and write the number into count.txt.")
-                .as_deref(),
+            missing("Count the lines of names.txt and write the number into count.txt.").as_deref(),
             Some("count.txt")
         );
         assert_eq!(
-            to_write(
+            missing(
                 "Write its version followed by -final (for example 1.0-final) into out/release.txt"
             )
             .as_deref(),
             Some("out/release.txt")
         );
         assert_eq!(
-            to_write("Save the list as `list.md`.").as_deref(),
+            missing("Save the list as `list.md`.").as_deref(),
             Some("list.md")
         );
         assert_eq!(
-            to_write("Write the number into names.txt."),
+            missing("result.txtというファイルを作って").as_deref(),
+            Some("result.txt")
+        );
+        assert_eq!(
+            missing("Write the number into names.txt."),
             None,
             "it exists"
         );
+        assert_eq!(missing("Write the version 2.4.1 down."), None);
         assert_eq!(
-            to_write("What does count.txt hold?"),
-            None,
-            "no write asked"
+            missing("é.txt").as_deref(),
+            Some("é.txt"),
+            "a name starting with é"
         );
-        assert_eq!(to_write("Write the version 2.4.1 down."), None);
+    }
+
+    #[test]
+    fn a_named_file_is_found_in_japanese_text() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("slugify.py"), "x").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        assert_eq!(
+            named_file("slugify.pyの関数 slugify が何をするか説明して", &ws).as_deref(),
+            Some("slugify.py")
+        );
+        assert_eq!(
+            named_file("この関数が何をするか一文で説明してください。", &ws),
+            None
+        );
+    }
+
+    #[test]
+    fn a_broken_call_names_the_tool_it_meant() {
+        let offered = ["read_file", "write_file"];
+        assert_eq!(
+            broken_call(
+                r#"{"name": "write_file", "arguments": {"content": "a "b" c"}}"#,
+                &offered
+            ),
+            Some("write_file")
+        );
+        assert_eq!(broken_call(r#"{"name": "format_disk"}"#, &offered), None);
+        assert_eq!(broken_call("the name is write_file", &offered), None);
+        assert_eq!(broken_call("\"name\": \"", &offered), None);
     }
 
     #[test]
@@ -694,16 +647,6 @@ mod tests {
     }
 
     #[test]
-    fn reads_and_writes_in_one_reply_are_told_apart_from_either_alone() {
-        let reply = |names: &[&str]| names.iter().map(|n| call(n, json!({}))).collect::<Vec<_>>();
-        assert!(reads_and_writes(&reply(&["read_file", "write_file"])));
-        assert!(reads_and_writes(&reply(&["edit_file", "search_text"])));
-        assert!(!reads_and_writes(&reply(&["read_file", "list_dir"])));
-        assert!(!reads_and_writes(&reply(&["write_file", "edit_file"])));
-        assert!(!reads_and_writes(&reply(&["run_command", "write_file"])));
-    }
-
-    #[test]
     fn echoed_markup_is_stripped_from_answers() {
         assert_eq!(
             clean_answer(
@@ -721,39 +664,5 @@ mod tests {
         );
         assert_eq!(clean_answer("  a < b, plain\n"), "  a < b, plain\n");
         assert_eq!(clean_answer("<tool_call>\n{\"name\": \"x\"}"), "");
-    }
-
-    #[test]
-    fn repeated_read_only_calls_are_recalled_until_something_changes() {
-        let read = call("read_file", json!({"path": "a"}));
-        let mut memory = CallMemory::default();
-        assert_eq!(memory.recall(&read), None);
-        memory.record(&read, "alpha");
-        // The same arguments as a JSON string are the same call.
-        let as_string = call("read_file", json!("{\"path\": \"a\"}"));
-        assert_eq!(memory.recall(&as_string).as_deref(), Some("alpha"));
-        assert_eq!(
-            memory.recall(&call("read_file", json!({"path": "b"}))),
-            None
-        );
-        assert_eq!(memory.repeats, 1);
-        assert!(memory.knows(&read));
-        assert!(!memory.knows(&call("read_file", json!({"path": "b"}))));
-        assert_eq!(memory.repeats, 1, "knowing is not a repeat");
-        let write = call("write_file", json!({"path": "a", "content": "x"}));
-        memory.record(&write, "replaced 'a'");
-        assert_eq!(memory.recall(&read), None);
-        assert_eq!(memory.recall(&write), None, "writes are never recalled");
-        // A command drops what was read (it may have changed the files) but is recalled itself
-        // until something else that changes things runs.
-        memory.record(&read, "alpha");
-        let ls = call("run_command", json!({"argv": ["ls"]}));
-        memory.record(&ls, "a\n");
-        assert_eq!(memory.recall(&read), None);
-        assert_eq!(memory.recall(&ls).as_deref(), Some("a\n"));
-        let other = call("run_command", json!({"argv": ["wc", "a"]}));
-        memory.record(&other, "1 a\n");
-        assert_eq!(memory.recall(&ls), None);
-        assert_eq!(memory.recall(&other).as_deref(), Some("1 a\n"));
     }
 }

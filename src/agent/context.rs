@@ -1,0 +1,191 @@
+//! The context window of one step: how much of `num_ctx` the conversation fills, and
+//! compaction of older tool results when it nears the window.
+//!
+//! Every call's prompt extends the previous one unchanged, so Ollama reuses its KV cache for
+//! all of it but the new messages. Compaction is the one exception, and it is rare: when the
+//! estimated prompt passes three quarters of `num_ctx`, the oldest tool results (never those
+//! of the last round) are replaced by a short note saying what they were, until the estimate
+//! is under half of it. A conversation that still does not fit fails the step saying so,
+//! rather than letting Ollama cut the prompt's start without a word.
+//!
+//! The estimate is Ollama's own count of the last prompt and reply, plus a third of the bytes
+//! added since (a token is about 3–4 bytes of English or code, and one character of Japanese,
+//! which UTF-8 writes in 3); before the first reply, or after a compaction, a third of every
+//! byte of the messages and tool definitions.
+
+use crate::ollama::{ChatResponse, Message, Role};
+
+/// Share of the window past which older results are compacted.
+const COMPACT_ABOVE: f64 = 0.75;
+/// Share of the window compaction aims under.
+const COMPACT_TO: f64 = 0.5;
+/// Share of the window past which the step cannot go on.
+const FULL_ABOVE: f64 = 0.95;
+
+/// The step's use of the context window.
+#[derive(Debug)]
+pub(crate) struct Window {
+    num_ctx: u32,
+    /// Ollama's token counts of the last call, and the bytes that call's prompt had.
+    last_tokens: u64,
+    last_bytes: usize,
+    /// Tool results compacted so far in this step.
+    pub compacted: usize,
+}
+
+/// The conversation does not fit even with every older tool result compacted.
+#[derive(Debug)]
+pub(crate) struct ContextFull {
+    pub num_ctx: u32,
+    pub estimate: u64,
+}
+
+impl Window {
+    pub fn new(num_ctx: u32) -> Window {
+        Window {
+            num_ctx,
+            last_tokens: 0,
+            last_bytes: 0,
+            compacted: 0,
+        }
+    }
+
+    /// The estimated prompt tokens of `messages` with `fixed` bytes of tool definitions.
+    pub fn estimate(&self, messages: &[Message], fixed: usize) -> u64 {
+        let bytes = bytes_of(messages) + fixed;
+        if self.last_tokens > 0 && bytes >= self.last_bytes {
+            self.last_tokens + ((bytes - self.last_bytes) / 3) as u64
+        } else {
+            (bytes / 3) as u64
+        }
+    }
+
+    /// A call with `messages` (and `fixed` bytes of tool definitions) was answered.
+    pub fn observed(&mut self, messages: &[Message], fixed: usize, reply: &ChatResponse) {
+        self.last_tokens = reply.prompt_eval_count.saturating_add(reply.eval_count);
+        // The reply goes into the next prompt as the assistant message: counted in its tokens.
+        self.last_bytes = bytes_of(messages) + fixed + reply.message.content.len();
+    }
+
+    /// Compacts the oldest tool results before `keep_from` (the first message of the last
+    /// round) when the conversation nears the window; returns how many were compacted now.
+    pub fn fit(
+        &mut self,
+        messages: &mut [Message],
+        keep_from: usize,
+        fixed: usize,
+    ) -> Result<usize, ContextFull> {
+        let window = f64::from(self.num_ctx);
+        let mut estimate = self.estimate(messages, fixed);
+        if (estimate as f64) <= window * COMPACT_ABOVE {
+            return Ok(0);
+        }
+        let mut now = 0;
+        for i in 0..keep_from.min(messages.len()) {
+            if (estimate as f64) <= window * COMPACT_TO {
+                break;
+            }
+            let message = &mut messages[i];
+            if message.role != Role::Tool || message.content.len() <= STUB_BYTES {
+                continue;
+            }
+            let tool = message.tool_name.clone().unwrap_or_else(|| "a tool".into());
+            let chars = message.content.chars().count();
+            message.content = format!(
+                "[compacted to fit the context window: {chars} characters of {tool} output; \
+                 call it again if you need them]"
+            );
+            now += 1;
+            // The prompt changed before its end: the last counts no longer describe it.
+            self.last_tokens = 0;
+            estimate = self.estimate(messages, fixed);
+        }
+        self.compacted += now;
+        if (estimate as f64) > window * FULL_ABOVE {
+            return Err(ContextFull {
+                num_ctx: self.num_ctx,
+                estimate,
+            });
+        }
+        Ok(now)
+    }
+}
+
+/// Tool results shorter than this are not worth compacting.
+const STUB_BYTES: usize = 200;
+
+fn bytes_of(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.function.name.len() + c.function.arguments.to_string().len())
+                    .sum::<usize>()
+                + 16
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conversation(results: usize, each: usize) -> Vec<Message> {
+        let mut messages = vec![Message::system("be brief"), Message::user("read them")];
+        for n in 0..results {
+            messages.push(Message::tool("read_file", format!("{n}").repeat(each)));
+        }
+        messages
+    }
+
+    #[test]
+    fn a_conversation_that_fits_is_left_as_it_is() {
+        let mut window = Window::new(100_000);
+        let mut messages = conversation(3, 1000);
+        let before = messages.clone();
+        assert_eq!(window.fit(&mut messages, 4, 0).ok(), Some(0));
+        assert_eq!(messages, before);
+    }
+
+    #[test]
+    fn older_results_are_compacted_first_and_the_last_round_is_kept() {
+        let mut window = Window::new(4000);
+        let mut messages = conversation(6, 3000);
+        // The last round is the last message.
+        let compacted = window.fit(&mut messages, 7, 0).ok();
+        assert_eq!(compacted, Some(5), "every older result, to get under half");
+        assert!(messages[2].content.starts_with(
+            "[compacted to fit the context window: 3000 characters of read_file output"
+        ));
+        assert_eq!(messages[7].content, "5".repeat(3000));
+        assert_eq!(window.compacted, 5);
+    }
+
+    #[test]
+    fn a_conversation_too_large_even_compacted_fails() {
+        let mut window = Window::new(1000);
+        let mut messages = conversation(1, 9000);
+        let full = window.fit(&mut messages, 2, 0);
+        assert!(
+            matches!(full, Err(ContextFull { num_ctx: 1000, .. })),
+            "{full:?}"
+        );
+    }
+
+    #[test]
+    fn ollamas_counts_are_used_once_known() {
+        let mut window = Window::new(100_000);
+        let messages = conversation(1, 30);
+        let reply = ChatResponse {
+            prompt_eval_count: 900,
+            eval_count: 20,
+            ..ChatResponse::default()
+        };
+        window.observed(&messages, 0, &reply);
+        let mut more = messages.clone();
+        more.push(Message::user("x".repeat(300)));
+        assert_eq!(window.estimate(&more, 0), 920 + (300 + 16) / 3);
+    }
+}

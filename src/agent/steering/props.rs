@@ -1,0 +1,123 @@
+//! Property tests: every text helper of steering and intent takes any text, in any script,
+//! and returns without panicking; what it returns stays within what it was given.
+
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::text::{
+    broken_call, calls_in_text, clean_answer, describes_a_call, echo, missing_file, named_file,
+    names_a_tool, without_echo,
+};
+use crate::agent::tools::Workspace;
+
+const OFFERED: [&str; 4] = ["list_dir", "read_file", "write_file", "run_command"];
+
+/// Pieces the generated texts are made of: Japanese, emoji (with joiners and skin tones),
+/// combining marks, right-to-left text and its override marks, and the ASCII the helpers look
+/// for (paths, backticks, JSON, tags, fences).
+const PIECES: [&str; 36] = [
+    "プロジェクトのテスト失敗を調査し、原因を修正してください。",
+    "この関数が何をするか",
+    "ファイル",
+    "設定",
+    "👨‍👩‍👧",
+    "👍🏽",
+    "🙂",
+    "e\u{301}",
+    "\u{338}",
+    "a\u{20dd}",
+    "שלום",
+    "مرحبا",
+    "\u{202e}",
+    "\u{200f}",
+    "\u{feff}",
+    " ",
+    "\n",
+    ".",
+    "/",
+    "\\",
+    "`",
+    "'",
+    "\"",
+    "a.txt",
+    "notes/メモ.md",
+    "README",
+    "the",
+    "for example",
+    "write",
+    "fix",
+    "read_file",
+    "{\"name\": \"read_file\", \"arguments\": {\"path\": \"",
+    "\"}}",
+    "<tool_call>",
+    "</tool_response>",
+    "```json\n",
+];
+
+/// Any text: pieces of [`PIECES`] and arbitrary characters, in any order.
+fn any_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(&PIECES[..]).prop_map(str::to_owned),
+            any::<char>().prop_map(|c| c.to_string()),
+            "\\PC{0,6}",
+        ],
+        0..24,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+fn workspace() -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["a.txt", "README.md", "メモ.md", "שלום.txt"] {
+        std::fs::write(dir.path().join(name), "x").expect("file");
+    }
+    let ws = Workspace::open(dir.path()).expect("workspace");
+    (dir, ws)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn reading_reply_text_never_panics(text in any_text(), ours in any_text()) {
+        for call in calls_in_text(&text, &OFFERED) {
+            prop_assert!(OFFERED.contains(&call.function.name.as_str()));
+            prop_assert!(call.function.arguments.is_object());
+        }
+        let cleaned = clean_answer(&text);
+        prop_assert!(cleaned.len() <= text.len());
+        let kept = without_echo(&text, std::iter::once(ours.as_str()));
+        prop_assert!(kept.len() <= text.len());
+        let _ = describes_a_call(&text, &OFFERED);
+        let _ = names_a_tool(&text, &OFFERED);
+        if let Some(tool) = broken_call(&text, &OFFERED) {
+            prop_assert!(OFFERED.contains(&tool));
+        }
+        prop_assert!(echo(&text).chars().count() <= 301);
+        let _ = crate::agent::asks_for_change(&text);
+    }
+
+    #[test]
+    fn files_named_in_any_text_exist(text in any_text()) {
+        let (_dir, ws) = workspace();
+        if let Some(found) = named_file(&text, &ws) {
+            prop_assert!(ws.existing(&found).is_ok(), "{found}");
+        }
+        if let Some(missing) = missing_file(&text, &ws) {
+            prop_assert!(ws.existing(&missing).is_err(), "{missing}");
+        }
+    }
+
+    #[test]
+    fn a_call_in_any_text_is_found_with_its_arguments(path in any_text()) {
+        prop_assume!(!path.contains("</tool_call>"));
+        let text = format!(
+            "<tool_call>{}</tool_call>",
+            json!({"name": "read_file", "arguments": {"path": path}})
+        );
+        let calls = calls_in_text(&text, &OFFERED);
+        prop_assert_eq!(calls.len(), 1);
+        prop_assert_eq!(&calls[0].function.arguments["path"], &json!(path));
+    }
+}

@@ -1,0 +1,810 @@
+//! The rules of the `small` policy, one type each, in the order the policy asks them.
+//!
+//! Each was added for a failure shape a 1–3 B model showed in a benchmark (the README's
+//! "Small models" lists them with their effect); each is scoped to one step and says so in its
+//! state. A capable model, under `off`, meets none of them.
+
+use serde_json::json;
+
+use super::memory::CallMemory;
+use super::text::{
+    broken_call, call, calls_in_text, clean_answer, described_read, describes_a_call, echo,
+    missing_file, named_file, names_a_tool, without_echo,
+};
+use super::{Facts, FollowUp, Instead, Reply, Rule, Stop, Verdict};
+use crate::agent::tools::{LookAlikeKind, ToolError, ToolKind, ToolOutput, parse_arguments};
+use crate::ollama::ToolCall;
+
+/// The rules of the `small` policy, fresh for one step.
+pub(crate) fn small() -> Vec<Box<dyn Rule>> {
+    vec![
+        Box::new(TextCalls),
+        Box::new(BrokenCall::default()),
+        Box::new(DescribedCalls::default()),
+        Box::new(Markup),
+        Box::new(Echo),
+        Box::new(UnreadFile::default()),
+        Box::new(HeldWrites::default()),
+        Box::new(EmptyAnswer),
+        Box::new(NotAGuess::default()),
+        Box::new(ChangeReminder::default()),
+        Box::new(AnswerNotTools::default()),
+        Box::new(Repeats::default()),
+        Box::new(LookAlikeRead),
+        Box::new(CaseFoldSearch),
+        Box::new(ResultsFraming),
+    ]
+}
+
+/// Tool calls written in the reply's text (bare JSON, fenced, `<tool_call>` tags) naming an
+/// offered tool are run as calls: real Ollama does not always parse them for small models.
+pub(crate) struct TextCalls;
+
+impl Rule for TextCalls {
+    fn name(&self) -> &'static str {
+        "text-calls"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        if reply.calls.is_empty() {
+            let written = calls_in_text(&reply.text, &facts.offered());
+            if !written.is_empty() {
+                reply.calls = written;
+                reply.text.clear();
+            }
+        }
+        None
+    }
+}
+
+/// A reply whose text tried to call an offered tool in JSON that does not parse did nothing:
+/// once per step, the model is told so instead of the text being taken as the answer.
+#[derive(Default)]
+pub(crate) struct BrokenCall {
+    told: bool,
+}
+
+impl Rule for BrokenCall {
+    fn name(&self) -> &'static str {
+        "broken-call"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        if self.told || !reply.calls.is_empty() {
+            return None;
+        }
+        let offered = facts.offered();
+        let tool = broken_call(&reply.text, &offered)?;
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: format!(
+                "Your reply tried to call {tool}, but its JSON does not parse, so it did not run \
+                 and nothing was done. Call {tool} again as a tool call, with valid JSON \
+                 arguments (escape every \" inside a string as \\\")."
+            ),
+            tools: true,
+        })
+    }
+}
+
+/// Asked once when, before any tool ran, the answer only describes using a tool.
+const CALL_IT: &str = "No tool has run yet: nothing was read, searched or run, so a reply \
+     describing a tool is not an answer. Call the tool now; answer once you have its result.";
+
+/// An answer that only says it used a tool ("I used the `read_file` function…") is not one.
+/// Before any tool ran, the model is told once to call it; described again, a read of an
+/// existing path is made on its behalf (reading changes nothing), anything else ends the step.
+/// After tools ran, a described read of an existing path not read yet is made at once, once.
+#[derive(Default)]
+pub(crate) struct DescribedCalls {
+    told: bool,
+    made_read: bool,
+    memory: Vec<ToolCall>,
+}
+
+impl Rule for DescribedCalls {
+    fn name(&self) -> &'static str {
+        "described-calls"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        let eligible = (self.told && !facts.tools_ran()) || (facts.tools_ran() && !self.made_read);
+        if !reply.calls.is_empty() || !eligible {
+            return None;
+        }
+        let text = clean_answer(&reply.text);
+        if describes_a_call(&text, &facts.offered())
+            && let Some(read) = described_read(&text, facts.toolbox)
+            && !facts.ran.iter().any(|r| same_call(&r.call, &read))
+            && !self.memory.iter().any(|c| same_call(c, &read))
+        {
+            self.made_read = facts.tools_ran();
+            self.memory.push(read.clone());
+            reply.calls = vec![read];
+            reply.text.clear();
+        }
+        None
+    }
+
+    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
+        if facts.tools_ran() || !describes_a_call(answer, &facts.offered()) {
+            return None;
+        }
+        if self.told {
+            return Some(Verdict::Stop(Stop::DescribedOnly { calls: facts.calls }));
+        }
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: CALL_IT.into(),
+            tools: true,
+        })
+    }
+}
+
+fn same_call(a: &ToolCall, b: &ToolCall) -> bool {
+    a.function.name == b.function.name
+        && parse_arguments(&a.function.arguments) == parse_arguments(&b.function.arguments)
+}
+
+/// Echoed chat markup (`<tool_response>…`, `<|im_end|>`) is removed from the answer.
+pub(crate) struct Markup;
+
+impl Rule for Markup {
+    fn name(&self) -> &'static str {
+        "markup"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, _facts: &Facts) -> Option<Verdict> {
+        if reply.calls.is_empty() {
+            reply.text = clean_answer(&reply.text);
+        }
+        None
+    }
+}
+
+/// Lines of the answer copied from the loop's own messages are removed; an answer that was
+/// only such a copy is empty, and gets the empty-answer call.
+pub(crate) struct Echo;
+
+impl Rule for Echo {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        if reply.calls.is_empty() {
+            reply.text = without_echo(&reply.text, facts.ours.iter().map(String::as_str));
+        }
+        None
+    }
+}
+
+/// Asked when a reply has no usable answer after tools ran.
+pub(crate) const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in it. Using the \
+     tool results above, answer the request now, in plain words: give what was asked for itself \
+     (the value, name, number or text), not a description of what you did. Do not call any tool.";
+/// The same, when no tool ran.
+pub(crate) const ANSWER_NOW: &str =
+    "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
+
+/// An empty (or markup-only) reply gets one call asking for the answer: without tools, or,
+/// when the last calls all failed, with them and a request for a corrected call. (The loop
+/// asks once more itself and then ends the step.)
+pub(crate) struct EmptyAnswer;
+
+impl Rule for EmptyAnswer {
+    fn name(&self) -> &'static str {
+        "empty-answer"
+    }
+
+    fn on_empty(&mut self, facts: &Facts) -> Option<Verdict> {
+        if facts.last_round_failed {
+            return Some(Verdict::Nudge {
+                message: after_results(facts.request, true),
+                tools: true,
+            });
+        }
+        Some(Verdict::Nudge {
+            message: if facts.tools_ran() {
+                ANSWER_FROM_RESULTS
+            } else {
+                ANSWER_NOW
+            }
+            .into(),
+            tools: false,
+        })
+    }
+}
+
+/// Words with which a request says not to use tools.
+const NO_TOOLS: [&str; 6] = [
+    "without using",
+    "without tools",
+    "without any tool",
+    "do not use",
+    "don't use",
+    "ツールを使わず",
+];
+
+/// An answer given before any tool ran, to a request that names an existing file or folder
+/// (or the one file of the top folder it points at by stem: "the README"), is a guess: once,
+/// the model is told to look first. Not when the request says not to use tools.
+#[derive(Default)]
+pub(crate) struct UnreadFile {
+    told: bool,
+}
+
+impl Rule for UnreadFile {
+    fn name(&self) -> &'static str {
+        "unread-file"
+    }
+
+    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+        let lower = facts.request.to_lowercase();
+        if self.told || facts.tools_ran() || NO_TOOLS.iter().any(|w| lower.contains(w)) {
+            return None;
+        }
+        let file = named_file(facts.request, facts.toolbox.workspace())?;
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: format!(
+                "Before answering, look at '{file}': no tool has run yet, so nothing was read \
+                 and any answer now would be a guess. Call the tool you need first (for example \
+                 read_file), then answer from its result."
+            ),
+            tools: true,
+        })
+    }
+}
+
+/// Words after which a request gives an example value.
+const EXAMPLE_MARKERS: [&str; 5] = ["for example", "e.g.", "such as", "例えば", "例："];
+
+/// The example values a request gives ("(for example 1.0-final)" → `1.0-final`).
+fn examples(request: &str) -> Vec<String> {
+    let starts = request.char_indices().filter_map(|(at, _)| {
+        EXAMPLE_MARKERS.iter().find_map(|marker| {
+            request
+                .get(at..at + marker.len())
+                .filter(|found| found.eq_ignore_ascii_case(marker))
+                .map(|_| at + marker.len())
+        })
+    });
+    starts
+        .filter_map(|start| {
+            let rest = request.get(start..)?.trim_start_matches([' ', ':', ',']);
+            let value: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | '）' | ',' | ';'))
+                .collect();
+            let value = value.trim_end_matches(['.', '。']).to_owned();
+            (value.chars().count() >= 2).then_some(value)
+        })
+        .collect()
+}
+
+/// The text a write call would put in a file.
+fn written_text(call: &ToolCall) -> String {
+    let args = parse_arguments(&call.function.arguments);
+    ["content", "new_text"]
+        .iter()
+        .filter_map(|key| args[*key].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A write in the same reply as a read, writing the request's own example value ("for example
+/// 1.0-final"), was made before the read's result was known: a small model fills in the
+/// example. It is held back (left out of the conversation) and asked for after the read's
+/// result; answered twice without it, the step ends saying nothing was written. Writes that do
+/// not copy an example run as the model batched them.
+#[derive(Default)]
+pub(crate) struct HeldWrites {
+    held: Vec<String>,
+    told: bool,
+}
+
+impl Rule for HeldWrites {
+    fn name(&self) -> &'static str {
+        "held-writes"
+    }
+
+    fn before_calls(&mut self, calls: &mut Vec<ToolCall>, facts: &Facts) {
+        let kind = |c: &ToolCall| facts.toolbox.get(&c.function.name).map(|s| s.kind);
+        if !calls.iter().any(|c| kind(c) == Some(ToolKind::Read)) {
+            return;
+        }
+        let examples = examples(facts.request);
+        let early = |c: &ToolCall| {
+            kind(c) == Some(ToolKind::Write) && {
+                let text = written_text(c);
+                examples.iter().any(|e| text.contains(e.as_str()))
+            }
+        };
+        if !calls.iter().any(early) {
+            return;
+        }
+        for held in calls.iter().filter(|c| early(c)) {
+            if !self.held.contains(&held.function.name) {
+                self.held.push(held.function.name.clone());
+            }
+        }
+        calls.retain(|c| !early(c));
+        self.told = false;
+    }
+
+    fn after_call(&mut self, call: &ToolCall, kind: ToolKind, _text: &str) {
+        if kind == ToolKind::Write {
+            self.held.retain(|name| *name != call.function.name);
+        }
+    }
+
+    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+        if self.held.is_empty() {
+            return None;
+        }
+        if self.told {
+            return Some(Verdict::Stop(Stop::WriteNotMade {
+                tools: self.held.join(", "),
+            }));
+        }
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: after_held_writes(facts.request, &self.held),
+            tools: true,
+        })
+    }
+
+    fn on_empty(&mut self, facts: &Facts) -> Option<Verdict> {
+        // Nothing said, and the held write is still to be made: ask for it.
+        (!self.held.is_empty()).then(|| Verdict::Nudge {
+            message: after_held_writes(facts.request, &self.held),
+            tools: true,
+        })
+    }
+
+    fn after_round(&mut self, all_failed: bool, facts: &Facts) -> Option<FollowUp> {
+        // Until the held write is made again, every round asks for it (the tools stay).
+        (!self.held.is_empty() && !all_failed).then(|| FollowUp {
+            message: after_held_writes(facts.request, &self.held),
+            withdraw_tools: false,
+        })
+    }
+}
+
+/// The message after a round whose writes were held back, and until they are made.
+fn after_held_writes(request: &str, held: &[String]) -> String {
+    format!(
+        "The tool results are above; they come from the tools, not from you. The request is: \
+         {}\nNothing has been written yet. Now make the {} call the request asks for, with \
+         what the results hold in place of any example, then answer.",
+        echo(request),
+        held.join(" / "),
+    )
+}
+
+/// When every call so far failed and the model answers anyway, nothing was read and the
+/// answer is a guess (often written before the results came): once, the model is told so,
+/// tools offered. (Answered so again, the loop ends the step: no call worked.)
+#[derive(Default)]
+pub(crate) struct NotAGuess {
+    told: bool,
+}
+
+impl Rule for NotAGuess {
+    fn name(&self) -> &'static str {
+        "not-a-guess"
+    }
+
+    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+        if self.told || !facts.tools_ran() || facts.any_succeeded() {
+            return None;
+        }
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: format!(
+                "None of your tool calls has worked yet (see the errors above), so nothing was \
+                 read and that answer would be a guess. The request is: {}\nDo not guess. Call \
+                 a tool that can find it: search_text finds a text in every file, list_dir shows \
+                 what a folder holds, read_file reads a file it lists. Answer once a result \
+                 holds what is asked.",
+                echo(facts.request)
+            ),
+            tools: true,
+        })
+    }
+}
+
+/// A request that asks for a change, answered while nothing in the workspace changed, gets
+/// one reminder in the step whose answer is the task's: a small model does the first half
+/// (runs the tests, reads the file) and reports. (An answer after it stands, and the runner
+/// fails the task if still nothing changed.)
+#[derive(Default)]
+pub(crate) struct ChangeReminder {
+    told: bool,
+}
+
+impl Rule for ChangeReminder {
+    fn name(&self) -> &'static str {
+        "change-reminder"
+    }
+
+    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+        if self.told || !facts.asks_for_change || facts.changed || !facts.final_step {
+            return None;
+        }
+        self.told = true;
+        let message = match missing_file(facts.request, facts.toolbox.workspace()) {
+            Some(file) => format!(
+                "The request asks for '{file}' to be written, and nothing has been written yet. \
+                 The request is: {}\nMake the write_file call now, with what the tool results \
+                 hold, then answer.",
+                echo(facts.request)
+            ),
+            None => format!(
+                "The request asks for a change to the workspace, and no file has changed yet. \
+                 The request is: {}\nMake the change now with edit_file or write_file (read a \
+                 file before you change it), then answer.",
+                echo(facts.request)
+            ),
+        };
+        Some(Verdict::Nudge {
+            message,
+            tools: true,
+        })
+    }
+}
+
+/// Asked once when, after tools ran, the answer talks about the tools instead of giving what
+/// was asked for.
+const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of answering. \
+     The tool results above are what the tools returned. Using them, answer the request itself, \
+     in plain words: give what was asked for (the value, name, number or text), not how a tool \
+     works or which tool you used. Do not call any tool.";
+
+/// After tools ran, an answer that names a tool (when neither the request nor any result of
+/// the step does: a README that mentions `list_dir`, a function of the user's called
+/// `read_file`) describes the tools instead of answering: once, it is asked for the thing
+/// itself, without tools.
+#[derive(Default)]
+pub(crate) struct AnswerNotTools {
+    told: bool,
+}
+
+impl Rule for AnswerNotTools {
+    fn name(&self) -> &'static str {
+        "answer-not-tools"
+    }
+
+    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
+        if self.told || !facts.tools_ran() {
+            return None;
+        }
+        let offered = facts.offered();
+        let named: Vec<&str> = offered
+            .iter()
+            .copied()
+            .filter(|tool| names_a_tool(answer, &[tool]))
+            .filter(|tool| !names_a_tool(facts.request, &[tool]))
+            .filter(|tool| !facts.ran.iter().any(|r| names_a_tool(&r.text, &[tool])))
+            .collect();
+        if named.is_empty() {
+            return None;
+        }
+        self.told = true;
+        Some(Verdict::Nudge {
+            message: ANSWER_NOT_TOOLS.into(),
+            tools: false,
+        })
+    }
+}
+
+/// Identical calls answered from memory before the model is told to answer.
+const MAX_REPEATS: usize = 2;
+
+/// A lone call (the only one of its reply) identical to an earlier one whose result still
+/// holds is answered from that result with a note; after [`MAX_REPEATS`] such repeats the
+/// model is told to answer, without tools. A write clears the memory; a command clears what
+/// the reading tools returned.
+#[derive(Default)]
+pub(crate) struct Repeats {
+    memory: CallMemory,
+    counted: usize,
+}
+
+impl Rule for Repeats {
+    fn name(&self) -> &'static str {
+        "repeats"
+    }
+
+    fn recall(&mut self, call: &ToolCall, lone: bool) -> Option<String> {
+        if !lone {
+            return None;
+        }
+        let earlier = self.memory.recall(call)?;
+        Some(format!(
+            "{earlier}\n\n(note: {} was already called with these arguments; this is its \
+             earlier result, unchanged. Use it instead of calling again.)",
+            call.function.name
+        ))
+    }
+
+    fn after_call(&mut self, call: &ToolCall, kind: ToolKind, text: &str) {
+        self.memory.record(call, kind, text);
+    }
+
+    fn after_round(&mut self, _all_failed: bool, _facts: &Facts) -> Option<FollowUp> {
+        let new = self.memory.repeats > self.counted;
+        self.counted = self.memory.repeats;
+        (new && self.memory.repeats >= MAX_REPEATS).then(|| FollowUp {
+            message: "You already have these results: calling the same tool again will not \
+                      change them. Answer the request now from the tool results above, in plain \
+                      words."
+                .into(),
+            withdraw_tools: true,
+        })
+    }
+}
+
+/// `read_file` of a missing file whose folder holds exactly one look-alike reads that file
+/// instead, saying so: a model that got the name slightly wrong has its answer in one call,
+/// where a small model fumbles the second call a "Did you mean" would need. A path written
+/// with `\` is read with `/`.
+pub(crate) struct LookAlikeRead;
+
+impl Rule for LookAlikeRead {
+    fn name(&self) -> &'static str {
+        "look-alike-read"
+    }
+
+    fn instead(
+        &mut self,
+        original: &ToolCall,
+        result: &Result<ToolOutput, ToolError>,
+        _facts: &Facts,
+    ) -> Option<Instead> {
+        let Err(ToolError::NotFound {
+            look_alike: Some(look_alike),
+            ..
+        }) = result
+        else {
+            return None;
+        };
+        if original.function.name != "read_file" {
+            return None;
+        }
+        let mut args = parse_arguments(&original.function.arguments);
+        let asked = args["path"].as_str().unwrap_or_default().to_owned();
+        args["path"] = json!(look_alike.path);
+        let note = match look_alike.why {
+            LookAlikeKind::Backslashes => String::new(),
+            LookAlikeKind::SimilarName => format!(
+                "'{asked}' does not exist; the one file like it there, '{}', was read instead:\n",
+                look_alike.path
+            ),
+        };
+        Some(Instead {
+            call: call("read_file", args),
+            note,
+        })
+    }
+}
+
+/// `search_text` without an exact match searches again ignoring case, saying so: a model
+/// asking for "secret" most likely wants "Secret word: …" too.
+pub(crate) struct CaseFoldSearch;
+
+impl Rule for CaseFoldSearch {
+    fn name(&self) -> &'static str {
+        "case-fold-search"
+    }
+
+    fn instead(
+        &mut self,
+        original: &ToolCall,
+        result: &Result<ToolOutput, ToolError>,
+        _facts: &Facts,
+    ) -> Option<Instead> {
+        let Ok(ToolOutput {
+            matches: Some(0), ..
+        }) = result
+        else {
+            return None;
+        };
+        let mut args = parse_arguments(&original.function.arguments);
+        let pattern = args["pattern"].as_str()?.to_owned();
+        if original.function.name != "search_text"
+            || args["ignore_case"] == json!(true)
+            || pattern.to_lowercase() == pattern.to_uppercase()
+        {
+            return None;
+        }
+        args["ignore_case"] = json!(true);
+        Some(Instead {
+            call: call("search_text", args),
+            note: format!(
+                "no line contains '{pattern}' exactly; these contain it in another case:\n"
+            ),
+        })
+    }
+}
+
+/// After each round of results one message says they come from the tools, repeats the
+/// request and asks for the answer, quoted from the results, if they hold it, else the next
+/// call; after a round of failures, that the request is not answered yet.
+pub(crate) struct ResultsFraming;
+
+impl Rule for ResultsFraming {
+    fn name(&self) -> &'static str {
+        "results-framing"
+    }
+
+    fn after_round(&mut self, all_failed: bool, facts: &Facts) -> Option<FollowUp> {
+        Some(FollowUp {
+            message: after_results(facts.request, all_failed),
+            withdraw_tools: false,
+        })
+    }
+}
+
+/// The message that follows a round of tool results (see [`ResultsFraming`]).
+pub(crate) fn after_results(request: &str, all_failed: bool) -> String {
+    let request = echo(request);
+    if all_failed {
+        return format!(
+            "The tool call failed: the error above comes from the tool, not from you. The \
+             request is not answered yet: {request}\nDo not guess. Call a tool again, correcting \
+             what the error points out (for example, use a name from the listing it shows)."
+        );
+    }
+    format!(
+        "The tool results are above; they come from the tools, not from you. The request is: \
+         {request}\nIf the results hold what it asks for, answer it now from them, in plain \
+         words: quote the names, values or lines it asks for, not a description of what you did. \
+         If not, call the next tool you need."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::steering::Ran;
+    use crate::agent::tools::{ToolSettings, Toolbox};
+
+    fn toolbox(files: &[(&str, &str)]) -> (tempfile::TempDir, Toolbox) {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in files {
+            std::fs::write(dir.path().join(path), content).unwrap();
+        }
+        let mut settings = ToolSettings::from_config(&Default::default());
+        settings.workspace = dir.path().to_path_buf();
+        let toolbox = Toolbox::open(&settings).unwrap();
+        (dir, toolbox)
+    }
+
+    fn facts<'a>(request: &'a str, toolbox: &'a Toolbox, ran: &'a [Ran]) -> Facts<'a> {
+        Facts {
+            request,
+            toolbox,
+            ran,
+            last_round_failed: false,
+            ours: &[],
+            asks_for_change: crate::agent::asks_for_change(request),
+            changed: false,
+            final_step: true,
+            calls: 1,
+        }
+    }
+
+    fn ran(name: &str, text: &str, ok: bool) -> Ran {
+        Ran {
+            call: call(name, json!({"path": "README.md"})),
+            ok,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_write_of_the_requests_example_waits_for_the_read_and_other_writes_run() {
+        let (_dir, tb) = toolbox(&[("VERSION", "2.4.1\n"), ("PORT.txt", "8080\n")]);
+        let mut rule = HeldWrites::default();
+        let request = "Read VERSION, then write its version followed by -final into release.txt \
+                       (for example 1.0-final).";
+        let mut calls = vec![
+            call("read_file", json!({"path": "VERSION"})),
+            call(
+                "write_file",
+                json!({"path": "release.txt", "content": "1.0-final\n"}),
+            ),
+        ];
+        rule.before_calls(&mut calls, &facts(request, &tb, &[]));
+        assert_eq!(calls.len(), 1, "the early write is held");
+        let mut batched = vec![
+            call("read_file", json!({"path": "PORT.txt"})),
+            call(
+                "write_file",
+                json!({"path": "notes/todo.md", "content": "start\n"}),
+            ),
+        ];
+        let mut other = HeldWrites::default();
+        other.before_calls(
+            &mut batched,
+            &facts(
+                "Tell me the port in PORT.txt, and create notes/todo.md with the line start.",
+                &tb,
+                &[],
+            ),
+        );
+        assert_eq!(batched.len(), 2, "an independent write runs as batched");
+    }
+
+    #[test]
+    fn a_tool_word_the_results_hold_is_quoted_not_described() {
+        let (_dir, tb) = toolbox(&[("README.md", "Run `list_dir` first.\n")]);
+        let request = "What does README.md say to run first?";
+        let quoted = [ran("read_file", "Run `list_dir` first.\n", true)];
+        let mut rule = AnswerNotTools::default();
+        assert!(
+            rule.before_answer(
+                "It says to run `list_dir` first.",
+                &facts(request, &tb, &quoted)
+            )
+            .is_none()
+        );
+        let plain = [ran("read_file", "Launch the app.\n", true)];
+        assert!(matches!(
+            rule.before_answer("Use the `list_dir` tool.", &facts(request, &tb, &plain)),
+            Some(Verdict::Nudge { tools: false, .. })
+        ));
+    }
+
+    #[test]
+    fn a_request_that_says_no_tools_is_answered_as_asked() {
+        let (_dir, tb) = toolbox(&[("summary.md", "# S\n")]);
+        let mut rule = UnreadFile::default();
+        assert!(
+            rule.before_answer(
+                "Because readers are busy.",
+                &facts(
+                    "Without using any tools, tell me why the summary matters.",
+                    &tb,
+                    &[]
+                )
+            )
+            .is_none()
+        );
+        assert!(matches!(
+            rule.before_answer("Yes.", &facts("Is the summary.md file long?", &tb, &[])),
+            Some(Verdict::Nudge { .. })
+        ));
+    }
+
+    #[test]
+    fn the_change_reminder_comes_once_and_only_for_a_change_not_made() {
+        let (_dir, tb) = toolbox(&[("calc.py", "x\n")]);
+        let mut rule = ChangeReminder::default();
+        let request = "Fix the bug in calc.py.";
+        let mut f = facts(request, &tb, &[]);
+        assert!(rule.before_answer("Done.", &f).is_some());
+        assert!(rule.before_answer("Done.", &f).is_none(), "once");
+        let mut fresh = ChangeReminder::default();
+        f.changed = true;
+        assert!(fresh.before_answer("Done.", &f).is_none());
+        assert!(
+            ChangeReminder::default()
+                .before_answer("It adds.", &facts("What does calc.py do?", &tb, &[]))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn examples_are_the_values_after_an_example_marker() {
+        assert_eq!(
+            examples("write it into release.txt (for example 1.0-final)."),
+            ["1.0-final"]
+        );
+        assert_eq!(examples("e.g. 42, or such as: foo."), ["42", "foo"]);
+        assert!(examples("例えば").is_empty());
+        assert!(examples("no example here").is_empty());
+    }
+}

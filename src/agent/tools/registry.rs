@@ -1,0 +1,287 @@
+//! The tool registry: one [`ToolSpec`] per tool, holding everything about it in one place: its
+//! name, what it does to the workspace ([`ToolKind`]), the description and parameters the model
+//! is shown, the argument shape named in errors, and its handler.
+//!
+//! Everything else asks the registry instead of keeping lists of names: the toolbox offers and
+//! runs tools from it, steering asks a tool's kind (does it read, write or run?), the
+//! configuration checks `agent.tools.disabled` against [`TOOL_NAMES`].
+//!
+//! ```
+//! use agent_mcp::agent::tools::{ToolKind, spec};
+//! assert_eq!(spec("write_file").map(|s| s.kind), Some(ToolKind::Write));
+//! assert!(spec("format_disk").is_none());
+//! ```
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{CallError, ToolContext, ToolError, ToolOutput, command, edit, files, run};
+
+/// What a tool does to the workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Looks only: the same call with nothing changed in between returns the same result.
+    Read,
+    /// Changes files.
+    Write,
+    /// Runs a program, which may change anything the workspace allows.
+    Run,
+}
+
+/// Everything about one tool.
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub kind: ToolKind,
+    /// The arguments' shape, named in the error for arguments that do not fit it.
+    pub expected: &'static str,
+    /// The description the model is shown (given the settings: `run_command` names the
+    /// programs it may start).
+    pub describe: fn(&super::ToolSettings) -> String,
+    /// The JSON schema of the arguments' `properties`, and the required ones.
+    pub parameters: fn() -> (Value, &'static [&'static str]),
+    pub(super) handler: &'static (dyn ToolHandler + Sync),
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolSpec {
+    /// The Ollama `tools` entry of this tool.
+    pub fn definition(&self, settings: &super::ToolSettings) -> Value {
+        let (properties, required) = (self.parameters)();
+        json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": (self.describe)(settings),
+                "parameters": {"type": "object", "properties": properties, "required": required}
+            }
+        })
+    }
+
+    /// The arguments as `T`, or the error that says what was expected.
+    pub(super) fn arguments<T: DeserializeOwned>(&self, args: &Value) -> Result<T, CallError> {
+        serde_json::from_value(parse_arguments(args)).map_err(|e| {
+            CallError::RespondToModel(ToolError::Arguments {
+                tool: self.name,
+                reason: e.to_string(),
+                expected: self.expected,
+            })
+        })
+    }
+}
+
+/// Runs one tool's calls.
+#[async_trait]
+pub(super) trait ToolHandler {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError>;
+}
+
+/// Every tool, in the order they are offered.
+pub const TOOLS: [ToolSpec; 6] = [
+    ToolSpec {
+        name: "list_dir",
+        kind: ToolKind::Read,
+        expected: files::LIST_DIR_EXPECTED,
+        describe: |_| "List the entries of a folder of the workspace (folders end in /).".into(),
+        parameters: || {
+            (
+                json!({"path": {"type": "string", "description": "Folder relative to the workspace root; default \".\""}}),
+                &[],
+            )
+        },
+        handler: &files::ListDir,
+    },
+    ToolSpec {
+        name: "read_file",
+        kind: ToolKind::Read,
+        expected: files::READ_FILE_EXPECTED,
+        describe: |_| {
+            "Read a text file of the workspace, optionally a window of its lines. Read a file \
+             before replacing or editing it."
+                .into()
+        },
+        parameters: || {
+            (
+                json!({
+                    "path": {"type": "string", "description": "File relative to the workspace root"},
+                    "start_line": {"type": "integer", "description": "First line to return, from 1"},
+                    "max_lines": {"type": "integer", "description": "Most lines to return"}
+                }),
+                &["path"],
+            )
+        },
+        handler: &files::ReadFile,
+    },
+    ToolSpec {
+        name: "search_text",
+        kind: ToolKind::Read,
+        expected: files::SEARCH_EXPECTED,
+        describe: |_| {
+            "Find lines containing a literal string in the workspace's files (not a regex).".into()
+        },
+        parameters: || {
+            (
+                json!({
+                    "pattern": {"type": "string", "description": "The exact text to find"},
+                    "path": {"type": "string", "description": "Folder or file to search; default \".\""},
+                    "max_results": {"type": "integer", "description": "Most matching lines; default 100"},
+                    "ignore_case": {"type": "boolean", "description": "Match regardless of case; default false"}
+                }),
+                &["pattern"],
+            )
+        },
+        handler: &files::SearchText,
+    },
+    ToolSpec {
+        name: "write_file",
+        kind: ToolKind::Write,
+        expected: edit::WRITE_FILE_EXPECTED,
+        describe: |_| {
+            "Create a file of the workspace, or replace one you have read, with the given \
+             content."
+                .into()
+        },
+        parameters: || {
+            (
+                json!({
+                    "path": {"type": "string", "description": "File relative to the workspace root"},
+                    "content": {"type": "string", "description": "The whole new content"}
+                }),
+                &["path", "content"],
+            )
+        },
+        handler: &edit::WriteFile,
+    },
+    ToolSpec {
+        name: "edit_file",
+        kind: ToolKind::Write,
+        expected: edit::EDIT_FILE_EXPECTED,
+        describe: |_| {
+            "Replace an exact piece of text in a file of the workspace you have read.".into()
+        },
+        parameters: || {
+            (
+                json!({
+                    "path": {"type": "string", "description": "File relative to the workspace root"},
+                    "old_text": {"type": "string", "description": "Text to replace, exactly as in the file (whitespace included)"},
+                    "new_text": {"type": "string", "description": "The replacement"},
+                    "replace_all": {"type": "boolean", "description": "Replace every occurrence; default: old_text must occur once"}
+                }),
+                &["path", "old_text", "new_text"],
+            )
+        },
+        handler: &edit::EditFile,
+    },
+    ToolSpec {
+        name: "run_command",
+        kind: ToolKind::Run,
+        expected: command::RUN_COMMAND_EXPECTED,
+        describe: |settings| {
+            format!(
+                "Run a program in the workspace without a shell (no pipes, globs or redirection). \
+                 Allowed programs: {}.",
+                settings.commands.allow.join(", ")
+            )
+        },
+        parameters: || {
+            (
+                json!({
+                    "argv": {"type": "array", "items": {"type": "string"}, "description": "Program and arguments, e.g. [\"cargo\", \"test\"]"},
+                    "cwd": {"type": "string", "description": "Folder to run in, relative to the workspace root; default \".\""}
+                }),
+                &["argv"],
+            )
+        },
+        handler: &run::RunCommand,
+    },
+];
+
+/// Every tool name, in the order they are offered.
+pub const TOOL_NAMES: [&str; TOOLS.len()] = {
+    let mut names = [""; TOOLS.len()];
+    let mut i = 0;
+    while i < TOOLS.len() {
+        names[i] = TOOLS[i].name;
+        i += 1;
+    }
+    names
+};
+
+/// The tool called `name`.
+pub fn spec(name: &str) -> Option<&'static ToolSpec> {
+    static ALL: [ToolSpec; TOOLS.len()] = TOOLS;
+    ALL.iter().find(|spec| spec.name == name)
+}
+
+/// Some models send the arguments object as a JSON string; accept both.
+pub(crate) fn parse_arguments(args: &Value) -> Value {
+    match args {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_defined_once_with_its_kind() {
+        assert_eq!(
+            TOOL_NAMES,
+            [
+                "list_dir",
+                "read_file",
+                "search_text",
+                "write_file",
+                "edit_file",
+                "run_command"
+            ]
+        );
+        let kinds: Vec<ToolKind> = TOOLS.iter().map(|t| t.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ToolKind::Read,
+                ToolKind::Read,
+                ToolKind::Read,
+                ToolKind::Write,
+                ToolKind::Write,
+                ToolKind::Run
+            ]
+        );
+        for name in TOOL_NAMES {
+            assert_eq!(spec(name).map(|s| s.name), Some(name));
+        }
+    }
+
+    #[test]
+    fn a_definition_carries_the_schema_and_the_settings() {
+        let mut settings = super::super::ToolSettings::from_config(&Default::default());
+        settings.commands.allow = vec!["cargo".into()];
+        let def = spec("run_command").map(|s| s.definition(&settings));
+        let def = def.unwrap_or_default();
+        assert_eq!(def["function"]["name"], "run_command");
+        assert_eq!(def["function"]["parameters"]["required"], json!(["argv"]));
+        assert!(
+            def["function"]["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("Allowed programs: cargo."))
+        );
+    }
+}

@@ -1,0 +1,64 @@
+//! The `run_command` handler: the call's arguments to [`command::run_command`], bounded by the
+//! command's timeout plus a margin for what comes around it (starting, draining pipes, killing
+//! what is left).
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::command::{self, CommandEnd, RunCommandArgs};
+use super::registry::{ToolHandler, ToolSpec};
+use super::{COMMAND_DEADLINE_MARGIN, CallError, ToolContext, ToolError, ToolOutput};
+
+/// `run_command`. A command that exits with a failure has still run: its output is the
+/// result, and the model reads the exit status in it.
+pub(super) struct RunCommand;
+
+#[async_trait]
+impl ToolHandler for RunCommand {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let args: RunCommandArgs = spec.arguments(args)?;
+        let commands = &ctx.settings.commands;
+        let limit = commands.timeout + COMMAND_DEADLINE_MARGIN;
+        let run = tokio::select! {
+            run = command::run_command(&ctx.workspace, commands, &args, cancel) => run?,
+            () = tokio::time::sleep(limit) => return Err(ToolError::Deadline {
+                tool: spec.name,
+                limit: humantime::format_duration(limit).to_string(),
+            }.into()),
+        };
+        match run.end {
+            CommandEnd::Cancelled => Err(CallError::Cancelled),
+            _ => Ok(ToolOutput::text(run.text)),
+        }
+    }
+}
+
+impl super::Toolbox {
+    /// Runs one of the operator's `agent.checks` commands (`argv`, its program need not be on
+    /// `agent.commands.allow`) in the workspace, with the confinement, environment, limits and
+    /// timeout of `run_command`.
+    pub async fn run_check(
+        &self,
+        argv: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<command::CommandRun, CallError> {
+        let mut commands = self.ctx.settings.commands.clone();
+        commands.allow = argv.first().cloned().into_iter().collect();
+        let args = RunCommandArgs {
+            argv: argv.to_vec(),
+            cwd: String::new(),
+        };
+        let run = command::run_command(&self.ctx.workspace, &commands, &args, cancel).await?;
+        if run.end == CommandEnd::Cancelled {
+            return Err(CallError::Cancelled);
+        }
+        Ok(run)
+    }
+}

@@ -1,0 +1,149 @@
+//! A request of any language and any text, answered by a model saying anything, never panics
+//! the agent: the whole step loop runs on the fake Ollama (real HTTP, real files) with
+//! generated Unicode requests and replies (Japanese, emoji with joiners, combining marks,
+//! right-to-left text and override marks), tool calls whose arguments are such text, calls
+//! written in the reply text, broken JSON. Under both policies every task ends `completed` or
+//! `failed`, never with a panic, and each call's prompt extends the previous one.
+
+mod support;
+
+use std::time::Duration;
+
+use agent_mcp::agent::steering::SteeringMode;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use serde_json::json;
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::harness::{HttpServer, field, result_of, test_config, wait_terminal};
+
+const PIECES: [&str; 30] = [
+    "プロジェクトのテスト失敗を調査し、原因を修正してください。",
+    "この関数が何をするか一文で説明してください。",
+    "ファイル",
+    "👨‍👩‍👧",
+    "👍🏽",
+    "e\u{301}",
+    "a\u{20dd}",
+    "שלום",
+    "مرحبا",
+    "\u{202e}",
+    "\u{200f}",
+    " ",
+    "\n",
+    ".",
+    "/",
+    "\\",
+    "`",
+    "\"",
+    "a.txt",
+    "メモ.md",
+    "README",
+    "the",
+    "for example",
+    "write",
+    "fix",
+    "read_file",
+    "<tool_call>",
+    "</tool_response>",
+    "```",
+    "{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.txt\", \"content\": \"x\"y\"}}",
+];
+
+fn any_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(&PIECES[..]).prop_map(str::to_owned),
+            any::<char>()
+                .prop_filter("no NUL", |c| *c != '\0')
+                .prop_map(|c| c.to_string()),
+            "\\PC{0,5}",
+        ],
+        0..16,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+/// One scripted reply of any text.
+fn any_reply() -> impl Strategy<Value = Reply> {
+    prop_oneof![
+        any_text().prop_map(|t| Reply::text(&t, 20, 5)),
+        any_text().prop_map(|p| Reply::tool_call("read_file", json!({"path": p}), 20, 5)),
+        any_text().prop_map(|p| Reply::tool_call("search_text", json!({"pattern": p}), 20, 5)),
+        (any_text(), any_text()).prop_map(|(p, c)| Reply::tool_call(
+            "write_file",
+            json!({"path": format!("out/{p}"), "content": c}),
+            20,
+            5
+        )),
+        any_text().prop_map(|p| Reply::text(
+            &format!(
+                "<tool_call>{}</tool_call>",
+                json!({"name": "list_dir", "arguments": {"path": p}})
+            ),
+            20,
+            5
+        )),
+    ]
+}
+
+#[test]
+fn any_request_and_any_reply_end_the_task_without_a_panic() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let ws = tempfile::tempdir().expect("workspace");
+    for (name, content) in [
+        ("a.txt", "alpha\n"),
+        ("メモ.md", "メモ 👍🏽\n"),
+        ("שלום.txt", "שלום\n"),
+    ] {
+        std::fs::write(ws.path().join(name), content).expect("file");
+    }
+    for mode in [SteeringMode::Small, SteeringMode::Off] {
+        let fake = FakeOllama::spawn(FakeConfig::default());
+        let mut config = test_config(&fake.url());
+        config.agent.workspace = Some(ws.path().to_path_buf());
+        config.agent.steering = mode;
+        config.agent.max_iterations = 6;
+        config.rate_limit.enabled = false;
+        config.ollama.request_timeout = Duration::from_secs(20);
+        let server = runtime.block_on(HttpServer::start(config));
+        let client = server.client();
+        let mut runner = TestRunner::new(Config {
+            cases: 40,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let strategy = (any_text(), prop::collection::vec(any_reply(), 1..5));
+        let outcome = runner.run(&strategy, |(request, replies)| {
+            fake.clear_replies();
+            fake.clear_requests();
+            for reply in replies {
+                fake.push_reply(reply);
+            }
+            // agent_run refuses an empty or blank request (a tool error, not a task).
+            let request = format!("q {request}");
+            let done = runtime.block_on(async {
+                let id = client.agent_run(&request).await;
+                wait_terminal(|| client.agent_status(&id)).await
+            });
+            let status = field(&done, "status");
+            prop_assert!(status == "completed" || status == "failed", "{done}");
+            prop_assert!(!result_of(&done).contains("panicked"), "{done}");
+            let sent = fake.chat_requests();
+            for pair in sent.windows(2) {
+                let (before, after) = (&pair[0]["messages"], &pair[1]["messages"]);
+                let extends = after
+                    .as_array()
+                    .zip(before.as_array())
+                    .is_some_and(|(a, b)| a.starts_with(b));
+                prop_assert!(
+                    extends,
+                    "a call rewrote the conversation:\n{before}\n{after}"
+                );
+            }
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{mode:?}: {e}");
+        }
+    }
+}
