@@ -243,6 +243,23 @@ impl AgentConfig {
         if self.max_iterations == 0 {
             return invalid("agent.max_iterations", "must be greater than 0".into());
         }
+        if self.check_rounds > 10 {
+            return invalid("agent.check_rounds", "must be from 0 through 10".into());
+        }
+        for (i, check) in self.checks.iter().enumerate() {
+            match check.first() {
+                Some(program) if !program.is_empty() && !program.contains(['/', '\\']) => {}
+                _ => {
+                    return invalid(
+                        "agent.checks",
+                        format!(
+                            "entry {i} must be a command as a list that starts with a bare \
+                             program name found on PATH, e.g. [python3, -m, unittest]"
+                        ),
+                    );
+                }
+            }
+        }
         for name in &self.tools.disabled {
             if !crate::agent::tools::TOOL_NAMES.contains(&name.as_str()) {
                 return invalid(
