@@ -103,6 +103,34 @@ async fn http_503_is_retried_with_backoff_then_succeeds() {
 }
 
 #[tokio::test]
+async fn http_429_waits_for_its_retry_after_then_succeeds() {
+    let fake = FakeOllama::start().await;
+    let mut config = config(&fake.url());
+    // The wait counts against the whole call's timeout.
+    config.ollama.request_timeout = Duration::from_secs(10);
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    fake.push_reply(Reply::RateLimited {
+        retry_after: Some(2),
+        error: "too many requests".into(),
+    });
+    fake.push_reply(Reply::text("After the wait.", 2, 2));
+    let started = std::time::Instant::now();
+    let (state, result) = run_task(&client, "Queue up.").await;
+    assert_eq!(
+        (state.as_str(), result.as_str()),
+        ("completed", "After the wait.")
+    );
+    assert_eq!(fake.chat_count(), 2, "one retry, then the answer");
+    // The server asked for 2 s: the retry did not come before.
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn a_model_missing_from_the_server_fails_before_any_chat() {
     let fake = FakeOllama::start().await;
     let mut config = config(&fake.url());
@@ -198,6 +226,26 @@ const FAULT_CASES: &[FaultCase] = &[
         retries: Some(0),
         reason: "Ollama is busy",
         reason_lacks: &["attempts"],
+        chats: Some(2),
+        ..FAULT
+    },
+    FaultCase {
+        name: "HTTP 429 past the retries fails saying so",
+        reply: || Reply::RateLimited {
+            retry_after: None,
+            error: "too many requests".into(),
+        },
+        times: 3,
+        reason: "Ollama refused the request as one too many (HTTP 429) after 3 attempts: too many requests",
+        reason_has: &["ollama.retries"],
+        chats: Some(4),
+        ..FAULT
+    },
+    FaultCase {
+        name: "HTTP 401 says to set OLLAMA_API_KEY",
+        reply: || Reply::http_error(401, "unauthorized"),
+        reason: "Ollama refused the request as unauthorized (HTTP 401): unauthorized",
+        reason_has: &["OLLAMA_API_KEY"],
         chats: Some(2),
         ..FAULT
     },

@@ -23,7 +23,7 @@ pub mod tools;
 
 pub use checks::{CheckEnd, CheckReport, CheckResult};
 pub use intent::asks_for_change;
-pub use model::ModelProfile;
+pub use model::{ModelProfile, probe as probe_model};
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -291,7 +291,8 @@ impl Agent {
         .with_retry(crate::ollama::RetryPolicy {
             retries: config.ollama.retries,
             backoff: config.ollama.retry_backoff,
-        });
+        })
+        .with_api_key(config.ollama.api_key.clone());
         let core = Arc::new(AgentCore {
             store,
             queue: TaskQueue::new(),

@@ -15,10 +15,44 @@
 //! assert_eq!(profile.policy.as_str(), "small");
 //! ```
 
+use std::time::Duration;
+
 use super::AgentSettings;
 use super::steering::Policy;
-use crate::config::ThinkSetting;
-use crate::ollama::{ShowResponse, Think};
+use crate::config::{Config, ThinkSetting};
+use crate::ollama::{OllamaClient, ShowResponse, Think};
+
+/// How long `check-config` waits for `/api/show`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What `config`'s model gets, asked from its Ollama now: the line of
+/// [`ModelProfile::describe`], or why it cannot be told (Ollama not reachable, model missing).
+/// For `agent-mcp check-config`.
+pub async fn probe(config: &Config) -> String {
+    let model = &config.ollama.model;
+    let client = match OllamaClient::new(&config.ollama.url, PROBE_TIMEOUT, PROBE_TIMEOUT) {
+        Ok(client) => client.with_api_key(config.ollama.api_key.clone()),
+        Err(e) => return format!("model {model}: cannot ask Ollama ({e})"),
+    };
+    let key = match (&config.ollama.api_key, client.sends_api_key()) {
+        (Some(_), true) => "; API key from OLLAMA_API_KEY (not shown)",
+        (Some(_), false) => "; OLLAMA_API_KEY is set but not sent (the URL is not https)",
+        (None, _) => "",
+    };
+    match client.show(model).await {
+        Ok(show) => {
+            let settings = AgentSettings::from_config(config);
+            format!(
+                "{}{key}",
+                ModelProfile::from_show(&settings, &show).describe(model)
+            )
+        }
+        Err(e) => format!(
+            "model {model}: cannot ask Ollama now ({e}){key}; steering, num_ctx and think are \
+             decided from /api/show when a task starts"
+        ),
+    }
+}
 
 /// How the loop talks to this model.
 #[derive(Clone, Debug, PartialEq)]

@@ -69,6 +69,10 @@ pub struct OllamaConfig {
     /// Wait before the first retry; doubled for each further one (with jitter).
     #[serde(with = "humantime_serde_compat")]
     pub retry_backoff: Duration,
+    /// The API key for Ollama's cloud: from the environment (`OLLAMA_API_KEY`, Ollama's own
+    /// variable), never from the file, and never printed; sent over https only.
+    #[serde(skip)]
+    pub api_key: Option<crate::ollama::ApiKey>,
 }
 
 impl Default for OllamaConfig {
@@ -84,6 +88,7 @@ impl Default for OllamaConfig {
             max_reply_bytes: ByteSize::mib(8),
             retries: 2,
             retry_backoff: Duration::from_millis(500),
+            api_key: None,
         }
     }
 }

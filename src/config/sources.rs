@@ -121,7 +121,14 @@ impl Config {
                 .map(normalize_ollama_host)
                 .unwrap_or_else(|| super::DEFAULT_OLLAMA_URL.to_owned());
         }
-        let (config, unknown_env, applied) = config.apply_env_overrides(vars)?;
+        // A secret: only from the environment, never from a file an agent might read.
+        let api_key = vars
+            .iter()
+            .find(|(name, _)| name == "OLLAMA_API_KEY")
+            .and_then(|(_, value)| crate::ollama::ApiKey::new(value));
+        let (mut config, unknown_env, applied) = config.apply_env_overrides(vars)?;
+        // The overrides rebuild the configuration from its YAML, which does not carry the key.
+        config.ollama.api_key = api_key;
         sources.env_keys = applied.into_iter().collect();
         Ok(Loaded {
             config,
@@ -168,6 +175,18 @@ impl Config {
         }
         if self.audit.file.is_none() {
             derived.insert("audit.file", "stderr".into());
+        }
+        derived.insert(
+            "ollama.num_ctx",
+            "the most; the model's own context length from /api/show when smaller".into(),
+        );
+        if self.agent.steering == crate::agent::steering::SteeringMode::Auto {
+            derived.insert(
+                "agent.steering",
+                "small below 7B parameters, off from 7B, from /api/show; the model line below \
+                 says which"
+                    .into(),
+            );
         }
         if self.audit.max_bytes.is_none() {
             derived.insert(
@@ -348,6 +367,21 @@ mod tests {
         // The annotated text is YAML for the same configuration.
         let back: Config = serde_yaml_ng::from_str(&text).expect("reads back");
         assert_eq!(back, loaded.config.redacted());
+    }
+
+    #[test]
+    fn the_api_key_comes_from_the_environment_and_is_never_printed() {
+        let loaded =
+            Config::load_traced(None, vars(&[("OLLAMA_API_KEY", "sk-secret-77")])).expect("loads");
+        assert_eq!(
+            loaded.config.ollama.api_key,
+            crate::ollama::ApiKey::new("sk-secret-77")
+        );
+        let text = loaded.config.annotated_yaml(&loaded.sources);
+        assert!(!text.contains("sk-secret-77"), "{text}");
+        assert!(!format!("{:?}", loaded.config).contains("sk-secret-77"));
+        let back: Config = serde_yaml_ng::from_str(&text).expect("reads back");
+        assert_eq!(back.ollama.api_key, None, "never read from a file");
     }
 
     #[test]

@@ -25,14 +25,42 @@ const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 pub struct OllamaClient {
     http: reqwest::Client,
     base_url: String,
+    /// The base URL is `https://`: an API key may be sent there.
+    https: bool,
+    api_key: Option<ApiKey>,
     request_timeout: Duration,
     max_reply_bytes: usize,
     retry: RetryPolicy,
 }
 
-/// How a 503 (Ollama's request queue is full) is retried: `retries` extra attempts, waiting
-/// `backoff`, then twice that, and so on, each wait scaled by a random factor in [0.5, 1.0)
-/// so that callers turned away together do not come back together.
+/// An API key for Ollama's cloud (`OLLAMA_API_KEY`): sent as `Authorization: Bearer` over
+/// https only, marked sensitive, and never shown (its `Debug` says `<redacted>`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `None` for an empty or blank key.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let key = key.trim();
+        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Longest `Retry-After` waited for before a retry; a server asking for more is treated as
+/// asking for this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How a 503 (Ollama's request queue is full) or a 429 (too many requests) is retried:
+/// `retries` extra attempts, waiting `backoff`, then twice that, and so on, each wait scaled
+/// by a random factor in [0.5, 1.0) so that callers turned away together do not come back
+/// together; a 429's `Retry-After` (seconds, at most a minute) is waited for instead when it
+/// is longer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub retries: u32,
@@ -78,17 +106,33 @@ impl OllamaClient {
             builder = builder.no_proxy();
         }
         let http = builder.build().map_err(OllamaError::Transport)?;
+        let https = base_url.starts_with("https://");
         Ok(Self {
             http,
             base_url,
+            https,
+            api_key: None,
             request_timeout,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             retry: RetryPolicy::NONE,
         })
     }
 
-    /// Retries requests Ollama turns away with 503 (default [`RetryPolicy::NONE`]). The
-    /// backoff counts against the whole-call request timeout.
+    /// Sends `key` with every request when the base URL is `https://` (Ollama's cloud); over
+    /// plain http it is never sent, so a key set for the cloud does not travel in the clear to
+    /// another server.
+    pub fn with_api_key(mut self, key: Option<ApiKey>) -> Self {
+        self.api_key = key;
+        self
+    }
+
+    /// Whether an API key goes with the requests.
+    pub fn sends_api_key(&self) -> bool {
+        self.https && self.api_key.is_some()
+    }
+
+    /// Retries requests Ollama turns away with 503 or 429 (default [`RetryPolicy::NONE`]).
+    /// The backoff counts against the whole-call request timeout.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
@@ -227,23 +271,28 @@ impl OllamaClient {
         decoder.finish(on_chunk)
     }
 
-    /// Sends `request`; a non-2xx answer becomes the matching error. A 503 is retried per
-    /// the [`RetryPolicy`]: nothing was streamed yet, so a retry cannot duplicate output.
+    /// Sends `request`; a non-2xx answer becomes the matching error. A 503 or a 429 is retried
+    /// per the [`RetryPolicy`]: nothing was streamed yet, so a retry cannot duplicate output.
     async fn send(
         &self,
-        mut request: reqwest::RequestBuilder,
+        request: reqwest::RequestBuilder,
         model: Option<&str>,
     ) -> Result<reqwest::Response, OllamaError> {
+        let mut request = self.authorized(request);
         let mut attempt = 0u32;
         loop {
             // Bodies here are JSON bytes, so the builder always clones; if it could not, the
             // request is sent once.
             let retry_copy = request.try_clone();
-            let outcome = self.send_once(request, model).await;
+            let (outcome, retry_after) = self.send_once(request, model).await;
+            let retryable = matches!(
+                outcome,
+                Err(OllamaError::Busy { .. } | OllamaError::RateLimited { .. })
+            );
             let request_again = match (outcome, retry_copy) {
-                (Err(OllamaError::Busy { body }), Some(copy)) if attempt < self.retry.retries => {
+                (Err(e), Some(copy)) if retryable && attempt < self.retry.retries => {
                     attempt += 1;
-                    tracing::warn!(attempt, retries = self.retry.retries, %body, "Ollama is busy (503); retrying");
+                    tracing::warn!(attempt, retries = self.retry.retries, error = %e, "Ollama turned the request away; retrying");
                     copy
                 }
                 (Err(OllamaError::Busy { body }), _) if attempt > 0 => {
@@ -252,28 +301,57 @@ impl OllamaClient {
                         body,
                     });
                 }
+                (Err(OllamaError::RateLimited { body, .. }), _) => {
+                    return Err(OllamaError::RateLimited {
+                        attempts: attempt + 1,
+                        body,
+                    });
+                }
                 (outcome, _) => return outcome,
             };
-            tokio::time::sleep(self.retry.delay(attempt)).await;
+            let backoff = self.retry.delay(attempt);
+            let wait = retry_after.map_or(backoff, |asked| asked.min(MAX_RETRY_AFTER).max(backoff));
+            tokio::time::sleep(wait).await;
             request = request_again;
         }
     }
 
+    /// `request` with the API key, when there is one and the URL is https.
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (&self.api_key, self.https) {
+            (Some(key), true) => request.bearer_auth(&key.0),
+            _ => request,
+        }
+    }
+
+    /// One attempt; with a non-2xx answer, the `Retry-After` it asked for.
     async fn send_once(
         &self,
         request: reqwest::RequestBuilder,
         model: Option<&str>,
-    ) -> Result<reqwest::Response, OllamaError> {
-        let response = request.send().await.map_err(|e| self.classify(e))?;
+    ) -> (Result<reqwest::Response, OllamaError>, Option<Duration>) {
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => return (Err(self.classify(e)), None),
+        };
         let status = response.status();
         if status.is_success() {
-            return Ok(response);
+            return (Ok(response), None);
         }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         // The status alone still says what happened if the body cannot be read.
         let (body, _truncated) = read_capped(response, MAX_ERROR_BODY_BYTES)
             .await
             .unwrap_or_default();
-        Err(OllamaError::from_status(status.as_u16(), &body, model))
+        (
+            Err(OllamaError::from_status(status.as_u16(), &body, model)),
+            retry_after,
+        )
     }
 
     async fn read_json<T: serde::de::DeserializeOwned>(
@@ -329,13 +407,8 @@ fn normalize_base_url(raw: &str) -> Result<(String, bool), OllamaError> {
     };
     let mut url = reqwest::Url::parse(&candidate).map_err(|e| invalid(e.to_string()))?;
     match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(invalid(
-                "https is not supported; agent-mcp talks plain HTTP to a local Ollama".to_owned(),
-            ));
-        }
-        other => return Err(invalid(format!("scheme '{other}' is not http"))),
+        "http" | "https" => {}
+        other => return Err(invalid(format!("scheme '{other}' is not http or https"))),
     }
     let Some(host) = url.host_str().map(str::to_ascii_lowercase) else {
         return Err(invalid("no host".to_owned()));
@@ -387,11 +460,40 @@ mod tests {
     }
 
     #[test]
+    fn the_api_key_goes_only_over_https_and_is_never_shown() {
+        let key = ApiKey::new(" secret-key-123 ");
+        assert_eq!(format!("{key:?}"), "Some(ApiKey(<redacted>))");
+        assert_eq!(ApiKey::new("  "), None);
+        let timeout = Duration::from_secs(5);
+        let cloud = OllamaClient::new("https://ollama.com", timeout, timeout)
+            .expect("client")
+            .with_api_key(key.clone());
+        assert!(cloud.sends_api_key());
+        let sent = cloud
+            .authorized(cloud.http.post("https://ollama.com/api/chat"))
+            .build()
+            .expect("request");
+        let header = sent.headers().get("authorization").expect("authorization");
+        assert_eq!(header.to_str().ok(), Some("Bearer secret-key-123"));
+        assert!(header.is_sensitive());
+        assert!(!format!("{cloud:?}").contains("secret-key-123"));
+        let local = OllamaClient::new("http://127.0.0.1:11434", timeout, timeout)
+            .expect("client")
+            .with_api_key(key);
+        assert!(!local.sends_api_key());
+        let sent = local
+            .authorized(local.http.post("http://127.0.0.1:11434/api/chat"))
+            .build()
+            .expect("request");
+        assert!(sent.headers().get("authorization").is_none());
+    }
+
+    #[test]
     fn bad_base_urls_are_rejected() {
-        assert!(matches!(
-            normalize_base_url("https://x"),
-            Err(OllamaError::InvalidUrl { .. })
-        ));
+        assert_eq!(
+            normalized("https://ollama.com"),
+            Ok(("https://ollama.com".into(), false))
+        );
         assert!(matches!(
             normalize_base_url("ftp://x"),
             Err(OllamaError::InvalidUrl { .. })

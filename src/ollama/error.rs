@@ -40,6 +40,21 @@ pub enum OllamaError {
     )]
     BusyAfterRetries { attempts: u32, body: String },
 
+    /// 429: the server (Ollama's cloud, a proxy) turned the request away as one too many, on
+    /// every attempt of `ollama.retries` (each waited for its `Retry-After`).
+    #[error(
+        "Ollama refused the request as one too many (HTTP 429) after {attempts} attempts: {body}; \
+         try again later, or raise ollama.retries"
+    )]
+    RateLimited { attempts: u32, body: String },
+
+    /// 401: the server wants credentials (Ollama's cloud without an API key, or a wrong one).
+    #[error(
+        "Ollama refused the request as unauthorized (HTTP 401): {body}; for Ollama's cloud \
+         (https://ollama.com) set OLLAMA_API_KEY to an API key from ollama.com/settings/keys"
+    )]
+    Unauthorized { body: String },
+
     /// Any other non-2xx answer. `body` is the `error` text of `{"error": "…"}` when present,
     /// otherwise the (truncated) raw body.
     #[error("Ollama answered HTTP {status}: {body}")]
@@ -92,6 +107,8 @@ impl OllamaError {
                 body,
             },
             (503, _) => Self::Busy { body },
+            (429, _) => Self::RateLimited { attempts: 1, body },
+            (401, _) => Self::Unauthorized { body },
             _ => Self::Status { status, body },
         }
     }

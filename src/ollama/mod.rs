@@ -1,8 +1,9 @@
 //! A small, hand-written client for the Ollama REST API.
 //!
 //! agent-mcp needs three endpoints: `/api/chat` (streamed NDJSON, with tool calls),
-//! `/api/show` (does the model support `tools` / `vision`?) and `/api/version` (is anything
-//! listening?). The client keeps what general-purpose crates lose: the HTTP status and the
+//! `/api/show` (does the model support `tools` / `vision`? how large is it, how long its
+//! context?) and `/api/version` (is anything listening?), on a local Ollama over http or on
+//! Ollama's cloud (`https://ollama.com`, with an [`ApiKey`]). The client keeps what general-purpose crates lose: the HTTP status and the
 //! server's error text ([`OllamaError`]), `{"error": …}` lines inside a 200 stream, token counts
 //! that Ollama omits when zero, and tool calls that arrive before the final chunk.
 //!
@@ -32,7 +33,7 @@ mod reply;
 mod stream;
 mod types;
 
-pub use client::{DEFAULT_MAX_REPLY_BYTES, OllamaClient, RetryPolicy};
+pub use client::{ApiKey, DEFAULT_MAX_REPLY_BYTES, OllamaClient, RetryPolicy};
 pub use error::OllamaError;
 pub use stream::ChatStreamDecoder;
 pub use types::{

@@ -266,6 +266,15 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let cut = matches!(reply, Reply::Cut { .. });
     let (lines, hang) = match reply {
         Reply::HttpError { status, error } => return error_response(status, &error),
+        Reply::RateLimited { retry_after, error } => {
+            let mut response = error_response(429, &error);
+            if let Some(seconds) = retry_after {
+                response
+                    .headers_mut()
+                    .insert("retry-after", axum::http::HeaderValue::from(seconds));
+            }
+            return response;
+        }
         Reply::Hang => (Vec::new(), true),
         other => (stream_lines(model, request_no, other), false),
     };

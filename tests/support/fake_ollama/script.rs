@@ -31,6 +31,11 @@ pub enum Reply {
     },
     /// A non-2xx status with body `{"error": …}`.
     HttpError { status: u16, error: String },
+    /// 429 with body `{"error": …}` and, if given, `Retry-After: <seconds>`.
+    RateLimited {
+        retry_after: Option<u64>,
+        error: String,
+    },
     /// These content chunks, then a line that is not JSON, then the stream ends.
     Malformed { after_chunks: Vec<String> },
     /// Headers are sent, then nothing, ever (until the client hangs up).
@@ -208,7 +213,9 @@ pub(super) fn stream_lines(model: &str, request_no: usize, reply: Reply) -> Vec<
         }
         Reply::Raw(lines) => return lines.into_iter().map(|l| l + "\n").collect(),
         Reply::Cut { after_chunks } => after_chunks.iter().map(|c| content(c)).collect(),
-        Reply::HttpError { .. } | Reply::Hang | Reply::Delay(..) => Vec::new(),
+        Reply::HttpError { .. } | Reply::RateLimited { .. } | Reply::Hang | Reply::Delay(..) => {
+            Vec::new()
+        }
     };
     lines.into_iter().map(|l| format!("{l}\n")).collect()
 }
