@@ -109,6 +109,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::CheckConfig { .. } => {
             print!("{}", config.annotated_yaml(&sources));
+            // What the model gets (steering, num_ctx, think), asked from Ollama now.
+            println!(
+                "# {}",
+                runtime.block_on(agent_mcp::agent::probe_model(&config))
+            );
             return ExitCode::SUCCESS;
         }
         Command::Serve { bind, .. } => {
