@@ -123,11 +123,7 @@ async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_t
     }
     fake.push_reply(Reply::text("The secret word is marigold.", 10, 5));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
-        "Read NOTE.txt and tell me the secret word.",
-    )
-    .await;
+    let done = run(&server.client(), "What is the secret word?").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "The secret word is marigold.");
     assert_eq!(fake.chat_count(), 4);
@@ -192,7 +188,7 @@ async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
             Reply::text("", 10, 0),
             Reply::text("marigold", 10, 1),
         ],
-        "Read NOTE.txt and tell me the secret word.",
+        "What is the secret word?",
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
@@ -324,7 +320,7 @@ async fn tool_calls_written_as_json_in_the_text_are_run() {
     ),
             Reply::text("alpha, beta; three files.", 10, 6),
         ],
-        "Read a.txt and b.txt, then list the folder.",
+        "Read the two short files, then list the folder.",
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
@@ -379,7 +375,7 @@ async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to
             read_note(),
             Reply::text("marigold", 10, 1),
         ],
-        "What is the secret word in NOTE.txt?",
+        "What is the secret word?",
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
@@ -516,7 +512,7 @@ async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
     // Not a read of an existing path: nothing to make on its behalf.
     fake.push_reply(Reply::text(described, 10, 20));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(&server.client(), "What code name is in NOTE.txt?").await;
+    let done = run(&server.client(), "What code name is written down here?").await;
     assert_eq!(field(&done, "status"), "failed", "{done}");
     let reason = result_of(&done);
     assert!(
@@ -572,7 +568,7 @@ async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
             read_note(),
             Reply::text("marigold", 10, 1),
         ],
-        "Read the note and tell me the secret word.",
+        "Tell me the secret word.",
     )
     .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
@@ -593,27 +589,33 @@ async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
 }
 
 #[tokio::test]
-async fn an_answer_about_a_named_file_that_was_never_read_gets_one_call_to_read_it() {
+async fn a_file_the_request_names_is_read_before_the_first_call() {
+    // The 1.5B model picks the right first tool, then fumbles the answer after it: with the
+    // file already read, its first reply can be the answer.
     let (done, fake, _server, _ws) = scripted(
-        vec![
-            Reply::text("The secret word is Monday.", 10, 6),
-            read_note(),
-            Reply::text("The secret word is marigold.", 10, 6),
-        ],
+        vec![Reply::text("The secret word is marigold.", 10, 6)],
         "According to `NOTE.txt`, what is the secret word?",
     )
     .await;
     assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
     let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 3);
-    assert!(offers_tools(&sent[1]));
-    let told = last_message(&sent[1])["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        tool_results(&sent[0]),
+        [(
+            "read_file".to_owned(),
+            "The secret word is: marigold\n".to_owned()
+        )]
+    );
+    // Sent as the model's own call (it made none), followed by the results' framing.
+    let said = &sent[0]["messages"].as_array().unwrap()[2];
+    assert_eq!(said["role"], "assistant");
+    assert_eq!(said["tool_calls"][0]["function"]["name"], "read_file");
     assert!(
-        told.starts_with("Before answering, look at 'NOTE.txt'"),
-        "{told}"
+        last_message(&sent[0])["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("The tool results are above")
     );
 }
 
@@ -640,11 +642,7 @@ async fn a_read_described_twice_is_made_on_the_models_behalf() {
     fake.push_reply(Reply::text(described, 10, 20));
     fake.push_reply(Reply::text("The code name is bluefin.", 10, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
-        "What code name does the note in docs hold?",
-    )
-    .await;
+    let done = run(&server.client(), "What code name is kept in docs?").await;
     assert_eq!(result_of(&done), "The code name is bluefin.", "{done}");
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
@@ -684,11 +682,7 @@ async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_an
     ));
     fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
-    let done = run(
-        &server.client(),
-        "Read NOTE.txt and tell me the secret word.",
-    )
-    .await;
+    let done = run(&server.client(), "What is the secret word?").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "The secret word is marigold.");
     assert_eq!(fake.chat_count(), 3);
@@ -1021,7 +1015,8 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
             .unwrap()
             .starts_with("Your last reply had no answer in it.")
     );
-    assert_eq!(tool_results(&sent[2]).len(), 2);
+    // a.txt read first on the model's behalf (the request names it), then its own two calls.
+    assert_eq!(tool_results(&sent[2]).len(), 3);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
         "omega"
@@ -1085,26 +1080,21 @@ async fn an_answer_after_the_write_reminder_that_still_writes_nothing_fails_the_
 }
 
 #[tokio::test]
-async fn a_file_named_by_its_stem_is_read_before_it_is_answered_about() {
+async fn a_file_named_by_its_stem_is_read_before_the_first_call() {
     // The held-out benchmark's readme-title: "according to the README", answered at once.
     let ws = workspace();
     std::fs::write(ws.path().join("README.md"), "# Project Falcon\n").unwrap();
     let (done, fake, _server, _ws) = scripted_in(
         ws,
-        vec![
-            Reply::text("The project is called workspace.", 10, 6),
-            Reply::tool_call("read_file", json!({"path": "README.md"}), 10, 2),
-            Reply::text("Falcon", 10, 1),
-        ],
+        vec![Reply::text("Falcon", 10, 1)],
         "What is the project called, according to the README?",
     )
     .await;
     assert_eq!(result_of(&done), "Falcon", "{done}");
     let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 3);
-    let asked = last_message(&sent[1])["content"].as_str().unwrap();
-    assert!(
-        asked.starts_with("Before answering, look at 'README.md'"),
-        "{asked}"
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        tool_results(&sent[0]),
+        [("read_file".to_owned(), "# Project Falcon\n".to_owned())]
     );
 }

@@ -131,16 +131,34 @@ impl Checks {
         self.state().last.clone()
     }
 
-    /// Runs the checks if the task's tools changed something since they last ran.
-    pub async fn after_answer(
+    /// Whether any check is configured.
+    pub fn configured(&self) -> bool {
+        !self.commands.is_empty()
+    }
+
+    /// Runs the checks before any change, to show the model what fails (the `small` policy's
+    /// first step of a change): the failing checks' output, or `None` when they pass.
+    pub async fn before_work(
         &self,
         toolbox: &Toolbox,
         cancel: &CancellationToken,
-    ) -> Result<Verdict, CallError> {
-        let generation = toolbox.ledger().generation();
-        if self.commands.is_empty() || generation == 0 || self.state().ran_at == Some(generation) {
-            return Ok(Verdict::Pass);
+    ) -> Result<Option<String>, CallError> {
+        let results = self.run_all(toolbox, cancel).await?;
+        let mut text = String::new();
+        for result in results.iter().filter(|r| r.end != CheckEnd::Passed) {
+            text.push_str(&tail(&result.output, FEEDBACK_CHARS));
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
         }
+        Ok((!text.is_empty()).then_some(text))
+    }
+
+    async fn run_all(
+        &self,
+        toolbox: &Toolbox,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<CheckResult>, CallError> {
         let mut results = Vec::new();
         for argv in &self.commands {
             let command = argv.join(" ");
@@ -158,6 +176,37 @@ impl Checks {
                 output,
             });
         }
+        Ok(results)
+    }
+
+    /// Runs the checks if the task's tools changed something since they last ran.
+    pub async fn after_answer(
+        &self,
+        toolbox: &Toolbox,
+        cancel: &CancellationToken,
+    ) -> Result<Verdict, CallError> {
+        let generation = toolbox.ledger().generation();
+        if self.commands.is_empty() || generation == 0 {
+            return Ok(Verdict::Pass);
+        }
+        {
+            // Nothing changed since they last ran: their outcome stands. Answering again
+            // after a failure is another round, not a pass.
+            let mut state = self.state();
+            if state.ran_at == Some(generation)
+                && let Some(last) = state.last.clone()
+            {
+                if last.passed() {
+                    return Ok(Verdict::Pass);
+                }
+                if state.rounds_used >= self.rounds {
+                    return Ok(Verdict::GiveUp(last));
+                }
+                state.rounds_used += 1;
+                return Ok(Verdict::Retry(feedback(&last)));
+            }
+        }
+        let results = self.run_all(toolbox, cancel).await?;
         let mut state = self.state();
         let report = CheckReport {
             results,

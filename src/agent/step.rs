@@ -204,6 +204,7 @@ impl Loop<'_> {
             changed: self.toolbox.ledger().changed_any(),
             final_step: self.final_step,
             calls: self.calls,
+            checks: self.engine.checks.configured(),
         }
     }
 }
@@ -249,6 +250,49 @@ pub(crate) async fn run_step(
     // Off once the model is told to answer: its next calls get no tools.
     let mut offer_tools = true;
     let mut asked_empty = false;
+    let round = Round {
+        toolbox: &toolbox,
+        index,
+        events: &events,
+        cancel: &cancel,
+    };
+    // Before the first call, what the policy does on the model's behalf: the checks first, the
+    // files the request names read.
+    let failing = if steering.checks_first(&state.facts()) {
+        match engine.checks.before_work(&toolbox, &cancel).await {
+            Ok(failing) => failing,
+            Err(_) => return Err(StepError::Cancelled),
+        }
+    } else {
+        None
+    };
+    let reads = steering.first_reads(&state.facts(), failing.as_deref());
+    let mut after_reads = None;
+    if !reads.is_empty() {
+        last_round = messages.len();
+        let all_failed = round
+            .run(reads, &mut steering, &mut state, &mut messages)
+            .await?;
+        state.last_round_failed = all_failed;
+        after_reads = steering.after_round(all_failed, &state.facts());
+    }
+    // What fails goes before the framing, so the model's reply follows the request to change.
+    let mut first = failing.map(|failing| {
+        format!(
+            "The checks this workspace is judged by fail now (the output is the test runner's; \
+             the fix goes into the code):\n{failing}"
+        )
+    });
+    if let Some(follow) = after_reads {
+        offer_tools &= !follow.withdraw_tools;
+        first = Some(match first {
+            Some(checks) => format!("{checks}\n{}", follow.message),
+            None => follow.message,
+        });
+    }
+    if let Some(first) = first {
+        say(&mut messages, &mut state.ours, &first);
+    }
     loop {
         match window.fit(&mut messages, last_round, fixed) {
             Ok(0) => {}
@@ -279,73 +323,164 @@ pub(crate) async fn run_step(
             text: reply.message.content,
             calls: reply.message.tool_calls,
         };
+        // A call the policy makes instead of the reply, and what follows its result.
+        let mut instead: Option<(ToolCall, String)> = None;
         if let Some(verdict) = steering.read_reply(&mut turn, &state.facts()) {
-            apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
-            continue;
+            match apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)? {
+                Some(call) => instead = Some(call),
+                None => continue,
+            }
         }
         if !offer_tools {
             // Calls where none were offered are no answer either.
             turn.calls.clear();
         }
-        if turn.calls.is_empty() {
-            let answer = turn.text;
-            if answer.trim().is_empty() {
-                if let Some(verdict) = (!asked_empty)
+        if instead.is_none() && turn.calls.is_empty() {
+            let answer = std::mem::take(&mut turn.text);
+            let verdict = if answer.trim().is_empty() {
+                let verdict = (!asked_empty)
                     .then(|| steering.on_empty(&state.facts()))
-                    .flatten()
-                {
+                    .flatten();
+                if verdict.is_none() {
+                    if asked_empty {
+                        return Err(StepError::NoAnswer {
+                            tools_ran: !state.ran.is_empty(),
+                            calls: state.calls,
+                        });
+                    }
                     asked_empty = true;
-                    apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
+                    say(&mut messages, &mut state.ours, ANSWER_PLEASE);
                     continue;
-                }
-                if asked_empty {
-                    return Err(StepError::NoAnswer {
-                        tools_ran: !state.ran.is_empty(),
-                        calls: state.calls,
-                    });
                 }
                 asked_empty = true;
-                say(&mut messages, &mut state.ours, ANSWER_PLEASE);
-                continue;
-            }
-            if let Some(verdict) = steering.before_answer(&answer, &state.facts()) {
-                apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)?;
-                continue;
-            }
-            if !state.ran.is_empty() && !state.ran.iter().any(|r| r.ok) {
-                return Err(StepError::NothingWorked {
-                    failed: state.ran.len(),
-                    last: state
-                        .ran
-                        .last()
-                        .map(|r| one_line(&r.text, 200))
-                        .unwrap_or_default(),
-                    answer: one_line(&answer, 500),
-                });
-            }
-            match engine.checks.after_answer(&toolbox, &cancel).await {
-                Ok(checks::Verdict::Pass) => return Ok(answer),
-                Ok(checks::Verdict::Retry(feedback)) => {
-                    // The answer is left out: the work it reports is not done.
-                    offer_tools = true;
-                    say(&mut messages, &mut state.ours, &feedback);
-                    continue;
+                verdict
+            } else {
+                steering.before_answer(&answer, &state.facts())
+            };
+            if let Some(verdict) = verdict {
+                match apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)? {
+                    Some(call) => instead = Some(call),
+                    None => continue,
                 }
-                Ok(checks::Verdict::GiveUp(report)) => return Err(StepError::ChecksFailed(report)),
-                Err(_) => return Err(StepError::Cancelled),
+            } else {
+                if !state.ran.is_empty() && !state.ran.iter().any(|r| r.ok) {
+                    return Err(StepError::NothingWorked {
+                        failed: state.ran.len(),
+                        last: state
+                            .ran
+                            .last()
+                            .map(|r| one_line(&r.text, 200))
+                            .unwrap_or_default(),
+                        answer: one_line(&answer, 500),
+                    });
+                }
+                match engine.checks.after_answer(&toolbox, &cancel).await {
+                    Ok(checks::Verdict::Pass) => return Ok(answer),
+                    Ok(checks::Verdict::Retry(feedback)) => {
+                        // The answer is left out: the work it reports is not done.
+                        offer_tools = true;
+                        say(&mut messages, &mut state.ours, &feedback);
+                        continue;
+                    }
+                    Ok(checks::Verdict::GiveUp(report)) => {
+                        return Err(StepError::ChecksFailed(report));
+                    }
+                    Err(_) => return Err(StepError::Cancelled),
+                }
             }
         }
         if state.calls >= max {
             return Err(StepError::MaxIterations(max));
         }
-        steering.before_calls(&mut turn.calls, &state.facts());
-        let mut said = Message::assistant(turn.text);
-        said.tool_calls = turn.calls.clone();
         last_round = messages.len();
-        messages.push(said);
-        let lone = turn.calls.len() == 1;
+        let then = match instead {
+            Some((call, then)) => {
+                // The reply is taken as the call made on the model's behalf.
+                turn.calls = vec![call];
+                turn.text.clear();
+                Some(then)
+            }
+            None => {
+                steering.before_calls(&mut turn.calls, &state.facts());
+                None
+            }
+        };
+        let said = turn.text;
+        let all_failed = round
+            .run_said(said, turn.calls, &mut steering, &mut state, &mut messages)
+            .await?;
+        match then {
+            Some(then) => {
+                state.last_round_failed = all_failed;
+                offer_tools = true;
+                say(&mut messages, &mut state.ours, &then);
+            }
+            None => follow_round(
+                &mut steering,
+                &mut state,
+                &mut messages,
+                &mut offer_tools,
+                all_failed,
+            ),
+        }
+    }
+}
+
+/// After a round of results: the policy's message to follow them.
+fn follow_round(
+    steering: &mut Steering,
+    state: &mut Loop<'_>,
+    messages: &mut Vec<Message>,
+    offer_tools: &mut bool,
+    all_failed: bool,
+) {
+    state.last_round_failed = all_failed;
+    if let Some(follow) = steering.after_round(all_failed, &state.facts()) {
+        if follow.withdraw_tools {
+            *offer_tools = false;
+        }
+        say(messages, &mut state.ours, &follow.message);
+    }
+}
+
+/// What running a round of calls needs besides the step's state.
+struct Round<'a> {
+    toolbox: &'a Toolbox,
+    index: usize,
+    events: &'a UnboundedSender<StepEvent>,
+    cancel: &'a CancellationToken,
+}
+
+impl Round<'_> {
+    /// Runs `calls` made on the model's behalf (no text of its own).
+    async fn run(
+        &self,
+        calls: Vec<ToolCall>,
+        steering: &mut Steering,
+        state: &mut Loop<'_>,
+        messages: &mut Vec<Message>,
+    ) -> Result<bool, StepError> {
+        self.run_said(String::new(), calls, steering, state, messages)
+            .await
+    }
+
+    /// Sends the assistant's turn (`said`, `calls`) into the conversation, runs each call (or
+    /// answers it from the policy's memory) and adds its result; whether every call failed.
+    async fn run_said(
+        &self,
+        said: String,
+        calls: Vec<ToolCall>,
+        steering: &mut Steering,
+        state: &mut Loop<'_>,
+        messages: &mut Vec<Message>,
+    ) -> Result<bool, StepError> {
+        let toolbox = self.toolbox;
+        let mut turn = Message::assistant(said);
+        turn.tool_calls = calls.clone();
+        messages.push(turn);
+        let lone = calls.len() == 1;
         let mut all_failed = true;
-        for (n, call) in turn.calls.iter().enumerate() {
+        for (n, call) in calls.iter().enumerate() {
             let (text, ok) = if n >= MAX_CALLS_PER_REPLY {
                 let refused = ToolError::Refused(format!(
                     "not run: at most {MAX_CALLS_PER_REPLY} tool calls are run per reply; call \
@@ -355,13 +490,13 @@ pub(crate) async fn run_step(
             } else if let Some(earlier) = steering.recall(call, lone) {
                 (earlier, true)
             } else {
-                let _ = events.send(StepEvent::Tool {
-                    step: index,
+                let _ = self.events.send(StepEvent::Tool {
+                    step: self.index,
                     description: Some(Toolbox::describe(call)),
                 });
-                let outcome = run_call(&toolbox, &mut steering, &state, call, &cancel).await;
-                let _ = events.send(StepEvent::Tool {
-                    step: index,
+                let outcome = run_call(toolbox, steering, state, call, self.cancel).await;
+                let _ = self.events.send(StepEvent::Tool {
+                    step: self.index,
                     description: None,
                 });
                 let (text, ok) = outcome?;
@@ -376,7 +511,7 @@ pub(crate) async fn run_step(
                 });
                 (text, ok)
             };
-            if cancel.is_cancelled() {
+            if self.cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
             }
             all_failed &= !ok;
@@ -384,13 +519,7 @@ pub(crate) async fn run_step(
             result.tool_call_id = call.id.clone();
             messages.push(result);
         }
-        state.last_round_failed = all_failed;
-        if let Some(follow) = steering.after_round(all_failed, &state.facts()) {
-            if follow.withdraw_tools {
-                offer_tools = false;
-            }
-            say(&mut messages, &mut state.ours, &follow.message);
-        }
+        Ok(all_failed)
     }
 }
 
@@ -424,20 +553,21 @@ async fn run_call(
 }
 
 /// Carries out a rule's verdict: the reply is left out and the model asked again, or the step
-/// ends.
+/// ends; a call made on the model's behalf is handed back to be run.
 fn apply(
     verdict: Verdict,
     messages: &mut Vec<Message>,
     ours: &mut Vec<String>,
     offer_tools: &mut bool,
-) -> Result<(), StepError> {
+) -> Result<Option<(ToolCall, String)>, StepError> {
     match verdict {
         Verdict::Stop(stop) => Err(StepError::Steering(stop)),
         Verdict::Nudge { message, tools } => {
             *offer_tools = tools;
             say(messages, ours, &message);
-            Ok(())
+            Ok(None)
         }
+        Verdict::Call { call, then } => Ok(Some((call, then))),
     }
 }
 

@@ -11,9 +11,10 @@
 //!
 //! | point | what a rule may do | rules |
 //! |---|---|---|
-//! | a reply arrived | read calls written as text, clean echoed markup and the loop's own words, ask again | `text-calls`, `broken-call`, `described-calls`, `markup`, `echo` |
+//! | before the first call | run the checks first, read the files the request (or a failing check) names | `read-first` |
+//! | a reply arrived | read calls written as text, make the edit a reply describes, clean echoed markup and the loop's own words, ask again | `text-calls`, `broken-call`, `described-edit`, `described-calls`, `markup`, `echo` |
 //! | an empty reply | ask for the answer (without tools) | `empty-answer` |
-//! | before the answer is taken | ask again instead (read the named file first, make the held write, do not guess, make the change asked for, answer rather than describe the tools) or end the step | `described-calls`, `unread-file`, `held-writes`, `not-a-guess`, `change-reminder`, `answer-not-tools` |
+//! | before the answer is taken | ask again instead (make the held write, do not guess, make the change asked for, reading the file it needs for it, answer rather than describe the tools) or end the step | `described-calls`, `held-writes`, `not-a-guess`, `change-reminder`, `answer-not-tools` |
 //! | before a reply's calls run | hold back a write made before the read it needs | `held-writes` |
 //! | a call is about to run | answer a repeated call from its earlier result | `repeats` |
 //! | a call's result | make another call instead (the look-alike of a missing file, the search in any case) | `look-alike-read`, `case-fold-search` |
@@ -23,6 +24,7 @@
 //! whose calls failed still counts; an answer given when every call of the step failed is no
 //! result; a task asked to change the workspace is judged by the workspace.
 
+mod edits;
 mod memory;
 #[cfg(test)]
 mod props;
@@ -129,6 +131,8 @@ pub(crate) struct Facts<'a> {
     pub final_step: bool,
     /// Model calls made so far in this step.
     pub calls: usize,
+    /// `agent.checks` are configured.
+    pub checks: bool,
 }
 
 impl Facts<'_> {
@@ -151,6 +155,9 @@ pub(crate) enum Verdict {
     /// Leave the reply out of the conversation and ask the model again with `message`; with
     /// `tools: false` the next call offers none (the model is to answer).
     Nudge { message: String, tools: bool },
+    /// Take the reply as this call, made on the model's behalf (a read: it changes nothing),
+    /// and follow its result with `then` instead of the round's usual message.
+    Call { call: ToolCall, then: String },
     /// End the step.
     Stop(Stop),
 }
@@ -192,6 +199,18 @@ pub(crate) struct FollowUp {
 /// table). Every method has a default that does nothing.
 pub(crate) trait Rule: Send {
     fn name(&self) -> &'static str;
+
+    /// Before the step's first call: whether the checks should run first, to show the model
+    /// what fails.
+    fn checks_first(&self, _facts: &Facts) -> bool {
+        false
+    }
+
+    /// Before the step's first call (after the checks, if they ran first, with their output):
+    /// reads to make on the model's behalf.
+    fn first_reads(&mut self, _facts: &Facts, _checks: Option<&str>) -> Vec<ToolCall> {
+        Vec::new()
+    }
 
     /// A reply arrived (its calls, or its text when it has none).
     fn read_reply(&mut self, _reply: &mut Reply, _facts: &Facts) -> Option<Verdict> {
@@ -262,6 +281,17 @@ impl Steering {
     /// The names of the rules in force, in the order they are asked.
     pub fn names(&self) -> Vec<&'static str> {
         self.rules.iter().map(|r| r.name()).collect()
+    }
+
+    pub fn checks_first(&self, facts: &Facts) -> bool {
+        self.rules.iter().any(|r| r.checks_first(facts))
+    }
+
+    pub fn first_reads(&mut self, facts: &Facts, checks: Option<&str>) -> Vec<ToolCall> {
+        self.rules
+            .iter_mut()
+            .flat_map(|r| r.first_reads(facts, checks))
+            .collect()
     }
 
     pub fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
@@ -375,12 +405,13 @@ mod tests {
         assert_eq!(
             Steering::for_step(Policy::Small).names(),
             [
+                "read-first",
                 "text-calls",
                 "broken-call",
+                "described-edit",
                 "described-calls",
                 "markup",
                 "echo",
-                "unread-file",
                 "held-writes",
                 "empty-answer",
                 "not-a-guess",

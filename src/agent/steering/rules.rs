@@ -9,7 +9,7 @@ use serde_json::json;
 use super::memory::CallMemory;
 use super::text::{
     broken_call, call, calls_in_text, clean_answer, described_read, describes_a_call, echo,
-    missing_file, named_file, names_a_tool, without_echo,
+    missing_file, named_files, names_a_tool, without_echo,
 };
 use super::{Facts, FollowUp, Instead, Reply, Rule, Stop, Verdict};
 use crate::agent::tools::{LookAlikeKind, ToolError, ToolKind, ToolOutput, parse_arguments};
@@ -18,12 +18,13 @@ use crate::ollama::ToolCall;
 /// The rules of the `small` policy, fresh for one step.
 pub(crate) fn small() -> Vec<Box<dyn Rule>> {
     vec![
+        Box::new(ReadFirst),
         Box::new(TextCalls),
         Box::new(BrokenCall::default()),
+        Box::new(super::edits::DescribedEdit::default()),
         Box::new(DescribedCalls::default()),
         Box::new(Markup),
         Box::new(Echo),
-        Box::new(UnreadFile::default()),
         Box::new(HeldWrites::default()),
         Box::new(EmptyAnswer),
         Box::new(NotAGuess::default()),
@@ -34,6 +35,55 @@ pub(crate) fn small() -> Vec<Box<dyn Rule>> {
         Box::new(CaseFoldSearch),
         Box::new(ResultsFraming),
     ]
+}
+
+/// Most files read on the model's behalf before its first call.
+const FIRST_READS: usize = 3;
+
+/// Before the first call, the files the request names (and, for a change judged by checks,
+/// what the failing checks name: the source file of a traceback before its test) are read on
+/// the model's behalf, and a change's checks run first to show what fails. A small model picks
+/// the right first tool but fumbles what follows; with the file in front of it, its first reply
+/// can be the answer or the edit. Reading changes nothing.
+pub(crate) struct ReadFirst;
+
+impl Rule for ReadFirst {
+    fn name(&self) -> &'static str {
+        "read-first"
+    }
+
+    fn checks_first(&self, facts: &Facts) -> bool {
+        facts.asks_for_change && facts.checks
+    }
+
+    fn first_reads(&mut self, facts: &Facts, checks: Option<&str>) -> Vec<ToolCall> {
+        if facts.toolbox.get("read_file").is_none() {
+            return Vec::new();
+        }
+        let ws = facts.toolbox.workspace();
+        let mut files = named_files(facts.request, ws);
+        if let Some(output) = checks {
+            let (tests, sources): (Vec<String>, Vec<String>) = named_files(output, ws)
+                .into_iter()
+                .partition(|f| is_test_file(f));
+            for file in sources.into_iter().chain(tests) {
+                if !files.contains(&file) {
+                    files.push(file);
+                }
+            }
+        }
+        files
+            .into_iter()
+            .take(FIRST_READS)
+            .map(|path| call("read_file", json!({ "path": path })))
+            .collect()
+    }
+}
+
+/// `test_calc.py`, `tests/x.rs`, `calc_test.go`: a file of tests, read after the code it tests.
+fn is_test_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("test") || name.contains("_test.") || path.contains("tests/")
 }
 
 /// Tool calls written in the reply's text (bare JSON, fenced, `<tool_call>` tags) naming an
@@ -162,8 +212,8 @@ impl Rule for Markup {
     }
 }
 
-/// Lines of the answer copied from the loop's own messages are removed; an answer that was
-/// only such a copy is empty, and gets the empty-answer call.
+/// Lines of the answer copied from the loop's own messages (or from the request) are removed;
+/// an answer that was only such a copy is empty, and gets the empty-answer call.
 pub(crate) struct Echo;
 
 impl Rule for Echo {
@@ -173,7 +223,9 @@ impl Rule for Echo {
 
     fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
         if reply.calls.is_empty() {
-            reply.text = without_echo(&reply.text, facts.ours.iter().map(String::as_str));
+            // The request copied back is no answer either.
+            let ours = facts.ours.iter().map(String::as_str);
+            reply.text = without_echo(&reply.text, ours.chain([facts.request]));
         }
         None
     }
@@ -188,8 +240,9 @@ pub(crate) const ANSWER_NOW: &str =
     "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
 
 /// An empty (or markup-only) reply gets one call asking for the answer: without tools, or,
-/// when the last calls all failed, with them and a request for a corrected call. (The loop
-/// asks once more itself and then ends the step.)
+/// when the last calls all failed, with them and a request for a corrected call, or, while a
+/// change asked for is not made, with them and a request to make it. (The loop asks once
+/// more itself and then ends the step.)
 pub(crate) struct EmptyAnswer;
 
 impl Rule for EmptyAnswer {
@@ -198,6 +251,12 @@ impl Rule for EmptyAnswer {
     }
 
     fn on_empty(&mut self, facts: &Facts) -> Option<Verdict> {
+        if facts.asks_for_change && !facts.changed {
+            return Some(Verdict::Nudge {
+                message: make_the_change(facts.request),
+                tools: true,
+            });
+        }
         if facts.last_round_failed {
             return Some(Verdict::Nudge {
                 message: after_results(facts.request, true),
@@ -212,47 +271,6 @@ impl Rule for EmptyAnswer {
             }
             .into(),
             tools: false,
-        })
-    }
-}
-
-/// Words with which a request says not to use tools.
-const NO_TOOLS: [&str; 6] = [
-    "without using",
-    "without tools",
-    "without any tool",
-    "do not use",
-    "don't use",
-    "ツールを使わず",
-];
-
-/// An answer given before any tool ran, to a request that names an existing file or folder
-/// (or the one file of the top folder it points at by stem: "the README"), is a guess: once,
-/// the model is told to look first. Not when the request says not to use tools.
-#[derive(Default)]
-pub(crate) struct UnreadFile {
-    told: bool,
-}
-
-impl Rule for UnreadFile {
-    fn name(&self) -> &'static str {
-        "unread-file"
-    }
-
-    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
-        let lower = facts.request.to_lowercase();
-        if self.told || facts.tools_ran() || NO_TOOLS.iter().any(|w| lower.contains(w)) {
-            return None;
-        }
-        let file = named_file(facts.request, facts.toolbox.workspace())?;
-        self.told = true;
-        Some(Verdict::Nudge {
-            message: format!(
-                "Before answering, look at '{file}': no tool has run yet, so nothing was read \
-                 and any answer now would be a guess. Call the tool you need first (for example \
-                 read_file), then answer from its result."
-            ),
-            tools: true,
         })
     }
 }
@@ -417,8 +435,10 @@ impl Rule for NotAGuess {
 
 /// A request that asks for a change, answered while nothing in the workspace changed, gets
 /// one reminder in the step whose answer is the task's: a small model does the first half
-/// (runs the tests, reads the file) and reports. (An answer after it stands, and the runner
-/// fails the task if still nothing changed.)
+/// (runs the tests, reads the file) and describes the fix instead of making it. When a file it
+/// would change (named by the request, the answer or a result) was not read yet, it is read on
+/// the model's behalf with the reminder after it. (An answer after the reminder stands, and
+/// the runner fails the task if still nothing changed.)
 #[derive(Default)]
 pub(crate) struct ChangeReminder {
     told: bool,
@@ -429,30 +449,63 @@ impl Rule for ChangeReminder {
         "change-reminder"
     }
 
-    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
         if self.told || !facts.asks_for_change || facts.changed || !facts.final_step {
             return None;
         }
         self.told = true;
-        let message = match missing_file(facts.request, facts.toolbox.workspace()) {
-            Some(file) => format!(
-                "The request asks for '{file}' to be written, and nothing has been written yet. \
-                 The request is: {}\nMake the write_file call now, with what the tool results \
-                 hold, then answer.",
-                echo(facts.request)
-            ),
-            None => format!(
-                "The request asks for a change to the workspace, and no file has changed yet. \
-                 The request is: {}\nMake the change now with edit_file or write_file (read a \
-                 file before you change it), then answer.",
-                echo(facts.request)
-            ),
+        let ws = facts.toolbox.workspace();
+        if let Some(file) = missing_file(facts.request, ws) {
+            return Some(Verdict::Nudge {
+                message: format!(
+                    "The request asks for '{file}' to be written, and nothing has been written \
+                     yet. The request is: {}\nMake the write_file call now, with what the tool \
+                     results hold, then answer.",
+                    echo(facts.request)
+                ),
+                tools: true,
+            });
+        }
+        let read = |path: &str| {
+            facts.ran.iter().any(|r| {
+                r.ok && r.call.function.name == "read_file"
+                    && parse_arguments(&r.call.function.arguments)["path"] == json!(path)
+            })
         };
-        Some(Verdict::Nudge {
-            message,
-            tools: true,
-        })
+        let mut candidates = named_files(facts.request, ws);
+        candidates.extend(named_files(answer, ws));
+        for ran in facts.ran.iter().rev() {
+            candidates.extend(named_files(&ran.text, ws));
+        }
+        let unread = candidates
+            .iter()
+            .filter(|f| !is_test_file(f))
+            .chain(candidates.iter().filter(|f| is_test_file(f)))
+            .find(|f| !read(f));
+        let message = make_the_change(facts.request);
+        match unread {
+            Some(file) if facts.toolbox.get("read_file").is_some() => Some(Verdict::Call {
+                call: call("read_file", json!({ "path": file })),
+                then: message,
+            }),
+            _ => Some(Verdict::Nudge {
+                message,
+                tools: true,
+            }),
+        }
     }
+}
+
+/// The reminder that a change asked for is not made yet.
+fn make_the_change(request: &str) -> String {
+    format!(
+        "The request asks for a change to the workspace, and no file has changed yet: describing \
+         a change does not make it. The request is: {}\nMake the change now: call edit_file \
+         with the file's path, old_text copied exactly from the file as shown above (whitespace \
+         included) and new_text the corrected text, or write_file with the whole new content. \
+         Then answer in one sentence.",
+        echo(request)
+    )
 }
 
 /// Asked once when, after tools ran, the answer talks about the tools instead of giving what
@@ -640,11 +693,27 @@ impl Rule for ResultsFraming {
     }
 
     fn after_round(&mut self, all_failed: bool, facts: &Facts) -> Option<FollowUp> {
+        let message = if facts.asks_for_change && !facts.changed && !all_failed {
+            change_after_results(facts.request)
+        } else {
+            after_results(facts.request, all_failed)
+        };
         Some(FollowUp {
-            message: after_results(facts.request, all_failed),
+            message,
             withdraw_tools: false,
         })
     }
+}
+
+/// The message after a round of results when a change is asked for and not made yet.
+fn change_after_results(request: &str) -> String {
+    format!(
+        "The tool results are above; they come from the tools, not from you. The request is: \
+         {}\nIt asks for a change, and no file has changed yet. If you know the change, make it \
+         now: call edit_file (old_text copied exactly from the file above) or write_file. If \
+         not, call the next tool you need.",
+        echo(request)
+    )
 }
 
 /// The message that follows a round of tool results (see [`ResultsFraming`]).
@@ -693,6 +762,7 @@ mod tests {
             changed: false,
             final_step: true,
             calls: 1,
+            checks: false,
         }
     }
 
@@ -755,27 +825,6 @@ mod tests {
         assert!(matches!(
             rule.before_answer("Use the `list_dir` tool.", &facts(request, &tb, &plain)),
             Some(Verdict::Nudge { tools: false, .. })
-        ));
-    }
-
-    #[test]
-    fn a_request_that_says_no_tools_is_answered_as_asked() {
-        let (_dir, tb) = toolbox(&[("summary.md", "# S\n")]);
-        let mut rule = UnreadFile::default();
-        assert!(
-            rule.before_answer(
-                "Because readers are busy.",
-                &facts(
-                    "Without using any tools, tell me why the summary matters.",
-                    &tb,
-                    &[]
-                )
-            )
-            .is_none()
-        );
-        assert!(matches!(
-            rule.before_answer("Yes.", &facts("Is the summary.md file long?", &tb, &[])),
-            Some(Verdict::Nudge { .. })
         ));
     }
 

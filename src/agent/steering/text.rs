@@ -102,6 +102,11 @@ fn tagged<'a>(text: &'a str, tag: &str) -> Vec<&'a str> {
     found
 }
 
+/// The insides of ``` fenced blocks (the info string, e.g. `python`, dropped).
+pub(crate) fn fenced_blocks(text: &str) -> Vec<&str> {
+    fenced(text)
+}
+
 /// The insides of ``` fenced blocks (the info string, e.g. `json`, dropped).
 fn fenced(text: &str) -> Vec<&str> {
     let mut found = Vec::new();
@@ -256,6 +261,42 @@ pub(crate) fn named_file(request: &str, workspace: &Workspace) -> Option<String>
             (slashed != word && workspace.existing(&slashed).is_ok()).then_some(slashed)
         })
         .or_else(|| by_stem(request, workspace))
+}
+
+/// Every existing file the text names (as [`named_file`] finds one: a path-like word, or a
+/// stem pointed at), in order, once each, as workspace paths; folders left out.
+pub(crate) fn named_files(text: &str, workspace: &Workspace) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut push = |path: std::path::PathBuf| {
+        if path.is_file() {
+            let shown = workspace.display(&path);
+            if !found.contains(&shown) {
+                found.push(shown);
+            }
+        }
+    };
+    for word in words_and_ascii_runs(text) {
+        let word = word
+            .trim_start_matches(['`', '\'', '"', '(', '「'])
+            .trim_end_matches(|c: char| {
+                matches!(
+                    c,
+                    '`' | '\'' | '"' | ',' | ';' | ':' | '?' | '!' | ')' | '.' | '」'
+                )
+            });
+        if word.chars().count() > 2
+            && after_first_char(word).contains(['.', '/'])
+            && let Ok(path) = workspace.existing(word)
+        {
+            push(path);
+        }
+    }
+    if let Some(stem) = by_stem(text, workspace)
+        && let Ok(path) = workspace.existing(&stem)
+    {
+        push(path);
+    }
+    found
 }
 
 /// The whitespace-separated words of `text`, each followed by its runs of ASCII path

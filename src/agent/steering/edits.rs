@@ -1,0 +1,295 @@
+//! The `described-edit` rule: a change the model wrote out instead of making it, made as the
+//! `edit_file` or `write_file` call it describes.
+//!
+//! A 1.5B model asked to fix a bug reads the file, finds the fault and answers "replace the
+//! line `return a - b` with `return a + b`", or shows the corrected function in a code block,
+//! and makes no call. When the request asks for a change and the text says exactly which one,
+//! the call is made on its behalf: the tool still refuses what it would refuse from the model
+//! (a file not read, text not found, not found once), and the checks still judge the result.
+//!
+//! | the reply says | the call made |
+//! |---|---|
+//! | replace `A` with `B` (also: change `A` to `B`), `A` once in one file the task read | `edit_file` of that file, `A` → `B` |
+//! | a code block whose first line is a line of one file the task read (`def add(a, b):`) | `edit_file` of that line and the lines it heads (deeper indented, and a closing line at its own indent) → the block; of several blocks, the last that differs from the file |
+//! | a code block, when the request asks for a file that does not exist yet | `write_file` of that file with the (last) block |
+
+use serde_json::json;
+
+use super::text::{call, fenced_blocks, missing_file};
+use super::{Facts, Reply, Rule, Verdict};
+use crate::agent::tools::parse_arguments;
+use crate::ollama::ToolCall;
+
+/// Most calls this rule makes in one step.
+const MAX_EDITS: usize = 4;
+/// Longest code block taken as an edit, in lines.
+const MAX_BLOCK_LINES: usize = 200;
+
+#[derive(Default)]
+pub(crate) struct DescribedEdit {
+    made: usize,
+}
+
+impl Rule for DescribedEdit {
+    fn name(&self) -> &'static str {
+        "described-edit"
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        if !reply.calls.is_empty() || !facts.asks_for_change || self.made >= MAX_EDITS {
+            return None;
+        }
+        let edit = described_edit(&reply.text, facts)?;
+        self.made += 1;
+        reply.calls = vec![edit];
+        reply.text.clear();
+        None
+    }
+}
+
+/// The files the step read, with the text their reads returned (the last read of each).
+fn files_read(facts: &Facts) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for ran in facts
+        .ran
+        .iter()
+        .filter(|r| r.ok && r.call.function.name == "read_file")
+    {
+        let args = parse_arguments(&ran.call.function.arguments);
+        let Some(path) = args["path"].as_str() else {
+            continue;
+        };
+        files.retain(|(p, _)| p != path);
+        files.push((path.to_owned(), ran.text.clone()));
+    }
+    files
+}
+
+/// The edit or write `text` describes, if it describes exactly one.
+fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
+    let read = files_read(facts);
+    if let Some(edit) = replace_with(text, &read) {
+        return Some(edit);
+    }
+    let blocks: Vec<&str> = fenced_blocks(text)
+        .into_iter()
+        .filter(|b| {
+            let lines = b.lines().count();
+            lines > 0 && lines <= MAX_BLOCK_LINES && !b.trim_start().starts_with('{')
+        })
+        .collect();
+    if let (Some(block), Some(file)) = (
+        blocks.last(),
+        missing_file(facts.request, facts.toolbox.workspace()),
+    ) {
+        let content = format!("{}\n", block.trim_end_matches('\n'));
+        return Some(call(
+            "write_file",
+            json!({"path": file, "content": content}),
+        ));
+    }
+    // A reply often shows the code as it is, then as it should be: the last block that
+    // differs from the file is the change.
+    blocks
+        .iter()
+        .rev()
+        .find_map(|block| block_edit(block, &read))
+}
+
+/// "replace `A` with `B`": `A` once in exactly one file read.
+fn replace_with(text: &str, read: &[(String, String)]) -> Option<ToolCall> {
+    let spans = backticked(text);
+    for pair in spans.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        let between = text
+            .get(old.end..new.start)
+            .map(|t| t.trim().to_lowercase())
+            .unwrap_or_default();
+        if !matches!(between.as_str(), "with" | "to" | "by" | "→" | "->") || old.text == new.text
+        {
+            continue;
+        }
+        let mut holding = read
+            .iter()
+            .filter(|(_, content)| content.matches(old.text).count() == 1);
+        let (Some((path, _)), None) = (holding.next(), holding.next()) else {
+            continue;
+        };
+        return Some(call(
+            "edit_file",
+            json!({"path": path, "old_text": old.text, "new_text": new.text}),
+        ));
+    }
+    None
+}
+
+/// A `` `span` `` of a text: its text, and the byte offsets of its opening backtick and just
+/// past its closing one.
+struct Span<'a> {
+    text: &'a str,
+    start: usize,
+    end: usize,
+}
+
+/// The single-backtick spans of a text (fences skipped), on one line each.
+fn backticked(text: &str) -> Vec<Span<'_>> {
+    let mut spans = Vec::new();
+    let mut rest = 0;
+    while let Some(open) = text.get(rest..).and_then(|t| t.find('`')).map(|o| rest + o) {
+        if text.get(open..).is_some_and(|t| t.starts_with("```")) {
+            rest = open + 3;
+            continue;
+        }
+        let Some(close) = text
+            .get(open + 1..)
+            .and_then(|t| t.find('`'))
+            .map(|c| open + 1 + c)
+        else {
+            break;
+        };
+        let inner = &text[open + 1..close];
+        if !inner.is_empty() && !inner.contains('\n') {
+            spans.push(Span {
+                text: inner,
+                start: open,
+                end: close + 1,
+            });
+        }
+        rest = close + 1;
+    }
+    spans
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// A code block whose first line is one line of exactly one file read: that line and the lines
+/// it heads, replaced by the block (shifted to the line's indentation).
+fn block_edit(block: &str, read: &[(String, String)]) -> Option<ToolCall> {
+    let block_lines: Vec<&str> = block.trim_end().lines().collect();
+    let first = block_lines.iter().find(|l| !l.trim().is_empty())?;
+    let mut found = read.iter().filter_map(|(path, content)| {
+        let lines: Vec<&str> = content.lines().collect();
+        let mut at = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.trim() == first.trim())
+            .map(|(i, _)| i);
+        match (at.next(), at.next()) {
+            (Some(i), None) => Some((path, lines, i)),
+            _ => None,
+        }
+    });
+    let (Some((path, lines, start)), None) = (found.next(), found.next()) else {
+        return None;
+    };
+    let base = indent(lines[start]);
+    let mut end = start + 1;
+    while end < lines.len() && (lines[end].trim().is_empty() || indent(lines[end]) > base) {
+        end += 1;
+    }
+    while end > start + 1 && lines[end - 1].trim().is_empty() {
+        end -= 1;
+    }
+    // A closing line at the opening's indent (`}`, `end`) belongs to it when the block has one.
+    let closes = |l: &str| matches!(l.trim(), "}" | "};" | "end" | ")" | "]");
+    if block_lines.last().is_some_and(|l| closes(l))
+        && lines
+            .get(end)
+            .is_some_and(|l| closes(l) && indent(l) == base)
+    {
+        end += 1;
+    }
+    let old = lines[start..end].join("\n");
+    let shift = base.saturating_sub(indent(first));
+    let new = block_lines
+        .iter()
+        .map(|l| {
+            if l.trim().is_empty() {
+                String::new()
+            } else {
+                format!("{}{l}", " ".repeat(shift))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if old == new {
+        return None;
+    }
+    Some(call(
+        "edit_file",
+        json!({"path": path, "old_text": old, "new_text": new}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(content: &str) -> Vec<(String, String)> {
+        vec![("calc.py".to_owned(), content.to_owned())]
+    }
+
+    fn args(call: Option<ToolCall>) -> serde_json::Value {
+        call.map(|c| json!({"name": c.function.name, "arguments": c.function.arguments}))
+            .unwrap_or_default()
+    }
+
+    const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+
+    #[test]
+    fn replace_a_with_b_is_an_edit_of_the_one_file_holding_a() {
+        assert_eq!(
+            args(replace_with(
+                "To fix it, replace the line `return a - b` with `return a + b`.",
+                &read(CALC)
+            )),
+            json!({"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}})
+        );
+        assert!(replace_with("`add` and `mul` are functions", &read(CALC)).is_none());
+        assert!(
+            replace_with("replace `return` with `yield`", &read(CALC)).is_none(),
+            "twice"
+        );
+        assert!(replace_with("replace `x` with", &read(CALC)).is_none());
+    }
+
+    #[test]
+    fn a_corrected_function_replaces_the_one_it_rewrites() {
+        let edit = block_edit("def add(a, b):\n    return a + b\n", &read(CALC));
+        assert_eq!(
+            args(edit),
+            json!({"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "def add(a, b):\n    return a - b", "new_text": "def add(a, b):\n    return a + b"}})
+        );
+        // The same text is no edit; a first line found nowhere is none either.
+        assert!(block_edit("def add(a, b):\n    return a - b", &read(CALC)).is_none());
+        assert!(block_edit("def sub(a, b):\n    return a - b", &read(CALC)).is_none());
+        // A method inside a class keeps the class's indentation.
+        let class =
+            "class C:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n";
+        let edit = block_edit("def f(self):\n    return 3", &read(class));
+        assert_eq!(
+            args(edit)["arguments"]["new_text"],
+            json!("    def f(self):\n        return 3")
+        );
+        // Braces: the closing line at the opening's indent goes with it.
+        let rust = "fn f() -> i32 {\n    1\n}\n\nfn g() {}\n";
+        let edit = block_edit("fn f() -> i32 {\n    2\n}", &read(rust));
+        assert_eq!(
+            args(edit)["arguments"]["old_text"],
+            json!("fn f() -> i32 {\n    1\n}")
+        );
+    }
+
+    #[test]
+    fn spans_and_fences_are_told_apart() {
+        let spans: Vec<&str> = backticked("a `x` b ```py\ncode\n``` c `y`")
+            .into_iter()
+            .map(|s| s.text)
+            .collect();
+        assert!(spans.contains(&"x") && spans.contains(&"y"), "{spans:?}");
+        assert!(backticked("`é` to `ü` ✓").len() == 2);
+        assert!(backticked("unclosed `span").is_empty());
+    }
+}

@@ -1,0 +1,277 @@
+//! The workspace judges a task, under every steering policy: the configured checks run after
+//! the model's last change and send their failures back to it; a file is replaced only after
+//! the task read it; a task asked for a change that changed nothing, or whose every call
+//! failed, is not `completed`; and a long conversation is compacted before it outgrows the
+//! model's context, saying so. On the fake Ollama over real HTTP, in real workspaces, with
+//! real child processes for the checks.
+
+mod support;
+
+use std::path::Path;
+
+use agent_mcp::agent::steering::SteeringMode;
+use agent_mcp::config::Config;
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::harness::{HttpServer, field, result_of, test_config, wait_terminal};
+
+fn config(fake: &FakeOllama, workspace: &Path) -> Config {
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config.agent.steering = SteeringMode::Off;
+    config.rate_limit.enabled = false;
+    config
+}
+
+async fn run(config: Config, request: &str) -> String {
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = client.agent_run(request).await;
+    wait_terminal(|| client.agent_status(&id)).await
+}
+
+fn edit(old: &str, new: &str) -> Reply {
+    Reply::tool_call(
+        "edit_file",
+        json!({"path": "calc.txt", "old_text": old, "new_text": new}),
+        10,
+        2,
+    )
+}
+
+fn read_calc() -> Reply {
+    Reply::tool_call("read_file", json!({"path": "calc.txt"}), 10, 2)
+}
+
+/// The last user message of a chat request body.
+fn last_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn check_for_4() -> Vec<Vec<String>> {
+    vec![
+        ["grep", "-q", "answer = 4", "calc.txt"]
+            .map(String::from)
+            .to_vec(),
+    ]
+}
+
+#[tokio::test]
+async fn failing_checks_go_back_to_the_model_until_they_pass() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_calc());
+    fake.push_reply(edit("answer = 5", "answer = 3"));
+    fake.push_reply(Reply::text("Fixed.", 10, 2));
+    // The check failed: the model is told, and fixes it.
+    fake.push_reply(edit("answer = 3", "answer = 4"));
+    fake.push_reply(Reply::text("Fixed, really.", 10, 2));
+    let mut config = config(&fake, ws.path());
+    config.agent.checks = check_for_4();
+    let done = run(config, "Fix calc.txt so the answer is 4.").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "Fixed, really.\n\nchanged: calc.txt (+1 -1)\n\
+         checks: `grep -q answer = 4 calc.txt` passed (after 1 round of fixes)"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 5);
+    let told = last_user(&sent[3]);
+    assert!(
+        told.starts_with("The checks this workspace is judged by failed after your change"),
+        "{told}"
+    );
+    assert!(
+        told.contains("$ grep -q answer = 4 calc.txt\nexit status: 1"),
+        "{told}"
+    );
+    // The premature "Fixed." is not in the conversation.
+    assert!(!sent[3].to_string().contains("\"Fixed.\""));
+}
+
+#[tokio::test]
+async fn checks_that_still_fail_after_the_rounds_fail_the_task() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_calc());
+    fake.push_reply(edit("answer = 5", "answer = 3"));
+    fake.push_reply(Reply::text("Fixed.", 10, 2));
+    fake.push_reply(edit("answer = 3", "answer = 2"));
+    fake.push_reply(Reply::text("Fixed now.", 10, 2));
+    let mut config = config(&fake, ws.path());
+    config.agent.checks = check_for_4();
+    config.agent.check_rounds = 1;
+    let done = run(config, "Fix calc.txt so the answer is 4.").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "step 'ollama chat' failed: the configured checks still fail after the model's changes \
+         (checks: `grep -q answer = 4 calc.txt` failed (exit status 1) (after 1 round of fixes)); \
+         the files it changed are left as they are"
+    );
+    assert_eq!(fake.chat_count(), 5);
+}
+
+#[tokio::test]
+async fn a_file_is_replaced_only_after_the_task_read_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("config.json"),
+        "{\"port\": 80, \"host\": \"a\"}\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    let blind = json!({"path": "config.json", "content": "{\"port\": 8080}\n"});
+    fake.push_reply(Reply::tool_call("write_file", blind.clone(), 10, 2));
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "config.json"}),
+        10,
+        2,
+    ));
+    let kept = json!({"path": "config.json", "content": "{\"port\": 8080, \"host\": \"a\"}\n"});
+    fake.push_reply(Reply::tool_call("write_file", kept, 10, 2));
+    fake.push_reply(Reply::text("The port is 8080 now.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Set the port in config.json to 8080.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let sent = fake.chat_requests();
+    let first = sent[1]["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        first,
+        "error: 'config.json' exists and this task has not read it; call read_file on it first \
+         (write_file replaces the whole file, so what else it holds would be lost)"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("config.json")).unwrap(),
+        "{\"port\": 8080, \"host\": \"a\"}\n"
+    );
+    assert_eq!(
+        result_of(&done),
+        "The port is 8080 now.\n\nchanged: config.json (+1 -1)"
+    );
+}
+
+#[tokio::test]
+async fn a_change_asked_for_and_not_made_is_not_completed_under_off() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("VERSION"), "1.4.2\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "VERSION"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("Bumped the version to 1.5.0.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Bump the version in VERSION to 1.5.0.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "the request asks for a change to the workspace, but no file changed, so it was not \
+         done; the model said: Bumped the version to 1.5.0."
+    );
+    // Off: no reminder, the model's own two calls.
+    assert_eq!(fake.chat_count(), 2);
+}
+
+#[tokio::test]
+async fn an_answer_after_every_call_failed_is_not_completed_under_off() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "../secret/api_key.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("The API key is sk-1234.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Read ../secret/api_key.txt and tell me the API key.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let reason = result_of(&done);
+    assert!(
+        reason.starts_with("step 'ollama chat' failed: every tool call of the step failed (1 calls; the last: error: '../secret/api_key.txt' is outside the workspace"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("it said: The API key is sk-1234."),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    for n in 0..6 {
+        std::fs::write(
+            ws.path().join(format!("part{n}.txt")),
+            format!("{n}").repeat(3000),
+        )
+        .unwrap();
+    }
+    // A model whose context is 4096 tokens: six 3000-byte reads do not fit.
+    let fake = FakeOllama::start_with(FakeConfig::default().with_context_length(4096)).await;
+    for n in 0..6 {
+        fake.push_reply(Reply::tool_call(
+            "read_file",
+            json!({"path": format!("part{n}.txt")}),
+            0,
+            0,
+        ));
+    }
+    fake.push_reply(Reply::text("Read all six parts.", 0, 0));
+    let done = run(config(&fake, ws.path()), "Read part0.txt to part5.txt.").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let result = result_of(&done);
+    let (answer, lines) = result.split_once("\n\n").unwrap_or_default();
+    assert_eq!(answer, "Read all six parts.");
+    assert!(
+        lines.starts_with("context: ")
+            && lines.ends_with("older tool results compacted to fit num_ctx 4096"),
+        "{result}"
+    );
+    let sent = fake.chat_requests();
+    assert!(sent.iter().all(|r| r["options"]["num_ctx"] == json!(4096)));
+    let last = sent.last().unwrap().to_string();
+    assert!(
+        last.contains("[compacted to fit the context window: 3000 characters of read_file output")
+    );
+    // The last read is never compacted.
+    assert!(last.contains(&"5".repeat(3000)));
+    // Before the first compaction, every call's prompt extended the previous one unchanged.
+    let first_compacted = sent
+        .iter()
+        .position(|r| r.to_string().contains("[compacted to fit"))
+        .unwrap();
+    for pair in sent[..first_compacted].windows(2) {
+        let (before, after) = (
+            pair[0]["messages"].as_array().unwrap(),
+            pair[1]["messages"].as_array().unwrap(),
+        );
+        assert!(after.starts_with(before));
+    }
+}
