@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"
 shift || true
-all_targets=(jsonrpc_stack tool_arguments images ndjson_stream config_yaml)
+all_targets=(jsonrpc_stack tool_arguments images ndjson_stream config_yaml text_calls)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 
