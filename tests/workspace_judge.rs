@@ -275,3 +275,43 @@ async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says
         assert!(after.starts_with(before));
     }
 }
+
+#[tokio::test]
+async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("settings.env"),
+        "HOST=0.0.0.0\nDEBUG=true\nPORT=80\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    let env = json!({"path": "settings.env"});
+    fake.push_reply(Reply::tool_call("read_file", env, 10, 2));
+    // The wrong line goes.
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "settings.env", "old_text": "PORT=80\n", "new_text": ""}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("Removed DEBUG=true.", 10, 2));
+    fake.push_reply(Reply::text("Removed DEBUG=true, really.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Remove the line DEBUG=true from settings.env.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert_eq!(
+        result_of(&done),
+        "step 'ollama chat' failed: the request is not done: 'DEBUG=true' is still in \
+         settings.env; the files changed are left as they are"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_user(&sent[3]);
+    assert!(
+        told.starts_with("The request is not done yet: 'DEBUG=true' is still in settings.env."),
+        "{told}"
+    );
+}

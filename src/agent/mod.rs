@@ -7,6 +7,7 @@
 
 mod checks;
 mod context;
+mod expect;
 mod intent;
 mod model;
 pub mod plan;

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use super::AgentCore;
 use super::checks::Checks;
+use super::expect::Expectations;
 use super::model::ModelProfile;
 use super::plan::{Plan, plan_schema};
 use super::step::Engine;
@@ -181,6 +182,11 @@ async fn drive(
         temperature: progress.task.temperature.or(settings.temperature),
         asks_for_change,
         checks: Checks::new(settings.checks.clone(), settings.check_rounds),
+        expectations: match &toolbox {
+            Some(toolbox) => Expectations::of(&progress.task.request, toolbox.workspace()),
+            None => Expectations::default(),
+        },
+        expect_rounds: std::sync::Mutex::new(0),
         toolbox,
         history: history
             .into_iter()

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::AgentSettings;
 use super::checks::{self, CheckReport, Checks};
 use super::context::Window;
+use super::expect::Expectations;
 use super::model::ModelProfile;
 use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
 use super::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
@@ -57,6 +58,9 @@ pub(crate) struct Engine {
     pub asks_for_change: bool,
     /// `agent.checks`, and how far they got in this task.
     pub checks: Checks,
+    /// What the request says the workspace will hold, and the rounds of being told it does not.
+    pub expectations: Expectations,
+    pub expect_rounds: std::sync::Mutex<usize>,
 }
 
 impl Engine {
@@ -159,6 +163,11 @@ pub(crate) enum StepError {
         .0.line()
     )]
     ChecksFailed(CheckReport),
+    #[error(
+        "the request is not done: {}; the files changed are left as they are",
+        .0.join("; ")
+    )]
+    NotDone(Vec<String>),
     #[error(
         "the conversation no longer fits the model's context window (num_ctx {num_ctx}, about \
          {estimate} tokens) even with older tool results compacted; raise ollama.num_ctx if the \
@@ -375,7 +384,17 @@ pub(crate) async fn run_step(
                     });
                 }
                 match engine.checks.after_answer(&toolbox, &cancel).await {
-                    Ok(checks::Verdict::Pass) => return Ok(answer),
+                    Ok(checks::Verdict::Pass) => {
+                        match not_done(&engine, &toolbox, final_step).await {
+                            None => return Ok(answer),
+                            Some(Ok(told)) => {
+                                offer_tools = true;
+                                say(&mut messages, &mut state.ours, &told);
+                                continue;
+                            }
+                            Some(Err(unmet)) => return Err(StepError::NotDone(unmet)),
+                        }
+                    }
                     Ok(checks::Verdict::Retry(feedback)) => {
                         // The answer is left out: the work it reports is not done.
                         offer_tools = true;
@@ -424,6 +443,43 @@ pub(crate) async fn run_step(
             ),
         }
     }
+}
+
+/// Rounds of "the request is not done yet" before the step fails.
+const EXPECT_ROUNDS: usize = 1;
+
+/// What the request expects and the workspace does not show, once the task changed files:
+/// `None` when it all holds (or nothing is expected), a message to send the model while rounds
+/// are left, the unmet expectations past them.
+async fn not_done(
+    engine: &Engine,
+    toolbox: &Arc<Toolbox>,
+    final_step: bool,
+) -> Option<Result<String, Vec<String>>> {
+    if !final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+        return None;
+    }
+    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
+    let unmet = tokio::task::spawn_blocking(move || expectations.unmet(&ws))
+        .await
+        .unwrap_or_default();
+    if unmet.is_empty() {
+        return None;
+    }
+    let mut rounds = engine
+        .expect_rounds
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if *rounds >= EXPECT_ROUNDS {
+        return Some(Err(unmet));
+    }
+    *rounds += 1;
+    Some(Ok(format!(
+        "The request is not done yet: {}. The request is: {}\nMake the rest of the change now \
+         (read a file before you change it), then answer.",
+        unmet.join("; "),
+        super::steering::echo_request(&engine.request.content)
+    )))
 }
 
 /// After a round of results: the policy's message to follow them.

@@ -351,7 +351,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            line(&text, "num_ctx").ends_with("# environment AGENT_MCP_OLLAMA_NUM_CTX"),
+            line(&text, "num_ctx").contains("# environment AGENT_MCP_OLLAMA_NUM_CTX (the most"),
             "{text}"
         );
         assert!(line(&text, "retries").ends_with("# default"), "{text}");

@@ -12,6 +12,7 @@
 //! | replace `A` with `B` (also: change `A` to `B`), `A` once in one file the task read | `edit_file` of that file, `A` → `B` |
 //! | a code block whose first line is a line of one file the task read (`def add(a, b):`) | `edit_file` of that line and the lines it heads (deeper indented, and a closing line at its own indent) → the block; of several blocks, the last that differs from the file |
 //! | a code block, when the request asks for a file that does not exist yet | `write_file` of that file with the (last) block |
+//! | a code block defining something new (`def reverse_words(…):`), when the request names one file (not a test) the task read | `write_file` of that file with the block added at its end |
 
 use serde_json::json;
 
@@ -89,11 +90,11 @@ fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
         ));
     }
     // A reply often shows the code as it is, then as it should be: the last block that
-    // differs from the file is the change.
-    blocks
-        .iter()
-        .rev()
-        .find_map(|block| block_edit(block, &read))
+    // differs from the file is the change; a new definition goes at the end of the file.
+    let named = super::text::named_files(facts.request, facts.toolbox.workspace());
+    blocks.iter().rev().find_map(|block| {
+        block_edit(block, &read).or_else(|| append_block(block, &read, &named, facts.request))
+    })
 }
 
 /// "replace `A` with `B`": `A` once in exactly one file read.
@@ -164,6 +165,84 @@ fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
+/// `lines` moved from `from` columns of indentation (their first line's: a block inside a
+/// Markdown list is indented) to `to` (the line it replaces).
+fn reindent(lines: &[&str], from: usize, to: usize) -> String {
+    lines
+        .iter()
+        .map(|l| {
+            if l.trim().is_empty() {
+                return String::new();
+            }
+            let cut = indent(l).min(from);
+            format!("{}{}", " ".repeat(to), &l[cut..])
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Words that open a definition: a block that starts with one defines something.
+const DEFINITIONS: [&str; 7] = [
+    "def ",
+    "class ",
+    "fn ",
+    "pub fn ",
+    "function ",
+    "func ",
+    "async def ",
+];
+
+/// A code block that defines something the one non-test file the request names (and the task
+/// read) does not have yet: that file with the block added at its end.
+fn append_block(
+    block: &str,
+    read: &[(String, String)],
+    named: &[String],
+    request: &str,
+) -> Option<ToolCall> {
+    let first = block.lines().find(|l| !l.trim().is_empty())?.trim();
+    if !DEFINITIONS.iter().any(|d| first.starts_with(d)) {
+        return None;
+    }
+    let mut targets = named.iter().filter(|f| !super::rules::is_test_file(f));
+    let (Some(target), None) = (targets.next(), targets.next()) else {
+        return None;
+    };
+    let (_, content) = read.iter().find(|(path, _)| path == target)?;
+    if content.lines().any(|l| l.trim() == first) {
+        return None;
+    }
+    // What it defines is asked for: named by the request or by a test the task read (a
+    // tutorial's `def edit_file(…)` is not).
+    let name: String = DEFINITIONS
+        .iter()
+        .find_map(|d| first.strip_prefix(d))
+        .unwrap_or_default()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let asked =
+        |text: &str| !name.is_empty() && super::text::names_word(text, &name.to_lowercase());
+    if !asked(request)
+        && !read
+            .iter()
+            .any(|(path, text)| super::rules::is_test_file(path) && asked(text))
+    {
+        return None;
+    }
+    let lines: Vec<&str> = block.trim_end().lines().collect();
+    let from = lines
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .map_or(0, |l| indent(l));
+    let added = reindent(&lines, from, 0);
+    let content = format!("{}\n\n\n{added}\n", content.trim_end());
+    Some(call(
+        "write_file",
+        json!({"path": target, "content": content}),
+    ))
+}
+
 /// A code block whose first line is one line of exactly one file read: that line and the lines
 /// it heads, replaced by the block (shifted to the line's indentation).
 fn block_edit(block: &str, read: &[(String, String)]) -> Option<ToolCall> {
@@ -202,18 +281,7 @@ fn block_edit(block: &str, read: &[(String, String)]) -> Option<ToolCall> {
         end += 1;
     }
     let old = lines[start..end].join("\n");
-    let shift = base.saturating_sub(indent(first));
-    let new = block_lines
-        .iter()
-        .map(|l| {
-            if l.trim().is_empty() {
-                String::new()
-            } else {
-                format!("{}{l}", " ".repeat(shift))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let new = reindent(&block_lines, indent(first), base);
     if old == new {
         return None;
     }
@@ -280,6 +348,39 @@ mod tests {
             args(edit)["arguments"]["old_text"],
             json!("fn f() -> i32 {\n    1\n}")
         );
+    }
+
+    #[test]
+    fn a_block_indented_in_a_list_is_moved_to_the_lines_it_replaces() {
+        let edit = block_edit("   def add(a, b):\n       return a + b", &read(CALC));
+        assert_eq!(
+            args(edit)["arguments"]["new_text"],
+            json!("def add(a, b):\n    return a + b")
+        );
+    }
+
+    #[test]
+    fn a_new_definition_goes_at_the_end_of_the_one_file_named() {
+        let named = vec!["calc.py".to_owned(), "test_calc.py".to_owned()];
+        let asks = "Add the function sub to calc.py.";
+        let write = append_block(
+            "def sub(a, b):\n    return a - b\n",
+            &read(CALC),
+            &named,
+            asks,
+        );
+        assert_eq!(
+            args(write)["arguments"]["content"],
+            json!(format!(
+                "{}\n\n\ndef sub(a, b):\n    return a - b\n",
+                CALC.trim_end()
+            ))
+        );
+        // Not a definition, or one the file has: no write.
+        assert!(append_block("print(1)", &read(CALC), &named, asks).is_none());
+        assert!(append_block("def add(a, b):\n    return 0", &read(CALC), &named, asks).is_none());
+        // A definition nobody asked for (a tutorial's) is not added.
+        assert!(append_block("def edit_file(p):\n    pass", &read(CALC), &named, asks).is_none());
     }
 
     #[test]

@@ -35,8 +35,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::tools::{ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{ShowResponse, ToolCall};
-pub(crate) use text::names_word;
 pub use text::{calls_in_text, clean_answer};
+pub(crate) use text::{
+    echo as echo_request, missing_file as missing_file_in, named_files as named_files_in,
+    names_word,
+};
 
 /// `agent.steering`: which policy the tool loop follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,7 +57,19 @@ impl Rule for ReadFirst {
     }
 
     fn first_reads(&mut self, facts: &Facts, checks: Option<&str>) -> Vec<ToolCall> {
-        if facts.toolbox.get("read_file").is_none() {
+        // A question to be answered by running a program (`wc -l data.csv`) is answered by
+        // running it: with the file read first, a small model counts the lines itself, and
+        // wrongly. (A change that names one, "`python3 -m unittest` fails", still gets its files.)
+        let runs_a_program = !facts.asks_for_change
+            && facts.toolbox.get("run_command").is_some()
+            && facts
+                .toolbox
+                .settings()
+                .commands
+                .allow
+                .iter()
+                .any(|program| super::text::names_word(facts.request, &program.to_lowercase()));
+        if facts.toolbox.get("read_file").is_none() || runs_a_program {
             return Vec::new();
         }
         let ws = facts.toolbox.workspace();
@@ -81,7 +93,7 @@ impl Rule for ReadFirst {
 }
 
 /// `test_calc.py`, `tests/x.rs`, `calc_test.go`: a file of tests, read after the code it tests.
-fn is_test_file(path: &str) -> bool {
+pub(crate) fn is_test_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.starts_with("test") || name.contains("_test.") || path.contains("tests/")
 }

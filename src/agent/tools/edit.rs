@@ -93,6 +93,14 @@ pub(super) fn write_file(
     }
     let existed = target.exists();
     ledger.may_change(&target, &shown)?;
+    if existed
+        && let Ok(file) = ws.open_read(&target)
+        && same_content(file, args.content.as_bytes())
+    {
+        return Ok(format!(
+            "'{shown}' already holds exactly this content; nothing was changed"
+        ));
+    }
     ledger.before_change(&target);
     replace(ws, &target, args.content.as_bytes(), &shown)?;
     ledger.after_change(&target);
@@ -116,6 +124,13 @@ pub(super) fn edit_file(
     if args.old_text.is_empty() {
         return Err(ToolError::Refused(
             "old_text must not be empty; use write_file to write a whole file".into(),
+        ));
+    }
+    if args.old_text == args.new_text {
+        return Err(ToolError::Refused(
+            "old_text and new_text are the same, so nothing would change; give the corrected \
+             text as new_text"
+                .into(),
         ));
     }
     // Opened first: a FIFO, device or socket is refused for what it is.
@@ -163,6 +178,14 @@ pub(super) fn edit_file(
             ""
         }
     ))
+}
+
+/// Whether `file` holds exactly `content` (read no further than it could).
+fn same_content(file: std::fs::File, content: &[u8]) -> bool {
+    let mut bytes = Vec::new();
+    file.take(content.len() as u64 + 1)
+        .read_to_end(&mut bytes)
+        .is_ok_and(|_| bytes == content)
 }
 
 /// The mode bits a rewritten file keeps from the old one: permissions and the sticky bit, not
@@ -363,6 +386,13 @@ mod tests {
             std::fs::read_to_string(dir.path().join("deep/new/b.txt")).unwrap(),
             "bye"
         );
+        // The same content again changes nothing, and says so.
+        let ledger = read_everything(&ws);
+        assert_eq!(
+            write_file(&ws, &ledger, &again).unwrap(),
+            "'deep/new/b.txt' already holds exactly this content; nothing was changed"
+        );
+        assert!(!ledger.changed_any());
         // No temporary file is left behind.
         assert_eq!(
             std::fs::read_dir(dir.path().join("deep/new"))
@@ -389,6 +419,11 @@ mod tests {
             edit(&ws, "", "w", false)
                 .unwrap_err()
                 .contains("must not be empty")
+        );
+        assert!(
+            edit(&ws, "x = 1", "x = 1", false)
+                .unwrap_err()
+                .contains("nothing would change")
         );
         assert_eq!(
             edit(&ws, "x = 1", "x = 2", false).unwrap(),

@@ -1,0 +1,534 @@
+//! What a request says the workspace will hold once it is done, checked against the workspace:
+//! "rename `fetch_data` to `load_data`" means no `fetch_data` is left and `load_data` is there;
+//! "bump the version from 1.4.2 to 1.5.0 in VERSION and package.json" means neither file still
+//! says 1.4.2 and both say 1.5.0; "remove the line DEBUG=true from settings.env" means it is
+//! gone.
+//!
+//! Only what a request states plainly is read (the patterns below, with the old and new text
+//! quoted or one word each); anything else expects nothing, so a request this cannot read is
+//! judged by the checks and by whether anything changed. The words compared are whole words:
+//! `Cart` is not found in `ShoppingCart`.
+//!
+//! | the request says | expected |
+//! |---|---|
+//! | rename X to Y | X nowhere, Y somewhere |
+//! | replace X with Y; change X to Y; from X to Y; X から Y に | X gone, Y there |
+//! | remove / delete X | X gone |
+//! | add / with / containing (the line) X | X there |
+//! | set … to Y | Y there |
+//!
+//! "There" and "gone" are in the files the request names, or, when it names none, in the
+//! workspace's text files.
+
+use std::path::Path;
+
+use super::tools::Workspace;
+
+/// What the workspace must show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// This text, as a word, is in none of the files.
+    Gone(String),
+    /// This text, as a word, is in every file named (or some text file, if none is named).
+    There(String),
+}
+
+/// One expectation and the files it is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Scoped {
+    expect: Expect,
+    /// The files its clause names; when it names none, the request's (and then what is
+    /// expected there may be in any one of them); when the request names none either, the
+    /// workspace's text files.
+    files: Vec<String>,
+    /// `files` came from its own clause: what is expected there is expected in each.
+    own: bool,
+}
+
+/// The request's expectations, each with the files it is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Expectations {
+    scoped: Vec<Scoped>,
+}
+
+/// Largest file read to check an expectation; most files looked at when none is named.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+const MAX_FILES: usize = 2000;
+/// Folders not looked into.
+const SKIPPED: [&str; 6] = [
+    ".git",
+    "target",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+];
+
+impl Expectations {
+    /// What `request` expects (see the module's table).
+    pub fn of(request: &str, ws: &Workspace) -> Expectations {
+        let all_files = file_words(request, ws);
+        let mut scoped: Vec<Scoped> = Vec::new();
+        let mut add = |expects: Vec<Expect>, clause: &str| {
+            let own = file_words(clause, ws);
+            for expect in expects {
+                if scoped.iter().any(|s| s.expect == expect) {
+                    continue;
+                }
+                let (files, own) = if own.is_empty() {
+                    (all_files.clone(), false)
+                } else {
+                    (own.clone(), true)
+                };
+                scoped.push(Scoped { expect, files, own });
+            }
+        };
+        for clause in clauses(request) {
+            let mut expects = Vec::new();
+            read_clause(&clause, &mut expects);
+            add(expects, &clause);
+        }
+        let mut expects = Vec::new();
+        japanese(request, &mut expects);
+        add(expects, request);
+        Expectations { scoped }
+    }
+
+    /// The expectations, for tests and logs.
+    #[cfg(test)]
+    fn expects(&self) -> Vec<Expect> {
+        self.scoped.iter().map(|s| s.expect.clone()).collect()
+    }
+
+    /// What the workspace does not show, as lines for the model and the result; empty when
+    /// everything expected holds.
+    pub fn unmet(&self, ws: &Workspace) -> Vec<String> {
+        let mut whole: Option<Vec<(String, String)>> = None;
+        let mut unmet = Vec::new();
+        for scoped in &self.scoped {
+            let texts: Vec<(String, String)> = if scoped.files.is_empty() {
+                whole.get_or_insert_with(|| workspace_texts(ws)).clone()
+            } else {
+                scoped
+                    .files
+                    .iter()
+                    .map(|f| {
+                        let text = ws
+                            .existing(f)
+                            .ok()
+                            .and_then(|p| read_small(&p))
+                            .unwrap_or_default();
+                        (f.clone(), text)
+                    })
+                    .collect()
+            };
+            match &scoped.expect {
+                Expect::Gone(word) => {
+                    let left: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| has_word(t, word))
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if !left.is_empty() {
+                        unmet.push(format!("'{word}' is still in {}", left.join(", ")));
+                    }
+                }
+                Expect::There(word) => {
+                    let missing: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| !has_word(t, word))
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if scoped.own && !missing.is_empty() {
+                        unmet.push(format!("'{word}' is not in {}", missing.join(", ")));
+                    } else if missing.len() == texts.len() {
+                        let place = if scoped.files.is_empty() {
+                            "any file".to_owned()
+                        } else {
+                            scoped.files.join(" or ")
+                        };
+                        unmet.push(format!("'{word}' is not in {place}"));
+                    }
+                }
+            }
+        }
+        unmet
+    }
+}
+
+/// A request's clauses.
+fn clauses(request: &str) -> Vec<String> {
+    request
+        .split(['\n', ';', '!', '?'])
+        .flat_map(|s| s.split(". "))
+        .flat_map(|s| s.split(", "))
+        .flat_map(|s| s.split(" and then "))
+        .map(|s| s.trim().trim_end_matches('.').to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A verb's object: its text, and whether it was quoted.
+struct Object<'a> {
+    text: String,
+    quoted: bool,
+    rest: &'a str,
+}
+
+impl Object<'_> {
+    /// Looks like code or a value, not a plain word: quoted, or with a digit, `_`, `.`, `=`,
+    /// `/`, `:` or an upper-case letter after its first.
+    fn code_like(&self) -> bool {
+        self.quoted
+            || self
+                .text
+                .chars()
+                .any(|c| c.is_ascii_digit() || "_.=/:".contains(c))
+            || self.text.chars().skip(1).any(char::is_uppercase)
+    }
+}
+
+/// The first quoted text of `rest` ('…', "…", `…`), or its first word.
+fn object(rest: &str) -> Option<Object<'_>> {
+    let rest = rest.trim_start();
+    let first = rest.chars().next()?;
+    if matches!(first, '\'' | '"' | '`' | '‘' | '“' | '「') {
+        let close = match first {
+            '‘' => '’',
+            '“' => '”',
+            '「' => '」',
+            other => other,
+        };
+        let inner = &rest[first.len_utf8()..];
+        let end = inner.find(close)?;
+        let text = inner[..end].trim();
+        return (!text.is_empty()).then(|| Object {
+            text: text.to_owned(),
+            quoted: true,
+            rest: &inner[end + close.len_utf8()..],
+        });
+    }
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let word = rest[..end].trim_end_matches([',', '.', ':', ';', ')']);
+    (!word.is_empty() && word.chars().any(char::is_alphanumeric)).then(|| Object {
+        text: word.to_owned(),
+        quoted: false,
+        rest: &rest[end..],
+    })
+}
+
+/// `text` with its first words dropped while they are one of [`FILLERS`] or [`CODE_NOUNS`]
+/// (lowercase); whether a code noun was among them ("the function f": f names code).
+fn skip_words(mut text: &str) -> (&str, bool) {
+    let mut named_code = false;
+    loop {
+        let trimmed = text.trim_start();
+        let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+        let word = trimmed[..end].to_lowercase();
+        if end == 0 {
+            return (trimmed, named_code);
+        }
+        if CODE_NOUNS.contains(&word.as_str()) {
+            named_code = true;
+        } else if !FILLERS.contains(&word.as_str()) {
+            return (trimmed, named_code);
+        }
+        text = &trimmed[end..];
+    }
+}
+
+/// Articles and adjectives between a verb and its object.
+const FILLERS: [&str; 9] = [
+    "the", "a", "an", "every", "all", "each", "unused", "old", "dead",
+];
+/// Nouns after which the object names code or a line of text.
+const CODE_NOUNS: [&str; 10] = [
+    "word", "words", "text", "line", "function", "method", "class", "variable", "string",
+    "constant",
+];
+
+/// The text after the first occurrence of `word` (a lowercase word) in `clause`.
+fn after_word<'a>(clause: &'a str, word: &str) -> Option<&'a str> {
+    // Lowercasing keeps byte offsets only for ASCII; other text is not read here.
+    if !clause.is_ascii() {
+        return None;
+    }
+    let lower = clause.to_ascii_lowercase();
+    lower
+        .match_indices(word)
+        .find(|(at, _)| {
+            let before = lower[..*at].chars().next_back();
+            let after = lower[at + word.len()..].chars().next();
+            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        })
+        .map(|(at, _)| &clause[at + word.len()..])
+}
+
+fn read_clause(clause: &str, out: &mut Vec<Expect>) {
+    // `verb OLD link NEW`; `plain`: a plain word will do for OLD (replace), else it must look
+    // like code or follow a code noun (rename the class Cart).
+    let pair = |verb: &str, link: &str, plain: bool, out: &mut Vec<Expect>| -> bool {
+        let Some(rest) = after_word(clause, verb) else {
+            return false;
+        };
+        let (rest, named_code) = skip_words(rest);
+        let Some(old) = object(rest) else {
+            return false;
+        };
+        if !(plain || named_code || old.code_like()) {
+            return false;
+        }
+        let Some(rest) = old
+            .rest
+            .trim_start()
+            .strip_prefix(link)
+            .filter(|r| r.starts_with(char::is_whitespace))
+        else {
+            return false;
+        };
+        let Some(new) = object(rest) else {
+            return false;
+        };
+        if old.text != new.text {
+            out.push(Expect::Gone(old.text));
+            out.push(Expect::There(new.text));
+        }
+        true
+    };
+    if pair("rename", "to", false, out)
+        || pair("replace", "with", true, out)
+        || pair("change", "to", false, out)
+    {
+        return;
+    }
+    if let Some(rest) = after_word(clause, "from")
+        && let Some(old) = object(rest)
+        && let Some(rest) = old.rest.trim_start().strip_prefix("to ")
+        && let Some(new) = object(rest)
+        && old.text != new.text
+        && old.code_like()
+    {
+        // "from 1.4.2 to 1.5.0": versions, ports, values.
+        out.push(Expect::Gone(old.text));
+        out.push(Expect::There(new.text));
+        return;
+    }
+    for verb in ["remove", "delete"] {
+        if let Some(rest) = after_word(clause, verb) {
+            let (rest, named_code) = skip_words(rest);
+            if let Some(gone) = object(rest).filter(|o| named_code || o.code_like()) {
+                out.push(Expect::Gone(gone.text));
+                return;
+            }
+        }
+    }
+    for marker in ["containing the line", "with the line", "add the line"] {
+        if let Some(rest) = after_word(clause, marker) {
+            let rest = rest.trim_start_matches([':', ' ']);
+            let line = match object(rest) {
+                Some(o) if o.quoted => o.text,
+                _ => rest.trim().to_owned(),
+            };
+            if !line.is_empty() {
+                out.push(Expect::There(line));
+                return;
+            }
+        }
+    }
+}
+
+/// `X から Y に`: the Japanese "from X to Y".
+fn japanese(request: &str, out: &mut Vec<Expect>) {
+    let Some((before, after)) = request.split_once("から") else {
+        return;
+    };
+    let old = before.split_whitespace().next_back().unwrap_or_default();
+    let new = after
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('に');
+    let versionish = |t: &str| {
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
+    };
+    if versionish(old) && versionish(new) && old != new {
+        out.push(Expect::Gone(old.to_owned()));
+        out.push(Expect::There(new.to_owned()));
+    }
+}
+
+/// The files a request names, as workspace paths: existing ones, and new ones it asks for.
+fn file_words(request: &str, ws: &Workspace) -> Vec<String> {
+    let mut files = super::steering::named_files_in(request, ws);
+    if let Some(missing) = super::steering::missing_file_in(request, ws)
+        && !files.contains(&missing)
+    {
+        files.push(missing);
+    }
+    files
+}
+
+fn read_small(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    (!bytes.contains(&0)).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The workspace's small text files, as (path, text).
+fn workspace_texts(ws: &Workspace) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut folders = vec![ws.root().to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && !SKIPPED.iter().any(|s| entry.file_name() == *s) {
+                folders.push(path);
+            } else if kind.is_file()
+                && !ws.protected().covers(&path)
+                && let Some(text) = read_small(&path)
+            {
+                out.push((ws.display(&path), text));
+                if out.len() == MAX_FILES {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` holds `word` with no letter, digit or `_` right before or after it.
+fn has_word(text: &str, word: &str) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(at, found)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + found.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expects(request: &str) -> Vec<Expect> {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        Expectations::of(request, &ws).expects()
+    }
+
+    fn gone(w: &str) -> Expect {
+        Expect::Gone(w.into())
+    }
+
+    fn there(w: &str) -> Expect {
+        Expect::There(w.into())
+    }
+
+    #[test]
+    fn plain_requests_say_what_the_workspace_will_hold() {
+        for (request, wanted) in [
+            (
+                "Rename the function fetch_data to load_data everywhere it is defined or used.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            (
+                "In greeting.txt, replace the word Hello with Goodbye.",
+                vec![gone("Hello"), there("Goodbye")],
+            ),
+            (
+                "In docs/guide.md, replace every 'colour' with 'color'.",
+                vec![gone("colour"), there("color")],
+            ),
+            (
+                "Bump the version from 1.4.2 to 1.5.0 in both VERSION and package.json.",
+                vec![gone("1.4.2"), there("1.5.0")],
+            ),
+            (
+                "Change the port in config.yaml from 8080 to 9090.",
+                vec![gone("8080"), there("9090")],
+            ),
+            (
+                "Remove the line DEBUG=true from settings.env.",
+                vec![gone("DEBUG=true")],
+            ),
+            (
+                "Remove the unused function old_helper from utils.py.",
+                vec![gone("old_helper")],
+            ),
+            (
+                "Create a file todo.txt containing the line: buy milk",
+                vec![there("buy milk")],
+            ),
+            (
+                "Tell me the port in PORT.txt, and create notes/todo.md with the line start.",
+                vec![there("start")],
+            ),
+            (
+                "VERSION ファイルのバージョンを 2.0.0 から 2.0.1 に更新してください。",
+                vec![gone("2.0.0"), there("2.0.1")],
+            ),
+            ("Fix the bug in calc.py.", vec![]),
+            ("What is 2 + 2?", vec![]),
+            ("Change the wording to be friendlier.", vec![]),
+            ("Rename the config module to settings.", vec![]),
+            ("Remove the first paragraph from README.md.", vec![]),
+            (
+                "Rename the class Cart to ShoppingCart in every file that uses it.",
+                vec![gone("Cart"), there("ShoppingCart")],
+            ),
+        ] {
+            assert_eq!(expects(request), wanted, "{request}");
+        }
+    }
+
+    #[test]
+    fn the_workspace_is_compared_word_by_word() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("shop.py"),
+            "class ShoppingCart:\n    pass\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("VERSION"), "1.5.0\n").unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            "{\"version\": \"1.4.2\"}\n",
+        )
+        .unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let rename = Expectations::of("Rename the class Cart to ShoppingCart in every file.", &ws);
+        assert!(rename.unmet(&ws).is_empty(), "{:?}", rename.unmet(&ws));
+        let bump = Expectations::of(
+            "Bump the version from 1.4.2 to 1.5.0 in VERSION and package.json.",
+            &ws,
+        );
+        assert_eq!(
+            bump.unmet(&ws),
+            [
+                "'1.4.2' is still in package.json",
+                "'1.5.0' is not in package.json"
+            ]
+        );
+        // What one clause asks is checked in its own files, not in every file named.
+        std::fs::write(dir.path().join("PORT.txt"), "8080\n").unwrap();
+        std::fs::create_dir(dir.path().join("notes")).unwrap();
+        std::fs::write(dir.path().join("notes/todo.md"), "start\n").unwrap();
+        let batched = Expectations::of(
+            "Tell me the port in PORT.txt, and create notes/todo.md with the line start.",
+            &ws,
+        );
+        assert!(batched.unmet(&ws).is_empty(), "{:?}", batched.unmet(&ws));
+    }
+}
