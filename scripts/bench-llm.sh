@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The agent engine against a real small model: 32 workspace tasks with checkable answers
+# The agent engine against a real small model: 36 workspace tasks with checkable answers
+# (4 of them asked in Japanese)
 # (examples/bench_llm.rs). Not part of CI: it needs a model server and takes minutes.
 #
 # It needs an Ollama-compatible server with a tool-capable model. With Ollama itself:
