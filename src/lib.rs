@@ -36,6 +36,7 @@ pub mod config;
 #[path = "../layers/mod.rs"]
 pub mod layers;
 pub mod metrics;
+pub mod oauth;
 pub mod ollama;
 pub mod ops;
 pub mod plugin;
