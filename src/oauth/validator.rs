@@ -11,9 +11,10 @@
 //! 4. the issuer publishes the key it names (`kid`), for that `alg` (the cache fetches the key
 //!    set again, rate limited, when the `kid` is new: a rotation);
 //! 5. the signature verifies with that key, and the claims hold: `iss` exact, `aud` names
-//!    this resource (RFC 8707), `exp` and `nbf` within the leeway, `sub` present —
+//!    this resource (RFC 8707), `exp` present and `exp`/`nbf` within the leeway —
 //!    `jsonwebtoken` does these;
-//! 6. the header says `typ: at+jwt` (unless turned off), and `sub` is a usable name.
+//! 6. the header says `typ: at+jwt` (unless turned off), and `sub` is there and a usable name
+//!    (a string of 1 to 255 characters, no control characters).
 //!
 //! [`TokenValidator::authorize`] then asks the [`ScopePolicy`] whether the token's scopes
 //! allow the operation.
@@ -152,7 +153,8 @@ impl TokenValidator {
         validation.validate_nbf = true;
         validation.set_issuer(&[&inner.issuer]);
         validation.set_audience(&[&inner.resource]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // `sub` is checked below, where a wrong type can be told from a missing claim.
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let claims = decode::<Claims>(token, &key.key, &validation)
             .map_err(|e| self.claims_error(e.kind()))?
             .claims;

@@ -2,4 +2,5 @@
 
 pub mod fake_ollama;
 pub mod harness;
+pub mod oauth_provider;
 pub mod pg;
