@@ -1,7 +1,7 @@
 //! `agent.yaml`: the configuration types and their defaults (this file), and beside them
 //! reading the file (`load`), `AGENT_MCP_*` overrides (`env`), validation (`validate`), the
-//! source of each value (`sources`), the server's own file locations (`paths`) and the serde
-//! adapters for sizes and durations (`serde_with`).
+//! source of each value (`sources`), the server's own file locations (`paths`), the serde
+//! adapters for sizes and durations (`serde_with`) and the `auth.oauth` section (`oauth`).
 //!
 //! Every key has a default, so no file is needed to start. Unknown keys and bad values are
 //! errors that name the key (`ollama.temperature: …`). `OLLAMA_HOST` (Ollama's own variable)
@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 mod env;
 mod load;
 pub use load::redact_url;
+mod oauth;
+pub use oauth::{JwksConfig, OAuthConfig};
 mod paths;
 mod serde_with;
 mod sources;
@@ -398,6 +400,8 @@ impl Synchronous {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     pub tokens: Vec<TokenConfig>,
+    /// An OAuth 2.1 authorization server's access tokens, next to `tokens`.
+    pub oauth: OAuthConfig,
 }
 
 /// One accepted token, stored as the SHA-256 of the token (`agent-mcp hash-token`).

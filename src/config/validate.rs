@@ -167,6 +167,17 @@ impl Config {
                 );
             }
         }
+        self.auth.oauth.validate()?;
+        // Until the auth layer and the HTTP edge check OAuth tokens, a configured issuer would
+        // look like protection and be none: refuse it rather than serve open.
+        if self.auth.oauth.is_enabled() {
+            return invalid(
+                "auth.oauth.issuer",
+                "is not supported by this build yet: it would not protect anything. Leave it \
+                 unset (null) and use auth.tokens"
+                    .into(),
+            );
+        }
         self.agent.validate()?;
         if self.rate_limit.enabled {
             if self.rate_limit.per_minute == 0 {

@@ -74,13 +74,13 @@ pub struct OAuthSettings {
 impl OAuthSettings {
     /// Tokens of `issuer` (exactly as its metadata names itself) for `resource` (this server's
     /// URL as clients reach it, the audience its tokens carry). Defaults: no scope policy,
-    /// 60 s leeway, `typ: at+jwt` required, [`JwksPolicy::default`], no plain http off loopback.
+    /// 30 s leeway, `typ: at+jwt` required, [`JwksPolicy::default`], no plain http off loopback.
     pub fn new(issuer: impl Into<String>, resource: impl Into<String>) -> Self {
         Self {
             issuer: issuer.into(),
             resource: resource.into(),
             scopes: ScopePolicy::default(),
-            leeway: Duration::from_secs(60),
+            leeway: Duration::from_secs(30),
             require_at_jwt: true,
             jwks: JwksPolicy::default(),
             allow_insecure_http: false,
