@@ -779,3 +779,23 @@ async fn the_metadata_and_challenges_name_the_real_issuer() {
         (503, None)
     );
 }
+
+#[tokio::test]
+async fn keys_older_than_max_age_are_fetched_again_before_use() {
+    let Some(provider) = start().await else {
+        return;
+    };
+    let v = TokenValidator::new(settings(&provider.issuer).with_jwks(JwksPolicy {
+        min_refresh_interval: Duration::from_secs(1),
+        max_age: Duration::from_secs(1),
+        ..JwksPolicy::default()
+    }))
+    .unwrap();
+    let token = provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await;
+    assert!(v.validate(&token).await.is_ok());
+    assert!(v.validate(&token).await.is_ok());
+    assert_eq!(provider.stats().await.jwks, 1, "fresh keys are reused");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(v.validate(&token).await.is_ok());
+    assert_eq!(provider.stats().await.jwks, 2, "old keys are fetched again");
+}

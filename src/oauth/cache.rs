@@ -54,10 +54,24 @@ impl KeyCache {
         let fresh = seen
             .fetched_at
             .is_some_and(|at| at.elapsed() < self.policy.max_age);
-        if fresh && let Some(keys) = &seen.keys {
+        if let Some(keys) = &seen.keys {
             match keys.find(kid, alg) {
                 Lookup::Unknown => {}
-                found => return resolve(found, kid, alg),
+                found if fresh => return resolve(found, kid, alg),
+                // Old but holding the key: this request refreshes, unless another one is at
+                // it already, in which case the old key serves rather than a wait.
+                found => {
+                    return match self.fetching.try_lock() {
+                        Ok(last_start) => {
+                            let now = self.refresh_locked(last_start, seen.generation).await;
+                            match &now.keys {
+                                Some(keys) => resolve(keys.find(kid, alg), kid, alg),
+                                None => resolve(found, kid, alg),
+                            }
+                        }
+                        Err(_) => resolve(found, kid, alg),
+                    };
+                }
             }
         }
         let now = self.refresh(seen.generation).await;
@@ -104,7 +118,16 @@ impl KeyCache {
     /// Fetches unless another fetch ran since `seen_generation` or one started within
     /// the interval; the newest snapshot either way.
     async fn refresh(&self, seen_generation: u64) -> Arc<Snapshot> {
-        let mut last_start = self.fetching.lock().await;
+        let last_start = self.fetching.lock().await;
+        self.refresh_locked(last_start, seen_generation).await
+    }
+
+    /// [`Self::refresh`] with the fetch lock held.
+    async fn refresh_locked(
+        &self,
+        mut last_start: tokio::sync::MutexGuard<'_, Option<Instant>>,
+        seen_generation: u64,
+    ) -> Arc<Snapshot> {
         let current = self.snapshot();
         if current.generation != seen_generation {
             return current;

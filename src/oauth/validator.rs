@@ -156,7 +156,7 @@ impl TokenValidator {
         // `sub` is checked below, where a wrong type can be told from a missing claim.
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let claims = decode::<Claims>(token, &key.key, &validation)
-            .map_err(|e| self.claims_error(e.kind()))?
+            .map_err(|e| self.claims_error(e.kind(), &header.alg))?
             .claims;
 
         if inner.require_at_jwt {
@@ -229,7 +229,7 @@ impl TokenValidator {
     }
 
     /// `jsonwebtoken`'s verdict as the check that failed.
-    fn claims_error(&self, kind: &ErrorKind) -> TokenError {
+    fn claims_error(&self, kind: &ErrorKind, alg: &str) -> TokenError {
         match kind {
             ErrorKind::InvalidSignature => TokenError::Signature,
             ErrorKind::ExpiredSignature => TokenError::Expired,
@@ -249,7 +249,7 @@ impl TokenValidator {
                 why: "its claims are not a JSON object",
             },
             ErrorKind::InvalidAlgorithm => TokenError::Algorithm {
-                alg: "(header)".into(),
+                alg: shown(alg),
                 why: "it is not the algorithm of the key it names",
             },
             ErrorKind::Base64(_) | ErrorKind::Utf8(_) | ErrorKind::InvalidToken => {
