@@ -56,7 +56,13 @@ fn validator(provider: &Provider) -> TokenValidator {
 }
 
 async fn start() -> Option<Provider> {
-    Provider::start(&[RESOURCE, OTHER_RESOURCE]).await
+    Provider::start(&[
+        RESOURCE,
+        OTHER_RESOURCE,
+        "http://127.0.0.1:9/",
+        "http://127.0.0.1:9/mcp/",
+    ])
+    .await
 }
 
 fn scopes(list: &[&str]) -> BTreeSet<String> {
@@ -798,4 +804,27 @@ async fn keys_older_than_max_age_are_fetched_again_before_use() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(v.validate(&token).await.is_ok());
     assert_eq!(provider.stats().await.jwks, 2, "old keys are fetched again");
+}
+
+#[tokio::test]
+async fn the_audience_is_the_resource_as_written_or_as_a_client_normalises_it() {
+    let Some(provider) = start().await else {
+        return;
+    };
+    // Configured without a path; a client that parses it as a URL asks for ".../".
+    let root =
+        TokenValidator::new(OAuthSettings::new(&provider.issuer, "http://127.0.0.1:9")).unwrap();
+    let token = provider.token(CLIENT_A, "http://127.0.0.1:9/", None).await;
+    assert!(root.validate(&token).await.is_ok());
+    // Normal form is not a looser match: another path is still another resource.
+    let token = provider
+        .token(CLIENT_A, "http://127.0.0.1:9/mcp/", None)
+        .await;
+    let v = validator(&provider);
+    assert_eq!(
+        v.validate(&token).await.unwrap_err(),
+        TokenError::Audience {
+            resource: RESOURCE.into()
+        }
+    );
 }

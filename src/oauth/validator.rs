@@ -11,7 +11,7 @@
 //! 4. the issuer publishes the key it names (`kid`), for that `alg` (the cache fetches the key
 //!    set again, rate limited, when the `kid` is new: a rotation);
 //! 5. the signature verifies with that key, and the claims hold: `iss` exact, `aud` names
-//!    this resource (RFC 8707), `exp` present and `exp`/`nbf` within the leeway —
+//!    this resource (RFC 8707: as configured, or that URL in normal form), `exp` present and `exp`/`nbf` within the leeway —
 //!    `jsonwebtoken` does these;
 //! 6. the header says `typ: at+jwt` (unless turned off), and `sub` is there and a usable name
 //!    (a string of 1 to 255 characters, no control characters).
@@ -53,6 +53,11 @@ pub struct TokenValidator {
 struct Inner {
     issuer: String,
     resource: String,
+    /// `resource`, and its URL written out in normal form when that differs (a client that
+    /// parses the metadata's `resource` as a URL asks for `https://mcp.example.com/` where
+    /// the metadata says `https://mcp.example.com`, and lower-cases the host): both name this
+    /// server.
+    audiences: Vec<String>,
     scopes: ScopePolicy,
     leeway: Duration,
     require_at_jwt: bool,
@@ -74,8 +79,12 @@ impl TokenValidator {
     /// [`TokenValidator::prefetch_keys`].
     pub fn new(settings: OAuthSettings) -> Result<Self, SettingsError> {
         let issuer_url = settings.issuer_url()?;
-        settings.resource_url()?;
+        let resource_url = settings.resource_url()?;
         settings.check_limits()?;
+        let mut audiences = vec![settings.resource.clone()];
+        if resource_url.as_str() != settings.resource {
+            audiences.push(resource_url.to_string());
+        }
         let source = KeySource::new(
             &settings.issuer,
             &issuer_url,
@@ -92,6 +101,7 @@ impl TokenValidator {
                 keys: KeyCache::new(source, settings.jwks),
                 issuer: settings.issuer,
                 resource: settings.resource,
+                audiences,
                 scopes: settings.scopes,
                 leeway: settings.leeway,
                 require_at_jwt: settings.require_at_jwt,
@@ -152,7 +162,7 @@ impl TokenValidator {
         validation.leeway = inner.leeway.as_secs();
         validation.validate_nbf = true;
         validation.set_issuer(&[&inner.issuer]);
-        validation.set_audience(&[&inner.resource]);
+        validation.set_audience(&inner.audiences);
         // `sub` is checked below, where a wrong type can be told from a missing claim.
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let claims = decode::<Claims>(token, &key.key, &validation)
