@@ -256,7 +256,7 @@ impl TokenValidator {
                 why: "does not have the type RFC 7519 gives it",
             },
             ErrorKind::Json(_) => TokenError::Malformed {
-                why: "its claims are not a JSON object",
+                why: "its header or claims do not parse as a JWT's",
             },
             ErrorKind::InvalidAlgorithm => TokenError::Algorithm {
                 alg: shown(alg),
