@@ -36,11 +36,49 @@ to agent_run to continue the same conversation.";
 #[derive(Clone, Debug)]
 pub struct AgentService {
     core: Arc<AgentCore>,
+    queue: QueueLimits,
+}
+
+/// How many tasks may wait in the queue (`mcp.max_queued_tasks`, `mcp.max_queued_per_caller`):
+/// past either, `agent_run` queues nothing and answers a tool error saying so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    pub total: usize,
+    pub per_caller: usize,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        let mcp = crate::config::McpConfig::default();
+        Self {
+            total: mcp.max_queued_tasks,
+            per_caller: mcp.max_queued_per_caller,
+        }
+    }
+}
+
+impl QueueLimits {
+    pub fn from_config(mcp: &crate::config::McpConfig) -> Self {
+        Self {
+            total: mcp.max_queued_tasks,
+            per_caller: mcp.max_queued_per_caller,
+        }
+    }
 }
 
 impl AgentService {
+    /// The service with the default [`QueueLimits`].
     pub fn new(core: Arc<AgentCore>) -> Self {
-        Self { core }
+        Self {
+            core,
+            queue: QueueLimits::default(),
+        }
+    }
+
+    /// The same service, with `limits` on what may wait in the queue.
+    pub fn with_queue_limits(mut self, limits: QueueLimits) -> Self {
+        self.queue = limits;
+        self
     }
 
     pub fn core(&self) -> &Arc<AgentCore> {
@@ -88,6 +126,9 @@ impl AgentService {
     /// Queues a task; on success `ids` names it and its session.
     async fn agent_run(&self, req: &McpRequest, args: RunArgs, ids: &mut ResponseIds) -> McpResult {
         let identity = req.ctx.identity.clone();
+        if let Some(full) = self.queue_full(identity.as_deref()).await {
+            return full;
+        }
         let store = &self.core.store;
         let session_id = match args.session_id {
             Some(id) => {
@@ -132,7 +173,7 @@ impl AgentService {
         if let Err(e) = store.insert_task_owned(stored_task).await {
             return store_failure(&e);
         }
-        self.core.enqueue(task.id);
+        self.core.enqueue_owned(task.id, task.owner.as_deref());
         crate::metrics::record_task_created();
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
@@ -165,6 +206,44 @@ impl AgentService {
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_status(&task, position), false)
+    }
+}
+
+impl AgentService {
+    /// The tool error for a queue with no room for one more task of `owner`, if it has none.
+    /// (Several `agent_run`s at once may each see the last free place: the caps hold within
+    /// the number of calls in flight, which the rate limit bounds.)
+    async fn queue_full(&self, owner: Option<&str>) -> Option<McpResult> {
+        let total = self.core.queue_len().await;
+        if total >= self.queue.total {
+            return Some(McpResult::tool_text(
+                format!(
+                    "The task queue is full: {total} tasks are waiting, the most this server \
+                     queues (mcp.max_queued_tasks = {}); nothing was queued. Wait for some to \
+                     finish (follow them with agent_status) and call agent_run again, or ask the \
+                     server's operator to raise mcp.max_queued_tasks.",
+                    self.queue.total
+                ),
+                true,
+            ));
+        }
+        let mine = match self.core.queue_len_of(owner).await {
+            Ok(n) => n,
+            Err(e) => return Some(store_failure(&e)),
+        };
+        if mine >= self.queue.per_caller {
+            return Some(McpResult::tool_text(
+                format!(
+                    "Your share of the task queue is full: {mine} of your tasks are waiting, the \
+                     most one caller may queue (mcp.max_queued_per_caller = {}); nothing was \
+                     queued. Wait for some of them to finish (follow them with agent_status), \
+                     cancel ones you no longer need, then call agent_run again.",
+                    self.queue.per_caller
+                ),
+                true,
+            ));
+        }
+        None
     }
 }
 

@@ -78,7 +78,12 @@
 mod record;
 mod service;
 mod sink;
+mod throttle;
 
-pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
-pub use service::{Audit, AuditLayer, AuditOptions, Auditor, Pending};
-pub use sink::{AuditSink, Rotation};
+pub use record::{
+    ArgsSummary, AuditRecord, ClientSummary, MAX_ID_BYTES, MAX_NAME_BYTES, base64_decoded_len,
+    scrub_message,
+};
+pub use service::{Audit, AuditLayer, AuditOptions, Auditor, BODY_NOT_READ, Pending};
+pub use sink::{AuditSink, LINES_DROPPED, Rotation};
+pub use throttle::{BURST, PER_MINUTE, PeerKey, REFUSALS_SUPPRESSED, RefusalThrottle, Verdict};
