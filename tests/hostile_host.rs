@@ -372,6 +372,74 @@ async fn with_stderr_closed_the_server_keeps_serving_and_exits_0_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// Point 4 over stdio: the same with `agent-mcp stdio` (audit lines go to that closed
+/// stderr by default): it answers, runs a task, and exits 0 on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_with_stderr_closed_it_keeps_serving_and_exits_0_on_sigterm() {
+    let fake = FakeOllama::start().await;
+    let mut config = test_config(&fake.url());
+    config.audit.enabled = true;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_with_unread_stderr(&config, &dir).await;
+    drop(child.stderr.take());
+    let mut id = 0;
+    let mut ask = async |name: &str, arguments: Value| -> String {
+        id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments, "_meta": modern_meta(json!({}))}});
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .unwrap()
+            .expect("stdout open");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for _ in 0..200 {
+        ask(
+            "agent_status",
+            json!({"task_id": "00000000-0000-4000-8000-000000000000"}),
+        )
+        .await;
+    }
+    let task = field(
+        &ask("agent_run", json!({"request": "stderr is closed"})).await,
+        "task_id",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = ask("agent_status", json!({"task_id": task})).await;
+        if field(&text, "status") == "completed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task did not complete: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().expect("running").to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
+        .await
+        .expect("exit within 40 s of SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
 const PASSWORD: &str = "PW-s3cret-27";
 
 /// Point 7: a password in the Ollama URL appears nowhere: not in the log, `check-config`,
