@@ -107,7 +107,7 @@ const MAX_MESSAGE_BYTES: usize = 1000;
 /// (client text: a name longer than this is not one of ours).
 pub const MAX_NAME_BYTES: usize = 128;
 /// Longest JSON-RPC string id recorded as it came, in bytes; a longer one is recorded as its
-/// first [`ID_KEPT_BYTES`] and its length.
+/// first 64 bytes and its length.
 pub const MAX_ID_BYTES: usize = 128;
 const ID_KEPT_BYTES: usize = 64;
 
