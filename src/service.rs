@@ -126,9 +126,11 @@ impl AgentService {
     /// Queues a task; on success `ids` names it and its session.
     async fn agent_run(&self, req: &McpRequest, args: RunArgs, ids: &mut ResponseIds) -> McpResult {
         let identity = req.ctx.identity.clone();
-        if let Some(full) = self.queue_full(identity.as_deref()).await {
-            return full;
-        }
+        // A place in the queue is held before anything is stored, and given back if nothing is.
+        let place = match self.queue_place(identity.as_deref()).await {
+            Ok(place) => place,
+            Err(full) => return full,
+        };
         let store = &self.core.store;
         let session_id = match args.session_id {
             Some(id) => {
@@ -173,7 +175,10 @@ impl AgentService {
         if let Err(e) = store.insert_task_owned(stored_task).await {
             return store_failure(&e);
         }
-        self.core.enqueue_owned(task.id, task.owner.as_deref());
+        match place {
+            Place::Local(ticket) => self.core.queue.push_ticket(ticket, task.id),
+            Place::Shared => self.core.enqueue_owned(task.id, task.owner.as_deref()),
+        }
         crate::metrics::record_task_created();
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
@@ -209,41 +214,68 @@ impl AgentService {
     }
 }
 
+/// Where an accepted task will wait: a place held in this process's queue, or the shared
+/// store's queue (whose counts are the database's).
+enum Place<'a> {
+    Local(crate::agent::queue::Ticket<'a>),
+    Shared,
+}
+
 impl AgentService {
-    /// The tool error for a queue with no room for one more task of `owner`, if it has none.
-    /// (Several `agent_run`s at once may each see the last free place: the caps hold within
-    /// the number of calls in flight, which the rate limit bounds.)
-    async fn queue_full(&self, owner: Option<&str>) -> Option<McpResult> {
-        let total = self.core.queue_len().await;
-        if total >= self.queue.total {
-            return Some(McpResult::tool_text(
+    /// A place in the queue for one more task of `owner`, or the tool error saying the queue
+    /// is full. In this process the place is held at once, so calls that arrive together
+    /// cannot all take the last one; with a shared store the database's counts are read, and
+    /// calls in flight on several instances at once may each take the last place.
+    async fn queue_place(&self, owner: Option<&str>) -> Result<Place<'_>, McpResult> {
+        use crate::agent::queue::QueueFull;
+        let limits = self.queue;
+        let verdict = match self.core.store.shared() {
+            None => match self
+                .core
+                .queue
+                .reserve(owner, limits.total, limits.per_caller)
+            {
+                Ok(ticket) => return Ok(Place::Local(ticket)),
+                Err(full) => full,
+            },
+            Some(_) => {
+                let total = self.core.queue_len().await;
+                let mine = self
+                    .core
+                    .queue_len_of(owner)
+                    .await
+                    .map_err(|e| store_failure(&e))?;
+                if total >= limits.total {
+                    QueueFull::Total(total)
+                } else if mine >= limits.per_caller {
+                    QueueFull::Owner(mine)
+                } else {
+                    return Ok(Place::Shared);
+                }
+            }
+        };
+        Err(match verdict {
+            QueueFull::Total(n) => McpResult::tool_text(
                 format!(
-                    "The task queue is full: {total} tasks are waiting, the most this server \
-                     queues (mcp.max_queued_tasks = {}); nothing was queued. Wait for some to \
-                     finish (follow them with agent_status) and call agent_run again, or ask the \
+                    "The task queue is full: {n} tasks are waiting, the most this server queues \
+                     (mcp.max_queued_tasks = {}); nothing was queued. Wait for some to finish \
+                     (follow them with agent_status) and call agent_run again, or ask the \
                      server's operator to raise mcp.max_queued_tasks.",
-                    self.queue.total
+                    limits.total
                 ),
                 true,
-            ));
-        }
-        let mine = match self.core.queue_len_of(owner).await {
-            Ok(n) => n,
-            Err(e) => return Some(store_failure(&e)),
-        };
-        if mine >= self.queue.per_caller {
-            return Some(McpResult::tool_text(
+            ),
+            QueueFull::Owner(n) => McpResult::tool_text(
                 format!(
-                    "Your share of the task queue is full: {mine} of your tasks are waiting, the \
+                    "Your share of the task queue is full: {n} of your tasks are waiting, the \
                      most one caller may queue (mcp.max_queued_per_caller = {}); nothing was \
                      queued. Wait for some of them to finish (follow them with agent_status), \
                      cancel ones you no longer need, then call agent_run again.",
-                    self.queue.per_caller
+                    limits.per_caller
                 ),
                 true,
-            ));
-        }
-        None
+            ),
+        })
     }
 }
 

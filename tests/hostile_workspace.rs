@@ -307,3 +307,33 @@ async fn wait_until_running(client: &support::harness::HttpClient, id: &str) {
     }
     panic!("the first task did not start");
 }
+
+/// Point 10, at once: 100 `agent_run`s of one caller arriving together take exactly the
+/// places its share has left, none more (each holds its place before its task is stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_caps_hold_for_calls_that_arrive_together() {
+    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let mut config = test_config(&fake.url());
+    config.rate_limit.enabled = false;
+    config.mcp.max_queued_per_caller = 10;
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let first = client.agent_run("runs").await;
+    wait_until_running(&client, &first).await;
+    let calls: Vec<_> = (0..100)
+        .map(|n| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let result = client
+                    .call_tool("agent_run", json!({"request": format!("at once {n}")}))
+                    .await;
+                result["isError"] == json!(false)
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for call in calls {
+        accepted += usize::from(call.await.unwrap());
+    }
+    assert_eq!(accepted, 10, "the anonymous caller's share is 10");
+}

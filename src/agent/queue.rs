@@ -28,6 +28,11 @@ struct Line {
     waiting: HashMap<Uuid, (u64, Owner)>,
     /// Tasks waiting per owner (for `mcp.max_queued_per_caller`).
     per_owner: HashMap<Owner, usize>,
+    /// Places held by [`Ticket`]s for tasks being stored, in all and per owner: counted
+    /// against the caps like waiting tasks, so calls that check at once cannot all take the
+    /// last place.
+    held: usize,
+    held_by: HashMap<Owner, usize>,
     /// Sequence numbers cancelled out of the line but still in `order`.
     gone: BTreeSet<u64>,
     next_seq: u64,
@@ -36,7 +41,42 @@ struct Line {
 /// Whose task it is: the caller identity, `None` for anonymous HTTP callers.
 type Owner = Option<Arc<str>>;
 
+/// Why [`TaskQueue::reserve`] found no place: the caps it met, with the count that met them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueFull {
+    /// `n` tasks wait (or are being stored) in all.
+    Total(usize),
+    /// `n` tasks of this owner wait (or are being stored).
+    Owner(usize),
+}
+
+/// A place in the line held for a task of one owner while it is stored; [`TaskQueue::push_ticket`]
+/// fills it, dropping it gives it back.
+#[derive(Debug)]
+pub struct Ticket<'a> {
+    queue: &'a TaskQueue,
+    owner: Owner,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let mut line = self.queue.items();
+        line.release(&self.owner);
+    }
+}
+
 impl Line {
+    /// Gives back a place a ticket held.
+    fn release(&mut self, owner: &Owner) {
+        self.held = self.held.saturating_sub(1);
+        if let Some(n) = self.held_by.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.held_by.remove(owner);
+            }
+        }
+    }
+
     /// Forgets `id`'s owner count once it left the line.
     fn left(&mut self, owner: &Owner) {
         if let Some(n) = self.per_owner.get_mut(owner) {
@@ -118,6 +158,38 @@ impl TaskQueue {
 
     pub fn len(&self) -> usize {
         self.items().waiting.len()
+    }
+
+    /// Holds a place for a task of `owner` if fewer than `total` tasks wait (or are held) in
+    /// all and fewer than `per_owner` of `owner`'s; else says which cap was met.
+    pub fn reserve(
+        &self,
+        owner: Option<&str>,
+        total: usize,
+        per_owner: usize,
+    ) -> Result<Ticket<'_>, QueueFull> {
+        let owner: Owner = owner.map(Arc::from);
+        let mut line = self.items();
+        let all = line.waiting.len() + line.held;
+        if all >= total {
+            return Err(QueueFull::Total(all));
+        }
+        let mine = line.per_owner.get(&owner).copied().unwrap_or(0)
+            + line.held_by.get(&owner).copied().unwrap_or(0);
+        if mine >= per_owner {
+            return Err(QueueFull::Owner(mine));
+        }
+        line.held += 1;
+        *line.held_by.entry(owner.clone()).or_insert(0) += 1;
+        Ok(Ticket { queue: self, owner })
+    }
+
+    /// Queues task `id` in the place `ticket` held (its owner's).
+    pub fn push_ticket(&self, ticket: Ticket<'_>, id: Uuid) {
+        let owner = ticket.owner.clone();
+        // The ticket gives its place back as the task takes one: the counts never dip.
+        self.push_owned(id, owner.as_deref());
+        drop(ticket);
     }
 
     /// Tasks of `owner` waiting.
@@ -230,6 +302,38 @@ mod tests {
         assert_eq!(q.next().await, a[2]);
         assert_eq!(q.next().await, anon);
         assert_eq!((q.len_of(Some("alice")), q.len_of(None)), (0, 0));
+    }
+
+    #[test]
+    fn tickets_hold_places_so_the_caps_hold_for_calls_at_once() {
+        let q = TaskQueue::new();
+        let a = q.reserve(Some("alice"), 3, 2).unwrap();
+        let b = q.reserve(Some("alice"), 3, 2).unwrap();
+        // Both held, none stored yet: a third call of alice finds her share taken.
+        assert_eq!(
+            q.reserve(Some("alice"), 3, 2).unwrap_err(),
+            QueueFull::Owner(2)
+        );
+        let c = q.reserve(None, 3, 2).unwrap();
+        assert_eq!(
+            q.reserve(Some("bob"), 3, 2).unwrap_err(),
+            QueueFull::Total(3)
+        );
+        // A ticket dropped (the store failed) gives its place back; a filled one becomes a task.
+        drop(b);
+        q.push_ticket(a, Uuid::new_v4());
+        q.push_ticket(c, Uuid::new_v4());
+        assert_eq!(
+            (q.len(), q.len_of(Some("alice")), q.len_of(None)),
+            (2, 1, 1)
+        );
+        let d = q.reserve(Some("bob"), 3, 2).unwrap();
+        assert_eq!(
+            q.reserve(Some("bob"), 3, 2).unwrap_err(),
+            QueueFull::Total(3)
+        );
+        drop(d);
+        assert!(q.reserve(Some("bob"), 3, 2).is_ok());
     }
 
     #[tokio::test]
