@@ -68,6 +68,7 @@ impl FakeOllama {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             shows: AtomicUsize::new(0),
+            versions: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/", get(|| async { "Ollama is running" }))
@@ -134,6 +135,11 @@ impl FakeOllama {
         self.shared.max_in_flight.load(Ordering::SeqCst)
     }
 
+    /// `/api/version` requests received (readiness probes).
+    pub fn version_count(&self) -> usize {
+        self.shared.versions.load(Ordering::SeqCst)
+    }
+
     pub fn show_count(&self) -> usize {
         self.shared.shows.load(Ordering::SeqCst)
     }
@@ -155,6 +161,7 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     shows: AtomicUsize,
+    versions: AtomicUsize,
 }
 
 /// A panicking test thread must not hide the fake's state from the others.
@@ -318,6 +325,7 @@ async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 }
 
 async fn version(State(shared): State<Arc<Shared>>) -> Response {
+    shared.versions.fetch_add(1, Ordering::SeqCst);
     json_response(200, &json!({ "version": shared.cfg.version }))
 }
 

@@ -879,6 +879,19 @@ impl SharedQueue for PostgresStore {
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
+    async fn queued_count_of(&self, owner: Option<&str>) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM tasks WHERE state = 'queued' AND owner IS NOT DISTINCT FROM $1",
+                &[&owner],
+            )
+            .await
+            .map_err(|e| self.err(e))?
+            .get(0);
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError> {
         let client = self.client().await?;
         let stmt = client
