@@ -2,4 +2,6 @@
 
 pub mod fake_ollama;
 pub mod harness;
+pub mod instances;
 pub mod pg;
+pub mod proxy;
