@@ -34,17 +34,21 @@ impl Readiness {
     }
 }
 
-/// Checks the store and Ollama.
+/// Checks the store and Ollama, at once: the answer takes as long as the slower check (each
+/// has a deadline: the store's own, `store.timeout` for PostgreSQL, and 2 s for Ollama).
 pub async fn readiness(core: &AgentCore) -> Readiness {
-    let store = core.store.check_writable().await.map_err(|e| e.to_string());
-    let ollama = match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
-            core.ollama.base_url()
-        )),
+    let store = async { core.store.check_writable().await.map_err(|e| e.to_string()) };
+    let ollama = async {
+        match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
+                core.ollama.base_url()
+            )),
+        }
     };
+    let (store, ollama) = tokio::join!(store, ollama);
     Readiness { store, ollama }
 }
 
