@@ -87,6 +87,13 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
         Duration::from_secs(10),
     )
     .await;
+    // Killed only once its chat holds the scripted hang: killed before that, the hang would
+    // go to the next task's chat instead, which then waits out the request timeout.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.in_flight_chats() == 0 {
+        assert!(Instant::now() < deadline, "the chat never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let victim = servers
         .iter()
         .position(|s| s.child.id() == Some(pid))
