@@ -52,11 +52,12 @@ use uuid::Uuid;
 pub struct LeaseTiming {
     /// `store.lease`: how long after a renewal the database lets the lease run.
     pub lease: Duration,
-    /// How often the heartbeat renews the lease (a sixth of it, at most 1 s); also how long
-    /// one renewal may take.
+    /// How often the heartbeat renews the lease (a sixth of it, at most 1 s).
     pub renew_every: Duration,
     /// A new model or tool call starts at once only within this long of the last confirmed
-    /// renewal (half the lease); later it waits for a fresh renewal.
+    /// renewal (half the lease); later it waits for a fresh renewal. Also how long one
+    /// renewal may take (connecting included): a slow renewal still counts from when it was
+    /// sent.
     pub fresh_for: Duration,
     /// Without a confirmed renewal for this long (five sixths of the lease) the holder gives
     /// the lease up and stops the task's work.

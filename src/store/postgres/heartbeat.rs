@@ -111,7 +111,7 @@ impl Drop for Driver {
 }
 
 async fn connect(setup: &Setup) -> Result<Connection, String> {
-    let deadline = setup.timing.renew_every;
+    let deadline = setup.timing.fresh_for;
     let started = Instant::now();
     let (client, connection) = tokio::time::timeout(deadline, setup.config.connect(NoTls))
         .await
@@ -183,10 +183,11 @@ async fn renew(
         _ => connection.insert(connect(setup).await?),
     };
     let sent = Instant::now();
-    // Never past the moment the lease would be given up anyway.
+    // A slow renewal is still good (the lease counts from when it was sent), so it may take
+    // up to half a lease, but never past the moment the lease would be given up anyway.
     let deadline = setup
         .timing
-        .renew_every
+        .fresh_for
         .min(lease.stop_at().saturating_duration_since(sent))
         .max(Duration::from_millis(1));
     let lease_secs = setup.timing.lease.as_secs_f64();

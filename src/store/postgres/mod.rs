@@ -160,8 +160,8 @@ impl PostgresStore {
         let claims: heartbeat::Claims = Arc::new(Mutex::new(HashMap::new()));
         let renew_now = Arc::new(Notify::new());
         let stop = CancellationToken::new();
-        let mut beat = with_server_deadlines(pg, timing.renew_every);
-        beat.connect_timeout(timing.renew_every);
+        let mut beat = with_server_deadlines(pg, timing.fresh_for);
+        beat.connect_timeout(timing.fresh_for);
         heartbeat::spawn(heartbeat::Setup {
             config: beat,
             shown: shown.clone(),
