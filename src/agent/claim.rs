@@ -7,6 +7,7 @@
 //! fires the task's cancellation token (see [`super::shared`]), which stops the model stream,
 //! tool calls and commands already running.
 
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::AgentCore;
@@ -21,12 +22,17 @@ impl TaskClaim {
         Self(core.store.shared().and_then(|s| s.lease(id)))
     }
 
-    /// `Ok` when the next call may start: no claim to lose, or a lease surely still this
-    /// process's (this may wait for a renewal; see [`Lease::confirm`]).
-    pub async fn confirm(&self) -> Result<(), LeaseLoss> {
-        match &self.0 {
-            Some(lease) => lease.confirm().await,
-            None => Ok(()),
+    /// Whether the next call may start: no claim to lose, or a lease surely still this
+    /// process's (this may wait for a renewal; see [`Lease::confirm`]). `false` also when
+    /// `cancel` fires meanwhile.
+    pub async fn may_call(&self, cancel: &CancellationToken) -> bool {
+        let Some(lease) = &self.0 else {
+            return !cancel.is_cancelled();
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => false,
+            confirmed = lease.confirm() => confirmed.is_ok(),
         }
     }
 

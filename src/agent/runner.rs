@@ -126,7 +126,7 @@ async fn drive(
         progress.enter(TaskState::Running, SINGLE_STEP_TITLE).await;
     }
     let claim = TaskClaim::of(core, progress.task.id);
-    if claim.confirm().await.is_err() {
+    if !claim.may_call(cancel).await {
         return Err(RunError::Cancelled);
     }
     let show = tokio::select! {

@@ -87,7 +87,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, OllamaError> {
         // A claim that may be lost (a freeze, a partition) is checked before the call.
-        if self.claim.confirm().await.is_err() {
+        if !self.claim.may_call(cancel).await {
             return Err(OllamaError::Cancelled);
         }
         // Progress is saved per call, not per streamed chunk.
@@ -466,7 +466,7 @@ pub(crate) async fn run_step(
                     step: index,
                     description: Some(Toolbox::describe(call)),
                 });
-                if engine.claim.confirm().await.is_err() {
+                if !engine.claim.may_call(&cancel).await {
                     return Err(StepError::Cancelled);
                 }
                 let text = toolbox.execute(call, &cancel).await;

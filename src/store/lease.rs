@@ -124,8 +124,9 @@ struct State {
 }
 
 impl Lease {
-    /// The lease of claim `attempt` on `task`, taken by a statement sent at `claimed`.
-    pub(crate) fn new(
+    /// The lease of claim `attempt` on `task`, taken by a statement sent at `claimed`; a
+    /// [`Lease::confirm`] that finds it stale wakes `renew_now` (the store's heartbeat).
+    pub fn new(
         task: Uuid,
         attempt: i32,
         timing: LeaseTiming,
@@ -152,7 +153,7 @@ impl Lease {
     }
 
     /// The claim's attempt number, which fences its writes.
-    pub(crate) fn attempt(&self) -> i32 {
+    pub fn attempt(&self) -> i32 {
         self.0.attempt
     }
 
@@ -198,8 +199,8 @@ impl Lease {
         }
     }
 
-    /// The database confirmed a renewal sent at `sent`.
-    pub(crate) fn renewed(&self, sent: Instant) {
+    /// For the store's heartbeat: the database confirmed a renewal sent at `sent`.
+    pub fn renewed(&self, sent: Instant) {
         self.0.state.send_if_modified(|s| {
             let newer = s.loss.is_none() && sent > s.confirmed;
             if newer {
@@ -209,9 +210,9 @@ impl Lease {
         });
     }
 
-    /// Gives the lease up (the first loss is the one kept) and fires the registered tokens.
-    /// Returns whether this call lost it.
-    pub(crate) fn lose(&self, loss: LeaseLoss) -> bool {
+    /// For the store's heartbeat: gives the lease up (the first loss is the one kept) and
+    /// fires the registered tokens. Returns whether this call lost it.
+    pub fn lose(&self, loss: LeaseLoss) -> bool {
         let first = self.0.state.send_if_modified(|s| {
             let first = s.loss.is_none();
             if first {
@@ -229,7 +230,7 @@ impl Lease {
 
     /// Gives the lease up if no renewal was confirmed for [`LeaseTiming::stop_after`] by
     /// `now`; the loss, if it is lost.
-    pub(crate) fn check(&self, now: Instant) -> Option<LeaseLoss> {
+    pub fn check(&self, now: Instant) -> Option<LeaseLoss> {
         let state = *self.0.state.borrow();
         if state.loss.is_some() {
             return state.loss;
@@ -243,7 +244,7 @@ impl Lease {
     }
 
     /// When the lease is given up unless a renewal is confirmed first.
-    pub(crate) fn stop_at(&self) -> Instant {
+    pub fn stop_at(&self) -> Instant {
         self.0.state.borrow().confirmed + self.0.timing.stop_after
     }
 
