@@ -17,9 +17,9 @@
 //!   lease lapsed `failed` ([`super::INTERRUPTED_INSTANCE_LOST`]); a task claimed but not yet
 //!   started goes back to the queue (nothing of it ran). Nothing that ran is run again.
 //! - **Deadlines**: every call is bounded by `store.timeout` (waiting for a connection,
-//!   connecting, the statements), and the server cancels a statement past it and ends a
-//!   session left idle in a transaction past it, so a process cut off mid-transaction does not
-//!   hold locks the others wait for.
+//!   connecting, the statements), and the server cancels a statement past it; it ends a
+//!   session left idle in a transaction for `store.lease`, so a process cut off or frozen
+//!   mid-transaction does not hold locks the others wait for.
 //! - **Announcements** on the channel `agent_mcp` (LISTEN/NOTIFY): `queued` (a task was
 //!   queued), `freed` (a task ended: the slot is free), `cancel:<id>`, `changed:<id>`. See
 //!   `listen.rs`.
@@ -95,14 +95,20 @@ impl Drop for PostgresStore {
 }
 
 /// `config` with the server-side deadlines of our sessions added to its `options`: a statement
-/// is cancelled past `deadline`, and a session idle in a transaction past it is ended (with
-/// its locks), which is what frees the others when a process is cut off mid-transaction.
+/// is cancelled past `statement`, and a session left idle in a transaction past `idle` is
+/// ended (with its locks), which is what frees the others when a process is cut off or frozen
+/// mid-transaction. `idle` is the lease: such a process's lease lapses about then anyway, and
+/// a shorter one would end the transactions of a process that is merely starved of CPU.
 fn with_server_deadlines(
     mut config: tokio_postgres::Config,
-    deadline: Duration,
+    statement: Duration,
+    idle: Duration,
 ) -> tokio_postgres::Config {
-    let ms = deadline.as_millis().max(1);
-    let ours = format!("-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}");
+    let ours = format!(
+        "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+        statement.as_millis().max(1),
+        idle.as_millis().max(1)
+    );
     let options = match config.get_options() {
         Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
         _ => ours,
@@ -135,7 +141,7 @@ impl PostgresStore {
         }
         migrate(&pg, &shown, timeout).await?;
         let manager = Manager::from_config(
-            with_server_deadlines(pg.clone(), timeout),
+            with_server_deadlines(pg.clone(), timeout, config.lease),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -151,7 +157,7 @@ impl PostgresStore {
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL pool: {e}")))?;
         let (events, _) = broadcast::channel(1024);
         let listener = tokio::spawn(listen::run(
-            with_server_deadlines(pg.clone(), timeout),
+            with_server_deadlines(pg.clone(), timeout, config.lease),
             shown.clone(),
             events.clone(),
             timeout,
@@ -160,7 +166,7 @@ impl PostgresStore {
         let claims: heartbeat::Claims = Arc::new(Mutex::new(HashMap::new()));
         let renew_now = Arc::new(Notify::new());
         let stop = CancellationToken::new();
-        let mut beat = with_server_deadlines(pg, timing.fresh_for);
+        let mut beat = with_server_deadlines(pg, timing.fresh_for, config.lease);
         beat.connect_timeout(timing.fresh_for);
         heartbeat::spawn(heartbeat::Setup {
             config: beat,
