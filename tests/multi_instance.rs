@@ -111,9 +111,12 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
         wait_state(&survivor, id, "completed", Duration::from_secs(20)).await;
     }
     eprintln!(
-        "FIGURE failover: task failed {:.2} s after kill -9 (lease {} s, heartbeat 1 s)",
+        "FIGURE failover: task failed {:.2} s after kill -9 (lease {} s, renewed every {:.1} s)",
         failover.as_secs_f64(),
-        LEASE.as_secs()
+        LEASE.as_secs(),
+        agent_mcp::store::LeaseTiming::of(LEASE)
+            .renew_every
+            .as_secs_f64()
     );
     assert!(
         failover <= LEASE + Duration::from_secs(2),
