@@ -48,21 +48,27 @@ impl Readiness {
     }
 }
 
-/// Checks the store and Ollama (every call; `/readyz` reuses a recent result).
+/// Checks the store and Ollama, at once (every call; `/readyz` reuses a recent result): the
+/// answer takes as long as the slower check (each has a deadline: the store's own,
+/// `store.timeout` for PostgreSQL, and 2 s for Ollama).
 pub async fn readiness(core: &AgentCore) -> Readiness {
-    let store = core
-        .store
-        .check_writable()
-        .await
-        .map_err(|e| redact_urls_in(&e.to_string()).into_owned());
-    let ollama = match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
-        Err(_) => Err(format!(
-            "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
-            core.ollama.shown_url()
-        )),
+    let store = async {
+        core.store
+            .check_writable()
+            .await
+            .map_err(|e| redact_urls_in(&e.to_string()).into_owned())
     };
+    let ollama = async {
+        match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
+            Err(_) => Err(format!(
+                "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
+                core.ollama.shown_url()
+            )),
+        }
+    };
+    let (store, ollama) = tokio::join!(store, ollama);
     Readiness { store, ollama }
 }
 

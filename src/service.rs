@@ -319,7 +319,7 @@ fn store_failure(e: &crate::store::StoreError) -> McpResult {
     McpResult::tool_text(
         format!(
             "The task store failed ({e}); nothing was queued. Try again; if it persists, \
-             check the server log and the store's disk."
+             check the server log, and the store's disk or database server."
         ),
         true,
     )

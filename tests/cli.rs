@@ -396,6 +396,21 @@ const CLI_CASES: &[CliCase] = &[
         ..CASE
     },
     CliCase {
+        name: "a store.timeout outside 100ms..store.lease is refused, saying the range",
+        env: &[
+            ("AGENT_MCP_STORE_BACKEND", "postgres"),
+            ("AGENT_MCP_STORE_URL", "postgres://a@127.0.0.1/x"),
+            ("AGENT_MCP_STORE_TIMEOUT", "30s"),
+        ],
+        exit: Exit::Code(2),
+        stderr_has: &[
+            "store.timeout",
+            "between 100ms and store.lease (10s)",
+            "got 30s",
+        ],
+        ..CASE
+    },
+    CliCase {
         name: "a PostgreSQL URL asking for TLS is refused, without its password",
         config: Some(
             "store:\n  backend: postgres\n  url: postgres://a:hunter2-secret@db/x?sslmode=require\n",

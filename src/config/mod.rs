@@ -376,6 +376,12 @@ pub struct StoreConfig {
     /// `failed` once it lapses, on the database clock.
     #[serde(with = "humantime_serde_compat")]
     pub lease: Duration,
+    /// `postgres` only: the deadline of each database call a request or the worker makes
+    /// (waiting for a pooled connection, connecting, and the statements, which the server also
+    /// cancels past it). A call past it fails with a store error, so an instance cut off from
+    /// the database answers within about this long instead of hanging.
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
     /// The SQLite file; a relative path is under the current directory. Its folder is created
     /// (0700). Unset: a file of its own for each workspace under the user's state directory
     /// ([`Config::store_path`]), so the agent's tools never see it.
@@ -395,6 +401,7 @@ impl Default for StoreConfig {
             backend: StoreBackend::Sqlite,
             url: None,
             lease: Duration::from_secs(10),
+            timeout: Duration::from_secs(2),
             path: None,
             synchronous: Synchronous::Full,
             retention: Duration::from_secs(7 * 24 * 3600),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{AUDIT_MAX_KEEP, AUDIT_MIN_MAX_BYTES, AgentConfig, Config, ConfigError};
 
 impl Config {
-    /// `store.url` and `store.lease`, when the backend is PostgreSQL.
+    /// `store.url`, `store.lease` and `store.timeout`, when the backend is PostgreSQL.
     fn validate_postgres(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
         if self.store.backend != super::StoreBackend::Postgres {
@@ -64,9 +64,22 @@ impl Config {
             return invalid(
                 "store.lease",
                 format!(
-                    "must be at least 3s, several heartbeats (one a second), or a busy \
-                     database would fail running tasks (got {})",
+                    "must be at least 3s: it is renewed every sixth of it (at most every \
+                     second) and its holder stops at five sixths, so a shorter lease would fail \
+                     running tasks on a busy database (got {})",
                     humantime::format_duration(self.store.lease)
+                ),
+            );
+        }
+        if self.store.timeout < Duration::from_millis(100) || self.store.timeout > self.store.lease
+        {
+            return invalid(
+                "store.timeout",
+                format!(
+                    "must be between 100ms and store.lease ({}): it bounds every database call, \
+                     so a call never outlasts a lease (got {})",
+                    humantime::format_duration(self.store.lease),
+                    humantime::format_duration(self.store.timeout)
                 ),
             );
         }
