@@ -26,8 +26,11 @@ if ! command -v pg_virtualenv >/dev/null 2>&1 || [ ! -x /usr/lib/postgresql/15/b
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-common >/dev/null
 fi
 
-# Room for several test servers at once, each with its pool and LISTEN connection.
-exec pg_virtualenv -v 15 -o max_connections=400 -- bash -c '
+# Room for several test servers at once, each with its pool and LISTEN connection. `-t`: the
+# cluster lives in a temporary folder even as root, so two runs on one machine (two checkouts,
+# or a test run beside a benchmark) each get their own instead of meeting on the one
+# machine-wide `regress` cluster, which pg_virtualenv then refuses to overwrite.
+exec pg_virtualenv -t -v 15 -o max_connections=400 -- bash -c '
     export AGENT_MCP_TEST_PG_URL="postgres://${PGUSER}:${PGPASSWORD}@${PGHOST:-localhost}:${PGPORT:-5432}/${PGDATABASE:-postgres}"
     # initdb and pg_ctl, for the tests that stop and start a cluster of their own (the shared
     # one above must stay up for the others).
