@@ -131,6 +131,9 @@ fn write_lines<W: Write>(mut out: W, rx: &Receiver<Message>, dropped: &AtomicU64
     while let Ok(message) = rx.recv() {
         match message {
             Message::Line(line) => {
+                let _ = out.write_all(&line);
+                // Counted once the write is through, not before it: a write that blocks (stderr
+                // not read) is when lines drop, and they belong to the same one warning.
                 let now = dropped.load(Ordering::Relaxed);
                 if now > reported {
                     let note = format!(
@@ -141,7 +144,6 @@ fn write_lines<W: Write>(mut out: W, rx: &Receiver<Message>, dropped: &AtomicU64
                     let _ = out.write_all(note.as_bytes());
                     reported = now;
                 }
-                let _ = out.write_all(&line);
             }
             Message::Flush(done) => {
                 let _ = out.flush();
