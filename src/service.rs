@@ -239,10 +239,9 @@ impl AgentService {
                 Err(full) => full,
             },
             Some(_) => {
-                let total = self.core.queue_len().await;
-                let mine = self
+                let (total, mine) = self
                     .core
-                    .queue_len_of(owner)
+                    .queue_lens(owner)
                     .await
                     .map_err(|e| store_failure(&e))?;
                 if total >= limits.total {

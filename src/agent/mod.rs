@@ -134,11 +134,12 @@ impl AgentCore {
         }
     }
 
-    /// Tasks of `owner` waiting in the queue (the whole application's, for a shared store).
-    pub async fn queue_len_of(&self, owner: Option<&str>) -> Result<usize, StoreError> {
+    /// Tasks waiting in the queue, and of those the ones of `owner` (the whole
+    /// application's, for a shared store).
+    pub async fn queue_lens(&self, owner: Option<&str>) -> Result<(usize, usize), StoreError> {
         match self.store.shared() {
-            Some(shared) => shared.queued_count_of(owner).await,
-            None => Ok(self.queue.len_of(owner)),
+            Some(shared) => shared.queued_counts(owner).await,
+            None => Ok((self.queue.len(), self.queue.len_of(owner))),
         }
     }
 

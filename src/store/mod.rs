@@ -151,8 +151,10 @@ pub trait SharedQueue: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<Task>, StoreError>;
     /// How many tasks are queued in the whole application.
     async fn queued_count(&self) -> Result<usize, StoreError>;
-    /// Tasks of `owner` (`None`: anonymous) queued in the shared queue.
-    async fn queued_count_of(&self, owner: Option<&str>) -> Result<usize, StoreError>;
+    /// Tasks queued in the whole application, and of those the ones of `owner` (`None`:
+    /// anonymous), read together: an `agent_run` checks both caps with one round trip (and
+    /// one deadline when the database does not answer).
+    async fn queued_counts(&self, owner: Option<&str>) -> Result<(usize, usize), StoreError>;
     /// 1-based position of a queued task in the shared queue.
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError>;
     /// What other processes announce (new work, cancel requests, changed tasks).

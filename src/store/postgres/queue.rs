@@ -225,19 +225,19 @@ impl SharedQueue for PostgresStore {
         .await
     }
 
-    async fn queued_count_of(&self, owner: Option<&str>) -> Result<usize, StoreError> {
-        self.bounded("count the caller's queued tasks", async {
+    async fn queued_counts(&self, owner: Option<&str>) -> Result<(usize, usize), StoreError> {
+        self.bounded("count the queued tasks", async {
             let client = self.client().await?;
-            let n: i64 = client
+            let row = client
                 .query_one(
-                    "SELECT count(*) FROM tasks WHERE state = 'queued' \
-                     AND owner IS NOT DISTINCT FROM $1",
+                    "SELECT count(*), count(*) FILTER (WHERE owner IS NOT DISTINCT FROM $1) \
+                     FROM tasks WHERE state = 'queued'",
                     &[&owner],
                 )
                 .await
-                .map_err(|e| self.err(e))?
-                .get(0);
-            Ok(usize::try_from(n).unwrap_or(0))
+                .map_err(|e| self.err(e))?;
+            let count = |n: i64| usize::try_from(n).unwrap_or(0);
+            Ok((count(row.get(0)), count(row.get(1))))
         })
         .await
     }
