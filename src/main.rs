@@ -1,6 +1,7 @@
 //! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`, `hash-token`, and the
 //! terminal client `run` / `status`.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,7 +70,8 @@ fn main() -> ExitCode {
     if let Command::Client(command) = cli.command {
         return agent_mcp::client::main(command);
     }
-    init_logging(cli.log_format);
+    // Held until the process ends: dropping it writes out the log lines still queued.
+    let _log = init_logging(cli.log_format);
     let config_path = match &cli.command {
         Command::Serve { config, .. }
         | Command::Stdio { config }
@@ -88,7 +90,7 @@ fn main() -> ExitCode {
             (loaded.config, loaded.sources)
         }
         Err(e) => {
-            eprintln!("agent-mcp: configuration error: {e}");
+            report(&format!("configuration error: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -102,23 +104,19 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("agent-mcp: cannot start the async runtime: {e}");
+            report(&format!("cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     let result = match cli.command {
-        Command::CheckConfig { .. } => {
-            print!("{}", config.annotated_yaml(&sources));
-            // What the model gets (steering, num_ctx, think), asked from Ollama now.
-            println!(
-                "# {}",
-                runtime.block_on(agent_mcp::agent::probe_model(&config))
-            );
-            return ExitCode::SUCCESS;
-        }
+        Command::CheckConfig { .. } => return check_config(&config, &sources, &runtime),
         Command::Serve { bind, .. } => {
             if let Some(bind) = bind {
                 config.http.bind = bind;
+            }
+            if let Some(why) = config.unsafe_bind() {
+                report(&format!("refusing to start: {why}"));
+                return ExitCode::from(2);
             }
             runtime.block_on(serve_http(config, config_file))
         }
@@ -133,10 +131,46 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e}");
-            eprintln!("agent-mcp: {e}");
+            report(&e.to_string());
             ExitCode::FAILURE
         }
     }
+}
+
+/// `agent-mcp check-config`: the configuration in force, then what would keep `serve` from
+/// starting or commands from being isolated. Exit 2 when the configuration is unsafe to serve.
+fn check_config(
+    config: &Config,
+    sources: &agent_mcp::config::Sources,
+    runtime: &tokio::runtime::Runtime,
+) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(config.annotated_yaml(sources).as_bytes());
+    // What the model gets (steering, num_ctx, think), asked from Ollama now.
+    let model = runtime.block_on(agent_mcp::agent::probe_model(config));
+    let _ = writeln!(out, "# {model}");
+    let _ = out.flush();
+    if !config.agent.commands.allow.is_empty() {
+        match agent_mcp::agent::tools::describe_network_isolation(config.agent.commands.network) {
+            Ok(how) => report(&format!("run_command: {how}")),
+            Err(why) => report(&format!("warning: run_command: {why}")),
+        }
+    }
+    match config.unsafe_bind() {
+        Some(why) => {
+            report(&format!(
+                "warning: `agent-mcp serve` would refuse to start: {why}"
+            ));
+            ExitCode::from(2)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// One line on stderr that never fails the process: a closed or unread stderr costs the line,
+/// not a panic (as `eprintln!` would).
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "agent-mcp: {message}");
 }
 
 /// `agent-mcp hash-token`: the token is read from stdin (one trailing newline dropped) so it
@@ -144,7 +178,7 @@ fn main() -> ExitCode {
 fn hash_token() -> ExitCode {
     let mut token = String::new();
     if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut token) {
-        eprintln!("agent-mcp: cannot read the token from stdin: {e}");
+        report(&format!("cannot read the token from stdin: {e}"));
         return ExitCode::from(2);
     }
     let token = token
@@ -152,33 +186,45 @@ fn hash_token() -> ExitCode {
         .map(|t| t.strip_suffix('\r').unwrap_or(t))
         .unwrap_or(&token);
     if token.is_empty() {
-        eprintln!("agent-mcp: no token on stdin; try: printf %s \"$TOKEN\" | agent-mcp hash-token");
+        report("no token on stdin; try: printf %s \"$TOKEN\" | agent-mcp hash-token");
         return ExitCode::from(2);
     }
-    println!("{}", agent_mcp::layers::auth::sha256_hex(token));
+    let _ = writeln!(
+        std::io::stdout(),
+        "{}",
+        agent_mcp::layers::auth::sha256_hex(token)
+    );
     ExitCode::SUCCESS
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs go to stderr through a bounded queue ([`agent_mcp::logging`]): a host that does not
+/// read stderr, or closed it, loses log lines (counted), never a task or a request.
+fn init_logging(format: LogFormat) -> agent_mcp::logging::LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = agent_mcp::logging::LogWriter::stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer)
+        // Its own reports of a failed write go to stderr with `eprintln!`, which panics when
+        // stderr is closed; our writer never fails a write anyway.
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
         LogFormat::Json => builder.json().with_ansi(false).init(),
     }
+    guard
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
+    log_descriptor_limit(agent_mcp::transport::server::raise_descriptor_limit());
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
     reopen_audit_on_sighup(&server);
-    info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
+    info!(ollama = %agent_mcp::redact::redact_url(&config.ollama.url), model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
         served = agent_mcp::transport::stdio::serve(
@@ -193,21 +239,35 @@ async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(),
 }
 
 async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
+    use agent_mcp::transport::server::{ServerOptions, raise_descriptor_limit, serve_with_options};
+    // Before anything opens files: the connection cap is fitted below the raised limit.
+    let descriptors = raise_descriptor_limit();
     let listener = tokio::net::TcpListener::bind(config.http.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
     reopen_audit_on_sighup(&server);
     let addr = listener.local_addr()?;
-    info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
+    let options = ServerOptions::from_config(&config.http);
+    info!(
+        %addr,
+        ollama = %agent_mcp::redact::redact_url(&config.ollama.url),
+        model = %config.ollama.model,
+        max_connections = options.max_connections,
+        max_body_bytes = config.http.body_limit(&config.mcp.images),
+        max_buffered_bytes = config.http.buffered_limit(),
+        file_descriptors = %describe_descriptors(descriptors),
+        auth = if config.auth.tokens.is_empty() { "none (anonymous callers)" } else { "bearer tokens, checked before the body is read" },
+        "serving MCP at http://{addr}/mcp"
+    );
     let metrics = agent_mcp::metrics::install()
         .inspect_err(|e| tracing::warn!("{e}"))
         .ok();
-    agent_mcp::transport::server::serve_with_timeouts(
+    serve_with_options(
         listener,
         server.http_service(),
         Some(server.ops_endpoints(metrics)),
-        agent_mcp::transport::server::ServerTimeouts::from_config(&config.http),
+        options,
         async {
             shutdown_signal().await;
             // Open push streams end now, so draining does not wait for their tasks.
@@ -217,6 +277,24 @@ async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), 
     .await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// The soft descriptor limit as the start-up line states it.
+fn describe_descriptors(limit: agent_mcp::transport::server::DescriptorLimit) -> String {
+    let shown = |n: Option<u64>| n.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    if limit.was == limit.now {
+        format!("soft limit {}", shown(limit.now))
+    } else {
+        format!(
+            "soft limit raised from {} to the hard limit {}",
+            shown(limit.was),
+            shown(limit.now)
+        )
+    }
+}
+
+fn log_descriptor_limit(limit: agent_mcp::transport::server::DescriptorLimit) {
+    info!("file descriptors: {}", describe_descriptors(limit));
 }
 
 /// SIGHUP reopens `audit.file` (what logrotate's `postrotate` sends) instead of ending the
@@ -274,10 +352,10 @@ async fn shutdown_signal() {
     // The promise (README): stopped within 30 s of the signal, whatever is stuck.
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_BOUND);
-        eprintln!(
-            "agent-mcp: shutdown did not finish within {}s; exiting now",
+        report(&format!(
+            "shutdown did not finish within {}s; exiting now",
             SHUTDOWN_BOUND.as_secs()
-        );
+        ));
         std::process::exit(1);
     });
 }

@@ -146,6 +146,43 @@ fn layers_use_only_the_plugin_surface() {
     );
 }
 
+/// The OAuth resource server (`src/oauth/`) stands alone on its crates and its own settings,
+/// so that it can move beside the layers that use it: it imports no other module of this
+/// crate, in code or in doc examples.
+#[test]
+fn oauth_imports_nothing_of_the_crate() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let forbidden: Vec<String> = crate_modules(&src)
+        .into_iter()
+        .filter(|m| m != "oauth")
+        .collect();
+    let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
+    let files = rust_files(&src.join("oauth"));
+    for expected in ["mod.rs", "validator.rs", "cache.rs"] {
+        assert!(
+            files.iter().any(|f| f.ends_with(expected)),
+            "src/oauth/{expected} was not read; the scan would pass without looking"
+        );
+    }
+    let mut offences = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let depth = module_depth(&src, file);
+        for (line, module, code) in find_imports(&text, &forbidden, depth) {
+            offences.push(format!(
+                "{}:{line}: imports crate::{module}: {code}",
+                file.strip_prefix(src.parent().unwrap()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "src/oauth uses only std, its crates and its own settings; these lines reach into \
+         the rest of the crate:\n{}",
+        offences.join("\n")
+    );
+}
+
 /// `crate::layers::<name>` (or `agent_mcp::layers::<name>`, or a `super::` chain climbing to
 /// `layers/`) for a name in `others`.
 fn find_layer_imports(text: &str, others: &[&str], depth: usize) -> Vec<(usize, String, String)> {

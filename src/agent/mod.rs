@@ -6,6 +6,7 @@
 //! model at a time.
 
 mod checks;
+mod claim;
 mod context;
 mod expect;
 mod intent;
@@ -139,10 +140,25 @@ impl AgentCore {
     /// Queues a stored task. With a shared store the database holds the queue: the worker
     /// only wakes to claim.
     pub fn enqueue(&self, id: Uuid) {
+        self.enqueue_owned(id, None);
+    }
+
+    /// [`AgentCore::enqueue`] of a task of `owner`, counted against that owner's share of the
+    /// queue (`mcp.max_queued_per_caller`).
+    pub fn enqueue_owned(&self, id: Uuid, owner: Option<&str>) {
         if self.store.shared().is_some() {
             self.wake_queued.notify_one();
         } else {
-            self.queue.push(id);
+            self.queue.push_owned(id, owner);
+        }
+    }
+
+    /// Tasks waiting in the queue, and of those the ones of `owner` (the whole
+    /// application's, for a shared store).
+    pub async fn queue_lens(&self, owner: Option<&str>) -> Result<(usize, usize), StoreError> {
+        match self.store.shared() {
+            Some(shared) => shared.queued_counts(owner).await,
+            None => Ok((self.queue.len(), self.queue.len_of(owner))),
         }
     }
 
@@ -319,6 +335,10 @@ impl Agent {
                 Ok(how) => tracing::info!("run_command: {how}"),
                 Err(why) => tracing::warn!("run_command: {why}"),
             }
+            match tools::describe_network_isolation(core.settings.tools.commands.network) {
+                Ok(how) => tracing::info!("run_command: {how}"),
+                Err(why) => tracing::warn!("run_command: {why}"),
+            }
         }
         let shutdown = CancellationToken::new();
         let shared = core.store.shared().is_some();
@@ -330,7 +350,7 @@ impl Agent {
             // A task a crash left planning/running cannot resume: it ends failed, with a reason.
             crate::store::fail_interrupted(core.store.as_ref()).await?;
             for task in core.store.tasks_in_state(TaskState::Queued).await? {
-                core.queue.push(task.id);
+                core.queue.push_owned(task.id, task.owner.as_deref());
             }
         }
         tokio::spawn(crate::store::purge_expired_periodically(

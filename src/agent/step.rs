@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
 use super::checks::{self, CheckReport, Checks};
+use super::claim::TaskClaim;
 use super::context::Window;
 use super::expect::Expectations;
 use super::model::ModelProfile;
@@ -61,6 +62,8 @@ pub(crate) struct Engine {
     /// What the request says the workspace will hold, and the rounds of being told it does not.
     pub expectations: Expectations,
     pub expect_rounds: std::sync::Mutex<usize>,
+    /// Asked before every model and tool call.
+    pub claim: TaskClaim,
 }
 
 impl Engine {
@@ -106,6 +109,10 @@ impl Engine {
         request: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, OllamaError> {
+        // A claim that may be lost (a freeze, a partition) is checked before the call.
+        if !self.claim.may_call(cancel).await {
+            return Err(OllamaError::Cancelled);
+        }
         // Progress is saved per call, not per streamed chunk.
         self.ollama.chat(request, cancel, &mut |_| {}).await
     }
@@ -550,6 +557,9 @@ impl Round<'_> {
                     step: self.index,
                     description: Some(Toolbox::describe(call)),
                 });
+                if !state.engine.claim.may_call(self.cancel).await {
+                    return Err(StepError::Cancelled);
+                }
                 let outcome = run_call(toolbox, steering, state, call, self.cancel).await;
                 let _ = self.events.send(StepEvent::Tool {
                     step: self.index,

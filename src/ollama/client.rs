@@ -28,6 +28,9 @@ pub struct OllamaClient {
     /// The base URL is `https://`: an API key may be sent there.
     https: bool,
     api_key: Option<ApiKey>,
+    /// `base_url` with its password redacted: what every message names (the real one carries
+    /// the credentials for reqwest, which sends them as basic auth and strips them itself).
+    shown_url: String,
     request_timeout: Duration,
     max_reply_bytes: usize,
     retry: RetryPolicy,
@@ -109,6 +112,7 @@ impl OllamaClient {
         let https = base_url.starts_with("https://");
         Ok(Self {
             http,
+            shown_url: crate::redact::redact_url(&base_url),
             base_url,
             https,
             api_key: None,
@@ -151,6 +155,11 @@ impl OllamaClient {
     /// The normalized base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// [`Self::base_url`] as it may be printed: a password in it redacted.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -238,7 +247,7 @@ impl OllamaClient {
             .await
             .unwrap_or_else(|_elapsed| {
                 Err(OllamaError::Timeout {
-                    url: url.to_owned(),
+                    url: crate::redact::redact_url(url),
                 })
             })
     }
@@ -370,7 +379,7 @@ impl OllamaClient {
     }
 
     fn classify(&self, err: reqwest::Error) -> OllamaError {
-        OllamaError::from_reqwest(err, &self.base_url)
+        OllamaError::from_reqwest(err, &self.shown_url)
     }
 }
 
@@ -395,7 +404,7 @@ async fn read_capped(
 /// a loopback address.
 fn normalize_base_url(raw: &str) -> Result<(String, bool), OllamaError> {
     let invalid = |reason: String| OllamaError::InvalidUrl {
-        url: raw.to_owned(),
+        url: crate::redact::redact_url(raw),
         reason,
     };
     let trimmed = raw.trim();

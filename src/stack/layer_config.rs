@@ -76,6 +76,7 @@ mod tests {
                 name: "ci".into(),
                 sha256: auth::sha256_hex("s3cret"),
             }],
+            ..Default::default()
         };
         assert_eq!(auth::Tokens::from(&section).len(), 1);
         assert!(auth::Tokens::from(&config::AuthConfig::default()).is_empty());

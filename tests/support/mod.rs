@@ -2,4 +2,7 @@
 
 pub mod fake_ollama;
 pub mod harness;
+pub mod instances;
+pub mod oauth_provider;
 pub mod pg;
+pub mod proxy;

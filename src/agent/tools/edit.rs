@@ -117,6 +117,7 @@ pub(super) fn edit_file(
     args: &EditFileArgs,
 ) -> Result<String, ToolError> {
     let target = ws.existing(&args.path)?;
+    ws.refuse_read_only(&target)?;
     let shown = ws.display(&target);
     if target.is_dir() {
         return Err(ToolError::Refused(format!("'{shown}' is a folder")));
