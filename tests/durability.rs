@@ -193,6 +193,16 @@ async fn sigkill_while_running_then_restart_loses_nothing() {
         "task_id",
     );
     assert_eq!(field(&status(c, &four).await, "status"), "queued");
+    // `running` is saved before the step's first chat is sent (the task's workspace snapshot
+    // comes between): killed only once that chat holds the scripted hang.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fake.in_flight_chats() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second task's chat never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(fake.chat_count(), 2);
     first.kill().await;
     assert!(db.is_file());
