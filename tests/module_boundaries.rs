@@ -196,7 +196,13 @@ fn telemetry_imports_nothing_of_the_crate() {
         .collect();
     let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
     let files = rust_files(&src.join("telemetry"));
-    for expected in ["mod.rs", "semconv.rs", "spans.rs", "context.rs", "export.rs"] {
+    for expected in [
+        "mod.rs",
+        "semconv.rs",
+        "spans.rs",
+        "context.rs",
+        "export.rs",
+    ] {
         assert!(
             files.iter().any(|f| f.ends_with(expected)),
             "src/telemetry/{expected} was not read; the scan would pass without looking"

@@ -374,15 +374,26 @@ pub struct ServeProcess {
 
 impl ServeProcess {
     pub async fn spawn(config: &Config) -> ServeProcess {
+        Self::spawn_with_env(config, &[]).await
+    }
+
+    /// [`Self::spawn`] with these environment variables set. Any `OTEL_*` variable of the
+    /// test's own environment is removed first, so only a test that asks for export exports.
+    pub async fn spawn_with_env(config: &Config, env: &[(&str, &str)]) -> ServeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = write_config(&dir, config);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-mcp"));
+        for (name, _) in agent_mcp::config::OTEL_VARIABLES {
+            command.env_remove(name);
+        }
+        let mut child = command
             .args(["serve", "--bind", "127.0.0.1:0", "--config"])
             .arg(&path)
             .current_dir(dir.path())
             // A default SQLite store lives under the state directory: keep it in the temp dir.
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
