@@ -30,6 +30,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{FilterFn, Filtered, filter_fn};
 use tracing_subscriber::registry::LookupSpan;
 
+use super::health::CountedMetricExporter;
 use super::http_client::RuntimeHttpClient;
 use super::queue::{CountedExporter, GatedProcessor, QueueStats};
 use super::semconv::{SCOPE, TARGET};
@@ -133,7 +134,7 @@ impl Telemetry {
                         signal: "metrics",
                         message: e.to_string(),
                     })?;
-                let reader = PeriodicReader::builder(exporter)
+                let reader = PeriodicReader::builder(CountedMetricExporter::new(exporter))
                     .with_interval(settings.metrics_interval)
                     .build();
                 let provider = SdkMeterProvider::builder()
@@ -168,6 +169,9 @@ impl Telemetry {
     pub fn register_metrics(&self) {
         metrics::counter!(super::SPANS_DROPPED).increment(0);
         metrics::counter!(super::EXPORT_FAILURES, "signal" => "traces").increment(0);
+        if self.meter_provider.is_some() {
+            metrics::counter!(super::EXPORT_FAILURES, "signal" => "metrics").increment(0);
+        }
     }
 
     /// The queue's counts: spans dropped, exports failed.
@@ -191,14 +195,17 @@ impl Telemetry {
     pub fn shutdown(self, bound: Duration) -> Result<(), TelemetryError> {
         let (done, results) = mpsc::channel();
         let mut pending = 0;
+        // The providers get longer than the bound, so the bound below is what decides, and a
+        // timeout is always reported as one (the SDK folds its own into a generic error).
+        let slack = bound + Duration::from_secs(1);
         let tracer_provider = self.tracer_provider;
         let to_trace = done.clone();
         spawn_shutdown("traces", &mut pending, move || {
-            let _ = to_trace.send(tracer_provider.shutdown_with_timeout(bound));
+            let _ = to_trace.send(tracer_provider.shutdown_with_timeout(slack));
         })?;
         if let Some(meter_provider) = self.meter_provider {
             spawn_shutdown("metrics", &mut pending, move || {
-                let _ = done.send(meter_provider.shutdown_with_timeout(bound));
+                let _ = done.send(meter_provider.shutdown_with_timeout(slack));
             })?;
         }
         let deadline = std::time::Instant::now() + bound;
@@ -253,5 +260,9 @@ where
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
+        // Parents come from the `tracing` span tree; making each entered span the current
+        // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
+        // which this server has none of, at a cost on every enter.
+        .with_context_activation(false)
         .with_filter(filter_fn(is_exported as fn(&Metadata<'_>) -> bool))
 }

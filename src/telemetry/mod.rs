@@ -48,6 +48,7 @@ pub mod context;
 pub mod duration;
 mod error;
 mod export;
+mod health;
 mod http_client;
 pub mod logging;
 mod queue;

@@ -7,13 +7,13 @@
 //! its own drop count private, so the gate keeps its own: a slot is taken when a span ends and
 //! given back when the exporter receives it, and a span finding no slot is refused before it
 //! reaches the SDK's channel (of the same capacity), which therefore never overflows
-//! unseen. Failed exports are counted in [`EXPORT_FAILURES`](super::EXPORT_FAILURES) and logged
-//! once per outage, not once per batch.
+//! unseen. Failed exports are counted and logged by [`health`](super::health).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::health::ExportHealth;
 use opentelemetry::Context;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -26,9 +26,7 @@ pub struct QueueStats {
     /// Spans accepted and not yet handed to the exporter.
     queued: AtomicUsize,
     dropped: AtomicU64,
-    failed_exports: AtomicU64,
-    /// Whether the last export failed (to log an outage once, and its end).
-    failing: AtomicBool,
+    health: ExportHealth,
 }
 
 impl QueueStats {
@@ -37,8 +35,7 @@ impl QueueStats {
             capacity,
             queued: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
-            failed_exports: AtomicU64::new(0),
-            failing: AtomicBool::new(false),
+            health: ExportHealth::new("traces"),
         })
     }
 
@@ -49,7 +46,7 @@ impl QueueStats {
 
     /// Export requests that failed (their spans are lost).
     pub fn failed_exports(&self) -> u64 {
-        self.failed_exports.load(Ordering::Relaxed)
+        self.health.failed()
     }
 
     /// Takes a slot for one span; false (and counted) when the queue is full.
@@ -75,28 +72,6 @@ impl QueueStats {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 Some(n.saturating_sub(spans))
             });
-    }
-
-    fn export_finished(&self, result: &OTelSdkResult) {
-        match result {
-            Ok(()) => {
-                if self.failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!("OpenTelemetry export works again");
-                }
-            }
-            Err(e) => {
-                self.failed_exports.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!(super::EXPORT_FAILURES, "signal" => "traces").increment(1);
-                if !self.failing.swap(true, Ordering::Relaxed) {
-                    // The exporter's message names the status or "network error", never a
-                    // header or a span.
-                    tracing::warn!(
-                        "OpenTelemetry span export failed ({e}); spans are lost until the \
-                         collector answers, see agent_mcp_otel_export_failures_total"
-                    );
-                }
-            }
-        }
     }
 }
 
@@ -156,7 +131,7 @@ impl<E: SpanExporter> SpanExporter for CountedExporter<E> {
         // collector does with it.
         self.stats.release(batch.len());
         let result = self.inner.export(batch).await;
-        self.stats.export_finished(&result);
+        self.stats.health.finished(&result);
         result
     }
 
@@ -190,20 +165,5 @@ mod tests {
         // More released than held never wraps around.
         stats.release(100);
         assert!(stats.admit());
-    }
-
-    #[test]
-    fn failures_are_counted_each_time() {
-        let stats = QueueStats::new(1);
-        let failed: OTelSdkResult = Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
-            "HTTP export failed: network error".into(),
-        ));
-        stats.export_finished(&failed);
-        stats.export_finished(&failed);
-        assert_eq!(stats.failed_exports(), 2);
-        assert!(stats.failing.load(Ordering::Relaxed));
-        stats.export_finished(&Ok(()));
-        assert!(!stats.failing.load(Ordering::Relaxed));
-        assert_eq!(stats.failed_exports(), 2);
     }
 }

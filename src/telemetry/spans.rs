@@ -26,7 +26,7 @@
 //! ```
 //! use agent_mcp::telemetry::spans::{ChatSpan, McpServerSpan, Network, record_error, record_usage};
 //!
-//! // Phase of a request: the edge builds the server span once the message is parsed…
+//! // The edge builds the server span once the message is parsed…
 //! let server = McpServerSpan::new("tools/call")
 //!     .with_tool("agent_run")
 //!     .with_request_id("7")
