@@ -65,6 +65,7 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
                 "OTEL_RESOURCE_ATTRIBUTES",
                 "deployment.environment=test,team=platform%20core",
             ),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=s3cr3t-key"),
         ],
     )
     .await;
@@ -89,7 +90,34 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
         "{text}"
     );
     // The span ended at startup; SIGTERM flushes the queue before the exit.
-    assert!(server.terminate().await.success());
+    let mut server = server;
+    let mut logged = std::mem::take(&mut server.startup_log);
+    let status = {
+        let pid = server.child.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(20), server.child.wait())
+            .await
+            .expect("exit within 20 s")
+            .expect("wait")
+    };
+    assert!(status.success(), "{status:?}");
+    while let Some(line) = server.stderr.recv().await {
+        logged.push(line);
+    }
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("exporting OpenTelemetry spans")),
+        "{logged:#?}"
+    );
+    assert!(
+        !logged.iter().any(|l| l.contains("s3cr3t")),
+        "the collector's key is never logged: {logged:#?}"
+    );
     let span = receiver.span("startup", Duration::from_secs(10)).await;
     assert_eq!(span.kind, SpanKind::Internal, "{span:?}");
     assert_eq!(span.parent_span_id, None);
@@ -114,6 +142,11 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
     );
     assert!(span.resource.contains_key("telemetry.sdk.name"), "{span:?}");
     assert_eq!(receiver.undecodable(), 0);
+    let keys = receiver.header_values("x-collector-key");
+    assert!(
+        !keys.is_empty() && keys.iter().all(|k| k == "s3cr3t-key"),
+        "OTEL_EXPORTER_OTLP_HEADERS reaches the collector: {keys:?}"
+    );
     let seen = receiver.seen();
     assert!(
         seen.iter()

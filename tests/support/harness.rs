@@ -369,6 +369,8 @@ pub struct ServeProcess {
     /// `http://127.0.0.1:PORT` (the MCP endpoint is `{base}/mcp`).
     pub base: String,
     pub stderr: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// The stderr lines up to and with the "serving MCP at" one.
+    pub startup_log: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -407,8 +409,10 @@ impl ServeProcess {
                 }
             }
         });
+        let mut startup_log = Vec::new();
         let base = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(line) = rx.recv().await {
+                startup_log.push(line.clone());
                 if let Some(rest) = line.split("serving MCP at ").nth(1) {
                     let url = rest.split_whitespace().next().unwrap_or_default();
                     return url.trim_end_matches("/mcp").to_owned();
@@ -422,6 +426,7 @@ impl ServeProcess {
             child,
             base,
             stderr: rx,
+            startup_log,
             _dir: dir,
         }
     }

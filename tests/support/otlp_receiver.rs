@@ -111,9 +111,14 @@ pub struct ReceivedHistogramPoint {
 
 #[derive(Default)]
 struct Received {
+    /// Keep only counts, not the spans (a benchmark's millions).
+    count_only: bool,
+    span_count: usize,
     requests: usize,
     /// (path, content type) of every request.
     seen: Vec<(String, String)>,
+    /// Every request's headers, by name (lowercase).
+    headers: Vec<(String, String)>,
     spans: Vec<ReceivedSpan>,
     histogram_points: Vec<ReceivedHistogramPoint>,
     metric_names: Vec<String>,
@@ -144,6 +149,10 @@ fn record(state: &Shared, path: &str, headers: &HeaderMap) {
         .unwrap_or_default()
         .to_owned();
     r.seen.push((path.to_owned(), content_type));
+    for (name, value) in headers {
+        let value = value.to_str().unwrap_or_default().to_owned();
+        r.headers.push((name.as_str().to_owned(), value));
+    }
 }
 
 fn protobuf(body: Vec<u8>) -> Response {
@@ -166,6 +175,10 @@ async fn traces(State(state): State<Shared>, headers: HeaderMap, body: Bytes) ->
                 .map(|res| attrs(&res.attributes))
                 .unwrap_or_default();
             for ss in &rs.scope_spans {
+                r.span_count += ss.spans.len();
+                if r.count_only {
+                    continue;
+                }
                 let scope = ss
                     .scope
                     .as_ref()
@@ -251,11 +264,21 @@ async fn anything_else(
 
 impl OtlpReceiver {
     pub async fn start() -> OtlpReceiver {
+        Self::start_with(false).await
+    }
+
+    /// A receiver that counts spans without keeping them.
+    pub async fn start_counting() -> OtlpReceiver {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(count_only: bool) -> OtlpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the OTLP receiver");
         let addr = listener.local_addr().expect("addr");
         let state: Shared = Arc::default();
+        state.0.lock().unwrap().count_only = count_only;
         let app = Router::new()
             .route("/v1/traces", post(traces))
             .route("/v1/metrics", post(metrics))
@@ -282,9 +305,27 @@ impl OtlpReceiver {
         self.state.0.lock().unwrap().seen.clone()
     }
 
+    /// The values a header had, over all requests.
+    pub fn header_values(&self, name: &str) -> Vec<String> {
+        self.state
+            .0
+            .lock()
+            .unwrap()
+            .headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// Bodies that did not decode as OTLP protobuf.
     pub fn undecodable(&self) -> usize {
         self.state.0.lock().unwrap().undecodable
+    }
+
+    /// Spans received so far, kept or not.
+    pub fn span_count(&self) -> usize {
+        self.state.0.lock().unwrap().span_count
     }
 
     pub fn spans(&self) -> Vec<ReceivedSpan> {
