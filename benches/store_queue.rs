@@ -148,6 +148,9 @@ async fn main() {
     let mut config = test_config_sqlite(&fake.url(), &db);
     config.rate_limit.enabled = false;
     config.audit.enabled = false;
+    // The whole point is a long queue: its caps out of the way.
+    config.mcp.max_queued_tasks = usize::MAX;
+    config.mcp.max_queued_per_caller = usize::MAX;
     let config_path = write_config(&dir, &config);
 
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))

@@ -21,11 +21,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use agent_mcp::telemetry::context::set_remote_parent;
-use agent_mcp::telemetry::logging::{LogFormat, dispatch_to};
 use agent_mcp::telemetry::spans::{
     ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_rpc_error,
     record_usage,
 };
+use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
 use agent_mcp::telemetry::{Telemetry, TelemetrySettings};
 use serde_json::{Map, Value, json};
 use tracing_subscriber::EnvFilter;
@@ -117,7 +117,7 @@ fn main() {
     };
 
     let (format, ansi, filter, writer) = logs();
-    let off = dispatch_to(format, ansi, filter, None, writer);
+    let off = dispatch(format, ansi, filter, None, writer);
     print(
         "export off: request span",
         measure(&off, &|| request_span(&meta)),
@@ -152,7 +152,7 @@ fn main() {
             }
         };
         let (format, ansi, filter, writer) = logs();
-        let on = dispatch_to(format, ansi, filter, Some(&telemetry), writer);
+        let on = dispatch(format, ansi, filter, Some(&telemetry), writer);
         print(
             &format!("{label}: request span"),
             measure(&on, &|| request_span(&meta)),

@@ -14,6 +14,7 @@
 //! | `FAKE_OLLAMA_REPLY=hang` | every `/api/chat` sends its headers, then nothing until the client hangs up: a task stays running until it is cancelled |
 //! | `FAKE_OLLAMA_REPLY_DELAY_MS=N` | every default reply waits N ms before its headers (a model call that takes N ms) |
 //! | `FAKE_OLLAMA_TOOL_ROUNDS=N` | the first N chats ask for the `list_dir` tool on `.` (spelled differently each time): a step that makes 2N+ progress changes (scripts/bench-push.sh) |
+//! | `FAKE_OLLAMA_TOOL_CALLS=JSON` | a list of rounds, each a list of `[tool, arguments]`: the first chats ask for those calls, one round per chat, before the default reply (scripts/hostile.py) |
 
 #[path = "../tests/support"]
 mod support {
@@ -70,7 +71,26 @@ fn main() {
             }
         },
     };
+    let scripted = match std::env::var("FAKE_OLLAMA_TOOL_CALLS") {
+        Err(_) => Vec::new(),
+        Ok(json) => match serde_json::from_str::<Vec<Vec<(String, serde_json::Value)>>>(&json) {
+            Ok(rounds) => rounds,
+            Err(e) => {
+                eprintln!(
+                    "fake_ollama: FAKE_OLLAMA_TOOL_CALLS is not a list of rounds of [tool, arguments]: {e}"
+                );
+                std::process::exit(2);
+            }
+        },
+    };
     let fake = FakeOllama::spawn(cfg);
+    for calls in scripted {
+        fake.push_reply(Reply::ToolCalls {
+            calls,
+            prompt_eval_count: 5,
+            eval_count: 2,
+        });
+    }
     // Each round spells the workspace's path differently (`.`, `./.`, `././.`, …): the engine
     // answers an identical read-only call from memory instead of running it again.
     for round in 0..rounds {

@@ -186,6 +186,14 @@ impl WrapLayer<Tokens> {
 pub type Auth<S> = Wrap<S, Tokens>;
 
 impl Tokens {
+    /// The identity of an HTTP caller presenting `credential` (the token's name), or the
+    /// [`Refusal::Unauthorized`] the layer would answer. What the HTTP edge asks before it
+    /// reads a body, so a request without a valid token costs only its headers.
+    pub fn check(&self, credential: Option<&Credential>) -> Result<&str, Refusal> {
+        self.authenticate(credential)
+            .map_err(|why| Refusal::unauthorized(why.message()))
+    }
+
     /// The identity of an HTTP caller presenting `credential`, or why it is refused.
     fn authenticate(&self, credential: Option<&Credential>) -> Result<&str, Why> {
         let token = match credential {

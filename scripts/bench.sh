@@ -83,6 +83,10 @@ rate_limit:
   reads:
     per_minute: 4000000000
     burst: 4000000000
+# The queue caps out of the way too: the runs queue far more than the default 10,000 tasks.
+mcp:
+  max_queued_tasks: 1000000000
+  max_queued_per_caller: 1000000000
 audit:
   enabled: true
   file: $WORK/audit.jsonl

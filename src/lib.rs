@@ -35,12 +35,14 @@ pub mod client;
 pub mod config;
 #[path = "../layers/mod.rs"]
 pub mod layers;
+pub mod logging;
 pub mod metrics;
 pub mod oauth;
 pub mod ollama;
 pub mod ops;
 pub mod plugin;
 pub mod protocol;
+pub mod redact;
 pub mod service;
 pub mod stack;
 pub mod store;
@@ -60,7 +62,7 @@ use crate::layers::audit::AuditLayer;
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
 use crate::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
-use crate::transport::http::{HttpRules, McpHttpService};
+use crate::transport::http::{Admission, BodyBudget, HttpRules, McpHttpService};
 
 /// The whole MCP stack as one cloneable service.
 pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
@@ -72,6 +74,9 @@ pub struct AgentMcp {
     config: Config,
     /// One audit writer for every stack this server builds, flushed at shutdown.
     audit: Option<AuditLayer>,
+    /// One budget of buffered request bodies (`http.max_buffered_bytes`) for every HTTP edge
+    /// this server builds.
+    body_budget: BodyBudget,
 }
 
 impl AgentMcp {
@@ -124,12 +129,14 @@ impl AgentMcp {
             agent,
             config: config.clone(),
             audit,
+            body_budget: BodyBudget::new(config.http.buffered_limit()),
         })
     }
 
     /// The core service without any layer.
     pub fn service(&self) -> AgentService {
         AgentService::new(self.agent.core().clone())
+            .with_queue_limits(service::QueueLimits::from_config(&self.config.mcp))
     }
 
     /// The full stack: the configured layers around the [`AgentService`].
@@ -137,17 +144,41 @@ impl AgentMcp {
         stack::build_with_audit(&self.config, self.service(), self.audit.clone())
     }
 
-    /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount.
+    /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount: with `auth.tokens`,
+    /// a request without a valid bearer token is refused from its headers, before its body is
+    /// read; every edge of this server shares one body budget (`http.max_buffered_bytes`).
     pub fn http_service(&self) -> McpHttpService<Stack> {
-        McpHttpService::new(self.stack(), HttpRules::from_config(&self.config))
+        McpHttpService::new(self.stack(), self.http_rules())
     }
 
-    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`) for this server.
+    /// The HTTP rules [`AgentMcp::http_service`] applies.
+    pub fn http_rules(&self) -> HttpRules {
+        let admission =
+            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone());
+        HttpRules::from_config(&self.config)
+            .with_body_budget(self.body_budget.clone())
+            .with_admission(Arc::new(admission))
+    }
+
+    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`) for this server, behind the
+    /// same Host/Origin guard as `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token
+    /// when it is set, else one of `auth.tokens` when there are some.
     pub fn ops_endpoints(
         &self,
         metrics: Option<crate::metrics::MetricsHandle>,
     ) -> ops::OpsEndpoints {
-        ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
+        let mut ops = ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
+            .with_rules(HttpRules::from_config(&self.config));
+        let tokens: crate::layers::auth::Tokens = match &self.config.http.metrics_token_sha256 {
+            Some(hash) => crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
+            None => (&self.config.auth).into(),
+        };
+        if !tokens.is_empty() {
+            let admission: Arc<dyn Admission> =
+                Arc::new(stack::admission::TokenAdmission::new(tokens, None));
+            ops = ops.with_metrics_admission(admission);
+        }
+        ops
     }
 
     /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
@@ -179,6 +210,8 @@ impl AgentMcp {
         self.end_streams();
         self.agent.shutdown().await;
         if let Some(audit) = self.audit {
+            // Refusals counted but not yet written go out before the last flush.
+            audit.auditor().write_open_counts(true);
             let sink = audit.sink().clone();
             let flushed =
                 tokio::task::spawn_blocking(move || sink.flush(std::time::Duration::from_secs(2)))

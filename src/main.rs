@@ -1,6 +1,7 @@
 //! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`, `hash-token`, and the
 //! terminal client `run` / `status`.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
 use agent_mcp::telemetry::spans::{self, Network};
-use agent_mcp::telemetry::{Telemetry, logging};
+use agent_mcp::telemetry::{Telemetry, subscriber};
 use clap::{Parser, Subcommand};
 use tracing::{Instrument, error, info};
 
@@ -77,12 +78,12 @@ fn main() -> ExitCode {
         | Command::CheckConfig { config } => config.clone(),
         Command::HashToken | Command::Client(_) => None,
     };
-    // The configuration comes before the logs: it says whether they are also exported. Its
+    // The configuration comes before the logs: it says whether spans are also exported. Its
     // errors go to stderr directly, its warnings to the log once it is up.
     let loaded = match Config::load_traced(config_path.as_deref(), std::env::vars()) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("agent-mcp: configuration error: {e}");
+            report(&format!("configuration error: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -92,7 +93,7 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("agent-mcp: cannot start the async runtime: {e}");
+            report(&format!("cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -107,7 +108,8 @@ fn main() -> ExitCode {
             Err(e) => (None, Some(e)),
         },
     };
-    init_logging(cli.log_format, telemetry.as_ref());
+    // Held until the process ends: dropping it writes out the log lines still queued.
+    let _log = init_logging(cli.log_format, telemetry.as_ref());
     if let Some(e) = telemetry_error {
         // Telemetry is the operators' view, not the service: serve without it.
         tracing::warn!("OpenTelemetry export is off: {e}");
@@ -134,13 +136,14 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
     let result = match cli.command {
-        Command::CheckConfig { .. } => {
-            print!("{}", config.annotated_yaml(&sources));
-            return ExitCode::SUCCESS;
-        }
+        Command::CheckConfig { .. } => return check_config(&config, &sources),
         Command::Serve { bind, .. } => {
             if let Some(bind) = bind {
                 config.http.bind = bind;
+            }
+            if let Some(why) = config.unsafe_bind() {
+                report(&format!("refusing to start: {why}"));
+                return ExitCode::from(2);
             }
             runtime.block_on(serve_http(config, config_file, telemetry.as_ref()))
         }
@@ -162,10 +165,39 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e}");
-            eprintln!("agent-mcp: {e}");
+            report(&e.to_string());
             ExitCode::FAILURE
         }
     }
+}
+
+/// `agent-mcp check-config`: the configuration in force, then what would keep `serve` from
+/// starting or commands from being isolated. Exit 2 when the configuration is unsafe to serve.
+fn check_config(config: &Config, sources: &agent_mcp::config::Sources) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(config.annotated_yaml(sources).as_bytes());
+    let _ = out.flush();
+    if !config.agent.commands.allow.is_empty() {
+        match agent_mcp::agent::tools::describe_network_isolation(config.agent.commands.network) {
+            Ok(how) => report(&format!("run_command: {how}")),
+            Err(why) => report(&format!("warning: run_command: {why}")),
+        }
+    }
+    match config.unsafe_bind() {
+        Some(why) => {
+            report(&format!(
+                "warning: `agent-mcp serve` would refuse to start: {why}"
+            ));
+            ExitCode::from(2)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// One line on stderr that never fails the process: a closed or unread stderr costs the line,
+/// not a panic (as `eprintln!` would).
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "agent-mcp: {message}");
 }
 
 /// `agent-mcp hash-token`: the token is read from stdin (one trailing newline dropped) so it
@@ -173,7 +205,7 @@ fn main() -> ExitCode {
 fn hash_token() -> ExitCode {
     let mut token = String::new();
     if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut token) {
-        eprintln!("agent-mcp: cannot read the token from stdin: {e}");
+        report(&format!("cannot read the token from stdin: {e}"));
         return ExitCode::from(2);
     }
     let token = token
@@ -181,36 +213,46 @@ fn hash_token() -> ExitCode {
         .map(|t| t.strip_suffix('\r').unwrap_or(t))
         .unwrap_or(&token);
     if token.is_empty() {
-        eprintln!("agent-mcp: no token on stdin; try: printf %s \"$TOKEN\" | agent-mcp hash-token");
+        report("no token on stdin; try: printf %s \"$TOKEN\" | agent-mcp hash-token");
         return ExitCode::from(2);
     }
-    println!("{}", agent_mcp::layers::auth::sha256_hex(token));
+    let _ = writeln!(
+        std::io::stdout(),
+        "{}",
+        agent_mcp::layers::auth::sha256_hex(token)
+    );
     ExitCode::SUCCESS
 }
 
-/// Log lines on stderr, filtered by RUST_LOG; spans exported too when `telemetry` runs.
-fn init_logging(format: LogFormat, telemetry: Option<&Telemetry>) {
+/// Logs go to stderr through a bounded queue ([`agent_mcp::logging`]): a host that does not
+/// read stderr, or closed it, loses log lines (counted), never a task or a request. Spans are
+/// exported too when `telemetry` runs ([`agent_mcp::telemetry::subscriber`]).
+fn init_logging(format: LogFormat, telemetry: Option<&Telemetry>) -> agent_mcp::logging::LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = agent_mcp::logging::LogWriter::stderr();
     let format = match format {
-        LogFormat::Text => logging::LogFormat::Text,
-        LogFormat::Json => logging::LogFormat::Json,
+        LogFormat::Text => subscriber::LogFormat::Text,
+        LogFormat::Json => subscriber::LogFormat::Json,
     };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let dispatch = logging::dispatch(format, ansi, filter, telemetry);
+    let writer = tracing_subscriber::fmt::writer::BoxMakeWriter::new(writer);
+    let dispatch = subscriber::dispatch(format, ansi, filter, telemetry, writer);
     if let Err(e) = tracing::dispatcher::set_global_default(dispatch) {
-        eprintln!("agent-mcp: cannot install the log output: {e}");
+        report(&format!("cannot install the log output: {e}"));
     }
+    guard
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
+    log_descriptor_limit(agent_mcp::transport::server::raise_descriptor_limit());
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect())
         .instrument(spans::startup_span(Network::Stdio))
         .await?;
     reopen_audit_on_sighup(&server);
-    info!(ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP on stdio");
+    info!(ollama = %agent_mcp::redact::redact_url(&config.ollama.url), model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
         served = agent_mcp::transport::stdio::serve(
@@ -229,6 +271,9 @@ async fn serve_http(
     config_file: Option<PathBuf>,
     telemetry: Option<&Telemetry>,
 ) -> Result<(), BoxError> {
+    use agent_mcp::transport::server::{ServerOptions, raise_descriptor_limit, serve_with_options};
+    // Before anything opens files: the connection cap is fitted below the raised limit.
+    let descriptors = raise_descriptor_limit();
     let listener = tokio::net::TcpListener::bind(config.http.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
@@ -237,18 +282,29 @@ async fn serve_http(
         .await?;
     reopen_audit_on_sighup(&server);
     let addr = listener.local_addr()?;
-    info!(%addr, ollama = %config.ollama.url, model = %config.ollama.model, "serving MCP at http://{addr}/mcp");
+    let options = ServerOptions::from_config(&config.http);
+    info!(
+        %addr,
+        ollama = %agent_mcp::redact::redact_url(&config.ollama.url),
+        model = %config.ollama.model,
+        max_connections = options.max_connections,
+        max_body_bytes = config.http.body_limit(&config.mcp.images),
+        max_buffered_bytes = config.http.buffered_limit(),
+        file_descriptors = %describe_descriptors(descriptors),
+        auth = if config.auth.tokens.is_empty() { "none (anonymous callers)" } else { "bearer tokens, checked before the body is read" },
+        "serving MCP at http://{addr}/mcp"
+    );
     let metrics = agent_mcp::metrics::install()
         .inspect_err(|e| tracing::warn!("{e}"))
         .ok();
     if let (Some(_), Some(telemetry)) = (&metrics, telemetry) {
         telemetry.register_metrics();
     }
-    agent_mcp::transport::server::serve_with_timeouts(
+    serve_with_options(
         listener,
         server.http_service(),
         Some(server.ops_endpoints(metrics)),
-        agent_mcp::transport::server::ServerTimeouts::from_config(&config.http),
+        options,
         async {
             shutdown_signal().await;
             // Open push streams end now, so draining does not wait for their tasks.
@@ -258,6 +314,24 @@ async fn serve_http(
     .await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// The soft descriptor limit as the start-up line states it.
+fn describe_descriptors(limit: agent_mcp::transport::server::DescriptorLimit) -> String {
+    let shown = |n: Option<u64>| n.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    if limit.was == limit.now {
+        format!("soft limit {}", shown(limit.now))
+    } else {
+        format!(
+            "soft limit raised from {} to the hard limit {}",
+            shown(limit.was),
+            shown(limit.now)
+        )
+    }
+}
+
+fn log_descriptor_limit(limit: agent_mcp::transport::server::DescriptorLimit) {
+    info!("file descriptors: {}", describe_descriptors(limit));
 }
 
 /// SIGHUP reopens `audit.file` (what logrotate's `postrotate` sends) instead of ending the
@@ -315,10 +389,10 @@ async fn shutdown_signal() {
     // The promise (README): stopped within 30 s of the signal, whatever is stuck.
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_BOUND);
-        eprintln!(
-            "agent-mcp: shutdown did not finish within {}s; exiting now",
+        report(&format!(
+            "shutdown did not finish within {}s; exiting now",
             SHUTDOWN_BOUND.as_secs()
-        );
+        ));
         std::process::exit(1);
     });
 }

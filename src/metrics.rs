@@ -35,6 +35,22 @@ pub const OLLAMA_REQUEST_SECONDS: &str = "agent_mcp_ollama_request_duration_seco
 /// Tokens Ollama reported, by `direction` (input = prompt_eval_count, output = eval_count).
 pub const TOKENS: &str = "agent_mcp_tokens_total";
 
+/// Requests the HTTP edge turned away before the MCP stack saw them, by `reason`
+/// (`unauthorized`: no valid token, before the body was read; `body_budget`: no room in
+/// `http.max_buffered_bytes` in time; `connections`: at `http.max_connections` with none idle).
+pub const HTTP_REFUSALS: &str = "agent_mcp_http_refusals_total";
+/// Connections closed to make room for a new one at `http.max_connections` (the one idle
+/// longest goes).
+pub const HTTP_CONNECTIONS_SHED: &str = "agent_mcp_http_connections_shed_total";
+/// HTTP connections now open.
+pub const HTTP_CONNECTIONS: &str = "agent_mcp_http_connections";
+/// Log lines dropped because their writer was behind (stderr not read, a slow disk), by `log`
+/// (`application`: [`crate::logging`]; `audit`: the audit writer). Refusals counted but not
+/// written to the audit log, because one peer sent more than it records per minute.
+pub use crate::layers::audit::{
+    LINES_DROPPED as LOG_LINES_DROPPED, REFUSALS_SUPPRESSED as AUDIT_REFUSALS_SUPPRESSED,
+};
+
 /// How often the recorder folds histogram samples into their buckets (see the module docs).
 pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -60,6 +76,18 @@ pub fn record_task_created() {
 
 pub fn record_task_finished(outcome: &'static str) {
     metrics::counter!(TASKS_FINISHED, "outcome" => outcome).increment(1);
+}
+
+pub fn record_http_refusal(reason: &'static str) {
+    metrics::counter!(HTTP_REFUSALS, "reason" => reason).increment(1);
+}
+
+pub fn set_http_connections(open: usize) {
+    metrics::gauge!(HTTP_CONNECTIONS).set(open as f64);
+}
+
+pub fn record_connection_shed() {
+    metrics::counter!(HTTP_CONNECTIONS_SHED).increment(1);
 }
 
 pub fn set_queue_depth(depth: usize) {

@@ -2,24 +2,38 @@
 //!
 //! - `/healthz`: the process is up and serving HTTP (always 200).
 //! - `/readyz`: the task store takes writes and Ollama answers; 200 when both hold, else 503,
-//!   with a JSON body saying which check failed and why.
-//! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series).
+//!   with a JSON body saying which check failed and why. The checks are made at most once
+//!   every [`READY_TTL`]: hits in between get the last result, so polling `/readyz` never
+//!   turns into one Ollama call and one store write per hit.
+//! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series), behind a bearer
+//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens`).
+//!
+//! All three answer only requests that pass the same Host/Origin guard as `/mcp`
+//! ([`check_host_and_origin`]): a page that rebinds a name to 127.0.0.1 reads none of them.
+//! Error texts have any URL password redacted.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Response, StatusCode};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
 use crate::agent::AgentCore;
 use crate::metrics::MetricsHandle;
+use crate::protocol::Credential;
+use crate::redact::redact_urls_in;
 use crate::task::TaskState;
+use crate::transport::http::guard::check_host_and_origin;
+use crate::transport::http::{Admission, HttpRules};
 
 /// How long `/readyz` waits for Ollama's `/api/version`.
 const OLLAMA_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a readiness result is reused before `/readyz` checks again.
+pub const READY_TTL: Duration = Duration::from_secs(5);
 
 /// What `/readyz` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,17 +48,27 @@ impl Readiness {
     }
 }
 
-/// Checks the store and Ollama.
+/// Checks the store and Ollama, at once (every call; `/readyz` reuses a recent result): the
+/// answer takes as long as the slower check (each has a deadline: the store's own,
+/// `store.timeout` for PostgreSQL, and 2 s for Ollama).
 pub async fn readiness(core: &AgentCore) -> Readiness {
-    let store = core.store.check_writable().await.map_err(|e| e.to_string());
-    let ollama = match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
-            core.ollama.base_url()
-        )),
+    let store = async {
+        core.store
+            .check_writable()
+            .await
+            .map_err(|e| redact_urls_in(&e.to_string()).into_owned())
     };
+    let ollama = async {
+        match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
+            Err(_) => Err(format!(
+                "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
+                core.ollama.shown_url()
+            )),
+        }
+    };
+    let (store, ollama) = tokio::join!(store, ollama);
     Readiness { store, ollama }
 }
 
@@ -53,38 +77,106 @@ pub async fn readiness(core: &AgentCore) -> Readiness {
 pub struct OpsEndpoints {
     core: Arc<AgentCore>,
     metrics: Option<MetricsHandle>,
+    rules: Arc<HttpRules>,
+    metrics_admission: Option<Arc<dyn Admission>>,
+    ready: Arc<tokio::sync::Mutex<Option<(Instant, Readiness)>>>,
 }
 
 type OpsResponse = Response<Full<Bytes>>;
 
 impl OpsEndpoints {
+    /// The endpoints behind the default Host/Origin guard (loopback only) and an open
+    /// `/metrics`; see [`OpsEndpoints::with_rules`] and [`OpsEndpoints::with_metrics_admission`].
     pub fn new(core: Arc<AgentCore>, metrics: Option<MetricsHandle>) -> Self {
-        Self { core, metrics }
+        Self {
+            core,
+            metrics,
+            rules: Arc::new(HttpRules::default()),
+            metrics_admission: None,
+            ready: Arc::default(),
+        }
     }
 
-    /// Answers `path` if it is an operator endpoint.
-    pub async fn handle(&self, path: &str) -> Option<OpsResponse> {
+    /// Guards the endpoints with `rules`' Host and Origin lists (the same as `/mcp`'s).
+    pub fn with_rules(mut self, rules: HttpRules) -> Self {
+        self.rules = Arc::new(rules);
+        self
+    }
+
+    /// `/metrics` answers only requests `admission` lets in (a bearer token).
+    pub fn with_metrics_admission(mut self, admission: Arc<dyn Admission>) -> Self {
+        self.metrics_admission = Some(admission);
+        self
+    }
+
+    /// Answers `req` if its path is an operator endpoint.
+    pub async fn handle<B>(&self, req: &Request<B>) -> Option<OpsResponse> {
+        let path = req.uri().path();
+        if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+            return None;
+        }
+        if let Err(forbidden) = check_host_and_origin(&self.rules, req) {
+            return Some(forbidden);
+        }
         Some(match path {
             "/healthz" => json_response(StatusCode::OK, &json!({"status": "ok"})),
-            "/readyz" => {
-                let r = readiness(&self.core).await;
-                let check = |c: &Result<(), String>| match c {
-                    Ok(()) => json!({"ok": true}),
-                    Err(e) => json!({"ok": false, "error": e}),
-                };
-                let status = if r.is_ready() {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                json_response(
-                    status,
-                    &json!({"ready": r.is_ready(), "store": check(&r.store), "ollama": check(&r.ollama)}),
-                )
+            "/readyz" => self.readyz().await,
+            _ => {
+                if let Some(refused) = self.refuse_metrics(req) {
+                    return Some(refused);
+                }
+                self.metrics().await
             }
-            "/metrics" => self.metrics().await,
-            _ => return None,
         })
+    }
+
+    async fn readyz(&self) -> OpsResponse {
+        // One check at a time; hits during it wait for its result instead of starting more.
+        let mut last = self.ready.lock().await;
+        let r = match &*last {
+            Some((at, r)) if at.elapsed() < READY_TTL => r.clone(),
+            _ => {
+                let r = readiness(&self.core).await;
+                *last = Some((Instant::now(), r.clone()));
+                r
+            }
+        };
+        drop(last);
+        let check = |c: &Result<(), String>| match c {
+            Ok(()) => json!({"ok": true}),
+            Err(e) => json!({"ok": false, "error": e}),
+        };
+        let status = if r.is_ready() {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        json_response(
+            status,
+            &json!({"ready": r.is_ready(), "store": check(&r.store), "ollama": check(&r.ollama)}),
+        )
+    }
+
+    /// 401 for a `/metrics` request without the token it needs.
+    fn refuse_metrics<B>(&self, req: &Request<B>) -> Option<OpsResponse> {
+        let admission = self.metrics_admission.as_ref()?;
+        let credential = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(Credential::from_authorization);
+        let arrival = crate::transport::http::Arrival {
+            credential: credential.as_ref(),
+            ..Default::default()
+        };
+        let refusal = admission.admit(&arrival).err()?;
+        let mut resp = text_response(
+            StatusCode::UNAUTHORIZED,
+            format!("{}\n", refusal.message()),
+            "text/plain; charset=utf-8",
+        );
+        resp.headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        Some(resp)
     }
 
     async fn metrics(&self) -> OpsResponse {

@@ -63,6 +63,7 @@ pub use crate::protocol::{
     ParsedCall, Payload, ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds,
     STDIO_IDENTITY, Transport,
 };
+pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};
 pub use crate::tools::{
     AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall,

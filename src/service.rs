@@ -36,11 +36,49 @@ to agent_run to continue the same conversation.";
 #[derive(Clone, Debug)]
 pub struct AgentService {
     core: Arc<AgentCore>,
+    queue: QueueLimits,
+}
+
+/// How many tasks may wait in the queue (`mcp.max_queued_tasks`, `mcp.max_queued_per_caller`):
+/// past either, `agent_run` queues nothing and answers a tool error saying so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    pub total: usize,
+    pub per_caller: usize,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        let mcp = crate::config::McpConfig::default();
+        Self {
+            total: mcp.max_queued_tasks,
+            per_caller: mcp.max_queued_per_caller,
+        }
+    }
+}
+
+impl QueueLimits {
+    pub fn from_config(mcp: &crate::config::McpConfig) -> Self {
+        Self {
+            total: mcp.max_queued_tasks,
+            per_caller: mcp.max_queued_per_caller,
+        }
+    }
 }
 
 impl AgentService {
+    /// The service with the default [`QueueLimits`].
     pub fn new(core: Arc<AgentCore>) -> Self {
-        Self { core }
+        Self {
+            core,
+            queue: QueueLimits::default(),
+        }
+    }
+
+    /// The same service, with `limits` on what may wait in the queue.
+    pub fn with_queue_limits(mut self, limits: QueueLimits) -> Self {
+        self.queue = limits;
+        self
     }
 
     pub fn core(&self) -> &Arc<AgentCore> {
@@ -88,6 +126,11 @@ impl AgentService {
     /// Queues a task; on success `ids` names it and its session.
     async fn agent_run(&self, req: &McpRequest, args: RunArgs, ids: &mut ResponseIds) -> McpResult {
         let identity = req.ctx.identity.clone();
+        // A place in the queue is held before anything is stored, and given back if nothing is.
+        let place = match self.queue_place(identity.as_deref()).await {
+            Ok(place) => place,
+            Err(full) => return full,
+        };
         let store = &self.core.store;
         let session_id = match args.session_id {
             Some(id) => {
@@ -132,7 +175,10 @@ impl AgentService {
         if let Err(e) = store.insert_task_owned(stored_task).await {
             return store_failure(&e);
         }
-        self.core.enqueue(task.id);
+        match place {
+            Place::Local(ticket) => self.core.queue.push_ticket(ticket, task.id),
+            Place::Shared => self.core.enqueue_owned(task.id, task.owner.as_deref()),
+        }
         crate::metrics::record_task_created();
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
@@ -165,6 +211,71 @@ impl AgentService {
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
         McpResult::tool_text(render_status(&task, position), false)
+    }
+}
+
+/// Where an accepted task will wait: a place held in this process's queue, or the shared
+/// store's queue (whose counts are the database's).
+enum Place<'a> {
+    Local(crate::agent::queue::Ticket<'a>),
+    Shared,
+}
+
+impl AgentService {
+    /// A place in the queue for one more task of `owner`, or the tool error saying the queue
+    /// is full. In this process the place is held at once, so calls that arrive together
+    /// cannot all take the last one; with a shared store the database's counts are read, and
+    /// calls in flight on several instances at once may each take the last place.
+    async fn queue_place(&self, owner: Option<&str>) -> Result<Place<'_>, McpResult> {
+        use crate::agent::queue::QueueFull;
+        let limits = self.queue;
+        let verdict = match self.core.store.shared() {
+            None => match self
+                .core
+                .queue
+                .reserve(owner, limits.total, limits.per_caller)
+            {
+                Ok(ticket) => return Ok(Place::Local(ticket)),
+                Err(full) => full,
+            },
+            Some(_) => {
+                let total = self.core.queue_len().await;
+                let mine = self
+                    .core
+                    .queue_len_of(owner)
+                    .await
+                    .map_err(|e| store_failure(&e))?;
+                if total >= limits.total {
+                    QueueFull::Total(total)
+                } else if mine >= limits.per_caller {
+                    QueueFull::Owner(mine)
+                } else {
+                    return Ok(Place::Shared);
+                }
+            }
+        };
+        Err(match verdict {
+            QueueFull::Total(n) => McpResult::tool_text(
+                format!(
+                    "The task queue is full: {n} tasks are waiting, the most this server queues \
+                     (mcp.max_queued_tasks = {}); nothing was queued. Wait for some to finish \
+                     (follow them with agent_status) and call agent_run again, or ask the \
+                     server's operator to raise mcp.max_queued_tasks.",
+                    limits.total
+                ),
+                true,
+            ),
+            QueueFull::Owner(n) => McpResult::tool_text(
+                format!(
+                    "Your share of the task queue is full: {n} of your tasks are waiting, the \
+                     most one caller may queue (mcp.max_queued_per_caller = {}); nothing was \
+                     queued. Wait for some of them to finish (follow them with agent_status), \
+                     cancel ones you no longer need, then call agent_run again.",
+                    limits.per_caller
+                ),
+                true,
+            ),
+        })
     }
 }
 
@@ -208,7 +319,7 @@ fn store_failure(e: &crate::store::StoreError) -> McpResult {
     McpResult::tool_text(
         format!(
             "The task store failed ({e}); nothing was queued. Try again; if it persists, \
-             check the server log and the store's disk."
+             check the server log, and the store's disk or database server."
         ),
         true,
     )

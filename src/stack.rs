@@ -1,6 +1,7 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 
+pub mod admission;
 mod layer_config;
 mod shared_limit;
 
@@ -52,7 +53,11 @@ pub fn build_with_audit(
             },
         ))
         // layer: validate
-        .layer(crate::layers::validate::ValidateLayer::new())
+        .layer(
+            crate::layers::validate::ValidateLayer::with_max_request_bytes(
+                usize::try_from(config.mcp.max_request_bytes.as_u64()).unwrap_or(usize::MAX),
+            ),
+        )
         // layer: images
         .layer(crate::layers::images::ImagesLayer::new(
             config.mcp.images.into(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
-use agent_mcp::transport::server::{ServerTimeouts, serve_with_timeouts};
+use agent_mcp::transport::server::{ServerOptions, serve_with_options};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
@@ -31,10 +31,10 @@ impl Server {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let server = AgentMcp::start(&config).await.expect("start");
-        let timeouts = ServerTimeouts::from_config(&config.http);
+        let timeouts = ServerOptions::from_config(&config.http);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = serve_with_timeouts(listener, server.http_service(), None, timeouts, async {
+            let _ = serve_with_options(listener, server.http_service(), None, timeouts, async {
                 let _ = stopped.await;
             })
             .await;

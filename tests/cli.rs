@@ -24,7 +24,6 @@ fn the_example_config_documents_exactly_the_defaults() {
         ("store", "path"),
         ("http", "max_body_bytes"),
         ("audit", "file"),
-        ("audit", "max_bytes"),
     ] {
         assert!(
             tree[section].get(key).is_none(),
@@ -237,10 +236,14 @@ const CLI_CASES: &[CliCase] = &[
         ..CASE
     },
     CliCase {
-        name: "audit.max_bytes without audit.file says what to set",
+        name: "audit.max_bytes without audit.file is shown to have no effect",
+        args: &["check-config"],
         config: Some("audit:\n  max_bytes: 10 MiB\n"),
-        exit: Exit::Code(2),
-        stderr_has: &["audit.max_bytes: rotates audit.file, which is unset"],
+        exit: Exit::Success,
+        stdout_has: &[
+            "max_bytes: 10 MiB  # file ",
+            "(no effect while audit lines go to stderr)",
+        ],
         ..CASE
     },
     CliCase {
@@ -258,8 +261,15 @@ const CLI_CASES: &[CliCase] = &[
         ..CASE
     },
     CliCase {
-        name: "check-config says what an unset audit.max_bytes means",
+        name: "check-config says what a null audit.max_bytes means",
+        config: Some("audit:\n  file: a.jsonl\n  max_bytes: null\n"),
         stdout_has: &["no size limit; SIGHUP reopens audit.file"],
+        ..CASE
+    },
+    CliCase {
+        name: "audit.file rotates by size by default",
+        config: Some("audit:\n  file: a.jsonl\n"),
+        stdout_has: &["max_bytes: 100 MiB  # default"],
         ..CASE
     },
     CliCase {
@@ -383,6 +393,21 @@ const CLI_CASES: &[CliCase] = &[
         env: &[("AGENT_MCP_STORE_BACKEND", "postgres")],
         exit: Exit::Code(2),
         stderr_has: &["store.url", "postgres://"],
+        ..CASE
+    },
+    CliCase {
+        name: "a store.timeout outside 100ms..store.lease is refused, saying the range",
+        env: &[
+            ("AGENT_MCP_STORE_BACKEND", "postgres"),
+            ("AGENT_MCP_STORE_URL", "postgres://a@127.0.0.1/x"),
+            ("AGENT_MCP_STORE_TIMEOUT", "30s"),
+        ],
+        exit: Exit::Code(2),
+        stderr_has: &[
+            "store.timeout",
+            "between 100ms and store.lease (10s)",
+            "got 30s",
+        ],
         ..CASE
     },
     CliCase {

@@ -9,56 +9,13 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, StoreBackend};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpClient, ServeProcess, field, test_config};
+use support::harness::{HttpClient, ServeProcess};
+use support::instances::{LEASE, instances, shared_config, status, wait_holder, wait_state};
 use support::pg;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
-/// The shortest lease the configuration allows: failover tests wait for it to lapse.
-const LEASE: Duration = Duration::from_secs(3);
-
-fn shared_config(ollama: &str, url: &str) -> Config {
-    let mut config = test_config(ollama);
-    config.store.backend = StoreBackend::Postgres;
-    config.store.url = Some(url.to_owned());
-    config.store.lease = LEASE;
-    // The tests poll statuses fast; the read budget (global across instances) must not
-    // refuse them. The rate-limit test sets its own budgets.
-    config.rate_limit.reads.per_minute = 600_000;
-    config.rate_limit.reads.burst = 100_000;
-    config
-}
-
-async fn instances(config: &Config, n: usize) -> Vec<ServeProcess> {
-    let mut servers = Vec::new();
-    for _ in 0..n {
-        servers.push(ServeProcess::spawn(config).await);
-    }
-    servers
-}
-
-async fn status(client: &HttpClient, id: &str) -> String {
-    field(&client.agent_status(id).await, "status")
-}
-
-/// Polls `client` until task `id` has `state`, failing after `budget`.
-async fn wait_state(client: &HttpClient, id: &str, state: &str, budget: Duration) {
-    let deadline = Instant::now() + budget;
-    loop {
-        let text = client.agent_status(id).await;
-        let now = field(&text, "status");
-        if now == state {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} is {now}, not {state}, after {budget:?}:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 /// The request text of a chat body (the last user message).
 fn request_of(chat: &Value) -> String {
@@ -68,27 +25,6 @@ fn request_of(chat: &Value) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
-}
-
-/// The pid of the instance that holds task `id` (its lease owner is `<pid>-<uuid>`).
-async fn holder_pid(db: &tokio_postgres::Client, id: &str) -> Option<u32> {
-    let row = db
-        .query_opt("SELECT lease_owner FROM tasks WHERE id = $1", &[&id])
-        .await
-        .expect("read the lease owner")?;
-    let owner: Option<String> = row.get(0);
-    owner?.split('-').next()?.parse().ok()
-}
-
-async fn wait_holder(db: &tokio_postgres::Client, id: &str) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(pid) = holder_pid(db, id).await {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "nobody claimed {id}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -151,6 +87,13 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
         Duration::from_secs(10),
     )
     .await;
+    // Killed only once its chat holds the scripted hang: killed before that, the hang would
+    // go to the next task's chat instead, which then waits out the request timeout.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.in_flight_chats() == 0 {
+        assert!(Instant::now() < deadline, "the chat never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let victim = servers
         .iter()
         .position(|s| s.child.id() == Some(pid))
@@ -168,9 +111,12 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
         wait_state(&survivor, id, "completed", Duration::from_secs(20)).await;
     }
     eprintln!(
-        "FIGURE failover: task failed {:.2} s after kill -9 (lease {} s, heartbeat 1 s)",
+        "FIGURE failover: task failed {:.2} s after kill -9 (lease {} s, renewed every {:.1} s)",
         failover.as_secs_f64(),
-        LEASE.as_secs()
+        LEASE.as_secs(),
+        agent_mcp::store::LeaseTiming::of(LEASE)
+            .renew_every
+            .as_secs_f64()
     );
     assert!(
         failover <= LEASE + Duration::from_secs(2),

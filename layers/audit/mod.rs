@@ -12,24 +12,36 @@
 //! | `era`, `version` | `modern`/`legacy` and the protocol version |
 //! | `transport`, `peer` | `http`/`stdio`/`in-process`; the HTTP peer address |
 //! | `identity` | the token name, `stdio`, or `null` (anonymous, or refused) |
+//! | `client` | `{name, version}` of the request's `clientInfo`, or `null` |
 //! | `method`, `tool` | the JSON-RPC method; `params.name` of a `tools/call` |
 //! | `task_id`, `session_id` | from the arguments, or the ids the service reports on the response ([`ResponseIds`](crate::protocol::ResponseIds)); UUIDs only |
 //! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` ([`Outcome`](crate::protocol::Outcome)) |
 //! | `error_code`, `error_message` | the JSON-RPC error, or the tool error's text |
 //! | `duration_us` | time spent inside the stack |
 //! | `args` | `request_bytes`, `request_sha256`, `temperature`, `image_count`, `image_bytes` (decoded size computed from the base64 length; nothing is decoded) and, only with `audit.include_request`, `request` |
+//! | `suppressed` | on a refusal line only, when some were: refusals of this peer counted but not written since its previous line |
 //!
-//! What is never written: a token (auth never puts one in a message), image data, or the
-//! request text unless `audit.include_request` is on. Error messages and method/tool names are
-//! client-influenced, so runs of 40 or more base64-alphabet characters in them are replaced by
-//! `[N chars redacted]` and they are capped at 1000 bytes.
+//! What is never written: a token (auth never puts one in a message), image data, a URL's
+//! password, or the request text unless `audit.include_request` is on. Every field a client
+//! chooses is capped ([`MAX_ID_BYTES`], [`MAX_NAME_BYTES`]): a string id longer than 128 bytes
+//! is written as its first 64 and its length, method and tool names, the identity and
+//! `client` at 128 bytes, error messages at 1000, an included request text at 256 KiB; runs
+//! of 40 or more base64-alphabet characters in messages and names are replaced by
+//! `[N chars redacted]`.
+//!
+//! Refusals (`unauthorized`, `rate_limited`) are recorded within a budget per peer
+//! ([`RefusalThrottle`]: 20 at once, 10 a minute; an IPv6 peer counts by its /64), so a flood
+//! of them is a few lines and a count, never a full disk. A request the HTTP edge refuses from
+//! its headers ([`Auditor::record_refusal`]) has `method` [`BODY_NOT_READ`].
 //!
 //! Lines go to a file (`audit.file`: appended, created with mode 0600, parent directories
 //! created; one that cannot be opened stops the server at start) or to stderr, written by a
-//! background thread: the request path only queues a
-//! record (see [`AuditSink`]). A file is reopened on [`AuditSink::reopen`] (SIGHUP in the
-//! server, for logrotate) and rotated by size with `audit.max_bytes`/`audit.keep`
-//! ([`Rotation`]); lines are never split across files. A failing write is reported on the application log and never
+//! background thread: the request path only queues a record (see [`AuditSink`]), into a
+//! bounded queue, so a stderr nobody reads or a stuck disk costs lines (counted in
+//! `agent_mcp_log_lines_dropped_total{log="audit"}` and said once), never a request. A file is
+//! reopened on [`AuditSink::reopen`] (SIGHUP in the server, for logrotate) and rotated by size
+//! with `audit.max_bytes`/`audit.keep` ([`Rotation`]; the server's default is 100 MiB); lines
+//! are never split across files. A failing write is reported on the application log and never
 //! touches the response. The identity is the one an inner auth layer reports on the response
 //! ([`McpResponse::identity`](crate::protocol::McpResponse::identity)), or else the one the
 //! request arrived with. A `debug` event under the target `mcp::audit` repeats method, tool,
@@ -78,7 +90,14 @@
 mod record;
 mod service;
 mod sink;
+mod throttle;
 
-pub use record::{ArgsSummary, AuditRecord, base64_decoded_len, scrub_message};
-pub use service::{Audit, AuditLayer, AuditOptions, Auditor, Pending};
-pub use sink::{AuditSink, Rotation};
+pub use record::{
+    ArgsSummary, AuditRecord, ClientSummary, MAX_ID_BYTES, MAX_NAME_BYTES, base64_decoded_len,
+    scrub_message,
+};
+pub use service::{Audit, AuditLayer, AuditOptions, Auditor, BODY_NOT_READ, Pending};
+pub use sink::{AuditSink, LINES_DROPPED, Rotation};
+pub use throttle::{
+    BURST, PER_MINUTE, PeerKey, REFUSALS_SUPPRESSED, RefusalThrottle, SWEEP_EVERY, Verdict,
+};

@@ -42,7 +42,7 @@ impl ArgsSummary {
             summary.request_bytes = Some(request.len());
             summary.request_sha256 = Some(lower_hex(&Sha256::digest(request.as_bytes())));
             if include_request {
-                summary.request = Some(request.to_owned());
+                summary.request = Some(capped(request, MAX_REQUEST_TEXT_BYTES).into_owned());
             }
         }
         summary.temperature = arguments.get("temperature").and_then(Value::as_f64);
@@ -88,24 +88,82 @@ pub fn uuid_field(value: Option<&str>) -> Option<Uuid> {
     value.and_then(parse_uuid)
 }
 
-/// A tool name as recorded: one of ours as is (no copy), anything else scrubbed like an error
-/// message (it is client text).
+/// A tool name as recorded: one of ours as is (no copy), anything else capped and scrubbed
+/// like an error message (it is client text).
 pub fn name_field(name: &str) -> Cow<'static, str> {
     Cow::Borrowed(match name {
         "agent_run" => "agent_run",
         "agent_status" => "agent_status",
-        _ => return Cow::Owned(scrub_message(name)),
+        _ => return Cow::Owned(scrub_message(&capped(name, MAX_NAME_BYTES))),
     })
 }
 
+/// Most of a request text recorded with `audit.include_request`, in bytes (the default
+/// `mcp.max_request_bytes`: a longer text is refused anyway unless the operator raised it).
+pub const MAX_REQUEST_TEXT_BYTES: usize = 256 * 1024;
 /// Longest error message recorded, in bytes.
 const MAX_MESSAGE_BYTES: usize = 1000;
+/// Longest method or tool name, identity, or client name or version recorded, in bytes
+/// (client text: a name longer than this is not one of ours).
+pub const MAX_NAME_BYTES: usize = 128;
+/// Longest JSON-RPC string id recorded as it came, in bytes; a longer one is recorded as its
+/// first 64 bytes and its length.
+pub const MAX_ID_BYTES: usize = 128;
+const ID_KEPT_BYTES: usize = 64;
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.
+pub fn capped(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!("{}…", &text[..cut]))
+}
+
+/// A JSON-RPC id as recorded: a number as it is, a string of at most [`MAX_ID_BYTES`] as it
+/// is, a longer one as its start and its length (a client chooses its ids; 25 MiB of id must
+/// not become 25 MiB of audit line).
+pub fn id_field(id: &RequestId) -> RequestId {
+    match id {
+        RequestId::String(s) if s.len() > MAX_ID_BYTES => {
+            RequestId::String(format!("{}[{} bytes]", capped(s, ID_KEPT_BYTES), s.len()))
+        }
+        other => other.clone(),
+    }
+}
+
+/// `clientInfo`'s name and version as recorded (each capped), if it names either.
+pub fn client_field(info: Option<&Value>) -> Option<ClientSummary> {
+    let info = info?.as_object()?;
+    let field = |key: &str| {
+        info.get(key)
+            .and_then(Value::as_str)
+            .map(|s| scrub_message(&capped(s, MAX_NAME_BYTES)))
+    };
+    let summary = ClientSummary {
+        name: field("name"),
+        version: field("version"),
+    };
+    (summary.name.is_some() || summary.version.is_some()).then_some(summary)
+}
+
+/// The client's own name for itself (`_meta` `clientInfo`), for telling clients apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClientSummary {
+    pub name: Option<String>,
+    pub version: Option<String>,
+}
 /// Runs of base64-alphabet characters at least this long are replaced: an error message may
 /// quote client input (serde does), and that input may be image data.
 const MAX_OPAQUE_RUN: usize = 40;
 
-/// An error message made safe to record: long opaque runs redacted, length capped.
+/// An error message made safe to record: URL passwords and long opaque runs redacted, length
+/// capped.
 pub fn scrub_message(text: &str) -> String {
+    let text = &*crate::plugin::redact_urls_in(text);
     let mut out = String::with_capacity(text.len().min(MAX_MESSAGE_BYTES + 16));
     let mut run_start = None;
     let is_opaque = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_');
@@ -156,6 +214,8 @@ pub struct AuditRecord {
     pub peer: Option<SocketAddr>,
     /// Who called (a token name, `stdio`), or `None` for an anonymous or refused caller.
     pub identity: Option<String>,
+    /// The client's `clientInfo` name and version, when it sent them.
+    pub client: Option<ClientSummary>,
     pub method: Cow<'static, str>,
     pub tool: Option<Cow<'static, str>>,
     pub task_id: Option<Uuid>,
@@ -165,6 +225,10 @@ pub struct AuditRecord {
     pub error_message: Option<String>,
     pub duration_us: u64,
     pub args: Option<Box<ArgsSummary>>,
+    /// Refusals of this peer left out of the log since its previous line (see
+    /// `throttle.rs`); only on refusal lines, and only when some were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<u64>,
 }
 
 fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
@@ -202,6 +266,8 @@ impl AuditRecord {
         }
         out.extend_from_slice(b",\"identity\":");
         json_value(out, &self.identity);
+        out.extend_from_slice(b",\"client\":");
+        json_value(out, &self.client);
         out.extend_from_slice(b",\"method\":");
         name(out, &self.method);
         out.extend_from_slice(b",\"tool\":");
@@ -223,6 +289,10 @@ impl AuditRecord {
         json_value(out, &self.duration_us);
         out.extend_from_slice(b",\"args\":");
         json_value(out, &self.args);
+        if let Some(n) = self.suppressed {
+            out.extend_from_slice(b",\"suppressed\":");
+            json_value(out, &n);
+        }
         out.push(b'}');
     }
 }
@@ -325,6 +395,10 @@ mod tests {
             transport: "http",
             peer: Some("[::1]:8080".parse().unwrap()),
             identity: Some("ci \"bot\"\n".into()),
+            client: Some(ClientSummary {
+                name: Some("probe \"x\"".into()),
+                version: None,
+            }),
             method: Cow::Borrowed("tools/call"),
             tool: Some(Cow::Owned("odd\u{1}tool ✓".into())),
             task_id: Some(Uuid::from_u128(0x3f2504e0_4f89_11d3_9a0c_0305e82c3301)),
@@ -340,6 +414,7 @@ mod tests {
                 true,
             )
             .map(Box::new),
+            suppressed: Some(3),
         }
     }
 
@@ -364,6 +439,8 @@ mod tests {
         empty.error_message = None;
         empty.duration_us = 0;
         empty.args = None;
+        empty.client = None;
+        empty.suppressed = None;
         empty.outcome = Outcome::Ok;
         variants.push(empty);
         for record in variants {
@@ -375,6 +452,35 @@ mod tests {
                 String::from_utf8(serde).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn every_client_chosen_field_is_capped() {
+        let huge = "i".repeat(25 * 1024 * 1024);
+        let RequestId::String(id) = id_field(&RequestId::String(huge.clone())) else {
+            panic!("a string id stays a string");
+        };
+        assert!(id.len() < MAX_ID_BYTES + 32, "{} bytes", id.len());
+        assert!(id.ends_with(&format!("[{} bytes]", huge.len())), "{id}");
+        assert_eq!(
+            id_field(&RequestId::String("abc".into())),
+            RequestId::String("abc".into())
+        );
+        assert_eq!(id_field(&RequestId::Number(7)), RequestId::Number(7));
+        let name = name_field(&"a.".repeat(5000));
+        assert!(
+            name.len() <= MAX_NAME_BYTES + '…'.len_utf8(),
+            "{}",
+            name.len()
+        );
+        let client =
+            client_field(Some(&json!({"name": "é".repeat(1000), "version": "1"}))).unwrap();
+        assert!(client.name.unwrap().len() <= MAX_NAME_BYTES + '…'.len_utf8());
+        assert_eq!(client.version.as_deref(), Some("1"));
+        assert_eq!(client_field(Some(&json!({"title": "x"}))), None);
+        assert_eq!(client_field(Some(&json!("not an object"))), None);
+        let secret = scrub_message("cannot reach http://u:hunter2@h:1/api: refused");
+        assert!(!secret.contains("hunter2"), "{secret}");
     }
 
     #[test]

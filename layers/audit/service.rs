@@ -10,11 +10,15 @@ use std::borrow::Cow;
 
 use uuid::Uuid;
 
-use super::record::{ArgsSummary, AuditRecord, name_field, scrub_message, uuid_field};
+use super::record::{
+    ArgsSummary, AuditRecord, ClientSummary, MAX_NAME_BYTES, capped, client_field, id_field,
+    name_field, scrub_message, uuid_field,
+};
 use super::sink::{AuditSink, Rotation};
+use super::throttle::{RefusalThrottle, Verdict};
 use crate::plugin::{
     AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Payload,
-    ProtocolVersion, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
+    ProtocolVersion, Refusal, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
 };
 use crate::protocol::era::Era;
 
@@ -29,11 +33,13 @@ pub struct AuditOptions {
     pub rotation: Option<Rotation>,
 }
 
-/// The audit layer's [`Around`]: where lines go and how much of a request they hold.
+/// The audit layer's [`Around`]: where lines go, how much of a request they hold, and the
+/// per-peer budget of refusal lines (shared by every clone).
 #[derive(Clone, Debug)]
 pub struct Auditor {
     sink: AuditSink,
     include_request: bool,
+    throttle: std::sync::Arc<RefusalThrottle>,
 }
 
 impl From<AuditSink> for Auditor {
@@ -41,7 +47,71 @@ impl From<AuditSink> for Auditor {
         Self {
             sink,
             include_request: false,
+            throttle: std::sync::Arc::default(),
         }
+    }
+}
+
+impl Auditor {
+    /// Records a request refused before it reached the stack (the HTTP edge refuses a missing
+    /// or wrong bearer token before reading the body, so nothing of the body is known): one
+    /// line like any refusal's, with `method` `(body not read)`, under the same per-peer
+    /// budget.
+    /// `version`: what the request's `MCP-Protocol-Version` header named, if anything.
+    pub fn record_refusal(
+        &self,
+        peer: Option<SocketAddr>,
+        version: Option<ProtocolVersion>,
+        refusal: &Refusal,
+    ) {
+        let suppressed = match self.throttle.refusal(peer) {
+            Verdict::Suppress => return,
+            Verdict::Write { suppressed } => (suppressed > 0).then_some(suppressed),
+        };
+        self.sink.send(AuditRecord {
+            time: SystemTime::now(),
+            id: None,
+            era: match version.map(|v| v.era()) {
+                Some(Era::Modern) => "modern",
+                Some(Era::Legacy) => "legacy",
+                None => "unknown",
+            },
+            version: version.map_or("unknown", |v| v.as_str()),
+            transport: "http",
+            peer,
+            identity: None,
+            client: None,
+            method: Cow::Borrowed(BODY_NOT_READ),
+            tool: None,
+            task_id: None,
+            session_id: None,
+            outcome: refusal_outcome(refusal),
+            error_code: Some(refusal.code()),
+            error_message: Some(scrub_message(refusal.message())),
+            duration_us: 0,
+            args: None,
+            suppressed,
+        });
+        self.write_open_counts(false);
+    }
+
+    /// Writes the refusals counted but not written, per peer, when a minute has passed since
+    /// the last time (or now, with `force`: at shutdown, before the sink is flushed).
+    pub fn write_open_counts(&self, force: bool) {
+        for (peer, count) in self.throttle.sweep(force) {
+            self.sink.send_suppressed(&peer.shown(), count);
+        }
+    }
+}
+
+/// The `method` of a line for a request refused before its body was read.
+pub const BODY_NOT_READ: &str = "(body not read)";
+
+fn refusal_outcome(refusal: &Refusal) -> Outcome {
+    match refusal {
+        Refusal::Unauthorized { .. } => Outcome::Unauthorized,
+        Refusal::RateLimited { .. } => Outcome::RateLimited,
+        Refusal::PayloadTooLarge { .. } => Outcome::ProtocolError,
     }
 }
 
@@ -68,6 +138,12 @@ impl WrapLayer<Auditor> {
         &self.around_ref().sink
     }
 
+    /// The layer's [`Auditor`], for records made outside the stack
+    /// ([`Auditor::record_refusal`]).
+    pub fn auditor(&self) -> &Auditor {
+        self.around_ref()
+    }
+
     /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
     pub fn with_include_request(self, include: bool) -> Self {
         WrapLayer::with(Auditor {
@@ -81,7 +157,7 @@ impl Around for Auditor {
     type Pending = Pending;
 
     fn before(&self, req: &mut McpRequest) -> Result<Pending, McpResponse> {
-        Ok(Pending::capture(req, &self.sink, self.include_request))
+        Ok(Pending::capture(req, self))
     }
 }
 
@@ -96,6 +172,7 @@ pub struct Pending {
     transport: &'static str,
     peer: Option<SocketAddr>,
     identity: Option<String>,
+    client: Option<ClientSummary>,
     method: Cow<'static, str>,
     tool: Option<Cow<'static, str>>,
     task_id: RawId,
@@ -103,14 +180,15 @@ pub struct Pending {
     args: Option<Box<ArgsSummary>>,
     /// `tools/call` and `tasks/*` are recorded whatever their outcome.
     always: bool,
-    sink: AuditSink,
+    auditor: Auditor,
 }
 
 impl Pending {
-    fn capture(req: &McpRequest, sink: &AuditSink, include_request: bool) -> Pending {
+    fn capture(req: &McpRequest, auditor: &Auditor) -> Pending {
+        let include_request = auditor.include_request;
         let arrived = Instant::now();
         let method = req.method.static_name().map_or_else(
-            || Cow::Owned(scrub_message(req.method.as_str())),
+            || Cow::Owned(scrub_message(&capped(req.method.as_str(), MAX_NAME_BYTES))),
             Cow::Borrowed,
         );
         let is_tool_call = req.method == Method::ToolsCall;
@@ -142,18 +220,19 @@ impl Pending {
         };
         Pending {
             arrived,
-            id: req.id.clone(),
+            id: req.id.as_ref().map(id_field),
             version: req.ctx.version,
             transport: req.ctx.transport.name(),
             peer,
             identity,
+            client: client_field(req.ctx.client_info.as_ref()),
             method,
             always: is_tool_call || is_tasks,
             tool,
             task_id,
             session_id,
             args,
-            sink: sink.clone(),
+            auditor: auditor.clone(),
         }
     }
 }
@@ -164,6 +243,16 @@ impl Finish for Pending {
         if !self.always && outcome == Outcome::Ok {
             return;
         }
+        // Refusals are recorded within a per-peer budget; the rest are counted.
+        let suppressed = match outcome {
+            Outcome::Unauthorized | Outcome::RateLimited => {
+                match self.auditor.throttle.refusal(self.peer) {
+                    Verdict::Suppress => return,
+                    Verdict::Write { suppressed } => (suppressed > 0).then_some(suppressed),
+                }
+            }
+            _ => None,
+        };
         let duration_us = u64::try_from(self.arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
         // What the service reports is parsed already; the argument's text only when it is not.
         let mut task_id = response.ids.task_id.or_else(|| self.task_id.parse());
@@ -187,7 +276,11 @@ impl Finish for Pending {
         };
         // An auth layer inside says who the caller turned out to be (HTTP callers learn it
         // from their token there); otherwise what was known on arrival stands.
-        let identity = response.identity.clone().or(self.identity);
+        let identity = response
+            .identity
+            .clone()
+            .or(self.identity)
+            .map(|name| capped(&name, MAX_NAME_BYTES).into_owned());
         tracing::debug!(
             target: "mcp::audit",
             method = &*self.method,
@@ -198,7 +291,8 @@ impl Finish for Pending {
             duration_us,
             "request audited"
         );
-        self.sink.send_arrived(
+        let auditor = self.auditor;
+        auditor.sink.send_arrived(
             self.arrived,
             AuditRecord {
                 // Set by the writer from `arrived`.
@@ -212,6 +306,7 @@ impl Finish for Pending {
                 transport: self.transport,
                 peer: self.peer,
                 identity,
+                client: self.client,
                 method: self.method,
                 tool: self.tool,
                 task_id,
@@ -221,8 +316,10 @@ impl Finish for Pending {
                 error_message,
                 duration_us,
                 args: self.args,
+                suppressed,
             },
         );
+        auditor.write_open_counts(false);
     }
 }
 

@@ -29,6 +29,9 @@ use super::record::AuditRecord;
 
 /// Records waiting for the writer before new ones are dropped.
 const CHANNEL_CAPACITY: usize = 16_384;
+/// `agent_mcp_log_lines_dropped_total`, whose `log="audit"` series counts the records this
+/// writer had to drop.
+pub const LINES_DROPPED: &str = "agent_mcp_log_lines_dropped_total";
 /// A batch is written once it reaches this size.
 const BATCH_BYTES: usize = 64 * 1024;
 /// While lines keep coming, the writer collects them for this long between writes.
@@ -72,6 +75,11 @@ enum Queued {
     Flush(SyncSender<()>),
     /// Wakes an idle writer so a [`AuditSink::reopen`] takes effect now.
     Wake,
+    /// Refusals of one peer counted but not written (see `throttle.rs`).
+    Suppressed {
+        peer: String,
+        count: u64,
+    },
 }
 
 impl AuditSink {
@@ -169,6 +177,14 @@ impl AuditSink {
         });
     }
 
+    /// Queues the line that says `count` refusals of `peer` were counted, not written.
+    pub fn send_suppressed(&self, peer: &str, count: u64) {
+        self.queue(Queued::Suppressed {
+            peer: peer.to_owned(),
+            count,
+        });
+    }
+
     /// Waits until every record queued before this call is written (or its write failed and
     /// was reported), for at most `timeout`. Blocks the calling thread: for shutdown, so the
     /// last lines are not lost with the process. `false` if the writer did not answer in time.
@@ -199,6 +215,7 @@ impl AuditSink {
         match self.0.tx.try_send(queued) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
+                metrics::counter!(LINES_DROPPED, "log" => "audit").increment(1);
                 if self.0.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         target: "agent_mcp::audit",
@@ -450,6 +467,18 @@ impl Writer {
                 let _ = done.try_send(());
             }
             Queued::Wake => {}
+            Queued::Suppressed { peer, count } => {
+                let note = serde_json::json!({
+                    "time": humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+                    "event": "refusals_suppressed",
+                    "peer": peer,
+                    "count": count,
+                });
+                if serde_json::to_writer(&mut self.buf, &note).is_ok() {
+                    self.buf.push(b'\n');
+                    self.lines += 1;
+                }
+            }
         }
     }
 
@@ -522,6 +551,7 @@ mod tests {
             transport: "http",
             peer: Some(([127, 0, 0, 1], 4000).into()),
             identity: Some("alice".into()),
+            client: None,
             method: "tools/call".into(),
             tool: Some("agent_status".into()),
             task_id: Some(uuid::Uuid::nil()),
@@ -531,6 +561,7 @@ mod tests {
             error_message: None,
             duration_us: 12,
             args: None,
+            suppressed: None,
         }
     }
 

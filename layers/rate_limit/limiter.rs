@@ -16,11 +16,27 @@ use governor::{Quota, RateLimiter};
 use crate::protocol::{RequestContext, Transport};
 
 /// Who a request is counted against: the caller's identity (a token name, or `stdio`), else
-/// the peer IP of an anonymous HTTP caller, else the local caller `stdio`.
+/// the peer address of an anonymous HTTP caller (an IPv4 address; for IPv6 its /64, since one
+/// host is usually given a whole /64 and could otherwise take a fresh budget per address),
+/// else the local caller `stdio`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CallerKey {
     Identity(Cow<'static, str>),
     Peer(IpAddr),
+}
+
+/// The address an anonymous caller is counted by: IPv4 (also when mapped into IPv6) as it is,
+/// IPv6 with all but its first 64 bits cleared.
+pub fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from_bits(
+                v6.to_bits() & !((1u128 << 64) - 1),
+            )),
+        },
+    }
 }
 
 impl CallerKey {
@@ -32,7 +48,7 @@ impl CallerKey {
             return CallerKey::Identity(Cow::Owned(identity.clone()));
         }
         match ctx.transport {
-            Transport::Http { peer: Some(peer) } => CallerKey::Peer(peer.ip()),
+            Transport::Http { peer: Some(peer) } => CallerKey::Peer(peer_key(peer.ip())),
             _ => CallerKey::LOCAL,
         }
     }
@@ -156,6 +172,33 @@ mod tests {
         assert_eq!(limiter.check(&a), Err(Duration::from_millis(600)));
         clock.advance(Duration::from_millis(600));
         assert_eq!(limiter.check(&a), Ok(()));
+    }
+
+    #[test]
+    fn ipv6_callers_share_a_budget_per_64() {
+        let key = |peer: &str| {
+            let ctx = RequestContext::new(
+                crate::protocol::ProtocolVersion::V2026_07_28,
+                Transport::Http {
+                    peer: Some(peer.parse().unwrap()),
+                },
+            );
+            CallerKey::of(&ctx)
+        };
+        assert_eq!(key("[2001:db8:1:2::1]:1"), key("[2001:db8:1:2:abcd::7]:9"));
+        assert_ne!(key("[2001:db8:1:2::1]:1"), key("[2001:db8:1:3::1]:1"));
+        assert_eq!(key("[::ffff:10.0.0.1]:1"), key("10.0.0.1:2"));
+        assert_ne!(key("10.0.0.1:1"), key("10.0.0.2:1"));
+        // 250 addresses of one /64: one budget.
+        let limiter = CallerLimiter::new(nz(60), nz(60));
+        let refused = (0..250u32)
+            .filter(|n| {
+                limiter
+                    .check(&key(&format!("[2001:db8::{n:x}]:1")))
+                    .is_err()
+            })
+            .count();
+        assert_eq!(refused, 250 - 60);
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! A `governor` keyed GCRA limiter counts each request against its caller:
 //!
 //! - the caller's identity when one is known (the token name set by the auth layer, or `stdio`),
-//! - else the peer IP address of an anonymous HTTP caller,
+//! - else the peer address of an anonymous HTTP caller: an IPv4 address, or the /64 of an IPv6
+//!   one (a host usually holds a whole /64, so per address it could take a fresh budget for
+//!   every one of its 2^64 addresses),
 //! - else the local caller `stdio` (stdio, in-process calls, HTTP without a peer address).
 //!
 //! A request over the limit never reaches the inner service: it gets
@@ -76,7 +78,7 @@ mod limiter;
 mod service;
 mod shared;
 
-pub use limiter::{CallerKey, CallerLimiter};
+pub use limiter::{CallerKey, CallerLimiter, peer_key};
 pub use service::{
     Budgets, RATE_LIMITED, RateLimit, RateLimitLayer, RateLimits, retry_after_seconds,
 };

@@ -7,7 +7,10 @@
 //!   `tools/list` returns), compiled once per process with `format` assertions on, so a
 //!   `session_id` or `task_id` that is not a hyphenated UUID is refused;
 //! - then against the contract's runtime rules (`docs/contract.md` §2.4): `request` is not
-//!   empty or whitespace-only, and `temperature` lies within 0.0 through 2.0.
+//!   empty or whitespace-only, and `temperature` lies within 0.0 through 2.0;
+//! - and, first of all, `agent_run`'s `request` is at most `mcp.max_request_bytes` long
+//!   ([`ValidateLayer::with_max_request_bytes`], 256 KiB by default), so a huge text is neither
+//!   walked by the schema nor stored.
 //!
 //! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
 //! `isError: true` whose text is `Invalid arguments for tool "<tool>":` followed by one line per
@@ -67,4 +70,4 @@
 mod rules;
 mod service;
 
-pub use service::{ToolSchemas, Validate, ValidateLayer};
+pub use service::{DEFAULT_MAX_REQUEST_BYTES, ToolSchemas, Validate, ValidateLayer};

@@ -2,13 +2,28 @@ use serde_json::{Map, Value};
 
 use super::rules;
 use crate::plugin::{
-    Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, invalid_args,
+    AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, invalid_args,
 };
 
-/// The [`Check`] of the validate layer: the published tool schemas, then the typed parse.
-/// It carries no configuration; the compiled schemas are shared by every instance.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ToolSchemas;
+/// The [`Check`] of the validate layer: the longest request text, the published tool
+/// schemas, then the typed parse. The compiled schemas are shared by every instance.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolSchemas {
+    max_request_bytes: usize,
+}
+
+/// The default longest `agent_run` request text (`mcp.max_request_bytes`): room for any
+/// request a person writes, pasted logs included, far below the body cap (which is there for
+/// images).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 256 * 1024;
+
+impl Default for ToolSchemas {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+        }
+    }
+}
 
 /// Checks `tools/call` arguments of `agent_run` and `agent_status` before `inner` sees them;
 /// see the [module docs](super).
@@ -19,12 +34,25 @@ pub type ValidateLayer = GateLayer<ToolSchemas>;
 
 impl GateLayer<ToolSchemas> {
     pub const fn new() -> Self {
-        GateLayer::with(Gated(ToolSchemas))
+        GateLayer::with(Gated(ToolSchemas {
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+        }))
+    }
+
+    /// Refuses `agent_run` request texts longer than `bytes` (UTF-8).
+    pub const fn with_max_request_bytes(bytes: usize) -> Self {
+        GateLayer::with(Gated(ToolSchemas {
+            max_request_bytes: bytes,
+        }))
     }
 }
 
 impl Check for ToolSchemas {
     fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
+        // Before the schema: a huge text is refused without being walked.
+        if let Some(line) = self.request_too_long(req) {
+            return Err(req.result(invalid_args(AGENT_RUN, &[line])));
+        }
         if let Some((tool, problems)) = violations(req) {
             return Err(req.result(invalid_args(tool, &problems)));
         }
@@ -34,6 +62,24 @@ impl Check for ToolSchemas {
             return Err(req.result(answer));
         }
         Ok(())
+    }
+}
+
+impl ToolSchemas {
+    /// The line refusing an `agent_run` request text over the cap, if it is.
+    fn request_too_long(&self, req: &McpRequest) -> Option<String> {
+        if req.is_notification() || req.call.is_some() || req.tool_name() != Some(AGENT_RUN) {
+            return None;
+        }
+        let bytes = req.params.get("arguments")?.get("request")?.as_str()?.len();
+        (bytes > self.max_request_bytes).then(|| {
+            format!(
+                "request: is {bytes} bytes, more than the {} this server takes \
+                 (mcp.max_request_bytes); put long material in a file in the workspace and name \
+                 it in the request",
+                self.max_request_bytes
+            )
+        })
     }
 }
 
@@ -164,6 +210,33 @@ mod tests {
             let resp = run(request(method, params.clone())).await;
             assert_eq!(text(&resp), ("passed", false), "{method} {params}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_text_over_the_cap_is_refused_naming_the_key() {
+        let svc = ServiceBuilder::new()
+            .layer(ValidateLayer::with_max_request_bytes(10))
+            .service(service_fn(|req: McpRequest| async move {
+                Ok::<_, Infallible>(req.result(McpResult::tool_text("queued", false)))
+            }));
+        let call = |text: &str| {
+            request(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": text}}),
+            )
+        };
+        let Ok(resp) = svc.clone().oneshot(call("0123456789")).await;
+        assert_eq!(text(&resp), ("queued", false));
+        let Ok(resp) = svc.oneshot(call("0123456789é")).await;
+        assert_eq!(
+            text(&resp),
+            (
+                "Invalid arguments for tool \"agent_run\":\nrequest: is 12 bytes, more than the \
+                 10 this server takes (mcp.max_request_bytes); put long material in a file in the \
+                 workspace and name it in the request",
+                true
+            )
+        );
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
 //! model at a time.
 
+mod claim;
 pub mod plan;
 pub mod queue;
 pub mod runner;
@@ -120,10 +121,24 @@ impl AgentCore {
     /// Queues a stored task. With a shared store the database holds the queue: the worker
     /// only wakes to claim.
     pub fn enqueue(&self, id: Uuid) {
+        self.enqueue_owned(id, None);
+    }
+
+    /// [`AgentCore::enqueue`] of a task of `owner`, counted against that owner's share of the
+    /// queue (`mcp.max_queued_per_caller`).
+    pub fn enqueue_owned(&self, id: Uuid, owner: Option<&str>) {
         if self.store.shared().is_some() {
             self.wake_queued.notify_one();
         } else {
-            self.queue.push(id);
+            self.queue.push_owned(id, owner);
+        }
+    }
+
+    /// Tasks of `owner` waiting in the queue (the whole application's, for a shared store).
+    pub async fn queue_len_of(&self, owner: Option<&str>) -> Result<usize, StoreError> {
+        match self.store.shared() {
+            Some(shared) => shared.queued_count_of(owner).await,
+            None => Ok(self.queue.len_of(owner)),
         }
     }
 
@@ -296,6 +311,10 @@ impl Agent {
                 Ok(how) => tracing::info!("run_command: {how}"),
                 Err(why) => tracing::warn!("run_command: {why}"),
             }
+            match tools::describe_network_isolation(core.settings.tools.commands.network) {
+                Ok(how) => tracing::info!("run_command: {how}"),
+                Err(why) => tracing::warn!("run_command: {why}"),
+            }
         }
         let shutdown = CancellationToken::new();
         let shared = core.store.shared().is_some();
@@ -307,7 +326,7 @@ impl Agent {
             // A task a crash left planning/running cannot resume: it ends failed, with a reason.
             crate::store::fail_interrupted(core.store.as_ref()).await?;
             for task in core.store.tasks_in_state(TaskState::Queued).await? {
-                core.queue.push(task.id);
+                core.queue.push_owned(task.id, task.owner.as_deref());
             }
         }
         tokio::spawn(crate::store::purge_expired_periodically(

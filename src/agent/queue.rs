@@ -2,7 +2,7 @@
 //! or running in the whole process.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -24,14 +24,69 @@ struct Line {
     /// `(sequence number, task)`, oldest first; may still hold cancelled entries, skipped when
     /// they reach the front.
     order: VecDeque<(u64, Uuid)>,
-    /// The sequence number of every task still waiting.
-    waiting: HashMap<Uuid, u64>,
+    /// The sequence number and owner of every task still waiting.
+    waiting: HashMap<Uuid, (u64, Owner)>,
+    /// Tasks waiting per owner (for `mcp.max_queued_per_caller`).
+    per_owner: HashMap<Owner, usize>,
+    /// Places held by [`Ticket`]s for tasks being stored, in all and per owner: counted
+    /// against the caps like waiting tasks, so calls that check at once cannot all take the
+    /// last place.
+    held: usize,
+    held_by: HashMap<Owner, usize>,
     /// Sequence numbers cancelled out of the line but still in `order`.
     gone: BTreeSet<u64>,
     next_seq: u64,
 }
 
+/// Whose task it is: the caller identity, `None` for anonymous HTTP callers.
+type Owner = Option<Arc<str>>;
+
+/// Why [`TaskQueue::reserve`] found no place: the caps it met, with the count that met them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueFull {
+    /// `n` tasks wait (or are being stored) in all.
+    Total(usize),
+    /// `n` tasks of this owner wait (or are being stored).
+    Owner(usize),
+}
+
+/// A place in the line held for a task of one owner while it is stored; [`TaskQueue::push_ticket`]
+/// fills it, dropping it gives it back.
+#[derive(Debug)]
+pub struct Ticket<'a> {
+    queue: &'a TaskQueue,
+    owner: Owner,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let mut line = self.queue.items();
+        line.release(&self.owner);
+    }
+}
+
 impl Line {
+    /// Gives back a place a ticket held.
+    fn release(&mut self, owner: &Owner) {
+        self.held = self.held.saturating_sub(1);
+        if let Some(n) = self.held_by.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.held_by.remove(owner);
+            }
+        }
+    }
+
+    /// Forgets `id`'s owner count once it left the line.
+    fn left(&mut self, owner: &Owner) {
+        if let Some(n) = self.per_owner.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_owner.remove(owner);
+            }
+        }
+    }
+
     /// Drops cancelled entries from the front, so the front is a waiting task.
     fn settle(&mut self) {
         while let Some(&(seq, _)) = self.order.front() {
@@ -54,13 +109,22 @@ impl TaskQueue {
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends a task at the back.
+    /// Appends a task at the back, owned by no one (the anonymous caller).
     pub fn push(&self, id: Uuid) {
+        self.push_owned(id, None);
+    }
+
+    /// Appends a task of `owner` at the back.
+    pub fn push_owned(&self, id: Uuid, owner: Option<&str>) {
+        let owner: Owner = owner.map(Arc::from);
         let mut line = self.items();
         let seq = line.next_seq;
         line.next_seq += 1;
         line.order.push_back((seq, id));
-        line.waiting.insert(id, seq);
+        *line.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        if let Some((_, replaced)) = line.waiting.insert(id, (seq, owner)) {
+            line.left(&replaced);
+        }
         crate::metrics::set_queue_depth(line.waiting.len());
         drop(line);
         // A stored permit means a push before the worker waits is not lost.
@@ -70,7 +134,7 @@ impl TaskQueue {
     /// 1-based position of a waiting task.
     pub fn position(&self, id: Uuid) -> Option<usize> {
         let line = self.items();
-        let seq = *line.waiting.get(&id)?;
+        let seq = line.waiting.get(&id)?.0;
         let front = line.order.front().map_or(seq, |(front, _)| *front);
         let ahead = seq.saturating_sub(front) - line.gone.range(front..seq).count() as u64;
         usize::try_from(ahead + 1).ok()
@@ -80,7 +144,8 @@ impl TaskQueue {
     pub fn remove(&self, id: Uuid) -> bool {
         let mut line = self.items();
         let removed = match line.waiting.remove(&id) {
-            Some(seq) => {
+            Some((seq, owner)) => {
+                line.left(&owner);
                 line.gone.insert(seq);
                 line.settle();
                 true
@@ -95,6 +160,44 @@ impl TaskQueue {
         self.items().waiting.len()
     }
 
+    /// Holds a place for a task of `owner` if fewer than `total` tasks wait (or are held) in
+    /// all and fewer than `per_owner` of `owner`'s; else says which cap was met.
+    pub fn reserve(
+        &self,
+        owner: Option<&str>,
+        total: usize,
+        per_owner: usize,
+    ) -> Result<Ticket<'_>, QueueFull> {
+        let owner: Owner = owner.map(Arc::from);
+        let mut line = self.items();
+        let all = line.waiting.len() + line.held;
+        if all >= total {
+            return Err(QueueFull::Total(all));
+        }
+        let mine = line.per_owner.get(&owner).copied().unwrap_or(0)
+            + line.held_by.get(&owner).copied().unwrap_or(0);
+        if mine >= per_owner {
+            return Err(QueueFull::Owner(mine));
+        }
+        line.held += 1;
+        *line.held_by.entry(owner.clone()).or_insert(0) += 1;
+        Ok(Ticket { queue: self, owner })
+    }
+
+    /// Queues task `id` in the place `ticket` held (its owner's).
+    pub fn push_ticket(&self, ticket: Ticket<'_>, id: Uuid) {
+        let owner = ticket.owner.clone();
+        // The ticket gives its place back as the task takes one: the counts never dip.
+        self.push_owned(id, owner.as_deref());
+        drop(ticket);
+    }
+
+    /// Tasks of `owner` waiting.
+    pub fn len_of(&self, owner: Option<&str>) -> usize {
+        let owner: Owner = owner.map(Arc::from);
+        self.items().per_owner.get(&owner).copied().unwrap_or(0)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items().waiting.is_empty()
     }
@@ -106,8 +209,10 @@ impl TaskQueue {
                 let mut line = self.items();
                 line.settle();
                 let next = line.order.pop_front().map(|(_, id)| id);
-                if let Some(id) = next {
-                    line.waiting.remove(&id);
+                if let Some(id) = next
+                    && let Some((_, owner)) = line.waiting.remove(&id)
+                {
+                    line.left(&owner);
                 }
                 crate::metrics::set_queue_depth(line.waiting.len());
                 next
@@ -176,6 +281,59 @@ mod tests {
             }
         }
         assert_eq!(q.position(Uuid::new_v4()), None);
+    }
+
+    #[tokio::test]
+    async fn tasks_are_counted_per_owner_until_they_leave_the_line() {
+        let q = TaskQueue::new();
+        let a: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        for id in &a {
+            q.push_owned(*id, Some("alice"));
+        }
+        let anon = Uuid::new_v4();
+        q.push(anon);
+        assert_eq!(
+            (q.len_of(Some("alice")), q.len_of(None), q.len()),
+            (3, 1, 4)
+        );
+        assert!(q.remove(a[1]));
+        assert_eq!(q.next().await, a[0]);
+        assert_eq!(q.len_of(Some("alice")), 1);
+        assert_eq!(q.next().await, a[2]);
+        assert_eq!(q.next().await, anon);
+        assert_eq!((q.len_of(Some("alice")), q.len_of(None)), (0, 0));
+    }
+
+    #[test]
+    fn tickets_hold_places_so_the_caps_hold_for_calls_at_once() {
+        let q = TaskQueue::new();
+        let a = q.reserve(Some("alice"), 3, 2).unwrap();
+        let b = q.reserve(Some("alice"), 3, 2).unwrap();
+        // Both held, none stored yet: a third call of alice finds her share taken.
+        assert_eq!(
+            q.reserve(Some("alice"), 3, 2).unwrap_err(),
+            QueueFull::Owner(2)
+        );
+        let c = q.reserve(None, 3, 2).unwrap();
+        assert_eq!(
+            q.reserve(Some("bob"), 3, 2).unwrap_err(),
+            QueueFull::Total(3)
+        );
+        // A ticket dropped (the store failed) gives its place back; a filled one becomes a task.
+        drop(b);
+        q.push_ticket(a, Uuid::new_v4());
+        q.push_ticket(c, Uuid::new_v4());
+        assert_eq!(
+            (q.len(), q.len_of(Some("alice")), q.len_of(None)),
+            (2, 1, 1)
+        );
+        let d = q.reserve(Some("bob"), 3, 2).unwrap();
+        assert_eq!(
+            q.reserve(Some("bob"), 3, 2).unwrap_err(),
+            QueueFull::Total(3)
+        );
+        drop(d);
+        assert!(q.reserve(Some("bob"), 3, 2).is_ok());
     }
 
     #[tokio::test]

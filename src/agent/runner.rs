@@ -20,6 +20,7 @@ use tracing::{error, info, warn};
 use uuid::Uuid;
 
 use super::AgentCore;
+use super::claim::TaskClaim;
 use super::plan::{Plan, plan_schema};
 use super::steer;
 use super::step::Engine;
@@ -64,7 +65,9 @@ pub async fn run_task(core: &Arc<AgentCore>, id: Uuid, cancel: CancellationToken
         ))),
     };
     finish(core, &mut progress, outcome).await;
-    info!(task_id = %id, state = %progress.task.state, "task finished");
+    if progress.task.state.is_terminal() {
+        info!(task_id = %id, state = %progress.task.state, "task finished");
+    }
 }
 
 /// Why a task did not produce an answer.
@@ -122,6 +125,10 @@ async fn drive(
         progress.set_plan(&Plan::single(SINGLE_STEP_TITLE));
         progress.enter(TaskState::Running, SINGLE_STEP_TITLE).await;
     }
+    let claim = TaskClaim::of(core, progress.task.id);
+    if !claim.may_call(cancel).await {
+        return Err(RunError::Cancelled);
+    }
     let show = tokio::select! {
         () = cancel.cancelled() => return Err(RunError::Cancelled),
         show = core.ollama.show(&settings.model) => show?,
@@ -163,6 +170,7 @@ async fn drive(
             })
             .collect(),
         request,
+        claim,
     });
 
     let plan = if settings.planning {
@@ -263,12 +271,23 @@ async fn synthesize(
     Ok(answer)
 }
 
-/// The terminal state: the answer into the session, or why there is none.
+/// The terminal state: the answer (saved with the turns it adds to the session), or why there
+/// is none. A task whose claim was lost is not written: it is no longer this instance's.
 async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<String, RunError>) {
+    if let Some(loss) = TaskClaim::of(core, progress.task.id).loss() {
+        warn!(
+            task_id = %progress.task.id,
+            reason = %loss,
+            "the task's claim is lost; its work stopped, and the instance that ends it writes its \
+             outcome"
+        );
+        progress.abandon().await;
+        return;
+    }
     let task = &mut progress.task;
     match outcome {
         Ok(answer) => {
-            let turns = [
+            progress.outcome_turns = vec![
                 Turn {
                     role: TurnRole::User,
                     content: task.request.clone(),
@@ -278,17 +297,8 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
                     content: answer.clone(),
                 },
             ];
-            match core.store.append_turns(task.session_id, &turns).await {
-                Ok(()) => {
-                    task.result = answer;
-                    task.transition(TaskState::Completed);
-                }
-                Err(e) => {
-                    task.fail(format!(
-                        "the model answered, but the session history could not be saved: {e}"
-                    ));
-                }
-            }
+            task.result = answer;
+            task.transition(TaskState::Completed);
         }
         Err(RunError::Cancelled) if core.is_shutting_down() => {
             task.fail(crate::store::INTERRUPTED_BY_RESTART);

@@ -1,7 +1,7 @@
 //! The worker when the store is shared by several instances ([`crate::store::SharedQueue`]):
-//! the database hands out the next task, this process holds it by a lease it renews, and
-//! announcements from other instances (new work, cancel requests, changed tasks) reach the
-//! worker and the waiters here.
+//! the database hands out the next task, this process holds it by a lease the store renews
+//! (and stops the task when it cannot: [`crate::store::Lease`]), and announcements from other
+//! instances (new work, cancel requests, changed tasks) reach the worker and the waiters here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,11 +12,8 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::{AgentCore, after_task, runner};
-use crate::store::{Claim, Heartbeat, SharedEvent};
+use crate::store::{Claim, SharedEvent};
 
-/// How often the lease of the running task is renewed, and the cancel mark read (the backstop
-/// of a missed cancel notification).
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// The slow poll of an idle worker, the backstop of a missed wake-up notification.
 const IDLE_POLL: Duration = Duration::from_secs(5);
 /// Wait after a failed claim (the database is unreachable).
@@ -64,39 +61,17 @@ async fn run_claimed(core: &Arc<AgentCore>, id: Uuid, shutdown: &CancellationTok
     };
     info!(task_id = %id, "task claimed");
     let token = shutdown.child_token();
+    // The store's heartbeat renews the lease from now on. When it cannot (or the database
+    // says the task is gone), it fires this token from its own thread: the model stream, tool
+    // calls and commands stop, and the runner, finding the claim lost, writes nothing.
+    match shared.lease(id) {
+        Some(lease) => lease.stop_on_loss(token.clone()),
+        None => warn!(task_id = %id, "claimed, but the store holds no lease for it"),
+    }
     *core.running_slot() = Some((id, token.clone()));
-    let beat = tokio::spawn(heartbeat(core.clone(), id, token.clone()));
     runner::run_task(core, id, token).await;
-    beat.abort();
     shared.release(id);
     after_task(core, id).await;
-}
-
-/// Renews the lease every [`HEARTBEAT`]; stops the task when someone asked to cancel it or
-/// when it is no longer this process's.
-async fn heartbeat(core: Arc<AgentCore>, id: Uuid, token: CancellationToken) {
-    let Some(shared) = core.store.shared() else {
-        return;
-    };
-    let mut ticks = tokio::time::interval(HEARTBEAT);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = token.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
-        match shared.heartbeat(id).await {
-            Ok(Heartbeat::Held) => {}
-            Ok(Heartbeat::CancelRequested) => token.cancel(),
-            Ok(Heartbeat::Lost) => {
-                warn!(task_id = %id, "lost the task's lease; stopping it");
-                token.cancel();
-            }
-            // The lease runs on; if the database stays away it lapses and another instance
-            // ends the task.
-            Err(e) => warn!(task_id = %id, error = %e, "cannot renew the task's lease"),
-        }
-    }
 }
 
 /// Turns announcements from other instances into local wake-ups, cancellations and change

@@ -16,6 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
+use super::claim::TaskClaim;
 use super::steer::{self, CallMemory};
 use super::tools::Toolbox;
 use crate::ollama::{
@@ -38,6 +39,8 @@ pub(crate) struct Engine {
     pub history: Vec<Message>,
     /// The task's request, with its images.
     pub request: Message,
+    /// Asked before every model and tool call.
+    pub claim: TaskClaim,
 }
 
 impl Engine {
@@ -83,6 +86,10 @@ impl Engine {
         request: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, OllamaError> {
+        // A claim that may be lost (a freeze, a partition) is checked before the call.
+        if !self.claim.may_call(cancel).await {
+            return Err(OllamaError::Cancelled);
+        }
         // Progress is saved per call, not per streamed chunk.
         self.ollama.chat(request, cancel, &mut |_| {}).await
     }
@@ -459,6 +466,9 @@ pub(crate) async fn run_step(
                     step: index,
                     description: Some(Toolbox::describe(call)),
                 });
+                if !engine.claim.may_call(&cancel).await {
+                    return Err(StepError::Cancelled);
+                }
                 let text = toolbox.execute(call, &cancel).await;
                 let _ = events.send(StepEvent::Tool {
                     step: index,

@@ -24,17 +24,23 @@ use tracing::{error, warn};
 use crate::store::StoreError;
 
 use super::AgentCore;
+use super::claim::TaskClaim;
 use super::plan::Plan;
 use super::step::StepEvent;
-use crate::task::{Task, TaskState};
+use crate::task::{Task, TaskState, Turn};
 
-/// How long the outcome of a task is retried while a shared store is unreachable.
+/// How long the outcome of a task is retried while a shared store is unreachable, at most:
+/// it is retried only while the task's claim holds, which the lease bounds first unless the
+/// heartbeat can renew it (the database answers it, but not the pool).
 const TERMINAL_SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The task and what its steps are doing now.
 pub(crate) struct Progress<'a> {
     core: &'a Arc<AgentCore>,
     pub task: Task,
+    /// The turns the outcome adds to the task's session (its request and answer), written in
+    /// one transaction with the terminal state.
+    pub outcome_turns: Vec<Turn>,
     /// The background writer of unfinished states (see the module's documentation).
     behind: Behind,
     plan: Option<Plan>,
@@ -70,6 +76,7 @@ impl<'a> Progress<'a> {
         Self {
             core,
             task,
+            outcome_turns: Vec::new(),
             behind: Behind::default(),
             plan: None,
             step_tokens: Vec::new(),
@@ -187,31 +194,70 @@ impl<'a> Progress<'a> {
         self.save_outcome().await;
     }
 
-    /// Writes the terminal task, retrying a shared store's blips, then publishes it.
+    /// Drops the progress not yet written and waits for the write in flight: for a task that is
+    /// no longer this instance's, nothing of it may land later (the store refuses the write
+    /// while the lost claim is held, and the claim is released after this).
+    pub async fn abandon(&mut self) {
+        lock(&self.behind.slot).next = None;
+        if let Some(writer) = self.behind.writer.take() {
+            let _ = writer.await;
+        }
+    }
+
+    /// Writes the terminal task with its turns, retrying a shared store's blips, then
+    /// publishes it. A task whose claim was lost meanwhile is not published: the instance that
+    /// ends it does.
     async fn save_outcome(&mut self) {
+        let turns = std::mem::take(&mut self.outcome_turns);
+        let saved = match self.write_outcome(&turns).await {
+            Err(e) if !turns.is_empty() && !matches!(e, StoreError::Fenced(_)) => {
+                // The answer cannot go into the session: the task says so, rather than stand
+                // completed with an answer its session lacks.
+                self.task.state = TaskState::Failed;
+                self.task.result =
+                    format!("the model answered, but the session history could not be saved: {e}");
+                self.write_outcome(&[]).await
+            }
+            other => other,
+        };
+        match saved {
+            Ok(()) => {}
+            Err(StoreError::Fenced(_)) => {
+                warn!(
+                    task_id = %self.task.id,
+                    "the task's claim was lost before its outcome was saved; the instance that \
+                     ends it writes its state"
+                );
+                return;
+            }
+            Err(e) => error!(task_id = %self.task.id, error = %e, "cannot save the task's outcome"),
+        }
+        self.core.publish_task(&self.task);
+    }
+
+    /// One outcome write, retried while a shared store is unreachable and the claim holds.
+    async fn write_outcome(&self, turns: &[Turn]) -> Result<(), StoreError> {
+        let claim = TaskClaim::of(self.core, self.task.id);
         let mut backoff = std::time::Duration::from_millis(250);
         let mut waited = std::time::Duration::ZERO;
         loop {
-            match self.core.store.update_task(&self.task).await {
-                Ok(()) => break,
+            match self.core.store.finish_task(&self.task, turns).await {
                 // With a shared store the outcome must not be lost to a database blip (a
-                // restart, a failover): the heartbeat keeps the lease meanwhile, and a lost
-                // lease answers Fenced, which ends the retries.
+                // restart, a failover): the heartbeat keeps the lease meanwhile, and once it
+                // cannot, the claim is lost and the write is refused (Fenced), which ends this.
                 Err(StoreError::Unavailable(e))
-                    if self.core.store.shared().is_some() && waited < TERMINAL_SAVE_PATIENCE =>
+                    if self.core.store.shared().is_some()
+                        && claim.loss().is_none()
+                        && waited < TERMINAL_SAVE_PATIENCE =>
                 {
                     warn!(task_id = %self.task.id, error = %e, "cannot save the task's outcome; retrying");
                     tokio::time::sleep(backoff).await;
                     waited += backoff;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
                 }
-                Err(e) => {
-                    error!(task_id = %self.task.id, error = %e, "cannot save the task's outcome");
-                    break;
-                }
+                other => return other,
             }
         }
-        self.core.publish_task(&self.task);
     }
 
     /// Hands the task as it is now to the background writer, starting one if none runs.

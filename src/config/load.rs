@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError};
+use crate::redact::redact_url;
 
 impl Config {
     /// Loads `path`; with `None`, `./agent.yaml` if it exists, else the defaults.
@@ -51,78 +52,14 @@ impl Config {
         Ok(config)
     }
 
-    /// A copy safe to print: token hashes are replaced.
+    /// A copy safe to print: token hashes and URL passwords are replaced.
     pub fn redacted(&self) -> Config {
         let mut copy = self.clone();
         for token in &mut copy.auth.tokens {
             token.sha256 = "<redacted>".into();
         }
         copy.store.url = copy.store.url.as_deref().map(redact_url);
+        copy.ollama.url = redact_url(&copy.ollama.url);
         copy
-    }
-}
-
-/// `url` with its password (`user:password@`, or a `password=` parameter) replaced by
-/// `<redacted>`, for printing and logs.
-pub fn redact_url(url: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            // The authority ends at the first '/', the userinfo at its last '@'.
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = match userinfo.split_once(':') {
-                        Some((user, _)) => format!("{user}:<redacted>"),
-                        None => userinfo.to_owned(),
-                    };
-                    format!("{scheme}://{user}@{host}{path}")
-                }
-                None => head.to_owned(),
-            }
-        }
-        None => head.to_owned(),
-    };
-    if let Some(query) = query {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|p| match p.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=<redacted>"),
-                _ => p.to_owned(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&params.join("&"));
-    }
-    out
-}
-
-#[cfg(test)]
-mod redact_tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_never_survive_redaction() {
-        let cases = [
-            (
-                "postgres://app:s3cret@db:5432/agent",
-                "postgres://app:<redacted>@db:5432/agent",
-            ),
-            (
-                "postgresql://app:p@ss@db/agent?sslmode=disable",
-                "postgresql://app:<redacted>@db/agent?sslmode=disable",
-            ),
-            (
-                "postgres://app@db/agent?password=s3cret&application_name=x",
-                "postgres://app@db/agent?password=<redacted>&application_name=x",
-            ),
-            ("postgres://db/agent", "postgres://db/agent"),
-        ];
-        for (url, want) in cases {
-            assert_eq!(redact_url(url), want, "{url}");
-        }
     }
 }

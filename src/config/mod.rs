@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 mod env;
 mod load;
-pub use load::redact_url;
 mod oauth;
+pub use crate::redact::redact_url;
 pub use oauth::{JwksConfig, OAuthConfig};
 mod paths;
 mod serde_with;
@@ -146,7 +146,15 @@ pub struct AgentToolsConfig {
     /// Most bytes of any one tool result sent back to the model.
     #[serde(with = "exact_size")]
     pub max_output_bytes: ByteSize,
+    /// Paths in the workspace the tools may read but never change, nor name in a command's
+    /// arguments: a name without `/` (such as `.git`) anywhere in the tree, a path with `/`
+    /// from the workspace root. By default the version-control folders, whose config and hooks
+    /// run commands for the user (`core.fsmonitor`, `.git/hooks/pre-commit`).
+    pub read_only_paths: Vec<String>,
 }
+
+/// The default `agent.tools.read_only_paths`.
+pub const DEFAULT_READ_ONLY_PATHS: [&str; 3] = [".git", ".hg", ".svn"];
 
 impl Default for AgentToolsConfig {
     fn default() -> Self {
@@ -154,6 +162,7 @@ impl Default for AgentToolsConfig {
             disabled: Vec::new(),
             max_read_bytes: ByteSize::kib(256),
             max_output_bytes: ByteSize::kib(64),
+            read_only_paths: DEFAULT_READ_ONLY_PATHS.map(str::to_owned).to_vec(),
         }
     }
 }
@@ -177,6 +186,9 @@ pub struct AgentCommandsConfig {
     pub env: std::collections::BTreeMap<String, String>,
     /// Resource limits set on each command's process before it starts (Linux); null: no limit.
     pub limits: CommandLimits,
+    /// Let commands reach the network. Off (the default): each command runs in a network
+    /// namespace of its own with only a loopback interface, where the kernel allows it.
+    pub network: bool,
 }
 
 /// `agent.commands.limits`: rlimits set in each command's process before `exec`, inherited by
@@ -220,6 +232,7 @@ impl Default for AgentCommandsConfig {
             path: None,
             env: std::collections::BTreeMap::new(),
             limits: CommandLimits::default(),
+            network: false,
         }
     }
 }
@@ -243,6 +256,20 @@ pub struct HttpConfig {
     /// How long a client may take to send its request body once the headers are in.
     #[serde(with = "humantime_serde_compat")]
     pub body_timeout: Duration,
+    /// Most connections held open at once; also kept below the process's file descriptor
+    /// limit. At the cap, the connection idle longest is closed to make room for a new one.
+    pub max_connections: usize,
+    /// Most bytes of request bodies held at once, across all connections (the first 64 KiB
+    /// of each body are not counted); a body that cannot get its share within
+    /// `body_timeout` is answered 503.
+    #[serde(with = "exact_size")]
+    pub max_buffered_bytes: ByteSize,
+    /// Serve a non-loopback `bind` without `auth.tokens` (e.g. behind a proxy that
+    /// authenticates). Off: such a server refuses to start.
+    pub allow_unauthenticated_remote: bool,
+    /// Lowercase hex SHA-256 of the bearer token `/metrics` asks for (`agent-mcp
+    /// hash-token`). Unset: any of `auth.tokens` when there are some, else none.
+    pub metrics_token_sha256: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -254,11 +281,20 @@ impl Default for HttpConfig {
             max_body_bytes: None,
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            max_buffered_bytes: ByteSize::mib(64),
+            allow_unauthenticated_remote: false,
+            metrics_token_sha256: None,
         }
     }
 }
 
 impl HttpConfig {
+    /// `max_buffered_bytes` in bytes.
+    pub fn buffered_limit(&self) -> usize {
+        usize::try_from(self.max_buffered_bytes.as_u64()).unwrap_or(usize::MAX)
+    }
+
     /// The body cap in force: the configured one, or one derived from the image limits.
     pub fn body_limit(&self, images: &ImageLimits) -> usize {
         match self.max_body_bytes {
@@ -268,10 +304,32 @@ impl HttpConfig {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// `mcp`: what callers may hand the server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     pub images: ImageLimits,
+    /// Longest `agent_run` request text, in bytes (UTF-8). Far below the body cap, which is
+    /// there for images: put large inputs in a workspace file and name it.
+    #[serde(with = "exact_size")]
+    pub max_request_bytes: ByteSize,
+    /// Most tasks waiting in the queue, all callers together; past it `agent_run` answers a
+    /// tool error saying the queue is full.
+    pub max_queued_tasks: usize,
+    /// Most tasks one caller (token name; every anonymous HTTP caller is one caller) may have
+    /// waiting in the queue.
+    pub max_queued_per_caller: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            images: ImageLimits::default(),
+            max_request_bytes: ByteSize::kib(256),
+            max_queued_tasks: 10_000,
+            max_queued_per_caller: 1_000,
+        }
+    }
 }
 
 /// `mcp.images`: the limits on `agent_run`'s images.
@@ -322,6 +380,12 @@ pub struct StoreConfig {
     /// `failed` once it lapses, on the database clock.
     #[serde(with = "humantime_serde_compat")]
     pub lease: Duration,
+    /// `postgres` only: the deadline of each database call a request or the worker makes
+    /// (waiting for a pooled connection, connecting, and the statements, which the server also
+    /// cancels past it). A call past it fails with a store error, so an instance cut off from
+    /// the database answers within about this long instead of hanging.
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
     /// The SQLite file; a relative path is under the current directory. Its folder is created
     /// (0700). Unset: a file of its own for each workspace under the user's state directory
     /// ([`Config::store_path`]), so the agent's tools never see it.
@@ -341,6 +405,7 @@ impl Default for StoreConfig {
             backend: StoreBackend::Sqlite,
             url: None,
             lease: Duration::from_secs(10),
+            timeout: Duration::from_secs(2),
             path: None,
             synchronous: Synchronous::Full,
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -481,8 +546,9 @@ pub struct AuditConfig {
     /// Also record the full request text (off: only its length and SHA-256).
     pub include_request: bool,
     /// Rotate `file` before it would grow past this size (`file` → `file.1` → … →
-    /// `file.<keep>`, whole lines only). Unset: never by size; SIGHUP reopens `file` for
-    /// logrotate either way.
+    /// `file.<keep>`, whole lines only), so the audit trail on disk stays below
+    /// `(keep + 1) × max_bytes`. `null`: never by size (rotate with logrotate and SIGHUP,
+    /// which reopens `file` either way). No effect when audit lines go to stderr.
     #[serde(with = "exact_size::option")]
     pub max_bytes: Option<ByteSize>,
     /// Rotated files kept beside `file` when `max_bytes` is set (the oldest is deleted).
@@ -500,7 +566,7 @@ impl Default for AuditConfig {
             enabled: true,
             file: None,
             include_request: false,
-            max_bytes: None,
+            max_bytes: Some(ByteSize::mib(100)),
             keep: 5,
         }
     }

@@ -250,6 +250,8 @@ mod tests {
         let mut config = Config::default();
         config.store.path = Some(PathBuf::from("/srv/agent/tasks.db"));
         config.audit.file = Some(PathBuf::from("/var/log/agent-mcp/audit.jsonl"));
+        // Not rotated by size: no numbered files.
+        config.audit.max_bytes = None;
         let files = config.own_files(Some(Path::new("/etc/agent-mcp/agent.yaml")));
         let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
         assert_eq!(

@@ -29,7 +29,11 @@ impl fmt::Display for Source {
             Source::Default => f.write_str("default"),
             Source::File(path) => write!(f, "file {}", path.display()),
             Source::Env(name) => write!(f, "environment {name}"),
-            Source::OllamaHost(value) => write!(f, "environment OLLAMA_HOST={value}"),
+            Source::OllamaHost(value) => write!(
+                f,
+                "environment OLLAMA_HOST={}",
+                crate::redact::redact_url(value)
+            ),
         }
     }
 }
@@ -174,12 +178,30 @@ impl Config {
         if self.audit.file.is_none() {
             derived.insert("audit.file", "stderr".into());
         }
-        if self.audit.max_bytes.is_none() {
+        if self.audit.file.is_none() {
+            derived.insert(
+                "audit.max_bytes",
+                "no effect while audit lines go to stderr".into(),
+            );
+        } else if self.audit.max_bytes.is_none() {
             derived.insert(
                 "audit.max_bytes",
                 "no size limit; SIGHUP reopens audit.file".into(),
             );
         }
+        if self.agent.commands.allow.is_empty() {
+            derived.insert(
+                "agent.commands.network",
+                "no effect: no command is allowed".into(),
+            );
+        }
+        derived.insert(
+            "http.max_connections",
+            format!(
+                "also kept {} below the file descriptor limit",
+                crate::transport::server::RESERVED_DESCRIPTORS
+            ),
+        );
         derived.extend(self.telemetry.derived());
         derived
     }

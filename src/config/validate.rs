@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{AUDIT_MAX_KEEP, AUDIT_MIN_MAX_BYTES, AgentConfig, Config, ConfigError};
 
 impl Config {
-    /// `store.url` and `store.lease`, when the backend is PostgreSQL.
+    /// `store.url`, `store.lease` and `store.timeout`, when the backend is PostgreSQL.
     fn validate_postgres(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
         if self.store.backend != super::StoreBackend::Postgres {
@@ -28,7 +28,7 @@ impl Config {
                     .into(),
             );
         };
-        let shown = super::load::redact_url(url);
+        let shown = crate::redact::redact_url(url);
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return invalid(
                 "store.url",
@@ -64,9 +64,22 @@ impl Config {
             return invalid(
                 "store.lease",
                 format!(
-                    "must be at least 3s, several heartbeats (one a second), or a busy \
-                     database would fail running tasks (got {})",
+                    "must be at least 3s: it is renewed every sixth of it (at most every \
+                     second) and its holder stops at five sixths, so a shorter lease would fail \
+                     running tasks on a busy database (got {})",
                     humantime::format_duration(self.store.lease)
+                ),
+            );
+        }
+        if self.store.timeout < Duration::from_millis(100) || self.store.timeout > self.store.lease
+        {
+            return invalid(
+                "store.timeout",
+                format!(
+                    "must be between 100ms and store.lease ({}): it bounds every database call, \
+                     so a call never outlasts a lease (got {})",
+                    humantime::format_duration(self.store.lease),
+                    humantime::format_duration(self.store.timeout)
                 ),
             );
         }
@@ -80,7 +93,10 @@ impl Config {
         if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
             return invalid(
                 "ollama.url",
-                format!("\"{url}\" is not an http:// or https:// URL"),
+                format!(
+                    "\"{}\" is not an http:// or https:// URL",
+                    crate::redact::redact_url(url)
+                ),
             );
         }
         if self.ollama.model.trim().is_empty() {
@@ -147,21 +163,57 @@ impl Config {
                 "must be at least 1 KiB to carry any request".into(),
             );
         }
+        self.validate_http()?;
         for (i, token) in self.auth.tokens.iter().enumerate() {
             if token.name.trim().is_empty() {
                 return invalid("auth.tokens", format!("entry {i} has an empty name"));
             }
-            let hex = token.sha256.len() == 64
-                && token
-                    .sha256
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !hex {
+            if token
+                .name
+                .eq_ignore_ascii_case(crate::protocol::STDIO_IDENTITY)
+            {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entry {i} is named \"{}\", the identity of the local stdio client: its \
+                         holder would read and continue the stdio client's tasks and sessions; \
+                         give the token another name",
+                        token.name
+                    ),
+                );
+            }
+            if let Some(first) = self.auth.tokens[..i]
+                .iter()
+                .position(|t| t.name == token.name)
+            {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entries {first} and {i} are both named \"{}\"; a name is one caller \
+                         identity, so give each token a name of its own",
+                        token.name
+                    ),
+                );
+            }
+            if !is_sha256_hex(&token.sha256) {
                 return invalid(
                     "auth.tokens",
                     format!(
                         "entry {i} ({}): sha256 must be 64 lowercase hex digits; \
                          print it with `agent-mcp hash-token`",
+                        token.name
+                    ),
+                );
+            }
+            if let Some(first) = self.auth.tokens[..i]
+                .iter()
+                .position(|t| t.sha256.eq_ignore_ascii_case(&token.sha256))
+            {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entries {first} and {i} ({}) have the same sha256, so one token would \
+                         stand for two callers; give each caller its own token",
                         token.name
                     ),
                 );
@@ -230,16 +282,74 @@ impl Config {
                 ),
             );
         }
-        if audit.enabled && audit.file.is_none() {
+        Ok(())
+    }
+
+    /// The `http` caps and the `mcp` limits on what callers may queue.
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if self.http.max_connections == 0 {
+            return invalid("http.max_connections", "must be at least 1".into());
+        }
+        let body = self.http.body_limit(&self.mcp.images);
+        if self.http.buffered_limit() < body {
             return invalid(
-                "audit.max_bytes",
-                "rotates audit.file, which is unset (audit lines go to stderr); set audit.file \
-                 or remove audit.max_bytes"
-                    .into(),
+                "http.max_buffered_bytes",
+                format!(
+                    "must be at least the body cap (http.max_body_bytes, {body} bytes), or a \
+                     request of that size could never be read; raise it or lower the body cap"
+                ),
+            );
+        }
+        if let Some(hash) = &self.http.metrics_token_sha256
+            && !is_sha256_hex(hash)
+        {
+            return invalid(
+                "http.metrics_token_sha256",
+                "must be 64 lowercase hex digits; print it with `agent-mcp hash-token`".into(),
+            );
+        }
+        if self.mcp.max_request_bytes.as_u64() == 0 {
+            return invalid("mcp.max_request_bytes", "must be greater than 0".into());
+        }
+        if self.mcp.max_queued_tasks == 0 || self.mcp.max_queued_per_caller == 0 {
+            return invalid(
+                "mcp",
+                "max_queued_tasks and max_queued_per_caller must be at least 1".into(),
             );
         }
         Ok(())
     }
+
+    /// Why serving HTTP on `http.bind` is unsafe as configured, if it is: a non-loopback
+    /// address without `auth.tokens` (and without `http.allow_unauthenticated_remote`) lets
+    /// anyone who reaches the port run the agent; the Host check stops browsers, not a script
+    /// that sends `Host: 127.0.0.1`. `agent-mcp serve` refuses to start then, and
+    /// `check-config` warns.
+    pub fn unsafe_bind(&self) -> Option<String> {
+        let bind = self.http.bind;
+        if bind.ip().is_loopback()
+            || !self.auth.tokens.is_empty()
+            || self.http.allow_unauthenticated_remote
+        {
+            return None;
+        }
+        Some(format!(
+            "http.bind {bind} is not a loopback address and auth.tokens is empty: anyone who can \
+             reach the port could run the agent on this machine. Add auth.tokens (see \
+             `agent-mcp hash-token`), bind 127.0.0.1, or set \
+             http.allow_unauthenticated_remote: true if a proxy in front authenticates every \
+             request"
+        ))
+    }
+}
+
+/// 64 lowercase hex digits.
+fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl AgentConfig {
@@ -262,6 +372,21 @@ impl AgentConfig {
                     format!(
                         "unknown tool '{name}'; tools are {}",
                         crate::agent::tools::TOOL_NAMES.join(", ")
+                    ),
+                );
+            }
+        }
+        for path in &self.tools.read_only_paths {
+            let p = std::path::Path::new(path);
+            let plain = p
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if path.trim().is_empty() || !plain {
+                return invalid(
+                    "agent.tools.read_only_paths",
+                    format!(
+                        "'{path}' must be a name (such as .git) or a path inside the workspace \
+                         without `..`, `.` or a leading `/`"
                     ),
                 );
             }

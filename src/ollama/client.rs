@@ -25,6 +25,9 @@ const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 pub struct OllamaClient {
     http: reqwest::Client,
     base_url: String,
+    /// `base_url` with its password redacted: what every message names (the real one carries
+    /// the credentials for reqwest, which sends them as basic auth and strips them itself).
+    shown_url: String,
     request_timeout: Duration,
     max_reply_bytes: usize,
     retry: RetryPolicy,
@@ -80,6 +83,7 @@ impl OllamaClient {
         let http = builder.build().map_err(OllamaError::Transport)?;
         Ok(Self {
             http,
+            shown_url: crate::redact::redact_url(&base_url),
             base_url,
             request_timeout,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
@@ -107,6 +111,11 @@ impl OllamaClient {
     /// The normalized base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// [`Self::base_url`] as it may be printed: a password in it redacted.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -194,7 +203,7 @@ impl OllamaClient {
             .await
             .unwrap_or_else(|_elapsed| {
                 Err(OllamaError::Timeout {
-                    url: url.to_owned(),
+                    url: crate::redact::redact_url(url),
                 })
             })
     }
@@ -292,7 +301,7 @@ impl OllamaClient {
     }
 
     fn classify(&self, err: reqwest::Error) -> OllamaError {
-        OllamaError::from_reqwest(err, &self.base_url)
+        OllamaError::from_reqwest(err, &self.shown_url)
     }
 }
 
@@ -317,7 +326,7 @@ async fn read_capped(
 /// a loopback address.
 fn normalize_base_url(raw: &str) -> Result<(String, bool), OllamaError> {
     let invalid = |reason: String| OllamaError::InvalidUrl {
-        url: raw.to_owned(),
+        url: crate::redact::redact_url(raw),
         reason,
     };
     let trimmed = raw.trim();

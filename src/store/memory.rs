@@ -102,7 +102,15 @@ impl TaskStore for MemoryStore {
     }
 
     async fn update_task(&self, task: &Task) -> Result<(), StoreError> {
+        self.finish_task(task, &[]).await
+    }
+
+    async fn finish_task(&self, task: &Task, turns: &[Turn]) -> Result<(), StoreError> {
+        // One lock for both: nobody sees the outcome without its turns.
         let mut inner = self.write();
+        if !turns.is_empty() && !inner.sessions.contains_key(&task.session_id) {
+            return Err(StoreError::UnknownSession(task.session_id));
+        }
         let (_, stored) = inner
             .tasks
             .get_mut(&task.id)
@@ -116,6 +124,9 @@ impl TaskStore for MemoryStore {
         } else {
             images
         };
+        if let Some((_, history)) = inner.sessions.get_mut(&task.session_id) {
+            history.extend_from_slice(turns);
+        }
         Ok(())
     }
 

@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod lease;
 mod memory;
 mod postgres;
 mod recovery;
@@ -35,6 +36,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use recovery::{
@@ -72,6 +74,8 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn session(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
     /// The session's turns, oldest first.
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError>;
+    /// Appends to a session's history. Not fenced: the turns a running task adds go with its
+    /// outcome ([`TaskStore::finish_task`]).
     async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError>;
     /// Stores a new task with its images; it is durable (for durable stores) when this
     /// returns. On error nothing of the task is stored. A session the task names that is not
@@ -100,7 +104,14 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// result and `updated_at` (`images` are ignored). What is fixed when the task is stored
     /// (session, owner, request, temperature, `created_at`) must be as it was stored: a store
     /// need not rewrite it (SQLite does not). A terminal state releases the task's images.
+    /// A shared store writes a task this process holds only while its claim is this process's
+    /// ([`StoreError::Fenced`] otherwise).
     async fn update_task(&self, task: &Task) -> Result<(), StoreError>;
+    /// The outcome of a task: [`TaskStore::update_task`] with `turns` appended to the task's
+    /// session, in one transaction, so a session never holds an answer its task does not
+    /// (nor the other way round), and both are fenced alike. A retry of an outcome whose first
+    /// try was stored (its answer lost with the connection) succeeds without storing it twice.
+    async fn finish_task(&self, task: &Task, turns: &[Turn]) -> Result<(), StoreError>;
     /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;
     /// Deletes terminal tasks that finished before `finished_before`, and the sessions (with
@@ -115,15 +126,18 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
 
 /// The queue of a store that several agent-mcp processes share: the database decides which
 /// task runs (one at a time in the whole application, oldest accepted first), who runs it (a
-/// claim with a lease renewed by heartbeats, judged by the database clock) and carries cancel
-/// requests and wake-ups between the processes.
+/// claim with a lease the store's heartbeat renews, judged by the database clock: see
+/// [`Lease`]) and carries cancel requests and wake-ups between the processes.
 #[async_trait]
 pub trait SharedQueue: Send + Sync + std::fmt::Debug {
     /// Ends tasks whose lease lapsed (`failed`, [`INTERRUPTED_INSTANCE_LOST`]), then claims the
-    /// oldest queued task for this process if no task is active anywhere.
+    /// oldest queued task for this process if no task is active anywhere. From then on the
+    /// store renews the claim's lease until [`SharedQueue::release`]; a cancel request it reads
+    /// while renewing is announced as [`SharedEvent::Cancel`].
     async fn claim_next(&self) -> Result<Claim, StoreError>;
-    /// Renews this process's lease on `id`.
-    async fn heartbeat(&self, id: Uuid) -> Result<Heartbeat, StoreError>;
+    /// The lease of a task this process holds: what the runner asks before each call, and
+    /// what stops it when the claim is lost.
+    fn lease(&self, id: Uuid) -> Option<Lease>;
     /// Forgets this process's claim on `id` after its terminal state is written (or the claim
     /// was lost).
     fn release(&self, id: Uuid);
@@ -137,6 +151,8 @@ pub trait SharedQueue: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<Task>, StoreError>;
     /// How many tasks are queued in the whole application.
     async fn queued_count(&self) -> Result<usize, StoreError>;
+    /// Tasks of `owner` (`None`: anonymous) queued in the shared queue.
+    async fn queued_count_of(&self, owner: Option<&str>) -> Result<usize, StoreError>;
     /// 1-based position of a queued task in the shared queue.
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError>;
     /// What other processes announce (new work, cancel requests, changed tasks).
@@ -160,17 +176,6 @@ pub enum Claim {
     Busy(std::time::Duration),
     /// Nothing is queued.
     Empty,
-}
-
-/// What a heartbeat learned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Heartbeat {
-    /// The lease is renewed.
-    Held,
-    /// The lease is renewed, and someone asked to cancel the task.
-    CancelRequested,
-    /// The task is no longer this process's (the lease lapsed and another instance ended it).
-    Lost,
 }
 
 /// An announcement from another process sharing the store.
@@ -206,6 +211,7 @@ pub(crate) mod conformance {
         tasks_in_a_state_come_in_acceptance_order(store).await;
         images_stay_until_the_task_is_terminal(store).await;
         sessions_go_with_their_last_task(store).await;
+        an_outcome_comes_with_its_turns(store).await;
     }
 
     fn without_images(task: &Task) -> Task {
@@ -346,6 +352,40 @@ pub(crate) mod conformance {
             data(store.task_images(b.id).await.unwrap()),
             vec![STANDARD.encode(b"one")]
         );
+    }
+
+    /// `finish_task` writes the outcome and the session's new turns together; for an unknown
+    /// task it writes neither.
+    pub(crate) async fn an_outcome_comes_with_its_turns(store: &dyn TaskStore) {
+        let session = Session::new(None);
+        store.create_session(&session).await.unwrap();
+        let turns = vec![
+            Turn {
+                role: TurnRole::User,
+                content: "What is 2 + 2?".into(),
+            },
+            Turn {
+                role: TurnRole::Assistant,
+                content: "4".into(),
+            },
+        ];
+        let mut t = Task::new(session.id, None, "What is 2 + 2?".into(), None);
+        store.insert_task(&t).await.unwrap();
+        t.transition(TaskState::Completed);
+        t.result = "4".into();
+        store.finish_task(&t, &turns).await.unwrap();
+        assert_eq!(
+            store.task(t.id).await.unwrap().map(|t| without_images(&t)),
+            Some(t.clone())
+        );
+        assert_eq!(store.session_turns(session.id).await.unwrap(), turns);
+        let mut ghost = t.clone();
+        ghost.id = uuid::Uuid::new_v4();
+        assert!(matches!(
+            store.finish_task(&ghost, &turns).await,
+            Err(StoreError::UnknownTask(_))
+        ));
+        assert_eq!(store.session_turns(session.id).await.unwrap(), turns);
     }
 
     /// A session goes (with its turns) once its last task is purged, not before; a task

@@ -9,10 +9,13 @@
 //! | [`LoopbackOnly`] in `ValidateRequestHeader` (Host, Origin) | 403 |
 //! | [`JsonContentType`] in `ValidateRequestHeader` | 415 |
 //! | [`JsonPayloadTooLarge`] over tower-http's `RequestBodyLimit` | 413 |
-//! | [`McpEndpoint`]: body deadline, parse, era, routing headers | 408, 413, 400 |
+//! | [`McpEndpoint`]: [`Admission`] from the headers, body budget and deadline, parse, era, routing headers | 401, 503, 408, 413, 400 |
 //!
 //! The endpoint reads the `Authorization` header into the request's typed
-//! [`Credential`](crate::protocol::Credential) (no header travels further), hands an
+//! [`Credential`](crate::protocol::Credential) (no header travels further), asks the
+//! [`Admission`] check with it before reading any of the body (a request without a valid
+//! bearer token costs only its headers), reads the body within its deadline and the server's
+//! shared [`BodyBudget`], hands an
 //! [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a JSON response with the
 //! status the era asks for. A [`Refusal`] from a layer inside is mapped here, and only here:
 //!
@@ -59,8 +62,13 @@ use crate::protocol::{
     ErrorObject, McpRequest, McpResponse, MessageStream, Payload, Refusal, StreamSlot, code,
 };
 
+pub mod admission;
+pub mod budget;
 pub mod endpoint;
 pub mod guard;
+
+pub use admission::{Admission, Arrival};
+pub use budget::BodyBudget;
 
 use endpoint::McpEndpoint;
 use guard::{JsonContentType, LoopbackOnly, PostOnly};
@@ -83,27 +91,52 @@ pub struct HttpRules {
     pub max_body_bytes: usize,
     /// How long the whole body may take to arrive; a slower client gets 408.
     pub body_timeout: Duration,
+    /// Asked from the headers before any of the body is read (bearer tokens); `None`: every
+    /// request's body is read.
+    pub admission: Option<Arc<dyn Admission>>,
+    /// The bytes of request bodies all connections may hold at once
+    /// (`http.max_buffered_bytes`); clones of these rules share it.
+    pub body_budget: BodyBudget,
 }
 
 impl Default for HttpRules {
     fn default() -> Self {
+        let http = crate::config::HttpConfig::default();
         Self {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: crate::config::ImageLimits::default().max_request_body(),
-            body_timeout: crate::config::HttpConfig::default().body_timeout,
+            body_timeout: http.body_timeout,
+            admission: None,
+            body_budget: BodyBudget::new(http.buffered_limit()),
         }
     }
 }
 
 impl HttpRules {
+    /// The rules `config` asks for, with a body budget of their own (share one between the
+    /// edges of one server with [`HttpRules::with_body_budget`]) and no admission check.
     pub fn from_config(config: &crate::config::Config) -> Self {
         Self {
             allowed_hosts: config.http.allowed_hosts.clone(),
             allowed_origins: config.http.allowed_origins.clone(),
             max_body_bytes: config.http.body_limit(&config.mcp.images),
             body_timeout: config.http.body_timeout,
+            admission: None,
+            body_budget: BodyBudget::new(config.http.buffered_limit()),
         }
+    }
+
+    /// Refuses requests `admission` turns away before their bodies are read.
+    pub fn with_admission(mut self, admission: Arc<dyn Admission>) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    /// Shares `budget` (e.g. one per server, for all its edges).
+    pub fn with_body_budget(mut self, budget: BodyBudget) -> Self {
+        self.body_budget = budget;
+        self
     }
 
     pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
@@ -378,6 +411,15 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
         Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
         Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         Refusal::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+    }
+}
+
+/// The `reason` label of `agent_mcp_http_refusals_total` for a refusal the edge gives.
+fn refusal_reason(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::Unauthorized { .. } => "unauthorized",
+        Refusal::RateLimited { .. } => "rate_limited",
+        Refusal::PayloadTooLarge { .. } => "payload_too_large",
     }
 }
 

@@ -36,6 +36,32 @@ mod script;
 use script::{CREATED_AT, details, stream_lines};
 pub use script::{FakeConfig, Reply};
 
+/// One `/api/chat` request as it arrived.
+#[derive(Clone, Debug)]
+pub struct SeenChat {
+    /// When it arrived, on the wall clock (comparable with the database's `now()` on this
+    /// machine).
+    pub at: std::time::SystemTime,
+    pub body: Value,
+}
+
+impl SeenChat {
+    /// The content of the first user message: the task's request (later user messages are
+    /// the agent loop's own).
+    pub fn request(&self) -> &str {
+        first_request(&self.body)
+    }
+}
+
+/// The content of a chat body's first user message.
+pub fn first_request(body: &Value) -> &str {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+}
+
 /// A running fake server; stops on drop.
 pub struct FakeOllama {
     url: String,
@@ -64,10 +90,12 @@ impl FakeOllama {
             cfg,
             replies: Mutex::default(),
             chat_requests: Mutex::default(),
+            seen: Mutex::default(),
             chats: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             shows: AtomicUsize::new(0),
+            versions: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/", get(|| async { "Ollama is running" }))
@@ -119,6 +147,11 @@ impl FakeOllama {
         lock(&self.shared.chat_requests).clone()
     }
 
+    /// Every `/api/chat` body received that was valid JSON, with its arrival time.
+    pub fn chats_seen(&self) -> Vec<SeenChat> {
+        lock(&self.shared.seen).clone()
+    }
+
     /// Every `/api/chat` request received, valid or not.
     pub fn chat_count(&self) -> usize {
         self.shared.chats.load(Ordering::SeqCst)
@@ -132,6 +165,11 @@ impl FakeOllama {
     /// The most `/api/chat` requests ever in flight at once.
     pub fn max_concurrent_chats(&self) -> usize {
         self.shared.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// `/api/version` requests received (readiness probes).
+    pub fn version_count(&self) -> usize {
+        self.shared.versions.load(Ordering::SeqCst)
     }
 
     pub fn show_count(&self) -> usize {
@@ -151,10 +189,12 @@ struct Shared {
     cfg: FakeConfig,
     replies: Mutex<VecDeque<Reply>>,
     chat_requests: Mutex<Vec<Value>>,
+    seen: Mutex<Vec<SeenChat>>,
     chats: AtomicUsize,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     shows: AtomicUsize,
+    versions: AtomicUsize,
 }
 
 /// A panicking test thread must not hide the fake's state from the others.
@@ -222,6 +262,10 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         return error_response(400, "invalid JSON body");
     };
     lock(&shared.chat_requests).push(request.clone());
+    lock(&shared.seen).push(SeenChat {
+        at: std::time::SystemTime::now(),
+        body: request.clone(),
+    });
     let cfg = &shared.cfg;
     let model = request["model"].as_str().unwrap_or_default();
     if model.is_empty() {
@@ -246,9 +290,13 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         return error_response(400, &format!("\"{model}\" does not support thinking"));
     }
 
-    let mut reply = lock(&shared.replies)
-        .pop_front()
-        .unwrap_or_else(|| cfg.default_reply.clone());
+    let scripted = cfg.responder.as_ref().and_then(|r| (r.0)(&request));
+    let mut reply = match scripted {
+        Some(reply) => reply,
+        None => lock(&shared.replies)
+            .pop_front()
+            .unwrap_or_else(|| cfg.default_reply.clone()),
+    };
     while let Reply::Delay(delay, inner) = reply {
         tokio::time::sleep(delay).await;
         reply = *inner;
@@ -318,6 +366,7 @@ async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 }
 
 async fn version(State(shared): State<Arc<Shared>>) -> Response {
+    shared.versions.fetch_add(1, Ordering::SeqCst);
     json_response(200, &json!({ "version": shared.cfg.version }))
 }
 

@@ -105,6 +105,8 @@ pub struct HttpClient {
     pub url: String,
     http: reqwest::Client,
     next_id: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Sent as `Authorization: Bearer …` with every request, when set.
+    token: Option<String>,
 }
 
 pub struct Reply {
@@ -120,7 +122,13 @@ impl HttpClient {
             url: url.to_owned(),
             http: reqwest::Client::new(),
             next_id: Default::default(),
+            token: None,
         }
+    }
+
+    /// Sends `token` as a bearer token from now on.
+    pub fn set_token(&mut self, token: &str) {
+        self.token = Some(token.to_owned());
     }
 
     fn id(&self) -> i64 {
@@ -141,6 +149,9 @@ impl HttpClient {
             .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
         {
             req = req.header("content-type", "application/json");
+        }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
         }
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -369,39 +380,141 @@ pub struct ServeProcess {
     /// `http://127.0.0.1:PORT` (the MCP endpoint is `{base}/mcp`).
     pub base: String,
     pub stderr: tokio::sync::mpsc::UnboundedReceiver<String>,
-    /// The stderr lines up to and with the "serving MCP at" one.
-    pub startup_log: Vec<String>,
+    /// The stderr lines up to the one that says where it listens (with [`Stderr::Read`]).
+    pub startup: Vec<String>,
     _dir: tempfile::TempDir,
+}
+
+/// What `agent-mcp serve`'s stderr is connected to, in [`ServeProcess::spawn_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stderr {
+    /// A pipe the test reads (lines in [`ServeProcess::stderr`]).
+    Read,
+    /// A pipe nobody reads: it fills up and every write to it blocks.
+    Unread,
+    /// A pipe whose reading end is closed at once: every write to it fails (`EPIPE`).
+    Closed,
+}
+
+/// How [`ServeProcess::spawn_with`] starts the server.
+#[derive(Clone, Debug)]
+pub struct Spawn {
+    /// A program and its arguments to run the server under (e.g. `prlimit --nofile=…`).
+    pub prefix: Vec<String>,
+    pub stderr: Stderr,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Spawn {
+    fn default() -> Self {
+        Self {
+            prefix: Vec::new(),
+            stderr: Stderr::Read,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A port free on 127.0.0.1 now (for a server whose stderr cannot be read for its address).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 impl ServeProcess {
     pub async fn spawn(config: &Config) -> ServeProcess {
-        Self::spawn_with_env(config, &[]).await
+        Self::spawn_with(config, Spawn::default()).await
     }
 
-    /// [`Self::spawn`] with these environment variables set. Any `OTEL_*` variable of the
-    /// test's own environment is removed first, so only a test that asks for export exports.
+    /// [`Self::spawn`] with these environment variables set.
     pub async fn spawn_with_env(config: &Config, env: &[(&str, &str)]) -> ServeProcess {
+        let env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Self::spawn_with(
+            config,
+            Spawn {
+                env,
+                ..Spawn::default()
+            },
+        )
+        .await
+    }
+
+    /// The server as `how` says; with stderr not read, on a port chosen here and waited for.
+    pub async fn spawn_with(config: &Config, how: Spawn) -> ServeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = write_config(&dir, config);
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-mcp"));
+        let port = match how.stderr {
+            Stderr::Read => 0,
+            Stderr::Unread | Stderr::Closed => free_port(),
+        };
+        let bin = env!("CARGO_BIN_EXE_agent-mcp");
+        let mut command = match how.prefix.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        // Any OTEL_* variable of the test's own environment: only a test that asks for
+        // OpenTelemetry export exports.
         for (name, _) in agent_mcp::config::OTEL_VARIABLES {
             command.env_remove(name);
         }
-        let mut child = command
-            .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        command
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--config"])
             .arg(&path)
             .current_dir(dir.path())
             // A default SQLite store lives under the state directory: keep it in the temp dir.
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
+            .envs(how.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agent-mcp serve");
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn agent-mcp serve");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if how.stderr != Stderr::Read {
+            let pipe = child.stderr.take().expect("stderr");
+            match how.stderr {
+                // Kept open and never read, for as long as the process lives.
+                Stderr::Unread => {
+                    tokio::spawn(async move {
+                        let _held = pipe;
+                        std::future::pending::<()>().await;
+                    });
+                }
+                _ => drop(pipe),
+            }
+            let base = format!("http://127.0.0.1:{port}");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "agent-mcp serve did not listen on {port} within 20 s"
+                );
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("agent-mcp serve exited with {status} before listening");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            return ServeProcess {
+                child,
+                base,
+                stderr: rx,
+                startup: Vec::new(),
+                _dir: dir,
+            };
+        }
+        let mut rx = rx;
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 if tx.send(line).is_err() {
@@ -409,16 +522,19 @@ impl ServeProcess {
                 }
             }
         });
-        let mut startup_log = Vec::new();
+        let mut startup = Vec::new();
         let base = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(line) = rx.recv().await {
-                startup_log.push(line.clone());
+                startup.push(line.clone());
                 if let Some(rest) = line.split("serving MCP at ").nth(1) {
                     let url = rest.split_whitespace().next().unwrap_or_default();
                     return url.trim_end_matches("/mcp").to_owned();
                 }
             }
-            panic!("agent-mcp serve exited before listening");
+            panic!(
+                "agent-mcp serve exited before listening:\n{}",
+                startup.join("\n")
+            );
         })
         .await
         .expect("listening within 20 s");
@@ -426,13 +542,55 @@ impl ServeProcess {
             child,
             base,
             stderr: rx,
-            startup_log,
+            startup,
             _dir: dir,
         }
     }
 
     pub fn client(&self) -> HttpClient {
         HttpClient::new(&format!("{}/mcp", self.base))
+    }
+
+    /// The server's resident memory now and at its peak, in MiB (Linux `/proc`).
+    pub fn rss_mib(&self) -> (u64, u64) {
+        let pid = self.child.id().expect("running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+        };
+        (kib("VmRSS:") / 1024, kib("VmHWM:") / 1024)
+    }
+
+    /// The port it serves on.
+    pub fn port(&self) -> u16 {
+        self.base
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the base URL")
+    }
+
+    /// Stderr lines read so far, waiting up to `wait` for one containing `needle`.
+    pub async fn stderr_until(&mut self, needle: &str, wait: Duration) -> Vec<String> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.stderr.recv()).await {
+                Ok(Some(line)) => {
+                    let found = line.contains(needle);
+                    seen.push(line);
+                    if found {
+                        return seen;
+                    }
+                }
+                Ok(None) | Err(_) => return seen,
+            }
+        }
     }
 
     /// Sends SIGTERM and waits for the exit.

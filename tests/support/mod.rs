@@ -2,6 +2,8 @@
 
 pub mod fake_ollama;
 pub mod harness;
+pub mod instances;
 pub mod oauth_provider;
 pub mod otlp_receiver;
 pub mod pg;
+pub mod proxy;

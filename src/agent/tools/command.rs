@@ -66,6 +66,8 @@ pub(super) async fn run_command(
         return Err(ToolError::Refused("an argument contains a NUL byte".into()));
     }
     let cwd = ws.existing(&args.cwd)?;
+    // A command run inside a read-only folder could change it without naming a path.
+    ws.refuse_read_only(&cwd)?;
     if !cwd.is_dir() {
         return Err(ToolError::Refused(format!(
             "cwd '{}' is not a folder",
@@ -100,11 +102,24 @@ pub(super) async fn run_command(
         Err(_) => None,
     };
 
+    // Cut off from the network, unless the configuration lets commands reach it or the
+    // kernel allows no namespace (then start-up said so).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let network = match super::netns::isolation() {
+        Ok(how) if !settings.network => Some(super::netns::NetnsSetup::new(how).map_err(|e| {
+            ToolError::Io(format!(
+                "cannot prepare '{program}' to run without network: {e}"
+            ))
+        })?),
+        _ => None,
+    };
+
     // The program itself, with argv[0] as the model wrote it (not the resolved path: a
     // rustup proxy such as ~/.cargo/bin/cargo -> rustup picks the tool by its argv[0]).
-    let mut command = Command::new(&executable);
+    // Built as a std command, so that the one `pre_exec` of this crate sets it up.
+    let mut command = std::process::Command::new(&executable);
     #[cfg(unix)]
-    command.arg0(program);
+    std::os::unix::process::CommandExt::arg0(&mut command, program);
     command
         .args(&args.argv[1..])
         .env_clear()
@@ -115,10 +130,9 @@ pub(super) async fn run_command(
         .envs(&settings.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     #[cfg(unix)]
-    command.process_group(0);
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     #[cfg(unix)]
     {
         let setup = ChildSetup {
@@ -133,12 +147,16 @@ pub(super) async fn run_command(
             #[cfg(not(any(target_os = "linux", target_os = "android")))]
             cgroup: None,
             limits: wanted_limits(&settings.limits),
-            cwd: held_cwd,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            network,
+            cwd: Some(held_cwd),
         };
         set_up_child(&mut command, setup);
     }
     #[cfg(not(unix))]
     command.current_dir(&cwd);
+    let mut command = Command::from(command);
+    command.kill_on_drop(true);
     let mut child = command
         .spawn()
         .map_err(|e| ToolError::Io(format!("cannot start '{program}': {e}")))?;
@@ -342,6 +360,14 @@ fn check_path(ws: &Workspace, cwd: &Path, arg: &str, value: &str) -> Result<(), 
         return Err(refuse());
     }
     let full = missing.iter().fold(real, |p, name| p.join(name));
+    if let Err(super::PathError::ReadOnly { entry, .. }) = ws.refuse_read_only(&full) {
+        return Err(ToolError::Refused(format!(
+            "argument '{}' names a path inside {entry}, which commands may not name \
+             (agent.tools.read_only_paths: version-control metadata and hooks run commands for \
+             the user; the check cannot tell a read from a write). Work on other files",
+            crate::agent::plan::one_line(arg)
+        )));
+    }
     if ws.protected().covers(&full) {
         return Err(ToolError::Refused(format!(
             "argument '{}' names one of the agent server's own files (configuration, task \
@@ -392,13 +418,16 @@ fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
 }
 
 /// What the child does between `fork` and `exec`, in this order: join its cgroup, set its
-/// rlimits, change into its `cwd` (held open beneath the root).
+/// rlimits, enter its network namespace, change into its `cwd` (held open beneath the root).
 #[cfg(unix)]
 struct ChildSetup {
     /// `cgroup.procs` of the command's cgroup, open for writing.
     cgroup: Option<std::os::fd::OwnedFd>,
     limits: Vec<Limit>,
-    cwd: std::os::fd::OwnedFd,
+    /// A network namespace of its own (see `netns.rs`); `None`: the server's network.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    network: Option<super::netns::NetnsSetup>,
+    cwd: Option<std::os::fd::OwnedFd>,
 }
 
 #[cfg(unix)]
@@ -418,21 +447,47 @@ impl ChildSetup {
             };
             rustix::process::setrlimit(resource, limit)?;
         }
-        rustix::process::fchdir(&self.cwd)?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(network) = &self.network {
+            network.enter()?;
+        }
+        if let Some(cwd) = &self.cwd {
+            rustix::process::fchdir(cwd)?;
+        }
         Ok(())
     }
+}
+
+/// Has `command`'s child enter the network namespace `network` makes, and nothing else (the
+/// start-up probe of `netns.rs`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn enter_network_namespace(
+    command: &mut std::process::Command,
+    network: super::netns::NetnsSetup,
+) {
+    set_up_child(
+        command,
+        ChildSetup {
+            cgroup: None,
+            limits: Vec::new(),
+            network: Some(network),
+            cwd: None,
+        },
+    );
 }
 
 /// Has the child run [`ChildSetup::apply`] between `fork` and `exec`.
 #[cfg(unix)]
 #[allow(unsafe_code)]
-fn set_up_child(command: &mut Command, setup: ChildSetup) {
+fn set_up_child(command: &mut std::process::Command, setup: ChildSetup) {
+    use std::os::unix::process::CommandExt;
     // SAFETY: `pre_exec` runs the closure in the forked child, where only async-signal-safe
     // operations are sound (another thread may have held the allocator's or any other lock at
-    // the fork). `ChildSetup::apply` makes only raw system calls through rustix (`write`,
-    // `prlimit64`, `fchdir`) on values prepared before the fork: it reads `setup` (moved into
-    // the closure, not mutated), does not allocate (a rustix `Errno` converts into
-    // `io::Error` without allocating), takes no lock and touches no thread-local state.
+    // the fork). `ChildSetup::apply` makes only raw system calls (through rustix: `write`,
+    // `prlimit64`, `open`, `socket`, `sendto`, `recvfrom`, `fchdir`; through nix: `unshare`)
+    // on values prepared before the fork: it reads `setup` (moved into the closure, not
+    // mutated), does not allocate (a rustix or nix `Errno` converts into `io::Error` without
+    // allocating), takes no lock and touches no thread-local state.
     unsafe {
         command.pre_exec(move || setup.apply());
     }
@@ -543,6 +598,7 @@ mod tests {
             path: None,
             env: BTreeMap::new(),
             limits: crate::config::CommandLimits::default(),
+            network: false,
         }
     }
 
@@ -759,6 +815,30 @@ mod tests {
         }
         let e = check("", &["cat", "agent.yaml"]).unwrap_err();
         assert!(e.contains("server's own files"), "{e}");
+        // Read-only paths: named directly, through a value, a glued option, `..`, a link.
+        std::fs::create_dir_all(ws_dir.join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", ws_dir.join("hooks")).unwrap();
+        let ro = ws
+            .clone()
+            .read_only(super::super::workspace::ReadOnlyPaths::new([
+                ".git".to_owned()
+            ]));
+        for (cwd, argv) in [
+            ("", vec!["cp", "evil", ".git/config"]),
+            ("", vec!["tee", ".git/hooks/pre-commit"]),
+            ("", vec!["dd", "of=.git/config"]),
+            ("a", vec!["cp", "x", "../.git/hooks/pre-commit"]),
+            ("", vec!["cp", "x", "hooks/pre-commit"]),
+            ("", vec!["tar", "-C.git", "-xf", "a.tar"]),
+        ] {
+            let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+            let e = check_arguments(&ro, &root.join(cwd), &argv)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("inside .git"), "{argv:?}: {e}");
+        }
+        let plain: Vec<String> = ["cp", "a", ".gitignore"].map(str::to_owned).to_vec();
+        assert!(check_arguments(&ro, &root, &plain).is_ok());
         let e = check("a", &["cp", "../agent.yaml", "b/x"]).unwrap_err();
         assert!(e.contains("server's own files"), "{e}");
         for (cwd, argv) in [

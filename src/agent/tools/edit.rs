@@ -53,6 +53,7 @@ pub(super) fn write_file(ws: &Workspace, args: &WriteFileArgs) -> Result<String,
 
 pub(super) fn edit_file(ws: &Workspace, args: &EditFileArgs) -> Result<String, ToolError> {
     let target = ws.existing(&args.path)?;
+    ws.refuse_read_only(&target)?;
     let shown = ws.display(&target);
     if target.is_dir() {
         return Err(ToolError::Refused(format!("'{shown}' is a folder")));

@@ -40,6 +40,8 @@ mod cgroup;
 mod command;
 mod edit;
 mod files;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod netns;
 mod output;
 pub mod workspace;
 
@@ -54,7 +56,23 @@ use tokio_util::sync::CancellationToken;
 use crate::config::AgentConfig;
 use crate::ollama::ToolCall;
 pub use cgroup::describe as describe_command_isolation;
-pub use workspace::{PathError, ProtectedFiles, Workspace};
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
+
+/// Whether commands reach the network here (no network namespaces off Linux).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn describe_network_isolation(network: bool) -> Result<String, String> {
+    if network {
+        Ok("commands reach the network as the server does (agent.commands.network: true)".into())
+    } else {
+        Err(
+            "commands cannot be cut off from the network on this system (no network \
+             namespaces); they reach it as the server does"
+                .into(),
+        )
+    }
+}
+pub use workspace::{PathError, ProtectedFiles, ReadOnlyPaths, Workspace};
 
 /// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).
 pub const DEFAULT_TOOL_DEADLINE: Duration = Duration::from_secs(60);
@@ -80,6 +98,8 @@ pub struct ToolSettings {
     pub commands: CommandSettings,
     /// The server's own files, refused by every tool even inside the workspace.
     pub protected: ProtectedFiles,
+    /// Paths the tools may read but never change (`agent.tools.read_only_paths`).
+    pub read_only: ReadOnlyPaths,
     /// Longest a file tool call (`list_dir`, `read_file`, `search_text`, `write_file`,
     /// `edit_file`) may take; past it the call ends with an error and the task goes on.
     /// `run_command` is bounded by `commands.timeout` instead.
@@ -95,6 +115,9 @@ pub struct CommandSettings {
     pub path: Option<String>,
     pub env: BTreeMap<String, String>,
     pub limits: crate::config::CommandLimits,
+    /// `agent.commands.network`: let commands reach the network (off: a namespace of their
+    /// own, where the kernel allows).
+    pub network: bool,
 }
 
 fn bytes(size: bytesize::ByteSize) -> usize {
@@ -120,8 +143,10 @@ impl ToolSettings {
                 path: agent.commands.path.clone(),
                 env: agent.commands.env.clone(),
                 limits: agent.commands.limits.clone(),
+                network: agent.commands.network,
             },
             protected: ProtectedFiles::default(),
+            read_only: ReadOnlyPaths::new(agent.tools.read_only_paths.iter().cloned()),
             tool_deadline: DEFAULT_TOOL_DEADLINE,
         }
     }
@@ -171,7 +196,9 @@ pub struct Toolbox {
 impl Toolbox {
     /// Resolves the workspace root (it must be an existing folder).
     pub fn open(settings: &ToolSettings) -> Result<Toolbox, PathError> {
-        let workspace = Workspace::open(&settings.workspace)?.protect(settings.protected.clone());
+        let workspace = Workspace::open(&settings.workspace)?
+            .protect(settings.protected.clone())
+            .read_only(settings.read_only.clone());
         let enabled = TOOL_NAMES
             .into_iter()
             .filter(|name| !settings.disabled.iter().any(|d| d == name))

@@ -59,6 +59,12 @@ pub enum PathError {
          log); the agent's tools may not read or change it. Work on other files"
     )]
     Protected(String),
+    #[error(
+        "'{path}' is inside {entry}, which the agent's tools may read but not change \
+         (agent.tools.read_only_paths): version-control metadata and hooks run commands for the \
+         user. Change other files"
+    )]
+    ReadOnly { path: String, entry: String },
     #[error("cannot use workspace '{path}': {reason}")]
     Root { path: String, reason: String },
     #[error("'{path}': {reason}")]
@@ -166,11 +172,53 @@ fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     }
 }
 
-/// The canonical workspace root, and the server files inside it that stay out of reach.
+/// Paths of the workspace the tools may read but never change (`agent.tools.read_only_paths`):
+/// an entry without `/` is a name matched at any depth (`.git` covers `sub/.git/config`), an
+/// entry with `/` a path from the root; both compared without regard to ASCII case, as a
+/// case-insensitive file system (or git on one) would.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadOnlyPaths(Arc<Vec<String>>);
+
+impl ReadOnlyPaths {
+    pub fn new(entries: impl IntoIterator<Item = String>) -> ReadOnlyPaths {
+        ReadOnlyPaths(Arc::new(
+            entries
+                .into_iter()
+                .map(|e| e.trim_matches('/').to_owned())
+                .filter(|e| !e.is_empty())
+                .collect(),
+        ))
+    }
+
+    /// The entry covering `relative` (a path from the workspace root), if one does.
+    pub fn covering(&self, relative: &Path) -> Option<&str> {
+        let parts: Vec<&std::ffi::OsStr> = relative
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part),
+                _ => None,
+            })
+            .collect();
+        let same =
+            |a: &std::ffi::OsStr, b: &str| a.as_encoded_bytes().eq_ignore_ascii_case(b.as_bytes());
+        self.0.iter().map(String::as_str).find(|entry| {
+            if entry.contains('/') {
+                let wanted: Vec<&str> = entry.split('/').filter(|p| !p.is_empty()).collect();
+                parts.len() >= wanted.len() && parts.iter().zip(&wanted).all(|(a, b)| same(a, b))
+            } else {
+                parts.iter().any(|part| same(part, entry))
+            }
+        })
+    }
+}
+
+/// The canonical workspace root, the server files inside it that stay out of reach, and the
+/// paths the tools may read but not change.
 #[derive(Clone, Debug)]
 pub struct Workspace {
     root: PathBuf,
     protected: ProtectedFiles,
+    read_only: ReadOnlyPaths,
 }
 
 impl Workspace {
@@ -187,6 +235,7 @@ impl Workspace {
         Ok(Workspace {
             root,
             protected: ProtectedFiles::default(),
+            read_only: ReadOnlyPaths::default(),
         })
     }
 
@@ -194,6 +243,26 @@ impl Workspace {
     pub fn protect(mut self, files: ProtectedFiles) -> Workspace {
         self.protected = files;
         self
+    }
+
+    /// The same workspace, with `paths` readable but never written (see [`ReadOnlyPaths`]).
+    pub fn read_only(mut self, paths: ReadOnlyPaths) -> Workspace {
+        self.read_only = paths;
+        self
+    }
+
+    /// Refuses a change to `resolved` (absolute, resolved) when it lies in a read-only path.
+    pub fn refuse_read_only(&self, resolved: &Path) -> Result<(), PathError> {
+        let Ok(relative) = resolved.strip_prefix(&self.root) else {
+            return Ok(());
+        };
+        match self.read_only.covering(relative) {
+            Some(entry) => Err(PathError::ReadOnly {
+                path: self.display(resolved),
+                entry: entry.to_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -305,14 +374,17 @@ impl Workspace {
 
     /// Where a write to `raw` lands: the resolved target if it exists, else the resolved
     /// deepest existing ancestor joined with the missing (plain) components. Never the root,
-    /// never one of the server's own files.
+    /// never one of the server's own files, never inside a read-only path (`.git`…), also when
+    /// a symbolic link leads there.
     pub fn writable(&self, raw: &str) -> Result<PathBuf, PathError> {
         let joined = self.lexical(raw)?;
         if joined == self.root {
             return Err(PathError::Invalid(raw.to_owned()));
         }
         if joined.symlink_metadata().is_ok() {
-            return self.existing(raw);
+            let resolved = self.existing(raw)?;
+            self.refuse_read_only(&resolved)?;
+            return Ok(resolved);
         }
         let (ancestor, missing) = self.deepest_existing(&joined);
         let resolved = match ancestor.canonicalize() {
@@ -325,6 +397,7 @@ impl Workspace {
             target.push(name);
         }
         self.refuse_protected(&target)?;
+        self.refuse_read_only(&target)?;
         Ok(target)
     }
 }
@@ -559,6 +632,10 @@ impl Workspace {
         use rustix::io::Errno;
         use std::path::Component;
         let display = self.display(dir);
+        // Every write goes through here: a read-only folder is never held for one.
+        if let Err(refused) = self.refuse_read_only(dir) {
+            return Some(Err(refused));
+        }
         let failed = |e: Errno| match e {
             // A symbolic link, or a way out, where the resolved path had none.
             Errno::LOOP | Errno::XDEV => PathError::Outside(display.clone()),
@@ -875,6 +952,58 @@ mod tests {
         assert!(matches!(ws.open_read(&moved), Err(PathError::Protected(_))));
         // Other files are untouched.
         assert!(ws.existing("src/lib.rs").is_ok());
+    }
+
+    /// Version-control metadata is read-only: the tools read it, writes anywhere in it (at
+    /// any depth, in any case, through a link into it) are refused, and other files are not.
+    #[cfg(unix)]
+    #[test]
+    fn read_only_paths_are_readable_but_never_writable() {
+        let (_base, ws, _) = setup();
+        let root = ws.root().to_path_buf();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(root.join("vendor/lib/.git")).unwrap();
+        std::fs::create_dir_all(root.join("build/cache")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", root.join("hooks")).unwrap();
+        let ws = ws.read_only(ReadOnlyPaths::new(
+            [".git", ".hg", ".svn", "build/cache"].map(str::to_owned),
+        ));
+        assert!(ws.existing(".git/config").is_ok(), "reading stays allowed");
+        let refused = |p: &str| matches!(ws.writable(p), Err(PathError::ReadOnly { .. }));
+        for p in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            ".git",
+            ".GIT/config",
+            "vendor/lib/.git/HEAD",
+            "new/.hg/hgrc",
+            ".svn/entries",
+            "hooks/post-checkout",
+            "build/cache/x",
+            "./.git/../.git/config",
+        ] {
+            assert!(refused(p), "{p}: {:?}", ws.writable(p));
+        }
+        for p in [
+            "src/git.rs",
+            ".gitignore",
+            "build/out.txt",
+            ".github/ci.yml",
+            "x.git",
+        ] {
+            assert!(ws.writable(p).is_ok(), "{p}: {:?}", ws.writable(p));
+        }
+        let e = ws.writable(".git/config").unwrap_err().to_string();
+        assert!(
+            e.contains("inside .git") && e.contains("read but not change"),
+            "{e}"
+        );
+        #[cfg(target_os = "linux")]
+        assert!(matches!(
+            ws.hold_dir(&root.join(".git/hooks")),
+            Some(Err(PathError::ReadOnly { .. }))
+        ));
     }
 
     /// list_dir's and run_command's folders are opened beneath the root: a folder swapped for

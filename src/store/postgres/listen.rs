@@ -1,6 +1,8 @@
 //! The LISTEN side of the announcements: one connection of its own (a pooled one would be
 //! recycled under it), reconnected after a loss with [`SharedEvent::Resync`] so listeners
-//! re-read what they may have missed.
+//! re-read what they may have missed. A connection that stops answering is a loss too: it is
+//! pinged every [`PING`], and connecting is bounded by `store.timeout`, so a silent partition
+//! (nothing closed, nothing answered) is noticed and the connection made anew once it heals.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,33 +16,52 @@ use crate::store::SharedEvent;
 
 /// Wait between reconnection attempts.
 const RECONNECT: Duration = Duration::from_secs(1);
+/// How often an idle LISTEN connection is checked.
+const PING: Duration = Duration::from_secs(5);
 
 /// Listens until the task is aborted (when the store is dropped).
 pub(super) async fn run(
     config: tokio_postgres::Config,
     shown: Arc<str>,
     events: broadcast::Sender<SharedEvent>,
+    timeout: Duration,
 ) {
     let mut first = true;
+    // A database that stays away is logged once, not every second.
+    let mut lost = false;
     loop {
-        match listen_once(&config, &events, first).await {
+        match listen_once(&config, &events, first, timeout).await {
             Ok(()) => tracing::warn!(url = %shown, "PostgreSQL closed the LISTEN connection"),
-            Err(e) => tracing::warn!(url = %shown, error = %e, "LISTEN connection lost"),
+            Err(e) if !lost => tracing::warn!(url = %shown, error = %e, "LISTEN connection lost"),
+            Err(e) => tracing::debug!(url = %shown, error = %e, "LISTEN connection still lost"),
         }
         first = false;
+        lost = true;
         tokio::time::sleep(RECONNECT).await;
     }
+}
+
+/// Why the LISTEN connection ended.
+#[derive(Debug, thiserror::Error)]
+enum Lost {
+    #[error(transparent)]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("no answer within {0:?}")]
+    Silent(Duration),
 }
 
 async fn listen_once(
     config: &tokio_postgres::Config,
     events: &broadcast::Sender<SharedEvent>,
     first: bool,
-) -> Result<(), tokio_postgres::Error> {
-    let (client, mut conn) = config.connect(NoTls).await?;
+    timeout: Duration,
+) -> Result<(), Lost> {
+    let (client, mut conn) = tokio::time::timeout(timeout, config.connect(NoTls))
+        .await
+        .map_err(|_| Lost::Silent(timeout))??;
     let forward = events.clone();
     // The connection delivers notifications only while polled: this task polls it.
-    let driver = tokio::spawn(async move {
+    let mut driver = tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(n))) => {
@@ -55,16 +76,33 @@ async fn listen_once(
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-    if !first {
-        let _ = events.send(SharedEvent::Resync);
+    let outcome = async {
+        tokio::time::timeout(timeout, client.batch_execute(&format!("LISTEN {CHANNEL}")))
+            .await
+            .map_err(|_| Lost::Silent(timeout))??;
+        tracing::debug!("listening for other instances' announcements");
+        if !first {
+            let _ = events.send(SharedEvent::Resync);
+        }
+        loop {
+            tokio::select! {
+                ended = &mut driver => {
+                    return match ended {
+                        Ok(result) => result.map_err(Lost::from),
+                        Err(_) => Ok(()),
+                    };
+                }
+                () = tokio::time::sleep(PING) => {
+                    tokio::time::timeout(timeout, client.simple_query(""))
+                        .await
+                        .map_err(|_| Lost::Silent(timeout))??;
+                }
+            }
+        }
     }
-    let outcome = driver.await;
-    drop(client);
-    match outcome {
-        Ok(result) => result,
-        Err(_) => Ok(()),
-    }
+    .await;
+    driver.abort();
+    outcome
 }
 
 /// `queued`, `freed`, `cancel:<uuid>`, `changed:<uuid>`; anything else is ignored.

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::PostgresStore;
 use crate::config::{StoreBackend, StoreConfig};
-use crate::store::{Claim, Heartbeat, SharedEvent, StoreError, TaskStore};
-use crate::task::{Session, Task, TaskState};
+use crate::store::{Claim, SharedEvent, StoreError, TaskStore};
+use crate::task::{Session, Task, TaskState, Turn, TurnRole};
 
 /// The server the tests use. Without one the test is skipped with a loud note, except under
 /// CI (`CI` set), where a missing server fails it.
@@ -161,40 +161,196 @@ async fn claims_are_fifo_and_one_at_a_time_across_instances() {
     assert_eq!(one.shared_queue_position(ids[2]).await, Some(2));
 }
 
-/// A lapsed lease: the task ends failed (interrupted) at the next claim by anyone, the late
-/// instance's writes and heartbeats are refused, and the queue moves on.
+/// A lapsed lease: the task ends failed (interrupted) at the next claim by anyone; its old
+/// holder's renewal is refused, so it loses the lease, and its writes (progress, and the outcome
+/// with its turns) change nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
     let Some(url) = fresh_database().await else {
         return;
     };
-    let short = PostgresStore::open(&config(&url, Duration::from_secs(1)))
+    let holder = PostgresStore::open(&config(&url, Duration::from_secs(3)))
         .await
         .unwrap();
     let survivor = open(&url).await;
-    let (a, b) = (queued(&short).await, queued(&short).await);
-    assert_eq!(short.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = short.task(a.id).await.unwrap().unwrap();
+    let (a, b) = (queued(&holder).await, queued(&holder).await);
+    assert_eq!(holder.claim_next_for_test().await, Claim::Claimed(a.id));
+    let lease = holder.shared().unwrap().lease(a.id).expect("a lease");
+    let mut t = holder.task(a.id).await.unwrap().unwrap();
     t.transition(TaskState::Running);
-    short.update_task(&t).await.unwrap();
-    assert_eq!(
-        short.shared().unwrap().heartbeat(a.id).await.unwrap(),
-        Heartbeat::Held
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    holder.update_task(&t).await.unwrap();
+    // The lease lapses, as it does for a holder that stopped renewing.
+    lapse(&holder, a.id).await;
     assert_eq!(survivor.claim_next_for_test().await, Claim::Claimed(b.id));
     let failed = survivor.task(a.id).await.unwrap().unwrap();
     assert_eq!(failed.state, TaskState::Failed);
     assert_eq!(failed.result, crate::store::INTERRUPTED_INSTANCE_LOST);
+    // The holder's next renewal (every half second with this lease) is refused.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while lease.loss().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was not lost"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lease.loss(), Some(crate::store::LeaseLoss::TakenOver));
+    t.transition(TaskState::Completed);
+    t.result = "the late answer".into();
+    assert!(matches!(
+        holder.finish_task(&t, &turns("the late answer")).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert!(matches!(
+        holder.update_task(&t).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert!(holder.session_turns(a.session_id).await.unwrap().is_empty());
+    // Released, the claim is forgotten; a progress write arriving after that (the runner's
+    // background writer) cannot bring the ended task back either.
+    holder.shared().unwrap().release(a.id);
+    let mut stale = t.clone();
+    stale.state = TaskState::Running;
+    stale.result.clear();
+    assert!(matches!(
+        holder.update_task(&stale).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert_eq!(survivor.task(a.id).await.unwrap().unwrap(), failed);
+}
+
+/// A write delivered after the lease lapsed, before anyone else noticed (a partition that
+/// healed late): the claim's attempt and owner still match, but the lease does not run any
+/// more, so nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_after_the_lease_lapsed_is_refused_even_before_anyone_takes_over() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let store = open(&url).await;
+    let a = queued(&store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let mut t = store.task(a.id).await.unwrap().unwrap();
+    t.transition(TaskState::Running);
+    store.update_task(&t).await.unwrap();
+    lapse(&store, a.id).await;
     t.transition(TaskState::Completed);
     assert!(matches!(
-        short.update_task(&t).await,
+        store.finish_task(&t, &turns("late")).await,
         Err(StoreError::Fenced(_))
     ));
     assert_eq!(
-        short.shared().unwrap().heartbeat(a.id).await.unwrap(),
-        Heartbeat::Lost
+        store.task(a.id).await.unwrap().unwrap().state,
+        TaskState::Running
     );
+    assert!(store.session_turns(a.session_id).await.unwrap().is_empty());
+}
+
+/// Once this process gave a lease up, its writes are refused before they are sent, although
+/// the database would still take them.
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_stop_the_moment_the_lease_is_given_up() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let store = open(&url).await;
+    let a = queued(&store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let mut t = store.task(a.id).await.unwrap().unwrap();
+    t.transition(TaskState::Running);
+    store.update_task(&t).await.unwrap();
+    let lease = store.shared().unwrap().lease(a.id).unwrap();
+    lease.lose(crate::store::LeaseLoss::Unconfirmed(Duration::from_secs(9)));
+    t.steps_done = 1;
+    assert!(matches!(
+        store.update_task(&t).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert_eq!(store.task(a.id).await.unwrap().unwrap().steps_done, 0);
+}
+
+/// The outcome and its turns are written together; a retry of an outcome that was written
+/// (its answer lost with the connection) succeeds and stores nothing twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outcome_is_written_with_its_turns_once() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let store = open(&url).await;
+    let a = queued(&store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let mut t = store.task(a.id).await.unwrap().unwrap();
+    t.transition(TaskState::Running);
+    store.update_task(&t).await.unwrap();
+    t.transition(TaskState::Completed);
+    t.result = "the answer".into();
+    let answer = turns("the answer");
+    store.finish_task(&t, &answer).await.unwrap();
+    store.finish_task(&t, &answer).await.unwrap();
+    assert_eq!(store.session_turns(a.session_id).await.unwrap(), answer);
+    assert_eq!(store.task(a.id).await.unwrap().unwrap(), t);
+    // Another outcome is not a retry.
+    t.result = "another answer".into();
+    assert!(matches!(
+        store.finish_task(&t, &turns("another answer")).await,
+        Err(StoreError::Fenced(_))
+    ));
+    store.shared().unwrap().release(a.id);
+    assert_eq!(store.claim_next_for_test().await, Claim::Empty);
+}
+
+/// The heartbeat has a thread and a connection of its own: a runtime blocked for longer than
+/// the lease does not keep it from renewing.
+#[tokio::test(flavor = "current_thread")]
+async fn the_heartbeat_renews_while_the_runtime_is_blocked() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let store = PostgresStore::open(&config(&url, Duration::from_secs(3)))
+        .await
+        .unwrap();
+    let a = queued(&store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let before = lease_end(&store, a.id).await;
+    // The only thread of this runtime, blocked: no task of it runs meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    let after = lease_end(&store, a.id).await;
+    let lease = store.shared().unwrap().lease(a.id).unwrap();
+    assert_eq!(lease.loss(), None);
+    assert!(
+        after - before >= 3.0,
+        "renewed by {:.2} s only",
+        after - before
+    );
+}
+
+/// A server that accepts connections but never answers (a silent partition): opening the
+/// store fails within `store.timeout`, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_never_answers_fails_the_open_within_the_timeout() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let mut c = config(
+        &format!("postgres://agent:secret@127.0.0.1:{port}/agent_mcp"),
+        Duration::from_secs(3),
+    );
+    c.timeout = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let err = PostgresStore::open(&c).await.unwrap_err().to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.contains("did not answer within 300ms"), "{err}");
+    assert!(!err.contains("secret"), "{err}");
+    held.abort();
 }
 
 /// Cancel: a queued task ends at once; a running one is marked, its instance is told by
@@ -238,10 +394,40 @@ async fn cancel_reaches_the_instance_that_holds_the_task() {
     .await
     .expect("the cancel notification within 2 s");
     assert_eq!(heard, a.id);
-    assert_eq!(
-        runner.shared().unwrap().heartbeat(a.id).await.unwrap(),
-        Heartbeat::CancelRequested
-    );
+}
+
+/// A cancel whose notification is lost: the holder's heartbeat reads the mark and announces
+/// it all the same, within about one renewal.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_heartbeat_announces_a_cancel_whose_notification_was_lost() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let runner = open(&url).await;
+    let mut events = runner.shared().unwrap().events();
+    let a = queued(&runner).await;
+    assert_eq!(runner.claim_next_for_test().await, Claim::Claimed(a.id));
+    // Marked without a NOTIFY, as if the notification never arrived.
+    runner
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE tasks SET cancel_requested = true WHERE id = $1",
+            &[&a.id.to_string()],
+        )
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            if let Ok(SharedEvent::Cancel(id)) = events.recv().await {
+                return id;
+            }
+        }
+    })
+    .await
+    .expect("the heartbeat's cancel within 3 s");
+    assert_eq!(heard, a.id);
 }
 
 /// The shared GCRA bucket: `burst` at once, then one per emission interval, with the wait
@@ -298,6 +484,49 @@ async fn a_wrong_password_is_reported_without_it() {
         .to_string();
     assert!(!err.contains("not-the-password-42"), "{err}");
     assert!(err.contains("<redacted>"), "{err}");
+}
+
+/// A request and its answer, as a completed task adds them to its session.
+fn turns(answer: &str) -> Vec<Turn> {
+    vec![
+        Turn {
+            role: TurnRole::User,
+            content: "r".into(),
+        },
+        Turn {
+            role: TurnRole::Assistant,
+            content: answer.into(),
+        },
+    ]
+}
+
+/// Ends task `id`'s lease now, on the database: what a holder that stopped renewing leaves.
+async fn lapse(store: &PostgresStore, id: Uuid) {
+    store
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE tasks SET lease_until = now() - interval '1 second' WHERE id = $1",
+            &[&id.to_string()],
+        )
+        .await
+        .unwrap();
+}
+
+/// When task `id`'s lease ends, in seconds on the database clock.
+async fn lease_end(store: &PostgresStore, id: Uuid) -> f64 {
+    store
+        .client()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT extract(epoch FROM lease_until)::float8 FROM tasks WHERE id = $1",
+            &[&id.to_string()],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
 
 impl PostgresStore {

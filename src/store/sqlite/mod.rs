@@ -322,7 +322,13 @@ impl TaskStore for SqliteStore {
     }
 
     async fn update_task(&self, task: &Task) -> Result<(), StoreError> {
+        self.finish_task(task, &[]).await
+    }
+
+    async fn finish_task(&self, task: &Task, turns: &[Turn]) -> Result<(), StoreError> {
         let id = task.id;
+        let session = task.session_id;
+        let turns = turns.to_vec();
         // The runner saves progress with the images it holds; copying their bytes on every
         // save would be wasted work, and the row does not hold them anyway.
         let task = queries::without_images(task);
@@ -332,18 +338,20 @@ impl TaskStore for SqliteStore {
         let known = self
             .writer
             .run_committed(
-                move |conn| queries::update_task(conn, &task).map_err(|e| describe(&path, e)),
-                move |known| {
-                    if *known {
+                move |conn| {
+                    queries::finish_task(conn, &task, &turns).map_err(|e| describe(&path, e))
+                },
+                move |found| {
+                    if *found == queries::Found::Both {
                         cache.committed(cached);
                     }
                 },
             )
             .await?;
-        if known {
-            Ok(())
-        } else {
-            Err(StoreError::UnknownTask(id))
+        match known {
+            queries::Found::Both => Ok(()),
+            queries::Found::NoTask => Err(StoreError::UnknownTask(id)),
+            queries::Found::NoSession => Err(StoreError::UnknownSession(session)),
         }
     }
 

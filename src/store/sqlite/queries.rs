@@ -241,21 +241,27 @@ pub(super) fn append_turns(
     turns: &[Turn],
 ) -> rusqlite::Result<bool> {
     let tx = conn.savepoint()?;
-    if !session_exists(&tx, id)? {
+    if !insert_turns(&tx, id, turns)? {
         return Ok(false);
     }
-    {
-        let mut insert =
-            tx.prepare_cached("INSERT INTO turns (session_id, role, content) VALUES (?1, ?2, ?3)")?;
-        for turn in turns {
-            let role = match turn.role {
-                TurnRole::User => "user",
-                TurnRole::Assistant => "assistant",
-            };
-            insert.execute(params![id.to_string(), role, turn.content])?;
-        }
-    }
     tx.commit()?;
+    Ok(true)
+}
+
+/// The statements of [`append_turns`], inside the caller's transaction.
+fn insert_turns(conn: &Connection, id: Uuid, turns: &[Turn]) -> rusqlite::Result<bool> {
+    if !session_exists(conn, id)? {
+        return Ok(false);
+    }
+    let mut insert =
+        conn.prepare_cached("INSERT INTO turns (session_id, role, content) VALUES (?1, ?2, ?3)")?;
+    for turn in turns {
+        let role = match turn.role {
+            TurnRole::User => "user",
+            TurnRole::Assistant => "assistant",
+        };
+        insert.execute(params![id.to_string(), role, turn.content])?;
+    }
     Ok(true)
 }
 
@@ -331,9 +337,9 @@ pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
     Ok(Some(images))
 }
 
-/// `false` when the task is unknown. A terminal state releases the task's images.
-pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Result<bool> {
-    let tx = conn.savepoint()?;
+/// Writes what changes over a task's life, inside the caller's transaction: `false` when the
+/// task is unknown. A terminal state releases the task's images.
+fn update_row(tx: &Connection, task: &Task) -> rusqlite::Result<bool> {
     let id = task.id.to_string();
     // Only the columns that change over a task's life: SQLite rewrites the entries of every
     // index whose column is SET, and `tasks_by_session` (keyed by a random UUID) would cost a
@@ -364,10 +370,37 @@ pub(super) fn update_task(conn: &mut Connection, task: &Task) -> rusqlite::Resul
         return Ok(false);
     }
     if task.state.is_terminal() {
-        release_images(&tx, &id)?;
+        release_images(tx, &id)?;
+    }
+    Ok(true)
+}
+
+/// What [`finish_task`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Found {
+    /// The task (and, with turns, its session): written.
+    Both,
+    /// No such task: nothing written.
+    NoTask,
+    /// The task, but turns for a session that is gone: nothing written.
+    NoSession,
+}
+
+/// The task's row and `turns` appended to its session, in one transaction: both or neither.
+pub(super) fn finish_task(
+    conn: &mut Connection,
+    task: &Task,
+    turns: &[Turn],
+) -> rusqlite::Result<Found> {
+    let tx = conn.savepoint()?;
+    if !update_row(&tx, task)? {
+        return Ok(Found::NoTask);
+    }
+    if !turns.is_empty() && !insert_turns(&tx, task.session_id, turns)? {
+        return Ok(Found::NoSession);
     }
     tx.commit()?;
-    Ok(true)
+    Ok(Found::Both)
 }
 
 /// Unlinks a task's images and deletes those no other task refers to.

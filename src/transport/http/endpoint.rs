@@ -1,5 +1,6 @@
-//! The innermost service of the edge: reads the body within its deadline, parses one JSON-RPC
-//! message, classifies its era, checks the 2026-07-28 routing headers and hands an
+//! The innermost service of the edge: asks the [`Admission`](super::Admission) check from the
+//! headers, reads the body within its deadline and the shared body budget, parses one
+//! JSON-RPC message, classifies its era, checks the 2026-07-28 routing headers and hands an
 //! [`McpRequest`] to the MCP stack.
 
 use std::convert::Infallible;
@@ -10,19 +11,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use base64::Engine;
-use bytes::Bytes;
-use http::header::AUTHORIZATION;
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{AUTHORIZATION, RETRY_AFTER};
 use http::request::Parts;
-use http::{HeaderMap, HeaderName, Request, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError};
 use serde_json::{Map, Value};
 use tower::ServiceExt;
 use tower_service::Service;
 
+use super::budget::{FREE_BYTES, Reservation};
 use super::{
     HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION, HttpResponse, HttpRules, empty, into_http,
-    json_response, payload_too_large, transport_error,
+    json_response, payload_too_large, refusal_reason, refusal_response, transport_error,
 };
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
@@ -72,50 +74,120 @@ where
         let rules = self.rules.clone();
         Box::pin(async move {
             let (parts, body) = req.into_parts();
-            let bytes = match read_body(body, &rules).await {
-                Ok(bytes) => bytes,
+            // Read once here; checked before the body (admission) and again by the auth layer.
+            let credential = parts
+                .headers
+                .get(AUTHORIZATION)
+                .and_then(Credential::from_authorization);
+            if let Some(admission) = &rules.admission {
+                let arrival = super::Arrival {
+                    credential: credential.as_ref(),
+                    peer: parts.extensions.get::<SocketAddr>().copied(),
+                    version: header_str(&parts.headers, &PROTOCOL_VERSION_HEADER)
+                        .and_then(crate::protocol::ProtocolVersion::parse),
+                };
+                if let Err(refusal) = admission.admit(&arrival) {
+                    crate::metrics::record_http_refusal(refusal_reason(&refusal));
+                    return Ok(refusal_response(&refusal));
+                }
+            }
+            // The reservation holds the body's bytes in the budget until the answer is made.
+            let (bytes, _reservation) = match read_body(body, &rules).await {
+                Ok(read) => read,
                 Err(refusal) => return Ok(refusal),
             };
             Ok(match route(&parts.headers, &bytes) {
                 Route::Reply(resp) => resp,
-                Route::Call(call) => dispatch(inner, parts, call).await,
+                Route::Call(call) => dispatch(inner, parts, credential, call).await,
             })
         })
     }
 }
 
 /// The whole body within `rules.body_timeout` (a deadline, not an idle timeout: a client
-/// trickling its body must not hold a connection and its buffer forever): 408 if late, 413 past
-/// the cap tower-http's `Limited` enforces, 400 if the body cannot be read.
-async fn read_body<B>(body: B, rules: &HttpRules) -> Result<Bytes, HttpResponse>
+/// trickling its body must not hold a connection and its buffer forever), its bytes taken
+/// from the shared [`BodyBudget`](super::BodyBudget) before they are read: 408 if late, 413
+/// past the cap tower-http's `Limited` enforces, 503 if the budget had no room for it in
+/// time, 400 if the body cannot be read.
+async fn read_body<B>(body: B, rules: &HttpRules) -> Result<(Bytes, Reservation), HttpResponse>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let Ok(collected) = tokio::time::timeout(rules.body_timeout, body.collect()).await else {
-        return Err(transport_error(
-            StatusCode::REQUEST_TIMEOUT,
-            code::TRANSPORT,
-            format!(
-                "Request Timeout: the body did not arrive within {}; send it at once, or raise http.body_timeout",
-                humantime::format_duration(rules.body_timeout)
-            ),
-        ));
-    };
-    match collected {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) => {
-            let e: Box<dyn std::error::Error + Send + Sync> = e.into();
-            if e.downcast_ref::<LengthLimitError>().is_some() {
-                return Err(payload_too_large(rules.max_body_bytes));
+    let deadline = tokio::time::Instant::now() + rules.body_timeout;
+    let declared = body
+        .size_hint()
+        .exact()
+        .and_then(|n| usize::try_from(n).ok());
+    let budget = &rules.body_budget;
+    let busy = || busy_response(budget.total());
+    let mut reservation = budget
+        .reserve(declared.unwrap_or(0), deadline)
+        .await
+        .ok_or_else(busy)?;
+    let mut body = std::pin::pin!(body);
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(FREE_BYTES));
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(request_timeout(rules)),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                if e.downcast_ref::<LengthLimitError>().is_some() {
+                    return Err(payload_too_large(rules.max_body_bytes));
+                }
+                return Err(transport_error(
+                    StatusCode::BAD_REQUEST,
+                    code::TRANSPORT,
+                    format!("Bad Request: the body could not be read ({e})"),
+                ));
             }
-            Err(transport_error(
-                StatusCode::BAD_REQUEST,
-                code::TRANSPORT,
-                format!("Bad Request: the body could not be read ({e})"),
-            ))
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(mut data) = frame.into_data() else {
+            continue;
+        };
+        let wanted = buf.len() + data.remaining();
+        budget
+            .grow(&mut reservation, wanted, deadline)
+            .await
+            .ok_or_else(busy)?;
+        while data.has_remaining() {
+            let chunk = data.chunk();
+            let n = chunk.len();
+            buf.extend_from_slice(chunk);
+            data.advance(n);
         }
     }
+    Ok((buf.freeze(), reservation))
+}
+
+fn request_timeout(rules: &HttpRules) -> HttpResponse {
+    transport_error(
+        StatusCode::REQUEST_TIMEOUT,
+        code::TRANSPORT,
+        format!(
+            "Request Timeout: the body did not arrive within {}; send it at once, or raise http.body_timeout",
+            humantime::format_duration(rules.body_timeout)
+        ),
+    )
+}
+
+/// 503 for a body the shared budget could not take in time: others are being read.
+fn busy_response(total: usize) -> HttpResponse {
+    crate::metrics::record_http_refusal("body_budget");
+    let mut resp = transport_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        code::TRANSPORT,
+        format!(
+            "Service Unavailable: the server is reading other large request bodies (together at \
+             most {total} bytes, http.max_buffered_bytes); retry in a moment, or send a smaller \
+             body"
+        ),
+    );
+    resp.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 /// A message that passed the edge, ready for the MCP stack.
@@ -188,7 +260,12 @@ fn refuse(id: Option<&RequestId>, error: &ErrorObject) -> HttpResponse {
 }
 
 /// Hands the request to the MCP stack and its response back as HTTP.
-async fn dispatch<S>(inner: S, parts: Parts, call: Call) -> HttpResponse
+async fn dispatch<S>(
+    inner: S,
+    parts: Parts,
+    credential: Option<Credential>,
+    call: Call,
+) -> HttpResponse
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
 {
@@ -203,12 +280,9 @@ where
     let mut ctx = RequestContext::new(classified.version, Transport::Http { peer });
     ctx.client_capabilities = classified.client_capabilities;
     ctx.client_info = classified.client_info;
-    // Identity is resolved from a typed credential, read here once; the headers stay at the
-    // edge.
-    ctx.credential = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(Credential::from_authorization);
+    // Identity is resolved from a typed credential, read at the edge once; the headers stay
+    // at the edge.
+    ctx.credential = credential;
     ctx.extensions = parts.extensions;
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.

@@ -53,36 +53,44 @@ impl<B> ValidateRequest<B> for LoopbackOnly {
     type ResponseBody = super::HttpBody;
 
     fn validate(&mut self, req: &mut Request<B>) -> Result<(), HttpResponse> {
-        let host = req
-            .headers()
-            .get(HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri().authority().map(|a| a.as_str()));
-        if let Some(host) = host
-            && !self.rules.host_allowed(host)
-        {
+        check_host_and_origin(&self.rules, req)
+    }
+}
+
+/// The DNS-rebinding guard of [`LoopbackOnly`] for any request: the operator endpoints
+/// (`/healthz`, `/readyz`, `/metrics`) answer only what `/mcp` would, so a web page that
+/// rebinds a name to 127.0.0.1 cannot read them either. 403 otherwise.
+#[allow(clippy::result_large_err)] // the refusal is the response: it is sent, not passed on
+pub fn check_host_and_origin<B>(rules: &HttpRules, req: &Request<B>) -> Result<(), HttpResponse> {
+    let host = req
+        .headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    if let Some(host) = host
+        && !rules.host_allowed(host)
+    {
+        return Err(transport_error(
+            StatusCode::FORBIDDEN,
+            code::TRANSPORT,
+            format!(
+                "Forbidden: Host \"{host}\" is not allowed; add it to http.allowed_hosts to serve it"
+            ),
+        ));
+    }
+    if let Some(origin) = req.headers().get(ORIGIN) {
+        let origin = origin.to_str().unwrap_or("<non-ASCII>");
+        if !rules.origin_allowed(origin) {
             return Err(transport_error(
                 StatusCode::FORBIDDEN,
                 code::TRANSPORT,
                 format!(
-                    "Forbidden: Host \"{host}\" is not allowed; add it to http.allowed_hosts to serve it"
+                    "Forbidden: Origin \"{origin}\" is not allowed; add it to http.allowed_origins to serve it"
                 ),
             ));
         }
-        if let Some(origin) = req.headers().get(ORIGIN) {
-            let origin = origin.to_str().unwrap_or("<non-ASCII>");
-            if !self.rules.origin_allowed(origin) {
-                return Err(transport_error(
-                    StatusCode::FORBIDDEN,
-                    code::TRANSPORT,
-                    format!(
-                        "Forbidden: Origin \"{origin}\" is not allowed; add it to http.allowed_origins to serve it"
-                    ),
-                ));
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The body must be declared `application/json` (parameters such as `charset` allowed); else 415.

@@ -93,6 +93,22 @@ pub struct FakeConfig {
     pub context_length: u64,
     /// Reported by `/api/version`.
     pub version: String,
+    /// Asked first for every valid `/api/chat` request: a reply of its own for the requests it
+    /// knows (e.g. by the task's request text), `None` for the queue and the default.
+    pub responder: Option<Responder>,
+}
+
+/// Chooses a reply from a request body, or `None`.
+type Choose = dyn Fn(&Value) -> Option<Reply> + Send + Sync;
+
+/// A reply chosen from the request body (see [`FakeConfig::with_responder`]).
+#[derive(Clone)]
+pub struct Responder(pub std::sync::Arc<Choose>);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder(..)")
+    }
 }
 
 impl Default for FakeConfig {
@@ -104,6 +120,7 @@ impl Default for FakeConfig {
             chunk_delay: Duration::ZERO,
             context_length: 131_072,
             version: "0.12.0".to_owned(),
+            responder: None,
         }
     }
 }
@@ -126,6 +143,16 @@ impl FakeConfig {
 
     pub fn with_chunk_delay(mut self, delay: Duration) -> Self {
         self.chunk_delay = delay;
+        self
+    }
+
+    /// Replies chosen from the request body; several instances share one fake, so a test
+    /// scripts each task by its request text rather than by arrival order.
+    pub fn with_responder(
+        mut self,
+        responder: impl Fn(&Value) -> Option<Reply> + Send + Sync + 'static,
+    ) -> Self {
+        self.responder = Some(Responder(std::sync::Arc::new(responder)));
         self
     }
 
