@@ -91,7 +91,7 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
     );
     // The span ended at startup; SIGTERM flushes the queue before the exit.
     let mut server = server;
-    let mut logged = std::mem::take(&mut server.startup_log);
+    let mut logged = std::mem::take(&mut server.startup);
     let status = {
         let pid = server.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")

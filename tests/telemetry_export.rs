@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use agent_mcp::telemetry::context::{TraceCarrier, continue_trace, set_remote_parent};
 use agent_mcp::telemetry::duration::{OperationAttributes, record_server_operation};
-use agent_mcp::telemetry::logging::{LogFormat, dispatch_to};
 use agent_mcp::telemetry::semconv::{attr, metric};
 use agent_mcp::telemetry::spans::{
     ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_rpc_error,
     record_usage,
 };
+use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
 use agent_mcp::telemetry::{Telemetry, TelemetryError, TelemetrySettings};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
@@ -28,7 +28,7 @@ const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// The process subscriber as `agent-mcp` builds it, logs discarded.
 fn subscriber(telemetry: &Telemetry) -> tracing::Dispatch {
-    dispatch_to(
+    dispatch(
         LogFormat::Text,
         false,
         EnvFilter::new("info"),

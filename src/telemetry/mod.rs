@@ -4,7 +4,7 @@
 //!
 //! - [`Telemetry`] is the running export: started from [`TelemetrySettings`] (which the
 //!   configuration resolves from `agent.yaml`'s `telemetry` section and the standard `OTEL_*`
-//!   variables), it yields the `tracing` layer to install ([`logging::dispatch`] builds the
+//!   variables), it yields the `tracing` layer to install ([`subscriber::dispatch`] builds the
 //!   process's subscriber) and is shut down with a bound. **Off, with no cost, when no endpoint
 //!   is set**: nothing is built or started, and the spans below are disabled at their call
 //!   sites.
@@ -50,11 +50,11 @@ mod error;
 mod export;
 mod health;
 mod http_client;
-pub mod logging;
 mod queue;
 pub mod semconv;
 mod settings;
 pub mod spans;
+pub mod subscriber;
 #[cfg(test)]
 mod testing;
 

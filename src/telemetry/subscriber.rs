@@ -1,17 +1,24 @@
-//! The process's `tracing` subscriber: log lines on stderr (text or JSON, filtered by
-//! `RUST_LOG`), and the export layer when [`Telemetry`] runs.
+//! The process's `tracing` subscriber: log lines (text or JSON, filtered by `RUST_LOG`) to a
+//! writer of the caller's, and the export layer when [`Telemetry`] runs.
 //!
-//! The two outputs are filtered apart. The log filter always turns the export spans'
-//! target ([`super::semconv::TARGET`]) off, so `RUST_LOG=debug` never prints span fields
-//! as log context and, with export off, no layer is interested in those spans: they are
-//! disabled at their call site. The export layer takes those spans only, whatever `RUST_LOG`
-//! says, and no log event.
+//! The two outputs are filtered apart. The log filter always turns the export spans' target
+//! ([`super::semconv::TARGET`]) off, so `RUST_LOG=debug` never prints span fields as log
+//! context and, with export off, no layer is interested in those spans: they are disabled at
+//! their call site. The export layer takes those spans only, whatever `RUST_LOG` says, and no
+//! log event.
 //!
 //! ```
-//! use agent_mcp::telemetry::logging::{LogFormat, dispatch};
 //! use agent_mcp::telemetry::spans::McpServerSpan;
+//! use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
+//! use tracing_subscriber::fmt::writer::BoxMakeWriter;
 //!
-//! let logs = dispatch(LogFormat::Text, false, tracing_subscriber::EnvFilter::new("debug"), None);
+//! let logs = dispatch(
+//!     LogFormat::Text,
+//!     false,
+//!     tracing_subscriber::EnvFilter::new("debug"),
+//!     None,
+//!     BoxMakeWriter::new(std::io::sink),
+//! );
 //! tracing::dispatcher::with_default(&logs, || {
 //!     // Export is off: the span is disabled where it is built, whatever RUST_LOG says.
 //!     assert!(McpServerSpan::new("tools/list").start().is_disabled());
@@ -46,31 +53,20 @@ pub fn log_filter(filter: EnvFilter) -> EnvFilter {
     }
 }
 
-/// The subscriber: logs to stderr (colours when `ansi`), export when `telemetry` is given.
+/// The subscriber: log lines to `writer` (colours when `ansi`), export when `telemetry` is
+/// given.
 pub fn dispatch(
-    format: LogFormat,
-    ansi: bool,
-    filter: EnvFilter,
-    telemetry: Option<&Telemetry>,
-) -> Dispatch {
-    dispatch_to(
-        format,
-        ansi,
-        filter,
-        telemetry,
-        BoxMakeWriter::new(std::io::stderr),
-    )
-}
-
-/// [`dispatch`] writing log lines to `writer`.
-pub fn dispatch_to(
     format: LogFormat,
     ansi: bool,
     filter: EnvFilter,
     telemetry: Option<&Telemetry>,
     writer: BoxMakeWriter,
 ) -> Dispatch {
-    let fmt = tracing_subscriber::fmt::layer().with_writer(writer);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        // Its own reports of a failed write would go to stderr with `eprintln!`, which panics
+        // when stderr is closed; the server's writer never fails a write anyway.
+        .log_internal_errors(false);
     let logs = match format {
         LogFormat::Text => fmt.with_ansi(ansi).boxed(),
         LogFormat::Json => fmt.json().with_ansi(false).boxed(),
