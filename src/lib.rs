@@ -47,6 +47,7 @@ pub mod service;
 pub mod stack;
 pub mod store;
 pub mod task;
+pub mod telemetry;
 pub mod tools;
 pub mod transport;
 

@@ -8,8 +8,10 @@ use std::process::ExitCode;
 
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
+use agent_mcp::telemetry::spans::{self, Network};
+use agent_mcp::telemetry::{Telemetry, subscriber};
 use clap::{Parser, Subcommand};
-use tracing::{error, info};
+use tracing::{Instrument, error, info};
 
 #[derive(Parser)]
 #[command(
@@ -70,34 +72,21 @@ fn main() -> ExitCode {
     if let Command::Client(command) = cli.command {
         return agent_mcp::client::main(command);
     }
-    // Held until the process ends: dropping it writes out the log lines still queued.
-    let _log = init_logging(cli.log_format);
     let config_path = match &cli.command {
         Command::Serve { config, .. }
         | Command::Stdio { config }
         | Command::CheckConfig { config } => config.clone(),
         Command::HashToken | Command::Client(_) => None,
     };
-    let (mut config, sources) = match Config::load_traced(config_path.as_deref(), std::env::vars())
-    {
-        Ok(loaded) => {
-            for name in loaded.unknown_env {
-                tracing::warn!(
-                    "environment variable {name} names no configuration key; it is ignored \
-                     (see `agent-mcp check-config` for the keys)"
-                );
-            }
-            (loaded.config, loaded.sources)
-        }
+    // The configuration comes before the logs: it says whether spans are also exported. Its
+    // errors go to stderr directly, its warnings to the log once it is up.
+    let loaded = match Config::load_traced(config_path.as_deref(), std::env::vars()) {
+        Ok(loaded) => loaded,
         Err(e) => {
             report(&format!("configuration error: {e}"));
             return ExitCode::from(2);
         }
     };
-    let config_file = sources.file().map(std::path::Path::to_path_buf);
-    for warning in config.overlap_warnings(config_file.as_deref()) {
-        tracing::warn!("{warning}");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,6 +97,44 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // check-config only prints; it exports nothing.
+    let (telemetry, telemetry_error) = match &cli.command {
+        Command::CheckConfig { .. } => (None, None),
+        _ => match Telemetry::start(
+            &loaded.config.telemetry.settings(),
+            runtime.handle().clone(),
+        ) {
+            Ok(telemetry) => (telemetry, None),
+            Err(e) => (None, Some(e)),
+        },
+    };
+    // Held until the process ends: dropping it writes out the log lines still queued.
+    let _log = init_logging(cli.log_format, telemetry.as_ref());
+    if let Some(e) = telemetry_error {
+        // Telemetry is the operators' view, not the service: serve without it.
+        tracing::warn!("OpenTelemetry export is off: {e}");
+    }
+    if let Some(telemetry) = &telemetry {
+        info!(
+            traces = telemetry.traces_endpoint(),
+            metrics = telemetry.metrics_endpoint().unwrap_or("off"),
+            "exporting OpenTelemetry spans over OTLP/HTTP"
+        );
+    }
+    for name in &loaded.unknown_env {
+        tracing::warn!(
+            "environment variable {name} names no configuration key; it is ignored \
+             (see `agent-mcp check-config` for the keys)"
+        );
+    }
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let (mut config, sources) = (loaded.config, loaded.sources);
+    let config_file = sources.file().map(std::path::Path::to_path_buf);
+    for warning in config.overlap_warnings(config_file.as_deref()) {
+        tracing::warn!("{warning}");
+    }
     let result = match cli.command {
         Command::CheckConfig { .. } => return check_config(&config, &sources, &runtime),
         Command::Serve { bind, .. } => {
@@ -118,12 +145,19 @@ fn main() -> ExitCode {
                 report(&format!("refusing to start: {why}"));
                 return ExitCode::from(2);
             }
-            runtime.block_on(serve_http(config, config_file))
+            runtime.block_on(serve_http(config, config_file, telemetry.as_ref()))
         }
         Command::Stdio { .. } => runtime.block_on(serve_stdio(config, config_file)),
         Command::HashToken => return hash_token(),
         Command::Client(command) => return agent_mcp::client::main(command),
     };
+    // The last spans are sent on the runtime, so before it stops; a collector that does not
+    // answer holds the exit at most this long.
+    if let Some(telemetry) = telemetry
+        && let Err(e) = telemetry.shutdown(TELEMETRY_SHUTDOWN_BOUND)
+    {
+        tracing::warn!("{e}");
+    }
     // Dropping the runtime would wait for every blocking thread, one stuck in the kernel
     // included (a tool on a hung file system): give them a moment, then leave them.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
@@ -198,22 +232,21 @@ fn hash_token() -> ExitCode {
 }
 
 /// Logs go to stderr through a bounded queue ([`agent_mcp::logging`]): a host that does not
-/// read stderr, or closed it, loses log lines (counted), never a task or a request.
-fn init_logging(format: LogFormat) -> agent_mcp::logging::LogGuard {
+/// read stderr, or closed it, loses log lines (counted), never a task or a request. Spans are
+/// exported too when `telemetry` runs ([`agent_mcp::telemetry::subscriber`]).
+fn init_logging(format: LogFormat, telemetry: Option<&Telemetry>) -> agent_mcp::logging::LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (writer, guard) = agent_mcp::logging::LogWriter::stderr();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        // Its own reports of a failed write go to stderr with `eprintln!`, which panics when
-        // stderr is closed; our writer never fails a write anyway.
-        .log_internal_errors(false);
-    match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => builder.json().with_ansi(false).init(),
+    let format = match format {
+        LogFormat::Text => subscriber::LogFormat::Text,
+        LogFormat::Json => subscriber::LogFormat::Json,
+    };
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let writer = tracing_subscriber::fmt::writer::BoxMakeWriter::new(writer);
+    let dispatch = subscriber::dispatch(format, ansi, filter, telemetry, writer);
+    if let Err(e) = tracing::dispatcher::set_global_default(dispatch) {
+        report(&format!("cannot install the log output: {e}"));
     }
     guard
 }
@@ -222,7 +255,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
     log_descriptor_limit(agent_mcp::transport::server::raise_descriptor_limit());
-    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
+    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect())
+        .instrument(spans::startup_span(Network::Stdio))
+        .await?;
     reopen_audit_on_sighup(&server);
     info!(ollama = %agent_mcp::redact::redact_url(&config.ollama.url), model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
@@ -238,14 +273,20 @@ async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(),
     Ok(())
 }
 
-async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), BoxError> {
+async fn serve_http(
+    config: Config,
+    config_file: Option<PathBuf>,
+    telemetry: Option<&Telemetry>,
+) -> Result<(), BoxError> {
     use agent_mcp::transport::server::{ServerOptions, raise_descriptor_limit, serve_with_options};
     // Before anything opens files: the connection cap is fitted below the raised limit.
     let descriptors = raise_descriptor_limit();
     let listener = tokio::net::TcpListener::bind(config.http.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
-    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect()).await?;
+    let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect())
+        .instrument(spans::startup_span(Network::Http { peer: None }))
+        .await?;
     reopen_audit_on_sighup(&server);
     let addr = listener.local_addr()?;
     let options = ServerOptions::from_config(&config.http);
@@ -263,6 +304,9 @@ async fn serve_http(config: Config, config_file: Option<PathBuf>) -> Result<(), 
     let metrics = agent_mcp::metrics::install()
         .inspect_err(|e| tracing::warn!("{e}"))
         .ok();
+    if let (Some(_), Some(telemetry)) = (&metrics, telemetry) {
+        telemetry.register_metrics();
+    }
     serve_with_options(
         listener,
         server.http_service(),
@@ -362,6 +406,9 @@ async fn shutdown_signal() {
 
 /// Longest time from SIGINT/SIGTERM to the process's exit (README: at most 30 s).
 const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(29);
+
+/// How long the exit waits for the last OpenTelemetry export (README: within the 30 s).
+const TELEMETRY_SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How long the runtime waits for blocking threads at exit.
 const RUNTIME_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);

@@ -17,6 +17,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// The request series, recorded by the metrics layer (which owns their names).
 pub use crate::layers::metrics::{MCP_REQUEST_SECONDS, MCP_REQUESTS};
+/// OpenTelemetry export: spans dropped because the queue was full, and failed export requests
+/// by `signal` (recorded by the export, which owns their names).
+pub use crate::telemetry::{
+    EXPORT_FAILURES as OTEL_EXPORT_FAILURES, SPANS_DROPPED as OTEL_SPANS_DROPPED,
+};
 /// Tasks waiting in the queue.
 pub const QUEUE_DEPTH: &str = "agent_mcp_queue_depth";
 /// Tasks now in a non-terminal `state` (queued, planning, running).

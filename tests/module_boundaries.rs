@@ -183,6 +183,50 @@ fn oauth_imports_nothing_of_the_crate() {
     );
 }
 
+/// The telemetry module (`src/telemetry/`: export, span vocabulary, trace context) stands alone
+/// on its crates and its own settings, so that the HTTP edge, the layers (their own crate
+/// soon) and the agent can all use it without an import cycle: it imports no other module of
+/// this crate, in code or in doc examples.
+#[test]
+fn telemetry_imports_nothing_of_the_crate() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let forbidden: Vec<String> = crate_modules(&src)
+        .into_iter()
+        .filter(|m| m != "telemetry")
+        .collect();
+    let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
+    let files = rust_files(&src.join("telemetry"));
+    for expected in [
+        "mod.rs",
+        "semconv.rs",
+        "spans.rs",
+        "context.rs",
+        "export.rs",
+    ] {
+        assert!(
+            files.iter().any(|f| f.ends_with(expected)),
+            "src/telemetry/{expected} was not read; the scan would pass without looking"
+        );
+    }
+    let mut offences = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let depth = module_depth(&src, file);
+        for (line, module, code) in find_imports(&text, &forbidden, depth) {
+            offences.push(format!(
+                "{}:{line}: imports crate::{module}: {code}",
+                file.strip_prefix(src.parent().unwrap()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "src/telemetry uses only std, its crates and its own settings; these lines reach into \
+         the rest of the crate:\n{}",
+        offences.join("\n")
+    );
+}
+
 /// `crate::layers::<name>` (or `agent_mcp::layers::<name>`, or a `super::` chain climbing to
 /// `layers/`) for a name in `others`.
 fn find_layer_imports(text: &str, others: &[&str], depth: usize) -> Vec<(usize, String, String)> {

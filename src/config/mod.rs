@@ -1,7 +1,8 @@
 //! `agent.yaml`: the configuration types and their defaults (this file), and beside them
 //! reading the file (`load`), `AGENT_MCP_*` overrides (`env`), validation (`validate`), the
 //! source of each value (`sources`), the server's own file locations (`paths`), the serde
-//! adapters for sizes and durations (`serde_with`) and the `auth.oauth` section (`oauth`).
+//! adapters for sizes and durations (`serde_with`), the `auth.oauth` section (`oauth`) and the
+//! `telemetry` section with its `OTEL_*` variables (`telemetry`).
 //!
 //! Every key has a default, so no file is needed to start. Unknown keys and bad values are
 //! errors that name the key (`ollama.temperature: …`). `OLLAMA_HOST` (Ollama's own variable)
@@ -22,6 +23,8 @@ pub use oauth::{JwksConfig, OAuthConfig};
 mod paths;
 mod serde_with;
 mod sources;
+mod telemetry;
+pub use telemetry::{OTEL_VARIABLES, TelemetryConfig};
 mod validate;
 
 pub use env::ENV_PREFIX;
@@ -41,6 +44,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub rate_limit: RateLimitConfig,
     pub audit: AuditConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! Where each effective configuration value came from: the built-in default, the file,
-//! an `AGENT_MCP_*` variable, or `OLLAMA_HOST`. `agent-mcp check-config` prints the
+//! an `AGENT_MCP_*` or `OTEL_*` variable, or `OLLAMA_HOST`. `agent-mcp check-config` prints the
 //! configuration with the source of every key beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +17,7 @@ pub enum Source {
     Default,
     /// The configuration file.
     File(PathBuf),
-    /// An `AGENT_MCP_*` environment variable (its name).
+    /// An `AGENT_MCP_*` or standard `OTEL_*` environment variable (its name).
     Env(String),
     /// `ollama.url` from Ollama's own `OLLAMA_HOST` (its value).
     OllamaHost(String),
@@ -44,7 +44,7 @@ pub struct Sources {
     file: Option<PathBuf>,
     /// Dotted keys the file sets (leaves; a list or an empty map is one leaf).
     file_keys: BTreeSet<String>,
-    /// Dotted key → the `AGENT_MCP_*` variable that set it.
+    /// Dotted key → the `AGENT_MCP_*` or `OTEL_*` variable that set it.
     env_keys: BTreeMap<String, String>,
     /// `OLLAMA_HOST` as set in the environment, when it is not empty.
     ollama_host: Option<String>,
@@ -89,12 +89,14 @@ pub struct Loaded {
     pub config: Config,
     /// `AGENT_MCP_*` variables that name no key (typos), for the caller to warn about.
     pub unknown_env: Vec<String>,
+    /// Values read but ignored (an unreadable `OTEL_*` value), each with why, to warn about.
+    pub warnings: Vec<String>,
     pub sources: Sources,
 }
 
 impl Config {
-    /// [`Config::load`] then [`Config::with_env_overrides`], recording where each value came
-    /// from.
+    /// [`Config::load`], the standard `OTEL_*` variables over the `telemetry` section, then
+    /// [`Config::with_env_overrides`], recording where each value came from.
     pub fn load_traced(
         path: Option<&Path>,
         vars: impl IntoIterator<Item = (String, String)>,
@@ -130,13 +132,16 @@ impl Config {
             .iter()
             .find(|(name, _)| name == "OLLAMA_API_KEY")
             .and_then(|(_, value)| crate::ollama::ApiKey::new(value));
+        // OTEL_* first, so an AGENT_MCP_TELEMETRY_* variable (more specific) has the last word.
+        let otel = config.telemetry.apply_otel_env(&vars)?;
         let (mut config, unknown_env, applied) = config.apply_env_overrides(vars)?;
         // The overrides rebuild the configuration from its YAML, which does not carry the key.
         config.ollama.api_key = api_key;
-        sources.env_keys = applied.into_iter().collect();
+        sources.env_keys = otel.applied.into_iter().chain(applied).collect();
         Ok(Loaded {
             config,
             unknown_env,
+            warnings: otel.warnings,
             sources,
         })
     }
@@ -216,6 +221,7 @@ impl Config {
                 crate::transport::server::RESERVED_DESCRIPTORS
             ),
         );
+        derived.extend(self.telemetry.derived());
         derived
     }
 }

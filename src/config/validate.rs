@@ -220,6 +220,7 @@ impl Config {
             }
         }
         self.auth.oauth.validate()?;
+        self.telemetry.validate()?;
         // Until the auth layer and the HTTP edge check OAuth tokens, a configured issuer would
         // look like protection and be none: refuse it rather than serve open.
         if self.auth.oauth.is_enabled() {

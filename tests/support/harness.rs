@@ -428,6 +428,22 @@ impl ServeProcess {
         Self::spawn_with(config, Spawn::default()).await
     }
 
+    /// [`Self::spawn`] with these environment variables set.
+    pub async fn spawn_with_env(config: &Config, env: &[(&str, &str)]) -> ServeProcess {
+        let env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Self::spawn_with(
+            config,
+            Spawn {
+                env,
+                ..Spawn::default()
+            },
+        )
+        .await
+    }
+
     /// The server as `how` says; with stderr not read, on a port chosen here and waited for.
     pub async fn spawn_with(config: &Config, how: Spawn) -> ServeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -445,6 +461,11 @@ impl ServeProcess {
             }
             None => Command::new(bin),
         };
+        // Any OTEL_* variable of the test's own environment: only a test that asks for
+        // OpenTelemetry export exports.
+        for (name, _) in agent_mcp::config::OTEL_VARIABLES {
+            command.env_remove(name);
+        }
         command
             .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--config"])
             .arg(&path)

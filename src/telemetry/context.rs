@@ -1,0 +1,373 @@
+//! W3C trace context in and out: the caller's `traceparent` / `tracestate` / `baggage` read
+//! from a request's `params._meta` (unprefixed keys, SEP-414) or its HTTP headers, and a
+//! [`TraceCarrier`] that holds a span's context as a few strings, so a task can carry its
+//! trace through the queue (and the database, to whichever instance runs it) and continue it.
+//!
+//! Parsing is the OpenTelemetry propagators' (`TraceContextPropagator`, `BaggagePropagator`):
+//! an invalid `traceparent` (wrong version, all-zero ids, upper case) yields no context rather
+//! than an error, and an oversized `baggage` is dropped by the propagator. Everything here is
+//! a no-op on a disabled span, so nothing is parsed when export is off.
+//!
+//! The MCP conventions make the `_meta` context the server span's parent, and the transport's
+//! (the HTTP `traceparent` header) a link when both are present and differ
+//! ([`RemoteParent`]); with only a header, the header's context is the parent.
+//!
+//! ```
+//! use agent_mcp::telemetry::context::{RemoteParent, TraceCarrier};
+//! use opentelemetry::trace::TraceContextExt;
+//!
+//! let meta = serde_json::json!({
+//!     "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+//!     "tracestate": "rojo=00f067aa0ba902b7",
+//! });
+//! let remote = RemoteParent::of_request(meta.as_object(), None);
+//! let parent = remote.parent.expect("a valid traceparent");
+//! assert_eq!(
+//!     parent.span().span_context().trace_id().to_string(),
+//!     "4bf92f3577b34da6a3ce929d0e0e4736"
+//! );
+//!
+//! // The same context as strings to store with a task, and back.
+//! let carrier = TraceCarrier::from_context(&parent).unwrap();
+//! assert_eq!(carrier.traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+//! assert_eq!(carrier.tracestate.as_deref(), Some("rojo=00f067aa0ba902b7"));
+//! let json = serde_json::to_string(&carrier).unwrap();
+//! let back: TraceCarrier = serde_json::from_str(&json).unwrap();
+//! assert!(back.to_context().is_some());
+//! ```
+
+use std::sync::LazyLock;
+
+use opentelemetry::Context;
+use opentelemetry::propagation::{
+    Extractor, Injector, TextMapCompositePropagator, TextMapPropagator,
+};
+use opentelemetry::trace::{SpanContext, TraceContextExt};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// W3C Trace Context and Baggage, the two formats SEP-414 names for `_meta`.
+static PROPAGATOR: LazyLock<TextMapCompositePropagator> = LazyLock::new(|| {
+    TextMapCompositePropagator::new(vec![
+        Box::new(TraceContextPropagator::new()),
+        Box::new(BaggagePropagator::new()),
+    ])
+});
+
+const TRACEPARENT: &str = "traceparent";
+const TRACESTATE: &str = "tracestate";
+const BAGGAGE: &str = "baggage";
+
+/// A span's trace context as the W3C strings, small enough to store beside a task and
+/// serialisable (`{"traceparent": …, "tracestate": …, "baggage": …}`, absent keys omitted).
+///
+/// Always built from a parsed context ([`Self::from_context`], [`Self::of_span`]), so what is
+/// stored is the propagator's normalised output, never a caller's raw text; read back with
+/// [`Self::to_context`], which yields nothing for a corrupted value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceCarrier {
+    pub traceparent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baggage: Option<String>,
+}
+
+impl TraceCarrier {
+    /// The context's span (and baggage) as strings; `None` when it holds no valid span.
+    pub fn from_context(cx: &Context) -> Option<Self> {
+        let mut out = CarrierInjector::default();
+        PROPAGATOR.inject_context(cx, &mut out);
+        let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
+        Some(TraceCarrier {
+            traceparent: non_empty(out.traceparent)?,
+            tracestate: non_empty(out.tracestate),
+            baggage: non_empty(out.baggage),
+        })
+    }
+
+    /// The trace context of an exported span, to continue its trace elsewhere; `None` when the
+    /// span is disabled (export off, or filtered out).
+    pub fn of_span(span: &tracing::Span) -> Option<Self> {
+        if span.is_disabled() {
+            return None;
+        }
+        Self::from_context(&span.context())
+    }
+
+    /// The stored context as a remote parent; `None` when the strings no longer parse.
+    pub fn to_context(&self) -> Option<Context> {
+        valid(PROPAGATOR.extract(self))
+    }
+}
+
+impl Extractor for TraceCarrier {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            TRACEPARENT => Some(&self.traceparent),
+            TRACESTATE => self.tracestate.as_deref(),
+            BAGGAGE => self.baggage.as_deref(),
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec![TRACEPARENT, TRACESTATE, BAGGAGE]
+    }
+}
+
+#[derive(Default)]
+struct CarrierInjector {
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+    baggage: Option<String>,
+}
+
+impl Injector for CarrierInjector {
+    fn set(&mut self, key: &str, value: String) {
+        match key {
+            TRACEPARENT => self.traceparent = Some(value),
+            TRACESTATE => self.tracestate = Some(value),
+            BAGGAGE => self.baggage = Some(value),
+            _ => {}
+        }
+    }
+}
+
+/// `params._meta` as a propagation carrier: only string values count, keys exactly as SEP-414
+/// writes them (lowercase, unprefixed).
+struct MetaExtractor<'a>(&'a Map<String, Value>);
+
+impl Extractor for MetaExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// A context only if it holds a valid (remote) span.
+fn valid(cx: Context) -> Option<Context> {
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// The caller's context from a request's `params._meta`; `None` without a valid
+/// `traceparent` there.
+pub fn context_from_meta(meta: &Map<String, Value>) -> Option<Context> {
+    valid(PROPAGATOR.extract(&MetaExtractor(meta)))
+}
+
+/// The caller's context from HTTP headers (`traceparent`, `tracestate`, `baggage`).
+pub fn context_from_headers(headers: &http::HeaderMap) -> Option<Context> {
+    valid(PROPAGATOR.extract(&opentelemetry_http::HeaderExtractor(headers)))
+}
+
+/// Where a server span's trace comes from: its parent, and the transport's context to link
+/// when it differs from the parent.
+#[derive(Debug, Default)]
+pub struct RemoteParent {
+    pub parent: Option<Context>,
+    pub link: Option<SpanContext>,
+}
+
+impl RemoteParent {
+    /// `_meta`'s context is the parent; the headers' is the parent when `_meta` has none, and
+    /// a link when both are present and name different spans.
+    pub fn of_request(
+        meta: Option<&Map<String, Value>>,
+        headers: Option<&http::HeaderMap>,
+    ) -> Self {
+        let from_meta = meta.and_then(context_from_meta);
+        let from_headers = headers.and_then(context_from_headers);
+        match (from_meta, from_headers) {
+            (Some(parent), Some(transport)) => {
+                let transport = transport.span().span_context().clone();
+                let same = *parent.span().span_context() == transport;
+                RemoteParent {
+                    parent: Some(parent),
+                    link: (!same).then_some(transport),
+                }
+            }
+            (Some(parent), None) | (None, Some(parent)) => RemoteParent {
+                parent: Some(parent),
+                link: None,
+            },
+            (None, None) => RemoteParent::default(),
+        }
+    }
+
+    /// Makes `span` a child of the parent (and links the transport context). Call it before
+    /// the span is first entered: a started span's parent cannot change. Returns whether a
+    /// parent was set.
+    pub fn adopt(self, span: &tracing::Span) -> bool {
+        if let Some(link) = self.link {
+            span.add_link(link);
+        }
+        match self.parent {
+            Some(parent) => span.set_parent(parent).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// Parents `span` on the caller's context from `_meta` or the headers ([`RemoteParent`]).
+/// Nothing is parsed when the span is disabled. Returns whether a parent was set.
+pub fn set_remote_parent(
+    span: &tracing::Span,
+    meta: Option<&Map<String, Value>>,
+    headers: Option<&http::HeaderMap>,
+) -> bool {
+    if span.is_disabled() {
+        return false;
+    }
+    RemoteParent::of_request(meta, headers).adopt(span)
+}
+
+/// Continues a stored trace: `span` becomes a child of the carrier's span. Call it before the
+/// span is first entered. Returns whether a parent was set (not when the span is disabled or
+/// the carrier no longer parses).
+pub fn continue_trace(span: &tracing::Span, carrier: &TraceCarrier) -> bool {
+    if span.is_disabled() {
+        return false;
+    }
+    match carrier.to_context() {
+        Some(parent) => span.set_parent(parent).is_ok(),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::baggage::BaggageExt;
+    use serde_json::json;
+
+    use super::*;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn meta(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("an object")
+    }
+
+    #[test]
+    fn meta_context_is_read_with_state_and_baggage() {
+        let m = meta(json!({
+            "traceparent": PARENT,
+            "tracestate": "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
+            "baggage": "userId=alice,isProduction=false",
+            "io.modelcontextprotocol/related-task": {"taskId": "x"},
+        }));
+        let cx = context_from_meta(&m).expect("valid");
+        let sc = cx.span().span_context().clone();
+        assert!(sc.is_remote());
+        assert!(sc.is_sampled());
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
+        assert_eq!(sc.trace_state().get("congo"), Some("t61rcWkgMzE"));
+        assert_eq!(
+            cx.baggage().get("userId").map(|v| v.as_str().to_owned()),
+            Some("alice".to_owned())
+        );
+    }
+
+    #[test]
+    fn invalid_or_absent_traceparents_yield_no_context() {
+        let cases = [
+            json!({}),
+            json!({"traceparent": 7}),
+            json!({"traceparent": ""}),
+            json!({"traceparent": "00-00000000000000000000000000000000-00f067aa0ba902b7-01"}),
+            json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"}),
+            json!({"traceparent": "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"}),
+            json!({"traceparent": "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
+            json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"}),
+            json!({"Traceparent": PARENT}),
+            json!({"traceparent": "x".repeat(100_000)}),
+        ];
+        for case in cases {
+            assert!(context_from_meta(&meta(case.clone())).is_none(), "{case}");
+        }
+    }
+
+    #[test]
+    fn headers_parent_only_without_meta_and_are_linked_when_different() {
+        let mut headers = http::HeaderMap::new();
+        let other = "00-11111111111111111111111111111111-2222222222222222-01";
+        headers.insert("traceparent", other.parse().unwrap());
+
+        let only_headers = RemoteParent::of_request(None, Some(&headers));
+        let parent = only_headers.parent.expect("headers parent");
+        assert_eq!(
+            parent.span().span_context().span_id().to_string(),
+            "2222222222222222"
+        );
+        assert!(only_headers.link.is_none());
+
+        let m = meta(json!({"traceparent": PARENT}));
+        let both = RemoteParent::of_request(Some(&m), Some(&headers));
+        let parent = both.parent.expect("meta parent");
+        assert_eq!(
+            parent.span().span_context().span_id().to_string(),
+            "00f067aa0ba902b7"
+        );
+        let link = both.link.expect("the transport context is linked");
+        assert_eq!(link.span_id().to_string(), "2222222222222222");
+
+        let mut same = http::HeaderMap::new();
+        same.insert("traceparent", PARENT.parse().unwrap());
+        assert!(
+            RemoteParent::of_request(Some(&m), Some(&same))
+                .link
+                .is_none()
+        );
+        assert!(RemoteParent::of_request(None, None).parent.is_none());
+    }
+
+    #[test]
+    fn a_carrier_round_trips_through_json() {
+        let m = meta(json!({"traceparent": PARENT, "baggage": "k=v%20w"}));
+        let cx = context_from_meta(&m).unwrap();
+        let carrier = TraceCarrier::from_context(&cx).unwrap();
+        assert_eq!(carrier.traceparent, PARENT);
+        assert_eq!(carrier.tracestate, None, "an empty tracestate is not kept");
+        assert_eq!(carrier.baggage.as_deref(), Some("k=v%20w"));
+        let text = serde_json::to_string(&carrier).unwrap();
+        assert_eq!(
+            text,
+            format!(r#"{{"traceparent":"{PARENT}","baggage":"k=v%20w"}}"#)
+        );
+        let back: TraceCarrier = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, carrier);
+        let again = back.to_context().unwrap();
+        assert_eq!(again.span().span_context(), cx.span().span_context());
+        assert_eq!(
+            again.baggage().get("k").map(|v| v.as_str().to_owned()),
+            Some("v w".to_owned())
+        );
+    }
+
+    #[test]
+    fn nothing_to_carry_without_a_span() {
+        assert!(TraceCarrier::from_context(&Context::new()).is_none());
+        let corrupted = TraceCarrier {
+            traceparent: "garbage".into(),
+            tracestate: None,
+            baggage: None,
+        };
+        assert!(corrupted.to_context().is_none());
+        // A disabled span (export off): nothing is parsed or set.
+        let span = tracing::Span::none();
+        assert!(TraceCarrier::of_span(&span).is_none());
+        let m = meta(json!({"traceparent": PARENT}));
+        assert!(!set_remote_parent(&span, Some(&m), None));
+        let carrier = TraceCarrier::from_context(&context_from_meta(&m).unwrap()).unwrap();
+        assert!(!continue_trace(&span, &carrier));
+    }
+}

@@ -1,0 +1,268 @@
+//! [`Telemetry`]: the running export — tracer and meter providers, OTLP/HTTP protobuf
+//! exporters on the server's runtime, the bounded span queue — and the `tracing` layer that
+//! feeds it.
+//!
+//! [`Telemetry::start`] builds nothing when the settings name no endpoint: no exporter, no
+//! thread, no layer. When it runs there are two threads of the SDK's (the span batch and the
+//! metric reader), and export requests run as tasks on the given runtime.
+//!
+//! The resource is built from the settings alone (`service.name`, `service.version`, the
+//! `resource_attributes`, the SDK's `telemetry.sdk.*`); the SDK's own readers of
+//! `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` are not used, since the configuration has
+//! already merged those with `agent.yaml`.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::resource::TelemetryResourceDetector;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
+};
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{FilterFn, Filtered, filter_fn};
+use tracing_subscriber::registry::LookupSpan;
+
+use super::health::CountedMetricExporter;
+use super::http_client::RuntimeHttpClient;
+use super::queue::{CountedExporter, GatedProcessor, QueueStats};
+use super::semconv::{SCOPE, TARGET};
+use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
+use super::{TelemetryError, TelemetrySettings};
+
+/// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
+/// nothing but the spans built in [`spans`](super::spans) reaches a collector.
+pub type ExportLayer<S> = Filtered<
+    tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>,
+    FilterFn<fn(&Metadata<'_>) -> bool>,
+    S,
+>;
+
+/// Running export (see the module docs). Call [`Telemetry::shutdown`] before the runtime ends,
+/// so the last spans are sent.
+#[derive(Debug)]
+pub struct Telemetry {
+    tracer_provider: SdkTracerProvider,
+    tracer: SdkTracer,
+    meter_provider: Option<SdkMeterProvider>,
+    stats: Arc<QueueStats>,
+    traces_endpoint: String,
+    metrics_endpoint: Option<String>,
+}
+
+fn scope() -> InstrumentationScope {
+    InstrumentationScope::builder(SCOPE)
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build()
+}
+
+fn resource(settings: &TelemetrySettings) -> Resource {
+    // Later attributes win: the configured ones over our version, the service name over both.
+    Resource::builder_empty()
+        .with_detector(Box::new(TelemetryResourceDetector))
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_attributes(
+            settings
+                .resource_attributes
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        )
+        .with_service_name(settings.service_name.clone())
+        .build()
+}
+
+impl Telemetry {
+    /// Starts export as `settings` say, its requests running on `runtime`; `Ok(None)` (and
+    /// nothing built) when no traces endpoint is set.
+    pub fn start(
+        settings: &TelemetrySettings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Option<Telemetry>, TelemetryError> {
+        let Some(traces_endpoint) = settings.traces_endpoint.clone() else {
+            return Ok(None);
+        };
+        let client = RuntimeHttpClient::new(runtime, settings.export_timeout)?;
+        let resource = resource(settings);
+
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(client.clone())
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(traces_endpoint.clone())
+            .with_timeout(settings.export_timeout)
+            .build()
+            .map_err(|e| TelemetryError::Exporter {
+                signal: "traces",
+                message: e.to_string(),
+            })?;
+        let capacity = settings.max_queue_size.max(1);
+        let stats = QueueStats::new(capacity);
+        let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_max_queue_size(capacity)
+                    .with_max_export_batch_size(MAX_EXPORT_BATCH.min(capacity))
+                    .with_scheduled_delay(SCHEDULED_DELAY)
+                    .build(),
+            )
+            .build();
+        let tracer_provider = SdkTracerProvider::builder()
+            .with_resource(resource.clone())
+            .with_span_processor(GatedProcessor::new(batch, stats.clone()))
+            .build();
+        let tracer = tracer_provider.tracer_with_scope(scope());
+
+        let meter_provider = match &settings.metrics_endpoint {
+            None => None,
+            Some(endpoint) => {
+                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_http_client(client)
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(endpoint.clone())
+                    .with_timeout(settings.export_timeout)
+                    .with_temporality(Temporality::Cumulative)
+                    .build()
+                    .map_err(|e| TelemetryError::Exporter {
+                        signal: "metrics",
+                        message: e.to_string(),
+                    })?;
+                let reader = PeriodicReader::builder(CountedMetricExporter::new(exporter))
+                    .with_interval(settings.metrics_interval)
+                    .build();
+                let provider = SdkMeterProvider::builder()
+                    .with_resource(resource)
+                    .with_reader(reader)
+                    .build();
+                super::duration::install(&provider.meter_with_scope(scope()));
+                Some(provider)
+            }
+        };
+        super::spans::set_content_capture(settings.capture_content);
+        Ok(Some(Telemetry {
+            tracer_provider,
+            tracer,
+            meter_provider,
+            stats,
+            traces_endpoint,
+            metrics_endpoint: settings.metrics_endpoint.clone(),
+        }))
+    }
+
+    /// The layer to add to the process's subscriber.
+    pub fn layer<S>(&self) -> ExportLayer<S>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        export_layer(self.tracer.clone())
+    }
+
+    /// Registers the export's Prometheus series at 0 with the installed `metrics` recorder, so
+    /// an alert on them needs no first drop. Call it once the recorder is installed.
+    pub fn register_metrics(&self) {
+        metrics::counter!(super::SPANS_DROPPED).increment(0);
+        metrics::counter!(super::EXPORT_FAILURES, "signal" => "traces").increment(0);
+        if self.meter_provider.is_some() {
+            metrics::counter!(super::EXPORT_FAILURES, "signal" => "metrics").increment(0);
+        }
+    }
+
+    /// The queue's counts: spans dropped, exports failed.
+    pub fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+
+    /// Where spans go.
+    pub fn traces_endpoint(&self) -> &str {
+        &self.traces_endpoint
+    }
+
+    /// Where metrics go, if they are exported.
+    pub fn metrics_endpoint(&self) -> Option<&str> {
+        self.metrics_endpoint.as_deref()
+    }
+
+    /// Sends what is queued and stops, waiting at most `bound` (a collector that never
+    /// answers holds nothing longer). Blocking: call it outside the runtime's threads, while
+    /// the runtime still runs (the last export runs on it).
+    pub fn shutdown(self, bound: Duration) -> Result<(), TelemetryError> {
+        let (done, results) = mpsc::channel();
+        let mut pending = 0;
+        // The providers get longer than the bound, so the bound below is what decides, and a
+        // timeout is always reported as one (the SDK folds its own into a generic error).
+        let slack = bound + Duration::from_secs(1);
+        let tracer_provider = self.tracer_provider;
+        let to_trace = done.clone();
+        spawn_shutdown("traces", &mut pending, move || {
+            let _ = to_trace.send(tracer_provider.shutdown_with_timeout(slack));
+        })?;
+        if let Some(meter_provider) = self.meter_provider {
+            spawn_shutdown("metrics", &mut pending, move || {
+                let _ = done.send(meter_provider.shutdown_with_timeout(slack));
+            })?;
+        }
+        let deadline = std::time::Instant::now() + bound;
+        let mut failures = Vec::new();
+        for _ in 0..pending {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match results.recv_timeout(left) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failures.push(e.to_string()),
+                Err(_) => return Err(TelemetryError::ShutdownTimeout(bound)),
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(TelemetryError::Shutdown(failures.join("; ")))
+        }
+    }
+}
+
+/// Runs one provider's shutdown on a thread of its own, so the caller can stop waiting.
+fn spawn_shutdown(
+    what: &'static str,
+    pending: &mut usize,
+    work: impl FnOnce() + Send + 'static,
+) -> Result<(), TelemetryError> {
+    std::thread::Builder::new()
+        .name(format!("agent-mcp-otel-{what}-shutdown"))
+        .spawn(work)
+        .map_err(|source| TelemetryError::Thread {
+            what: "shutdown",
+            source,
+        })?;
+    *pending += 1;
+    Ok(())
+}
+
+fn is_exported(meta: &Metadata<'_>) -> bool {
+    meta.is_span() && meta.target() == TARGET
+}
+
+/// The export layer around any tracer (tests use one with an in-memory exporter).
+pub(super) fn export_layer<S>(tracer: SdkTracer) -> ExportLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        // Code locations, thread ids, targets and busy/idle times are not in the conventions
+        // and cost a little on every span.
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        // Parents come from the `tracing` span tree; making each entered span the current
+        // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
+        // which this server has none of, at a cost on every enter.
+        .with_context_activation(false)
+        .with_filter(filter_fn(is_exported as fn(&Metadata<'_>) -> bool))
+}

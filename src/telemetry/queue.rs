@@ -1,0 +1,169 @@
+//! The export queue: the SDK's `BatchSpanProcessor` (a bounded channel drained by its own
+//! thread) behind a gate that counts what it turns away.
+//!
+//! A request's thread only ever hands a finished span to the queue; it never waits for the
+//! collector. When the queue is full the span is dropped, counted in
+//! [`SPANS_DROPPED`](super::SPANS_DROPPED) (`/metrics`) and in [`QueueStats`]. The SDK keeps
+//! its own drop count private, so the gate keeps its own: a slot is taken when a span ends and
+//! given back when the exporter receives it, and a span finding no slot is refused before it
+//! reaches the SDK's channel (of the same capacity), which therefore never overflows
+//! unseen. Failed exports are counted and logged by [`health`](super::health).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::health::ExportHealth;
+use opentelemetry::Context;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Span, SpanData, SpanExporter, SpanProcessor};
+
+/// Counts of one export queue, shared by the gate, the exporter and whoever reports them.
+#[derive(Debug)]
+pub struct QueueStats {
+    capacity: usize,
+    /// Spans accepted and not yet handed to the exporter.
+    queued: AtomicUsize,
+    dropped: AtomicU64,
+    health: ExportHealth,
+}
+
+impl QueueStats {
+    pub(super) fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            queued: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            health: ExportHealth::new("traces"),
+        })
+    }
+
+    /// Spans dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Export requests that failed (their spans are lost).
+    pub fn failed_exports(&self) -> u64 {
+        self.health.failed()
+    }
+
+    /// Takes a slot for one span; false (and counted) when the queue is full.
+    fn admit(&self) -> bool {
+        let taken = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            })
+            .is_ok();
+        if !taken {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!(super::SPANS_DROPPED).increment(1);
+        }
+        taken
+    }
+
+    /// Gives back the slots of a batch the exporter has received.
+    fn release(&self, spans: usize) {
+        // Saturating: a span that ended before the gate existed is never counted twice down.
+        let _ = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(spans))
+            });
+    }
+}
+
+/// The gate in front of the SDK's batch processor.
+#[derive(Debug)]
+pub(super) struct GatedProcessor {
+    inner: BatchSpanProcessor,
+    stats: Arc<QueueStats>,
+}
+
+impl GatedProcessor {
+    pub(super) fn new(inner: BatchSpanProcessor, stats: Arc<QueueStats>) -> Self {
+        Self { inner, stats }
+    }
+}
+
+impl SpanProcessor for GatedProcessor {
+    fn on_start(&self, span: &mut Span, cx: &Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.stats.admit() {
+            self.inner.on_end(span);
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The exporter behind the queue: gives the gate its slots back and counts failures.
+#[derive(Debug)]
+pub(super) struct CountedExporter<E> {
+    inner: E,
+    stats: Arc<QueueStats>,
+}
+
+impl<E> CountedExporter<E> {
+    pub(super) fn new(inner: E, stats: Arc<QueueStats>) -> Self {
+        Self { inner, stats }
+    }
+}
+
+impl<E: SpanExporter> SpanExporter for CountedExporter<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        // The batch has left the SDK's channel: its slots are free again, whatever the
+        // collector does with it.
+        self.stats.release(batch.len());
+        let result = self.inner.export(batch).await;
+        self.stats.health.finished(&result);
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_admits_up_to_capacity_and_counts_the_rest() {
+        let stats = QueueStats::new(3);
+        let admitted = (0..10).filter(|_| stats.admit()).count();
+        assert_eq!(admitted, 3);
+        assert_eq!(stats.dropped(), 7);
+        stats.release(2);
+        assert!(stats.admit() && stats.admit());
+        assert!(!stats.admit());
+        assert_eq!(stats.dropped(), 8);
+        // More released than held never wraps around.
+        stats.release(100);
+        assert!(stats.admit());
+    }
+}

@@ -1,0 +1,223 @@
+//! [`TelemetrySettings`]: what export needs, resolved from `agent.yaml`'s `telemetry` section
+//! and the standard `OTEL_*` variables by the configuration, and
+//! [`parse_resource_attributes`], the `OTEL_RESOURCE_ATTRIBUTES` reader.
+//!
+//! ```
+//! use std::time::Duration;
+//! use agent_mcp::telemetry::{TelemetrySettings, parse_resource_attributes};
+//!
+//! let settings = TelemetrySettings::new("agent-mcp")
+//!     .with_traces_endpoint("http://127.0.0.1:4318/v1/traces")
+//!     .with_resource_attributes(parse_resource_attributes("deployment.environment=ci").unwrap())
+//!     .with_max_queue_size(512)
+//!     .with_export_timeout(Duration::from_secs(2));
+//! assert!(settings.is_enabled());
+//! assert!(!TelemetrySettings::new("agent-mcp").is_enabled());
+//!
+//! let err = parse_resource_attributes("team=core,oops").unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "entry 2 (\"oops\") has no '='; write key=value pairs separated by commas"
+//! );
+//! ```
+
+use std::time::Duration;
+
+/// Export settings. Off (nothing built, nothing started) unless a traces endpoint is set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TelemetrySettings {
+    /// The full OTLP/HTTP URL spans are posted to (`…/v1/traces`). `None`: export is off.
+    pub traces_endpoint: Option<String>,
+    /// The full URL metrics are posted to (`…/v1/metrics`). `None`: no metrics.
+    pub metrics_endpoint: Option<String>,
+    /// The resource's `service.name`.
+    pub service_name: String,
+    /// More resource attributes (`service.name` among them is overridden by `service_name`).
+    pub resource_attributes: Vec<(String, String)>,
+    /// Most finished spans waiting for export; more are dropped, and counted.
+    pub max_queue_size: usize,
+    /// The most one export request (and its retries) may take.
+    pub export_timeout: Duration,
+    /// How often the metrics are exported.
+    pub metrics_interval: Duration,
+    /// Whether prompts, tool arguments and outputs may be recorded on spans.
+    pub capture_content: bool,
+}
+
+/// Spans a batch holds at most (the SDK's default), and the wait before a partial batch is
+/// sent: fixed here, so the `OTEL_BSP_*` variables the SDK would otherwise read cannot change
+/// the queue behind the configuration's back.
+pub(crate) const MAX_EXPORT_BATCH: usize = 512;
+pub(crate) const SCHEDULED_DELAY: Duration = Duration::from_secs(5);
+
+impl TelemetrySettings {
+    /// Off until an endpoint is set; the other values at their defaults.
+    pub fn new(service_name: impl Into<String>) -> Self {
+        Self {
+            traces_endpoint: None,
+            metrics_endpoint: None,
+            service_name: service_name.into(),
+            resource_attributes: Vec::new(),
+            max_queue_size: 2048,
+            export_timeout: Duration::from_secs(10),
+            metrics_interval: Duration::from_secs(60),
+            capture_content: false,
+        }
+    }
+
+    pub fn with_traces_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.traces_endpoint = Some(url.into());
+        self
+    }
+
+    pub fn with_metrics_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.metrics_endpoint = Some(url.into());
+        self
+    }
+
+    pub fn with_resource_attributes(mut self, attributes: Vec<(String, String)>) -> Self {
+        self.resource_attributes = attributes;
+        self
+    }
+
+    pub fn with_max_queue_size(mut self, spans: usize) -> Self {
+        self.max_queue_size = spans;
+        self
+    }
+
+    pub fn with_export_timeout(mut self, timeout: Duration) -> Self {
+        self.export_timeout = timeout;
+        self
+    }
+
+    pub fn with_metrics_interval(mut self, interval: Duration) -> Self {
+        self.metrics_interval = interval;
+        self
+    }
+
+    pub fn with_capture_content(mut self, capture: bool) -> Self {
+        self.capture_content = capture;
+        self
+    }
+
+    /// Whether anything is exported.
+    pub fn is_enabled(&self) -> bool {
+        self.traces_endpoint.is_some()
+    }
+}
+
+/// Why an `OTEL_RESOURCE_ATTRIBUTES` value cannot be read. The OpenTelemetry specification
+/// asks for the whole value to be discarded then, so the caller warns and goes on without it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceAttributesError {
+    #[error("entry {index} ({entry:?}) has no '='; write key=value pairs separated by commas")]
+    NoEquals { index: usize, entry: String },
+    #[error("entry {index} has an empty key; write key=value pairs separated by commas")]
+    EmptyKey { index: usize },
+    #[error(
+        "entry {index} ({key:?}) is not valid percent-encoded UTF-8; encode ',', '=' and \
+         non-ASCII characters as %XX"
+    )]
+    Encoding { index: usize, key: String },
+}
+
+/// Reads `key1=value1,key2=value2` (W3C Baggage octets: keys and values percent-encoded,
+/// blanks around them trimmed) into pairs, in order. An empty value yields no pairs.
+pub fn parse_resource_attributes(
+    value: &str,
+) -> Result<Vec<(String, String)>, ResourceAttributesError> {
+    let mut pairs = Vec::new();
+    for (i, entry) in value.split(',').enumerate() {
+        let index = i + 1;
+        let entry = entry.trim();
+        // A trailing comma, or nothing at all, is no entry.
+        if entry.is_empty() {
+            continue;
+        }
+        let Some((key, val)) = entry.split_once('=') else {
+            return Err(ResourceAttributesError::NoEquals {
+                index,
+                entry: shown(entry),
+            });
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s.trim())
+                .decode_utf8()
+                .map(|c| c.into_owned())
+        };
+        let (Ok(key_text), Ok(val_text)) = (decode(key), decode(val)) else {
+            return Err(ResourceAttributesError::Encoding {
+                index,
+                key: shown(key.trim()),
+            });
+        };
+        if key_text.is_empty() {
+            return Err(ResourceAttributesError::EmptyKey { index });
+        }
+        pairs.push((key_text, val_text));
+    }
+    Ok(pairs)
+}
+
+/// At most 64 characters of a value quoted in an error, so a long variable does not flood the
+/// log line.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_are_read_trimmed_and_decoded() {
+        let pairs = parse_resource_attributes(
+            " service.version = 1.2 ,deployment.environment=prod%2Ceu,team=%E3%83%81%E3%83%BC%E3%83%A0,",
+        )
+        .unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("service.version".to_owned(), "1.2".to_owned()),
+                ("deployment.environment".to_owned(), "prod,eu".to_owned()),
+                ("team".to_owned(), "チーム".to_owned()),
+            ]
+        );
+        assert!(parse_resource_attributes("").unwrap().is_empty());
+        assert_eq!(
+            parse_resource_attributes("a=").unwrap(),
+            [("a".to_owned(), String::new())]
+        );
+        // Only the first '=' splits: the value may hold more.
+        assert_eq!(
+            parse_resource_attributes("url=a=b").unwrap(),
+            [("url".to_owned(), "a=b".to_owned())]
+        );
+    }
+
+    #[test]
+    fn malformed_values_are_errors_never_panics() {
+        let cases = [
+            ("k=v,novalue", "entry 2 (\"novalue\") has no '='"),
+            ("=v", "entry 1 has an empty key"),
+            (
+                "k=%FF%FE",
+                "entry 1 (\"k\") is not valid percent-encoded UTF-8",
+            ),
+        ];
+        for (input, want) in cases {
+            match parse_resource_attributes(input) {
+                Ok(pairs) => panic!("{input:?} was read as {pairs:?}"),
+                Err(e) => assert!(e.to_string().starts_with(want), "{input:?}: {e}"),
+            }
+        }
+        // "%ZZ" is no escape, so it stays as text.
+        assert_eq!(parse_resource_attributes("k%ZZ=v").unwrap()[0].0, "k%ZZ");
+        let long = "x".repeat(500);
+        let e = parse_resource_attributes(&long).unwrap_err().to_string();
+        assert!(e.len() < 200, "the quoted entry is cut: {e}");
+    }
+}

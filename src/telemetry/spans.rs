@@ -1,0 +1,656 @@
+//! The spans this server exports, built as `tracing` spans that the OpenTelemetry layer turns
+//! into OTel spans: a builder per kind of span, and helpers that record what is learnt later
+//! (token usage, errors, opt-in content).
+//!
+//! | builder | OTel name | kind |
+//! |---|---|---|
+//! | [`McpServerSpan`] | `{mcp.method.name} {gen_ai.tool.name}` (`tools/call agent_run`) | SERVER |
+//! | [`InvokeAgentSpan`] | `invoke_agent agent-mcp` | INTERNAL |
+//! | [`ChatSpan`] | `chat {gen_ai.request.model}` | CLIENT |
+//! | [`ExecuteToolSpan`] | `execute_tool {gen_ai.tool.name}` | INTERNAL |
+//! | [`startup_span`] | `startup` | INTERNAL |
+//!
+//! How `tracing-opentelemetry` reads them: a span's OTel name is its `otel.name` field, its kind
+//! `otel.kind` (`server`, `client`, `internal`), its status `otel.status_code` (`ok`, `error`)
+//! or `otel.status_description` (which also means `error`); every other field becomes an
+//! attribute, so each builder declares all its fields up front (a field not declared at
+//! creation cannot be recorded later). Every span has the target [`TARGET`]: the export layer
+//! passes only that target, and the log output drops it, so when export is off the spans are
+//! disabled at their call site and each builder costs one relaxed atomic load.
+//!
+//! What becomes an attribute is chosen, not copied: method, tool and model names are `'static`
+//! names of ours (an unknown one is [`value::OTHER`]), ids are cut to [`MAX_ID_LEN`], error
+//! types to a short token. No request text, image or tool output is recorded unless content
+//! capture is on ([`record_content`]).
+//!
+//! ```
+//! use agent_mcp::telemetry::spans::{ChatSpan, McpServerSpan, Network, record_error, record_usage};
+//!
+//! // The edge builds the server span once the message is parsed…
+//! let server = McpServerSpan::new("tools/call")
+//!     .with_tool("agent_run")
+//!     .with_request_id("7")
+//!     .with_protocol_version("2026-07-28")
+//!     .with_network(Network::Http { peer: None })
+//!     .start();
+//! let _entered = server.enter();
+//!
+//! // …and the agent one span per model call, with its token usage.
+//! let chat = ChatSpan::new("qwen3:8b").with_server("127.0.0.1", 11434).start();
+//! record_usage(&chat, 120, 48);
+//! record_error(&chat, "timeout", None);
+//! // No OpenTelemetry layer is installed here, so both are disabled and cost nothing.
+//! assert!(server.is_disabled() && chat.is_disabled());
+//! ```
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tracing::Span;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::semconv::{TARGET, attr, value};
+
+/// The longest id (JSON-RPC request id, task, session or tool call id) recorded; a longer one
+/// is cut. Ids come from clients and models, so their length is theirs to choose.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The longest opt-in content value recorded ([`record_content`]); a longer one is cut.
+pub const MAX_CONTENT_BYTES: usize = 16 * 1024;
+
+/// Set once export starts with `capture_content` on; read by [`record_content`].
+static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
+
+/// Whether opt-in content (prompts, tool arguments and results) is recorded on spans: only
+/// when export runs with `telemetry.capture_content: true`.
+pub fn content_capture_enabled() -> bool {
+    CAPTURE_CONTENT.load(Ordering::Relaxed)
+}
+
+pub(super) fn set_content_capture(on: bool) {
+    CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+/// How a request reached the server, for `network.*` and `client.*` attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    Http {
+        peer: Option<SocketAddr>,
+    },
+    Stdio,
+    /// Called in-process: no network attributes.
+    InProcess,
+}
+
+impl Network {
+    fn transport(self) -> Option<&'static str> {
+        match self {
+            Network::Http { .. } => Some(value::TRANSPORT_TCP),
+            Network::Stdio => Some(value::TRANSPORT_PIPE),
+            Network::InProcess => None,
+        }
+    }
+}
+
+/// The OTel name, formatted only if the span is enabled.
+struct Name<'a>(&'static str, Option<&'a str>);
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(target) => write!(f, "{} {target}", self.0),
+            None => f.write_str(self.0),
+        }
+    }
+}
+
+/// At most [`MAX_ID_LEN`] characters of an id.
+fn bounded(id: &str) -> &str {
+    match id.char_indices().nth(MAX_ID_LEN) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
+
+/// The MCP server span of one request or notification (mcp.md "Server"). `mcp.session.id` is
+/// never set: this server is stateless and mints no session.
+#[derive(Clone, Debug)]
+pub struct McpServerSpan<'a> {
+    method: &'static str,
+    tool: Option<&'static str>,
+    request_id: Option<&'a str>,
+    protocol_version: Option<&'a str>,
+    network: Network,
+}
+
+impl<'a> McpServerSpan<'a> {
+    /// `method` is one of ours (`tools/call`, `tasks/get`, …); pass [`value::OTHER`] for a
+    /// method the server does not know, whose name is the client's text.
+    pub fn new(method: &'static str) -> Self {
+        Self {
+            method,
+            tool: None,
+            request_id: None,
+            protocol_version: None,
+            network: Network::InProcess,
+        }
+    }
+
+    /// The tool of a `tools/call` (one of ours, or [`value::OTHER`]): the span's target, and
+    /// `gen_ai.operation.name = execute_tool`.
+    pub fn with_tool(mut self, tool: &'static str) -> Self {
+        self.tool = Some(tool);
+        self
+    }
+
+    /// The JSON-RPC `id` as a string (not set for a notification, nor for `id: null`).
+    pub fn with_request_id(mut self, id: &'a str) -> Self {
+        self.request_id = Some(bounded(id));
+        self
+    }
+
+    pub fn with_protocol_version(mut self, version: &'a str) -> Self {
+        self.protocol_version = Some(version);
+        self
+    }
+
+    pub fn with_network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// The span, not yet entered: set its remote parent first
+    /// ([`set_remote_parent`](super::context::set_remote_parent)).
+    pub fn start(self) -> Span {
+        let peer = match self.network {
+            Network::Http { peer } => peer,
+            _ => None,
+        };
+        let operation = self.tool.map(|_| value::EXECUTE_TOOL);
+        let protocol = matches!(self.network, Network::Http { .. }).then_some(value::PROTOCOL_HTTP);
+        tracing::info_span!(
+            target: TARGET,
+            "mcp.server",
+            otel.name = %Name(self.method, self.tool),
+            otel.kind = "server",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            mcp.method.name = self.method,
+            gen_ai.tool.name = self.tool,
+            gen_ai.operation.name = operation,
+            jsonrpc.request.id = self.request_id,
+            mcp.protocol.version = self.protocol_version,
+            network.transport = self.network.transport(),
+            network.protocol.name = protocol,
+            client.address = peer.map(|p| tracing::field::display(p.ip())),
+            client.port = peer.map(|p| i64::from(p.port())),
+            error.type = Empty,
+            rpc.response.status_code = Empty,
+        )
+    }
+}
+
+/// The agent's run of one task (gen-ai-agent-spans.md "Invoke agent internal span").
+#[derive(Clone, Debug)]
+pub struct InvokeAgentSpan<'a> {
+    model: &'a str,
+    task_id: Option<&'a str>,
+    session_id: Option<&'a str>,
+}
+
+impl<'a> InvokeAgentSpan<'a> {
+    /// `model` is the configured model the task runs with.
+    pub fn new(model: &'a str) -> Self {
+        Self {
+            model,
+            task_id: None,
+            session_id: None,
+        }
+    }
+
+    /// The task: `gen_ai.agent.id`.
+    pub fn with_task_id(mut self, id: &'a str) -> Self {
+        self.task_id = Some(bounded(id));
+        self
+    }
+
+    /// The session the task belongs to: `gen_ai.conversation.id`.
+    pub fn with_session_id(mut self, id: &'a str) -> Self {
+        self.session_id = Some(bounded(id));
+        self
+    }
+
+    /// The span, not yet entered: continue the task's trace on it first
+    /// ([`continue_trace`](super::context::continue_trace)).
+    pub fn start(self) -> Span {
+        tracing::info_span!(
+            target: TARGET,
+            "gen_ai.invoke_agent",
+            otel.name = %Name(value::INVOKE_AGENT, Some(value::AGENT_NAME)),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = value::INVOKE_AGENT,
+            gen_ai.provider.name = value::PROVIDER_OLLAMA,
+            gen_ai.agent.name = value::AGENT_NAME,
+            gen_ai.agent.id = self.task_id,
+            gen_ai.conversation.id = self.session_id,
+            gen_ai.request.model = self.model,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+        )
+    }
+}
+
+/// One model call (gen-ai-spans.md "Inference"), a CLIENT span.
+#[derive(Clone, Debug)]
+pub struct ChatSpan<'a> {
+    model: &'a str,
+    server: Option<(&'a str, u16)>,
+}
+
+impl<'a> ChatSpan<'a> {
+    pub fn new(model: &'a str) -> Self {
+        Self {
+            model,
+            server: None,
+        }
+    }
+
+    /// Ollama's host and port: `server.address`, `server.port`.
+    pub fn with_server(mut self, host: &'a str, port: u16) -> Self {
+        self.server = Some((host, port));
+        self
+    }
+
+    pub fn start(self) -> Span {
+        tracing::info_span!(
+            target: TARGET,
+            "gen_ai.chat",
+            otel.name = %Name(value::CHAT, Some(self.model)),
+            otel.kind = "client",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = value::CHAT,
+            gen_ai.provider.name = value::PROVIDER_OLLAMA,
+            gen_ai.request.model = self.model,
+            gen_ai.response.model = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            server.address = self.server.map(|s| s.0),
+            server.port = self.server.map(|s| i64::from(s.1)),
+            error.type = Empty,
+        )
+    }
+}
+
+/// One tool call of the agent's (gen-ai-spans.md "Execute tool span").
+#[derive(Clone, Debug)]
+pub struct ExecuteToolSpan<'a> {
+    tool: &'static str,
+    call_id: Option<&'a str>,
+}
+
+impl<'a> ExecuteToolSpan<'a> {
+    /// `tool` is a registered tool's name; [`value::OTHER`] for a name the model made up.
+    pub fn new(tool: &'static str) -> Self {
+        Self {
+            tool,
+            call_id: None,
+        }
+    }
+
+    /// The model's id for the call, when it gives one.
+    pub fn with_call_id(mut self, id: &'a str) -> Self {
+        self.call_id = Some(bounded(id));
+        self
+    }
+
+    pub fn start(self) -> Span {
+        tracing::info_span!(
+            target: TARGET,
+            "gen_ai.execute_tool",
+            otel.name = %Name(value::EXECUTE_TOOL, Some(self.tool)),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = value::EXECUTE_TOOL,
+            gen_ai.tool.name = self.tool,
+            gen_ai.tool.type = value::TOOL_TYPE_FUNCTION,
+            gen_ai.tool.call.id = self.call_id,
+            error.type = Empty,
+        )
+    }
+}
+
+/// The server's start: opening the store and starting the worker, until it serves.
+pub fn startup_span(network: Network) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "startup",
+        otel.name = "startup",
+        otel.kind = "internal",
+        network.transport = network.transport(),
+    )
+}
+
+/// Token usage of a `chat` span (one call), or an `invoke_agent` span (the task's totals).
+pub fn record_usage(span: &Span, input_tokens: u64, output_tokens: u64) {
+    span.record(attr::GEN_AI_USAGE_INPUT_TOKENS, int(input_tokens));
+    span.record(attr::GEN_AI_USAGE_OUTPUT_TOKENS, int(output_tokens));
+}
+
+/// OTLP integers are signed, and the layer records only `i64` as one (a `u64` would arrive as
+/// text).
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The model that answered a `chat` span's call, when the reply names it.
+pub fn record_response_model(span: &Span, model: &str) {
+    span.record(attr::GEN_AI_RESPONSE_MODEL, bounded(model));
+}
+
+/// Marks `span` failed: `error.type` (a low-cardinality class: `timeout`, `http_503`,
+/// `cancelled`, a JSON-RPC code, …; anything but ASCII letters, digits and `._-:/` becomes `_`,
+/// cut to 64) and status ERROR, with `description` as its message. The description is a fixed
+/// text of ours: an error's own message may quote what the caller sent.
+pub fn record_error(span: &Span, error_type: &str, description: Option<&'static str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(attr::ERROR_TYPE, error_token(error_type).as_str());
+    match description {
+        Some(text) => span.record("otel.status_description", text),
+        None => span.record("otel.status_code", "error"),
+    };
+}
+
+/// `error_type` as an `error.type` value: ASCII letters, digits and `._-:/` kept, anything
+/// else `_`, at most 64 characters; [`value::OTHER`] when nothing is left.
+pub(super) fn error_token(error_type: &str) -> String {
+    let token: String = error_type
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-:/".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if token.is_empty() {
+        value::OTHER.to_owned()
+    } else {
+        token
+    }
+}
+
+/// A JSON-RPC error answer on an MCP server span: `error.type` and `rpc.response.status_code`
+/// are the code (`-32602`), the status ERROR.
+pub fn record_rpc_error(span: &Span, code: i64, description: Option<&'static str>) {
+    if span.is_disabled() {
+        return;
+    }
+    let code = code.to_string();
+    span.record(attr::RPC_RESPONSE_STATUS_CODE, code.as_str());
+    record_error(span, &code, description);
+}
+
+/// A `CallToolResult` with `isError: true` on an MCP server span: `error.type = tool_error`.
+pub fn record_tool_error(span: &Span) {
+    record_error(span, value::TOOL_ERROR, None);
+}
+
+/// Marks `span` succeeded (status OK), for spans whose success is worth saying.
+pub fn record_ok(span: &Span) {
+    span.record("otel.status_code", "ok");
+}
+
+/// Opt-in content on `span` under `key` (one of the content attributes in
+/// [`attr`]: tool call arguments and results, input and output messages), cut to
+/// [`MAX_CONTENT_BYTES`]. Does nothing, and costs one load, unless content capture is on:
+/// prompts and tool output may hold secrets and personal data, and a collector keeps them.
+pub fn record_content(span: &Span, key: &'static str, text: &str) {
+    if !content_capture_enabled() || span.is_disabled() {
+        return;
+    }
+    let end = (0..=MAX_CONTENT_BYTES.min(text.len()))
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    span.set_attribute(key, text[..end].to_owned());
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::Value;
+    use opentelemetry::trace::{SpanKind, Status};
+    use serde_json::json;
+
+    use super::super::context::{TraceCarrier, continue_trace, set_remote_parent};
+    use super::super::testing::{attr, capture, named, names};
+    use super::*;
+
+    fn s(text: &str) -> Option<Value> {
+        Some(Value::from(text.to_owned()))
+    }
+
+    fn i(n: i64) -> Option<Value> {
+        Some(Value::I64(n))
+    }
+
+    #[test]
+    fn the_server_span_of_a_tool_call_follows_the_mcp_conventions() {
+        let spans = capture(|| {
+            let span = McpServerSpan::new("tools/call")
+                .with_tool("agent_run")
+                .with_request_id("42")
+                .with_protocol_version("2026-07-28")
+                .with_network(Network::Http {
+                    peer: Some("127.0.0.1:50123".parse().unwrap()),
+                })
+                .start();
+            let _in = span.enter();
+        });
+        let span = named(&spans, "tools/call agent_run");
+        assert_eq!(span.span_kind, SpanKind::Server);
+        assert_eq!(span.status, Status::Unset);
+        assert_eq!(attr(span, attr::MCP_METHOD_NAME), s("tools/call"));
+        assert_eq!(attr(span, attr::GEN_AI_TOOL_NAME), s("agent_run"));
+        assert_eq!(attr(span, attr::GEN_AI_OPERATION_NAME), s("execute_tool"));
+        assert_eq!(attr(span, attr::JSONRPC_REQUEST_ID), s("42"));
+        assert_eq!(attr(span, attr::MCP_PROTOCOL_VERSION), s("2026-07-28"));
+        assert_eq!(attr(span, attr::NETWORK_TRANSPORT), s("tcp"));
+        assert_eq!(attr(span, attr::NETWORK_PROTOCOL_NAME), s("http"));
+        assert_eq!(attr(span, attr::CLIENT_ADDRESS), s("127.0.0.1"));
+        assert_eq!(attr(span, attr::CLIENT_PORT), i(50123));
+        let keys: Vec<&str> = span.attributes.iter().map(|kv| kv.key.as_str()).collect();
+        assert!(!keys.contains(&"mcp.session.id"), "{keys:?}");
+        assert!(
+            !keys.contains(&attr::ERROR_TYPE),
+            "no error recorded: {keys:?}"
+        );
+        assert!(
+            !keys.iter().any(|k| k.starts_with("otel.")),
+            "the otel.* fields steer the span, they are not attributes: {keys:?}"
+        );
+    }
+
+    #[test]
+    fn other_requests_are_named_by_their_method_alone() {
+        let long_id = "7".repeat(1000);
+        let spans = capture(|| {
+            McpServerSpan::new("tools/list")
+                .with_request_id(&long_id)
+                .with_network(Network::Stdio)
+                .start()
+                .in_scope(|| {});
+        });
+        let span = named(&spans, "tools/list");
+        assert_eq!(attr(span, attr::GEN_AI_TOOL_NAME), None);
+        assert_eq!(attr(span, attr::GEN_AI_OPERATION_NAME), None);
+        assert_eq!(attr(span, attr::NETWORK_TRANSPORT), s("pipe"));
+        assert_eq!(attr(span, attr::NETWORK_PROTOCOL_NAME), None);
+        assert_eq!(attr(span, attr::CLIENT_ADDRESS), None);
+        assert_eq!(
+            attr(span, attr::JSONRPC_REQUEST_ID),
+            s(&"7".repeat(MAX_ID_LEN)),
+            "a client's id is cut"
+        );
+    }
+
+    #[test]
+    fn errors_are_recorded_with_their_kind() {
+        let spans = capture(|| {
+            let server = McpServerSpan::new("tools/call")
+                .with_tool("agent_status")
+                .start();
+            record_rpc_error(&server, -32602, Some("invalid params"));
+            drop(server);
+            let tool = McpServerSpan::new("tools/call")
+                .with_tool(value::OTHER)
+                .start();
+            record_tool_error(&tool);
+            drop(tool);
+            let chat = ChatSpan::new("m").start();
+            record_error(&chat, "weird type!\n", None);
+        });
+        let rpc = named(&spans, "tools/call agent_status");
+        assert_eq!(attr(rpc, attr::ERROR_TYPE), s("-32602"));
+        assert_eq!(attr(rpc, attr::RPC_RESPONSE_STATUS_CODE), s("-32602"));
+        assert_eq!(rpc.status, Status::error("invalid params"));
+        let tool = named(&spans, "tools/call _OTHER");
+        assert_eq!(attr(tool, attr::ERROR_TYPE), s("tool_error"));
+        assert!(matches!(tool.status, Status::Error { .. }));
+        let chat = named(&spans, "chat m");
+        assert_eq!(attr(chat, attr::ERROR_TYPE), s("weird_type__"));
+        assert!(matches!(chat.status, Status::Error { .. }));
+    }
+
+    #[test]
+    fn a_task_tree_with_usage_and_a_stored_parent() {
+        let meta =
+            json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
+        let mut carrier = None;
+        let spans = capture(|| {
+            // The request: a server span parented on the caller's context.
+            let server = McpServerSpan::new("tools/call")
+                .with_tool("agent_run")
+                .start();
+            assert!(set_remote_parent(&server, meta.as_object(), None));
+            carrier = TraceCarrier::of_span(&server);
+            server.in_scope(|| {});
+            drop(server);
+            // Later, perhaps elsewhere: the task continues that trace.
+            let agent = InvokeAgentSpan::new("qwen3:8b")
+                .with_task_id("task-1")
+                .with_session_id("session-1")
+                .start();
+            assert!(continue_trace(&agent, carrier.as_ref().expect("stored")));
+            agent.in_scope(|| {
+                let chat = ChatSpan::new("qwen3:8b")
+                    .with_server("127.0.0.1", 11434)
+                    .start();
+                record_usage(&chat, 120, 48);
+                record_response_model(&chat, "qwen3:8b");
+                chat.in_scope(|| {
+                    ExecuteToolSpan::new("read_file")
+                        .with_call_id("call_1")
+                        .start()
+                        .in_scope(|| {});
+                });
+            });
+            record_usage(&agent, 120, 48);
+        });
+        assert_eq!(
+            names(&spans),
+            [
+                "tools/call agent_run",
+                "execute_tool read_file",
+                "chat qwen3:8b",
+                "invoke_agent agent-mcp"
+            ]
+        );
+        let server = named(&spans, "tools/call agent_run");
+        let agent = named(&spans, "invoke_agent agent-mcp");
+        let chat = named(&spans, "chat qwen3:8b");
+        let tool = named(&spans, "execute_tool read_file");
+        let trace = server.span_context.trace_id();
+        assert_eq!(trace.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(server.parent_span_id.to_string(), "00f067aa0ba902b7");
+        for span in [agent, chat, tool] {
+            assert_eq!(span.span_context.trace_id(), trace, "{}", span.name);
+        }
+        assert_eq!(agent.parent_span_id, server.span_context.span_id());
+        assert_eq!(chat.parent_span_id, agent.span_context.span_id());
+        assert_eq!(tool.parent_span_id, chat.span_context.span_id());
+
+        assert_eq!(agent.span_kind, SpanKind::Internal);
+        assert_eq!(attr(agent, attr::GEN_AI_OPERATION_NAME), s("invoke_agent"));
+        assert_eq!(attr(agent, attr::GEN_AI_AGENT_ID), s("task-1"));
+        assert_eq!(attr(agent, attr::GEN_AI_CONVERSATION_ID), s("session-1"));
+        assert_eq!(attr(agent, attr::GEN_AI_USAGE_INPUT_TOKENS), i(120));
+
+        assert_eq!(chat.span_kind, SpanKind::Client);
+        assert_eq!(attr(chat, attr::GEN_AI_PROVIDER_NAME), s("ollama"));
+        assert_eq!(attr(chat, attr::GEN_AI_REQUEST_MODEL), s("qwen3:8b"));
+        assert_eq!(attr(chat, attr::GEN_AI_RESPONSE_MODEL), s("qwen3:8b"));
+        assert_eq!(attr(chat, attr::GEN_AI_USAGE_INPUT_TOKENS), i(120));
+        assert_eq!(attr(chat, attr::GEN_AI_USAGE_OUTPUT_TOKENS), i(48));
+        assert_eq!(attr(chat, attr::SERVER_ADDRESS), s("127.0.0.1"));
+        assert_eq!(attr(chat, attr::SERVER_PORT), i(11434));
+
+        assert_eq!(tool.span_kind, SpanKind::Internal);
+        assert_eq!(attr(tool, attr::GEN_AI_TOOL_NAME), s("read_file"));
+        assert_eq!(attr(tool, attr::GEN_AI_TOOL_CALL_ID), s("call_1"));
+        assert_eq!(attr(tool, attr::GEN_AI_TOOL_TYPE), s("function"));
+    }
+
+    #[test]
+    fn only_export_spans_are_exported_and_never_log_events() {
+        let spans = capture(|| {
+            let plain = tracing::info_span!("a plain span", secret = "request text");
+            plain.in_scope(|| {
+                let tool = ExecuteToolSpan::new("run_command").start();
+                tool.in_scope(|| tracing::info!(output = "tool output", "ran"));
+            });
+        });
+        assert_eq!(names(&spans), ["execute_tool run_command"]);
+        let tool = &spans[0];
+        assert!(tool.events.is_empty(), "{:?}", tool.events);
+        // Its non-exported ancestor is skipped: the span is a root.
+        assert_eq!(tool.parent_span_id, opentelemetry::trace::SpanId::INVALID);
+    }
+
+    #[test]
+    fn content_is_recorded_only_when_capture_is_on() {
+        // The one test that turns the process-wide switch on; it turns it off again.
+        let long = "é".repeat(MAX_CONTENT_BYTES);
+        let spans = capture(|| {
+            let off = ExecuteToolSpan::new("read_file").start();
+            record_content(&off, attr::GEN_AI_TOOL_CALL_RESULT, "secret file contents");
+            drop(off);
+            set_content_capture(true);
+            let on = ExecuteToolSpan::new("write_file").start();
+            record_content(&on, attr::GEN_AI_TOOL_CALL_ARGUMENTS, &long);
+            set_content_capture(false);
+        });
+        let off = named(&spans, "execute_tool read_file");
+        assert_eq!(attr(off, attr::GEN_AI_TOOL_CALL_RESULT), None);
+        let on = named(&spans, "execute_tool write_file");
+        let Some(Value::String(text)) = attr(on, attr::GEN_AI_TOOL_CALL_ARGUMENTS) else {
+            panic!("content recorded: {on:?}");
+        };
+        assert_eq!(
+            text.as_str().len(),
+            MAX_CONTENT_BYTES,
+            "cut on a char boundary"
+        );
+        assert!(!content_capture_enabled());
+    }
+}
