@@ -162,7 +162,9 @@ pub(super) fn edit_file(
              unique, or set replace_all"
         )));
     }
-    let edited = if args.replace_all {
+    let edited = if args.new_text.is_empty() {
+        delete(&text, &args.old_text, args.replace_all)
+    } else if args.replace_all {
         text.replace(&args.old_text, &args.new_text)
     } else {
         text.replacen(&args.old_text, &args.new_text, 1)
@@ -179,6 +181,36 @@ pub(super) fn edit_file(
             ""
         }
     ))
+}
+
+/// `text` without `old` (its first occurrence, or every one). An occurrence that is a whole
+/// line or lines without their line end (`DEBUG=true` for "remove the line DEBUG=true") takes
+/// its line end with it, so the line is removed rather than left blank; any other occurrence
+/// is cut exactly.
+fn delete(text: &str, old: &str, all: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut at_line_start = true;
+    while let Some(found) = rest.find(old) {
+        let (before, after) = rest.split_at(found);
+        let after = &after[old.len()..];
+        let starts_line = if before.is_empty() {
+            at_line_start
+        } else {
+            before.ends_with('\n')
+        };
+        out.push_str(before);
+        rest = match after.strip_prefix('\n') {
+            Some(next) if starts_line && !old.ends_with('\n') => next,
+            _ => after,
+        };
+        at_line_start = out.is_empty() || out.ends_with('\n');
+        if !all {
+            break;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Whether `file` holds exactly `content` (read no further than it could).
@@ -437,6 +469,34 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
             "x == 2;\ny == 1;\n"
+        );
+    }
+
+    #[test]
+    fn deleting_a_whole_line_removes_it_and_anything_else_is_cut_exactly() {
+        let text = "HOST=0.0.0.0\nDEBUG=true\nPORT=80\nDEBUG=true";
+        for (old, all, expected) in [
+            // A whole line, given without its line end: the line goes.
+            ("DEBUG=true", false, "HOST=0.0.0.0\nPORT=80\nDEBUG=true"),
+            ("DEBUG=true", true, "HOST=0.0.0.0\nPORT=80\n"),
+            ("HOST=0.0.0.0", false, "DEBUG=true\nPORT=80\nDEBUG=true"),
+            // With its line end, or two whole lines: exactly that.
+            ("DEBUG=true\n", false, "HOST=0.0.0.0\nPORT=80\nDEBUG=true"),
+            ("DEBUG=true\nPORT=80", false, "HOST=0.0.0.0\nDEBUG=true"),
+            // Part of a line: cut exactly, the line stays.
+            ("=true", false, "HOST=0.0.0.0\nDEBUG\nPORT=80\nDEBUG=true"),
+            ("PORT", false, "HOST=0.0.0.0\nDEBUG=true\n=80\nDEBUG=true"),
+        ] {
+            assert_eq!(
+                delete(text, old, all),
+                expected,
+                "deleting {old:?} (all: {all})"
+            );
+        }
+        // Non-ASCII text around the cut.
+        assert_eq!(
+            delete("名前=太郎\n古い行\n終わり\n", "古い行", false),
+            "名前=太郎\n終わり\n"
         );
     }
 

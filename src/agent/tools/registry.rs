@@ -179,7 +179,7 @@ pub const TOOLS: [ToolSpec; 6] = [
                 json!({
                     "path": {"type": "string", "description": "File relative to the workspace root"},
                     "old_text": {"type": "string", "description": "Text to replace, exactly as in the file (whitespace included)"},
-                    "new_text": {"type": "string", "description": "The replacement"},
+                    "new_text": {"type": "string", "description": "The replacement; empty deletes old_text (a whole line with its line end)"},
                     "replace_all": {"type": "boolean", "description": "Replace every occurrence; default: old_text must occur once"}
                 }),
                 &["path", "old_text", "new_text"],
