@@ -21,6 +21,35 @@ use crate::ollama::{ToolCall, ToolCallFunction};
 const BLOCK_TAGS: [&str; 3] = ["tool_response", "tool_call", "tool_result"];
 const LINE_TOKENS: [&str; 4] = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>"];
 
+/// The chat template's block of tool definitions (Qwen, Hermes), which a small model sometimes
+/// copies, or imitates with a tool of its own invention, instead of answering.
+const TOOLS_OPEN: &str = "<tools>";
+const TOOLS_CLOSE: &str = "</tools>";
+
+/// `text` without `<tools>…</tools>` blocks that define functions (`"function"` inside): the
+/// template's, copied. A `<tools>` element of anything else (an XML file quoted) stays.
+fn without_tool_definitions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(TOOLS_OPEN) {
+        let inner = &rest[start + TOOLS_OPEN.len()..];
+        let (body, after) = match inner.find(TOOLS_CLOSE) {
+            Some(end) => (&inner[..end], &inner[end + TOOLS_CLOSE.len()..]),
+            None => (inner, ""),
+        };
+        if body.contains("\"function\"") {
+            out.push_str(&rest[..start]);
+        } else {
+            out.push_str(&rest[..start + TOOLS_OPEN.len()]);
+            rest = inner;
+            continue;
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Tool calls written in the reply text: the whole reply as one JSON call (or an array of
 /// calls), fenced JSON blocks, or `<tool_call>` tags. Only objects naming one of `offered` with
 /// object arguments (`arguments` or `parameters`) count; an empty result means the text is an
@@ -135,17 +164,18 @@ fn fenced(text: &str) -> Vec<&str> {
 }
 
 /// The reply text without echoed tool markup: `<tool_response>`/`<tool_call>`/`<tool_result>`
-/// blocks and chat-template tokens removed, trimmed; empty when nothing else was said. Text
+/// blocks, `<tools>` blocks of function definitions and chat-template tokens removed, trimmed; empty when nothing else was said. Text
 /// without such markup comes back unchanged.
 pub fn clean_answer(text: &str) -> String {
     let marked = BLOCK_TAGS
         .iter()
         .any(|tag| text.contains(&format!("<{tag}>")) || text.contains(&format!("</{tag}>")))
-        || LINE_TOKENS.iter().any(|token| text.contains(token));
+        || LINE_TOKENS.iter().any(|token| text.contains(token))
+        || text.contains(TOOLS_OPEN);
     if !marked {
         return text.to_owned();
     }
-    let mut out = text.to_owned();
+    let mut out = without_tool_definitions(text);
     for tag in BLOCK_TAGS {
         let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
         while let Some(start) = out.find(&open) {
@@ -705,5 +735,22 @@ mod tests {
         );
         assert_eq!(clean_answer("  a < b, plain\n"), "  a < b, plain\n");
         assert_eq!(clean_answer("<tool_call>\n{\"name\": \"x\"}"), "");
+        // The template's tool definitions, copied or imitated: no answer. A `<tools>` element
+        // of a quoted file is text.
+        assert_eq!(
+            clean_answer(
+                "<tools>\n{\"function\": {\"name\": \"get_timeout\", \"parameters\": {}}, \"type\": \"function\"}\n</tools>"
+            ),
+            ""
+        );
+        assert_eq!(
+            clean_answer("<tools>{\"type\": \"function\"}</tools> The timeout is 45."),
+            "The timeout is 45."
+        );
+        assert_eq!(
+            clean_answer("The file has <tools><hammer/></tools> in it."),
+            "The file has <tools><hammer/></tools> in it."
+        );
+        assert_eq!(clean_answer("<tools> {\"function\""), "");
     }
 }
