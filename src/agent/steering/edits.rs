@@ -97,9 +97,11 @@ fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
     })
 }
 
-/// "replace `A` with `B`": `A` once in exactly one file read.
+/// "replace `A` with `B`" (or 'A' and "B" in quotes): `A` once in exactly one file read.
 fn replace_with(text: &str, read: &[(String, String)]) -> Option<ToolCall> {
-    let spans = backticked(text);
+    let mut spans = backticked(text);
+    spans.extend(quoted(text));
+    spans.sort_by_key(|s| s.start);
     for pair in spans.windows(2) {
         let (old, new) = (&pair[0], &pair[1]);
         let between = text
@@ -147,6 +149,50 @@ fn backticked(text: &str) -> Vec<Span<'_>> {
             .map(|c| open + 1 + c)
         else {
             break;
+        };
+        let inner = &text[open + 1..close];
+        if !inner.is_empty() && !inner.contains('\n') {
+            spans.push(Span {
+                text: inner,
+                start: open,
+                end: close + 1,
+            });
+        }
+        rest = close + 1;
+    }
+    spans
+}
+
+/// The spans of a text in single or double quotes, on one line each. A quote opens only after
+/// the start, a space or an opening bracket and closes only before the end, a space or
+/// punctuation, so the apostrophe of "don't" is no quote.
+fn quoted(text: &str) -> Vec<Span<'_>> {
+    let mut spans = Vec::new();
+    let mut rest = 0;
+    while let Some((open, q)) = text.get(rest..).and_then(|t| {
+        t.char_indices()
+            .find(|&(_, c)| c == '\'' || c == '"')
+            .map(|(i, c)| (rest + i, c))
+    }) {
+        let opens = text[..open]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '(' | '[' | ':'));
+        let close = opens
+            .then(|| {
+                text[open + 1..].char_indices().find(|&(i, c)| {
+                    c == q
+                        && text[open + 1 + i + 1..]
+                            .chars()
+                            .next()
+                            .is_none_or(|n| n.is_whitespace() || n.is_ascii_punctuation())
+                })
+            })
+            .flatten()
+            .map(|(i, _)| open + 1 + i);
+        let Some(close) = close else {
+            rest = open + 1;
+            continue;
         };
         let inner = &text[open + 1..close];
         if !inner.is_empty() && !inner.contains('\n') {
@@ -321,6 +367,26 @@ mod tests {
             "twice"
         );
         assert!(replace_with("replace `x` with", &read(CALC)).is_none());
+        // In quotes, as small models often write it.
+        let todo = vec![("todo.txt".to_owned(), "buy milk\ncall mum\n".to_owned())];
+        for text in [
+            "In todo.txt, change 'buy milk' to 'buy oat milk'.",
+            "Replace \"buy milk\" with \"buy oat milk\"",
+        ] {
+            assert_eq!(
+                args(replace_with(text, &todo)),
+                json!({"name": "edit_file", "arguments": {"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"}}),
+                "{text}"
+            );
+        }
+        // An apostrophe is no quote.
+        assert!(replace_with("don't change buy milk to 'x'", &todo).is_none());
+        assert!(
+            quoted("it's Ada's 'pen' — 「x」 'é'")
+                .iter()
+                .map(|s| s.text)
+                .eq(["pen", "é"])
+        );
     }
 
     #[test]
