@@ -261,6 +261,38 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
 }
 
 #[tokio::test]
+async fn a_copied_tools_block_before_any_call_gets_the_tools_back_not_a_guess() {
+    // What the real 1.5B model did: its first reply imitated the chat template's block of tool
+    // definitions. That is no answer, and asked for one without tools it made a value up.
+    let (done, fake, _server, _ws) = scripted(
+        vec![
+            Reply::text(
+                "<tools>\n{\"function\": {\"name\": \"get_secret\", \"parameters\": {}}, \"type\": \"function\"}\n</tools>",
+                10,
+                20,
+            ),
+            read_note(),
+            Reply::text("The secret word is marigold.", 10, 5),
+        ],
+        "What is the secret word?",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(result_of(&done), "The secret word is marigold.");
+    assert_eq!(fake.chat_count(), 3);
+    let sent = fake.chat_requests();
+    assert!(offers_tools(&sent[1]), "the tools stay offered");
+    let told = last_message(&sent[1]);
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .contains("call the tool that finds it"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
 async fn echoed_tool_markup_is_stripped_from_the_answer() {
     let (done, fake, _server, _ws) = scripted(
         vec![

@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | before the first call | run the checks first, read the files the request (or a failing check) names | `read-first` |
 //! | a reply arrived | read calls written as text, make the edit a reply describes, clean echoed markup and the loop's own words, ask again | `text-calls`, `broken-call`, `described-edit`, `described-calls`, `markup`, `echo` |
-//! | an empty reply | ask for the answer (without tools) | `empty-answer` |
+//! | an empty reply | ask for the answer (without tools once tools ran; before, tools offered) | `empty-answer` |
 //! | before the answer is taken | ask again instead (make the held write, do not guess, make the change asked for, reading the file it needs for it, answer rather than describe the tools) or end the step | `described-calls`, `held-writes`, `not-a-guess`, `change-reminder`, `answer-not-tools` |
 //! | before a reply's calls run | hold back a write made before the read it needs | `held-writes` |
 //! | a call is about to run | answer a repeated call from its earlier result | `repeats` |

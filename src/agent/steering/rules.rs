@@ -251,7 +251,13 @@ pub(crate) const ANSWER_FROM_RESULTS: &str = "Your last reply had no answer in i
 pub(crate) const ANSWER_NOW: &str =
     "Your last reply was empty. Answer the request now, in plain words. Do not call any tool.";
 
-/// An empty (or markup-only) reply gets one call asking for the answer: without tools, or,
+/// The same, when no tool ran and the tools are offered.
+pub(crate) const LOOK_OR_ANSWER: &str = "Your last reply was empty. If the request needs \
+     something from the workspace, call the tool that finds it now; otherwise answer the \
+     request in plain words.";
+
+/// An empty (or markup-only) reply gets one call: after tools ran, asking for the answer
+/// without tools; before any ran, for the call that finds it or the answer, tools offered; or,
 /// when the last calls all failed, with them and a request for a corrected call, or, while a
 /// change asked for is not made, with them and a request to make it. (The loop asks once
 /// more itself and then ends the step.)
@@ -275,14 +281,18 @@ impl Rule for EmptyAnswer {
                 tools: true,
             });
         }
-        Some(Verdict::Nudge {
-            message: if facts.tools_ran() {
-                ANSWER_FROM_RESULTS
-            } else {
-                ANSWER_NOW
+        // Before any tool ran, the tools stay offered: a model that said nothing has read
+        // nothing, and asked for an answer without them it guesses (a value never read).
+        Some(if facts.tools_ran() {
+            Verdict::Nudge {
+                message: ANSWER_FROM_RESULTS.into(),
+                tools: false,
             }
-            .into(),
-            tools: false,
+        } else {
+            Verdict::Nudge {
+                message: LOOK_OR_ANSWER.into(),
+                tools: true,
+            }
         })
     }
 }
