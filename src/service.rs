@@ -111,7 +111,7 @@ impl AgentService {
             ParsedCall::NotOurs => None,
         };
         let Some(call) = call else {
-            return req.error(not_a_call_of_ours(&req));
+            return req.tool_call_error(not_a_call_of_ours(&req));
         };
         let mut ids = ResponseIds::default();
         let result = match call {

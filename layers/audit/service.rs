@@ -258,7 +258,9 @@ impl Finish for Pending {
         let mut task_id = response.ids.task_id.or_else(|| self.task_id.parse());
         let session_id = response.ids.session_id.or_else(|| self.session_id.parse());
         let (error_code, error_message) = match &response.payload {
-            Payload::Error(e) => (Some(e.code), Some(scrub_message(&e.message))),
+            Payload::Error(e) | Payload::ToolCallError(e) => {
+                (Some(e.code), Some(scrub_message(&e.message)))
+            }
             Payload::Refused(r) => (Some(r.code()), Some(scrub_message(r.message()))),
             Payload::Result(r) if outcome == Outcome::ToolError => {
                 (None, r.first_text().map(scrub_message))

@@ -200,6 +200,11 @@ impl McpRequest {
         self.respond(Payload::Error(error))
     }
 
+    /// A [`Payload::ToolCallError`]: `error` is about the tool this `tools/call` names.
+    pub fn tool_call_error(&self, error: ErrorObject) -> McpResponse {
+        self.respond(Payload::ToolCallError(error))
+    }
+
     pub fn result(&self, result: McpResult) -> McpResponse {
         self.respond(Payload::Result(result))
     }
@@ -276,6 +281,12 @@ impl McpResult {
 pub enum Payload {
     Result(McpResult),
     Error(ErrorObject),
+    /// The JSON-RPC error of a `tools/call` the request's framing was fine for but whose tool
+    /// is unknown or whose arguments are no object: the same message on the wire as
+    /// [`Payload::Error`], but about the call's content, so HTTP answers it 200 in every era.
+    /// On 2026-07-28 a 400 with a code other than -32020/-32021/-32022 reads to a dual-era
+    /// client as "not modern, fall back to `initialize`", which a misspelt tool name is not.
+    ToolCallError(ErrorObject),
     /// A notification was accepted; nothing is sent back (HTTP 202).
     Accepted,
     /// A layer turned the request away; each transport maps the [`Refusal`] (HTTP to a status
@@ -317,7 +328,7 @@ pub fn server_info() -> Value {
 impl McpResponse {
     pub fn error_code(&self) -> Option<i64> {
         match &self.payload {
-            Payload::Error(e) => Some(e.code),
+            Payload::Error(e) | Payload::ToolCallError(e) => Some(e.code),
             Payload::Refused(r) => Some(r.code()),
             _ => None,
         }
@@ -328,7 +339,9 @@ impl McpResponse {
     pub fn to_json(&self) -> Option<Value> {
         match &self.payload {
             Payload::Accepted | Payload::Stream(_) => None,
-            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
+            Payload::Error(e) | Payload::ToolCallError(e) => {
+                Some(response_json(self.id.as_ref(), Err(e)))
+            }
             Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(r) => Some(response_json(
                 self.id.as_ref(),
@@ -341,7 +354,9 @@ impl McpResponse {
     pub fn into_json(self) -> Option<Value> {
         match self.payload {
             Payload::Accepted | Payload::Stream(_) => None,
-            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(&e))),
+            Payload::Error(e) | Payload::ToolCallError(e) => {
+                Some(response_json(self.id.as_ref(), Err(&e)))
+            }
             Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
             Payload::Result(mut r) => {
                 let body = std::mem::take(&mut r.body);
