@@ -61,13 +61,12 @@ use tower_service::Service;
 pub use crate::protocol::{
     BearerToken, Credential, ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome,
     ParsedCall, Payload, ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds,
-    STDIO_IDENTITY, Transport,
+    STDIO_IDENTITY, Transport, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};
 pub use crate::tools::{
     AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall,
-    invalid_args,
 };
 
 /// What a gate layer decides about one request, before the inner service sees it: the

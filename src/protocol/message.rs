@@ -16,7 +16,7 @@ use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::json_out;
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
-use crate::tools::{ToolCall, invalid_args};
+use crate::tools::ToolCall;
 
 /// The identity of every stdio caller: the local user who started the process.
 pub const STDIO_IDENTITY: &str = "stdio";
@@ -222,6 +222,17 @@ pub enum ResultKind {
 pub struct CacheHint {
     pub ttl_ms: u64,
     pub public: bool,
+}
+
+/// An invalid-arguments tool error (`docs/contract.md` §6.2): a header line, then one line per
+/// problem ([`ToolCall::parse`] and the gate layers give the lines).
+pub fn invalid_args(tool: &str, problems: &[String]) -> McpResult {
+    let mut text = format!("Invalid arguments for tool \"{tool}\":");
+    for p in problems {
+        text.push('\n');
+        text.push_str(p);
+    }
+    McpResult::tool_text(text, true)
 }
 
 /// A result body before era rendering.

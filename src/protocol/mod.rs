@@ -25,7 +25,7 @@ pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
     CacheHint, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
-    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, server_info,
+    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, invalid_args, server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 pub mod args;
 
-pub use args::{CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall, invalid_args};
+pub use args::{CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall};
 
 use serde_json::{Value, json};
 
