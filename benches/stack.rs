@@ -269,9 +269,7 @@ fn main() {
         ("boxed", BoxCloneSyncService::new(core.clone())),
         (
             "images",
-            BoxCloneSyncService::new(
-                ImagesLayer::new(config.mcp.images.into()).layer(core.clone()),
-            ),
+            BoxCloneSyncService::new(ImagesLayer::new(config.mcp.images).layer(core.clone())),
         ),
         (
             "validate",

@@ -66,7 +66,8 @@ pub use crate::protocol::{
 pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};
 pub use crate::tools::{
-    AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall,
+    AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageLimits, ImageType, RunArgs, StatusArgs,
+    ToolCall,
 };
 
 /// What a gate layer decides about one request, before the inner service sees it: the

@@ -1,4 +1,5 @@
-use super::check::{ImageLimits, check_images};
+use super::check::check_images;
+use crate::plugin::ImageLimits;
 use crate::plugin::{
     AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, ToolCall,
     invalid_args,
