@@ -95,7 +95,7 @@ impl AgentService {
         let era = req.ctx.era();
         match (era, &req.method) {
             (Era::Modern, Method::ServerDiscover) => req.result(discover()),
-            (Era::Legacy, Method::Initialize) => req.result(initialize(&req)),
+            (Era::Legacy, Method::Initialize) => initialize(&req),
             (Era::Legacy, Method::Ping) => req.result(McpResult::empty()),
             (Era::Legacy, Method::LoggingSetLevel) => set_log_level(&req),
             (_, Method::ToolsList) => req.result(tools_list()),
@@ -338,7 +338,9 @@ fn discover() -> McpResult {
     })
 }
 
-fn initialize(req: &McpRequest) -> McpResult {
+/// The answer to a legacy `initialize`, spoken in the version it negotiates: a transport that
+/// remembers the process's version (stdio) reads it from the response's `version`.
+fn initialize(req: &McpRequest) -> McpResponse {
     let requested = req.params.get("protocolVersion").and_then(Value::as_str);
     let version = requested
         .and_then(ProtocolVersion::parse)
@@ -351,7 +353,9 @@ fn initialize(req: &McpRequest) -> McpResult {
     body.insert("capabilities".into(), json!({ "tools": {}, "logging": {} }));
     body.insert("serverInfo".into(), server_info());
     body.insert("instructions".into(), Value::from(INSTRUCTIONS));
-    McpResult::complete(body)
+    let mut response = req.result(McpResult::complete(body));
+    response.version = version;
+    response
 }
 
 /// The syslog levels of `LoggingLevel`.
@@ -384,16 +388,4 @@ fn tools_list() -> McpResult {
         ttl_ms: LIST_TTL_MS,
         public: true,
     })
-}
-
-/// The version an `initialize` negotiates, for transports that remember it (stdio).
-pub fn negotiated_version(result: &McpResponse) -> Option<ProtocolVersion> {
-    match &result.payload {
-        Payload::Result(r) => r
-            .body
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .and_then(ProtocolVersion::parse),
-        _ => None,
-    }
 }

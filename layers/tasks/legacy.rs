@@ -30,9 +30,9 @@ const TASKS_REVISION: ProtocolVersion = ProtocolVersion::V2025_11_25;
 /// `initialize` negotiating 2025-11-25 gains `capabilities.tasks` (cancel and task-augmented
 /// `tools/call`; no `list`).
 pub fn advertise(mut response: McpResponse) -> McpResponse {
-    if let Payload::Result(result) = &mut response.payload
-        && result.body.get("protocolVersion").and_then(Value::as_str)
-            == Some(TASKS_REVISION.as_str())
+    // The service answers `initialize` in the version it negotiated.
+    if response.version == TASKS_REVISION
+        && let Payload::Result(result) = &mut response.payload
         && let Some(capabilities) = object_at(&mut result.body, "capabilities")
     {
         capabilities.insert(

@@ -193,7 +193,16 @@ fn inner(
             let Value::Object(body) = body else {
                 unreachable!("test bodies are objects");
             };
-            Ok(req.result(McpResult::complete(body)))
+            // As the service does, an `initialize` is answered in the version it negotiated.
+            let negotiated = body
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .and_then(ProtocolVersion::parse);
+            let mut response = req.result(McpResult::complete(body));
+            if let Some(version) = negotiated {
+                response.version = version;
+            }
+            Ok(response)
         }
     })
 }

@@ -478,7 +478,7 @@ fn into_http(response: McpResponse) -> HttpResponse {
     if let Payload::Refused(refusal) = &response.payload {
         refusal_headers(refusal, &mut refusal_hdrs);
     }
-    let mut resp = match response.into_bytes() {
+    let mut resp = match response.to_bytes() {
         None => empty(status),
         Some(body) => json_bytes_response(status, body),
     };
