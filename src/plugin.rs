@@ -59,9 +59,10 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use crate::protocol::{
-    BearerToken, Credential, ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome,
-    ParsedCall, Payload, ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds,
-    STDIO_IDENTITY, Transport, invalid_args,
+    BearerToken, Credential, ErrorObject, InitializeParams, ListenParams, McpRequest, McpResponse,
+    McpResult, Method, Outcome, Params, ParsedCall, Payload, ProtocolVersion, Refusal,
+    RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, SetLevelParams, TaskParams,
+    TaskUpdateParams, ToolsCallParams, Transport, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};

@@ -17,8 +17,8 @@ use crate::agent::AgentCore;
 use crate::agent::status::{render_accepted, render_not_found, render_status};
 use crate::protocol::era::Era;
 use crate::protocol::{
-    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, ParsedCall, Payload,
-    ProtocolVersion, ResponseIds, server_info,
+    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
+    Payload, ProtocolVersion, ResponseIds, server_info,
 };
 use crate::task::{Task, TaskImage};
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
@@ -280,15 +280,16 @@ impl AgentService {
 
 /// The JSON-RPC error for a `tools/call` that names no tool of ours or has no argument object.
 fn not_a_call_of_ours(req: &McpRequest) -> ErrorObject {
-    let Some(name) = req.params.get("name").and_then(Value::as_str) else {
+    let Some(name) = req.tool_name() else {
         return ErrorObject::invalid_params(
             "tools/call needs params.name, the tool to call (agent_run or agent_status)",
         );
     };
-    if !matches!(
-        req.params.get("arguments"),
-        None | Some(Value::Null | Value::Object(_))
-    ) {
+    let arguments = req
+        .params
+        .tools_call()
+        .and_then(|call| call.arguments.as_ref());
+    if !matches!(arguments, None | Some(Value::Null | Value::Object(_))) {
         return ErrorObject::invalid_params("tools/call params.arguments must be an object");
     }
     ErrorObject::invalid_params(format!(
@@ -341,7 +342,10 @@ fn discover() -> McpResult {
 /// The answer to a legacy `initialize`, spoken in the version it negotiates: a transport that
 /// remembers the process's version (stdio) reads it from the response's `version`.
 fn initialize(req: &McpRequest) -> McpResponse {
-    let requested = req.params.get("protocolVersion").and_then(Value::as_str);
+    let requested = match &req.params {
+        Params::Initialize(init) => init.protocol_version.as_deref(),
+        _ => None,
+    };
     let version = requested
         .and_then(ProtocolVersion::parse)
         .filter(|v| v.era() == Era::Legacy)
@@ -372,7 +376,11 @@ const LOG_LEVELS: [&str; 8] = [
 
 /// 2025-era `logging/setLevel`: validated and acknowledged.
 fn set_log_level(req: &McpRequest) -> McpResponse {
-    match req.params.get("level").and_then(Value::as_str) {
+    let level = match &req.params {
+        Params::SetLevel(set) => set.level.as_deref(),
+        _ => None,
+    };
+    match level {
         Some(level) if LOG_LEVELS.contains(&level) => req.result(McpResult::empty()),
         _ => req.error(ErrorObject::invalid_params(format!(
             "logging/setLevel needs params.level, one of: {}",

@@ -133,13 +133,12 @@ fn request(version: ProtocolVersion, method: &str, params: Value) -> McpRequest 
     let Value::Object(params) = params else {
         panic!("params must be an object");
     };
-    McpRequest {
-        id: Some(RequestId::Number(7)),
-        method: method.into(),
+    McpRequest::new(
+        Some(RequestId::Number(7)),
+        method,
         params,
-        ctx: RequestContext::new(version, Transport::InProcess),
-        call: None,
-    }
+        RequestContext::new(version, Transport::InProcess),
+    )
 }
 
 fn legacy(method: &str, params: Value) -> McpRequest {
@@ -178,7 +177,11 @@ fn inner(
         let body = body.clone();
         async move {
             if req.tool_name() == Some("agent_run") {
-                let args = &req.params["arguments"];
+                let args = req
+                    .params
+                    .tools_call()
+                    .and_then(|c| c.arguments.clone())
+                    .unwrap_or_default();
                 if args["bad"] == json!(true) {
                     return Ok(req.result(McpResult::tool_text("Invalid arguments", true)));
                 }

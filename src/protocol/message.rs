@@ -16,6 +16,7 @@ use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::json_out;
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
+use super::params::Params;
 use crate::tools::ToolCall;
 
 /// The identity of every stdio caller: the local user who started the process.
@@ -96,7 +97,8 @@ impl RequestContext {
 pub struct McpRequest {
     pub id: Option<RequestId>,
     pub method: Method,
-    pub params: Map<String, Value>,
+    /// The params, typed for the methods this server serves.
+    pub params: Params,
     pub ctx: RequestContext,
     /// The typed arguments of a `tools/call` of `agent_run` or `agent_status`, once someone
     /// parsed them ([`McpRequest::parse_tool_call`]); `params.arguments` is moved out then.
@@ -123,10 +125,11 @@ impl McpRequest {
         params: Map<String, Value>,
         ctx: RequestContext,
     ) -> Self {
+        let method = method.into();
         Self {
             id,
-            method: method.into(),
-            params,
+            params: Params::parse(&method, params),
+            method,
             ctx,
             call: None,
         }
@@ -138,11 +141,7 @@ impl McpRequest {
 
     /// `params.name` of a `tools/call`.
     pub fn tool_name(&self) -> Option<&str> {
-        if self.method == Method::ToolsCall {
-            self.params.get("name").and_then(Value::as_str)
-        } else {
-            None
-        }
+        self.params.tools_call()?.name.as_deref()
     }
 
     /// Parses `params.arguments` of a `tools/call` of `agent_run` or `agent_status` into
@@ -158,9 +157,12 @@ impl McpRequest {
                 return ParsedCall::NotOurs;
             };
             let tool = tool.to_owned();
-            let arguments = match self.params.get("arguments") {
+            let Some(params) = self.params.tools_call_mut() else {
+                return ParsedCall::NotOurs;
+            };
+            let arguments = match &params.arguments {
                 None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(_)) => match self.params.remove("arguments") {
+                Some(Value::Object(_)) => match params.arguments.take() {
                     Some(Value::Object(arguments)) => arguments,
                     _ => Map::new(),
                 },

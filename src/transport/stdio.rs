@@ -137,13 +137,7 @@ where
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
         let is_initialize = method == Method::Initialize;
-        let request = McpRequest {
-            id: id.clone(),
-            method,
-            params,
-            ctx,
-            call: None,
-        };
+        let request = McpRequest::new(id.clone(), method, params, ctx);
         if is_initialize {
             // Handled inline: later lines of this process are classified with its outcome.
             let Ok(response) = service.clone().oneshot(request).await;
