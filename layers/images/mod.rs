@@ -80,6 +80,6 @@
 mod check;
 mod service;
 
-/// The layer's configuration: the tools' own [`ImageLimits`](crate::plugin::ImageLimits).
+/// The layer's configuration: the tools' own [`ImageLimits`].
 pub use crate::plugin::ImageLimits;
 pub use service::{Images, ImagesLayer};

@@ -15,7 +15,7 @@
 //!
 //! The workspace judges the outcome: a task asked to change it that changed nothing fails, and
 //! the result of one that changed files lists them (with the checks' outcome) after the
-//! model's answer ([`super::summary`]).
+//! model's answer (the `summary` module).
 
 use std::sync::Arc;
 

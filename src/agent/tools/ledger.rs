@@ -260,7 +260,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Records the regular files of the workspace (not following links, skipping caches,
-    /// build output and the server's own files), at most [`SNAPSHOT_MAX_FILES`].
+    /// build output and the server's own files), at most `SNAPSHOT_MAX_FILES`.
     pub fn take(ws: &super::Workspace) -> Snapshot {
         let mut files = BTreeMap::new();
         let mut folders = vec![ws.root().to_path_buf()];
