@@ -38,13 +38,12 @@ const TASK_ID: &str = "9ab4a40b-86fe-432a-904f-8e429c01ea8b";
 
 fn call(name: &str, arguments: Value) -> McpRequest {
     let params = json!({ "name": name, "arguments": arguments });
-    McpRequest {
-        id: Some(RequestId::Number(1)),
-        method: "tools/call".into(),
-        params: params.as_object().cloned().unwrap_or_default(),
-        ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-        call: None,
-    }
+    McpRequest::new(
+        Some(RequestId::Number(1)),
+        "tools/call",
+        params.as_object().cloned().unwrap_or_default(),
+        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+    )
 }
 
 async fn answer(req: McpRequest) -> Result<McpResponse, Infallible> {

@@ -43,13 +43,12 @@ fn request(id: i64, name: &str, arguments: Value) -> McpRequest {
     let mut params = Map::new();
     params.insert("name".into(), Value::from(name));
     params.insert("arguments".into(), arguments);
-    McpRequest {
-        id: Some(RequestId::Number(id)),
-        method: "tools/call".into(),
+    McpRequest::new(
+        Some(RequestId::Number(id)),
+        "tools/call",
         params,
-        ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-        call: None,
-    }
+        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+    )
 }
 
 fn text_of(response: &McpResponse) -> String {
@@ -76,12 +75,13 @@ where
 /// The same `agent_status` call as an HTTP request to the edge (`POST /mcp`, modern era, the
 /// headers `scripts/bench.sh` sends): what the `http` variant feeds [`AgentMcp::http_service`].
 fn http_request(status_req: &McpRequest) -> http::Request<http_body_util::Full<bytes::Bytes>> {
-    let mut params = status_req.params.clone();
-    params.insert(
-        "_meta".into(),
-        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-               "io.modelcontextprotocol/clientCapabilities": {}}),
-    );
+    let call = status_req.params.tools_call().expect("a tools/call");
+    let params = json!({
+        "name": call.name,
+        "arguments": call.arguments,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+    });
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params});
     http::Request::builder()
         .method("POST")
@@ -269,9 +269,7 @@ fn main() {
         ("boxed", BoxCloneSyncService::new(core.clone())),
         (
             "images",
-            BoxCloneSyncService::new(
-                ImagesLayer::new(config.mcp.images.into()).layer(core.clone()),
-            ),
+            BoxCloneSyncService::new(ImagesLayer::new(config.mcp.images).layer(core.clone())),
         ),
         (
             "validate",

@@ -45,7 +45,8 @@ pub async fn my_tools(req: McpRequest) -> Result<McpResponse, Infallible> {
         "tools/call" if req.tool_name() == Some("add") => {
             let arg = |key: &str| {
                 req.params
-                    .get("arguments")
+                    .tools_call()
+                    .and_then(|call| call.arguments.as_ref())
                     .and_then(|args| args.get(key))
                     .and_then(Value::as_f64)
             };

@@ -43,6 +43,7 @@ pub mod ops;
 pub mod plugin;
 pub mod protocol;
 pub mod redact;
+mod serde_with;
 pub mod service;
 pub mod stack;
 pub mod store;

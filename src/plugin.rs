@@ -59,15 +59,16 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use crate::protocol::{
-    BearerToken, Credential, ErrorObject, McpRequest, McpResponse, McpResult, Method, Outcome,
-    ParsedCall, Payload, ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds,
-    STDIO_IDENTITY, Transport,
+    BearerToken, Credential, ErrorObject, InitializeParams, ListenParams, McpRequest, McpResponse,
+    McpResult, Method, Outcome, Params, ParsedCall, Payload, ProtocolVersion, Refusal,
+    RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, SetLevelParams, TaskParams,
+    TaskUpdateParams, ToolsCallParams, Transport, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};
 pub use crate::tools::{
-    AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall,
-    invalid_args,
+    AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageLimits, ImageType, RunArgs, StatusArgs,
+    ToolCall,
 };
 
 /// What a gate layer decides about one request, before the inner service sees it: the

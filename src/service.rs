@@ -17,8 +17,8 @@ use crate::agent::AgentCore;
 use crate::agent::status::{render_accepted, render_not_found, render_status};
 use crate::protocol::era::Era;
 use crate::protocol::{
-    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, ParsedCall, Payload,
-    ProtocolVersion, ResponseIds, server_info,
+    CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
+    Payload, ProtocolVersion, ResponseIds, server_info,
 };
 use crate::task::{Task, TaskImage};
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
@@ -95,7 +95,7 @@ impl AgentService {
         let era = req.ctx.era();
         match (era, &req.method) {
             (Era::Modern, Method::ServerDiscover) => req.result(discover()),
-            (Era::Legacy, Method::Initialize) => req.result(initialize(&req)),
+            (Era::Legacy, Method::Initialize) => initialize(&req),
             (Era::Legacy, Method::Ping) => req.result(McpResult::empty()),
             (Era::Legacy, Method::LoggingSetLevel) => set_log_level(&req),
             (_, Method::ToolsList) => req.result(tools_list()),
@@ -111,7 +111,7 @@ impl AgentService {
             ParsedCall::NotOurs => None,
         };
         let Some(call) = call else {
-            return req.error(not_a_call_of_ours(&req));
+            return req.tool_call_error(not_a_call_of_ours(&req));
         };
         let mut ids = ResponseIds::default();
         let result = match call {
@@ -280,15 +280,16 @@ impl AgentService {
 
 /// The JSON-RPC error for a `tools/call` that names no tool of ours or has no argument object.
 fn not_a_call_of_ours(req: &McpRequest) -> ErrorObject {
-    let Some(name) = req.params.get("name").and_then(Value::as_str) else {
+    let Some(name) = req.tool_name() else {
         return ErrorObject::invalid_params(
             "tools/call needs params.name, the tool to call (agent_run or agent_status)",
         );
     };
-    if !matches!(
-        req.params.get("arguments"),
-        None | Some(Value::Null | Value::Object(_))
-    ) {
+    let arguments = req
+        .params
+        .tools_call()
+        .and_then(|call| call.arguments.as_ref());
+    if !matches!(arguments, None | Some(Value::Null | Value::Object(_))) {
         return ErrorObject::invalid_params("tools/call params.arguments must be an object");
     }
     ErrorObject::invalid_params(format!(
@@ -338,8 +339,13 @@ fn discover() -> McpResult {
     })
 }
 
-fn initialize(req: &McpRequest) -> McpResult {
-    let requested = req.params.get("protocolVersion").and_then(Value::as_str);
+/// The answer to a legacy `initialize`, spoken in the version it negotiates: a transport that
+/// remembers the process's version (stdio) reads it from the response's `version`.
+fn initialize(req: &McpRequest) -> McpResponse {
+    let requested = match &req.params {
+        Params::Initialize(init) => init.protocol_version.as_deref(),
+        _ => None,
+    };
     let version = requested
         .and_then(ProtocolVersion::parse)
         .filter(|v| v.era() == Era::Legacy)
@@ -351,7 +357,9 @@ fn initialize(req: &McpRequest) -> McpResult {
     body.insert("capabilities".into(), json!({ "tools": {}, "logging": {} }));
     body.insert("serverInfo".into(), server_info());
     body.insert("instructions".into(), Value::from(INSTRUCTIONS));
-    McpResult::complete(body)
+    let mut response = req.result(McpResult::complete(body));
+    response.version = version;
+    response
 }
 
 /// The syslog levels of `LoggingLevel`.
@@ -368,7 +376,11 @@ const LOG_LEVELS: [&str; 8] = [
 
 /// 2025-era `logging/setLevel`: validated and acknowledged.
 fn set_log_level(req: &McpRequest) -> McpResponse {
-    match req.params.get("level").and_then(Value::as_str) {
+    let level = match &req.params {
+        Params::SetLevel(set) => set.level.as_deref(),
+        _ => None,
+    };
+    match level {
         Some(level) if LOG_LEVELS.contains(&level) => req.result(McpResult::empty()),
         _ => req.error(ErrorObject::invalid_params(format!(
             "logging/setLevel needs params.level, one of: {}",
@@ -384,16 +396,4 @@ fn tools_list() -> McpResult {
         ttl_ms: LIST_TTL_MS,
         public: true,
     })
-}
-
-/// The version an `initialize` negotiates, for transports that remember it (stdio).
-pub fn negotiated_version(result: &McpResponse) -> Option<ProtocolVersion> {
-    match &result.payload {
-        Payload::Result(r) => r
-            .body
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .and_then(ProtocolVersion::parse),
-        _ => None,
-    }
 }

@@ -59,9 +59,7 @@ pub fn build_with_audit(
             ),
         )
         // layer: images
-        .layer(crate::layers::images::ImagesLayer::new(
-            config.mcp.images.into(),
-        ))
+        .layer(crate::layers::images::ImagesLayer::new(config.mcp.images))
         .service(service);
     BoxCloneSyncService::new(svc)
 }

@@ -490,8 +490,10 @@ const WIRE_CASES: &[WireCase] = &[
         code: Some(-32022),
         ..WIRE
     },
+    // Tool-level errors are -32602 in a 200: on a 400 a dual-era client reads any code but
+    // -32020/-32021/-32022 as "not modern" and falls back to `initialize`.
     WireCase {
-        name: "modern unknown tool is invalid params",
+        name: "modern unknown tool is invalid params in a 200",
         headers: &[
             PV,
             ACCEPT,
@@ -499,9 +501,41 @@ const WIRE_CASES: &[WireCase] = &[
             ("mcp-name", "rm_rf"),
         ],
         body: || modern_body(1, "tools/call", json!({"name": "rm_rf", "arguments": {}})),
-        status: 400,
         code: Some(-32602),
         message_has: Some("rm_rf"),
+        ..WIRE
+    },
+    WireCase {
+        name: "modern tool arguments that are no object are invalid params in a 200",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "agent_status"),
+        ],
+        body: || {
+            modern_body(
+                1,
+                "tools/call",
+                json!({"name": "agent_status", "arguments": [1]}),
+            )
+        },
+        code: Some(-32602),
+        message_has: Some("must be an object"),
+        ..WIRE
+    },
+    // Missing _meta on a tools/call is the request's framing: still 400.
+    WireCase {
+        name: "modern tools/call without _meta",
+        headers: &[
+            PV,
+            ACCEPT,
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "rm_rf"),
+        ],
+        body: || legacy_body("tools/call", json!({"name": "rm_rf", "arguments": {}})),
+        status: 400,
+        code: Some(-32602),
         ..WIRE
     },
     // Legacy errors are 200 with the JSON-RPC error.

@@ -349,13 +349,12 @@ async fn shutdown_writes_out_every_audit_line() {
             "arguments".into(),
             json!({"task_id": "3f2504e0-4f89-41d3-9a0c-0305e82c3301"}),
         );
-        let req = McpRequest {
-            id: Some(RequestId::Number(id)),
-            method: "tools/call".into(),
+        let req = McpRequest::new(
+            Some(RequestId::Number(id)),
+            "tools/call",
             params,
-            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-            call: None,
-        };
+            RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        );
         let Ok(response) = stack.clone().oneshot(req).await;
         assert!(response.error_code().is_none());
     }

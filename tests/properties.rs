@@ -469,13 +469,12 @@ where
     let mut params = Map::new();
     params.insert("name".into(), tool.into());
     params.insert("arguments".into(), arguments);
-    let req = McpRequest {
-        id: Some(RequestId::Number(1)),
-        method: "tools/call".into(),
+    let req = McpRequest::new(
+        Some(RequestId::Number(1)),
+        "tools/call",
         params,
-        ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-        call: None,
-    };
+        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+    );
     let inner: fn(McpRequest) -> std::future::Ready<Result<McpResponse, Infallible>> = passed;
     let mut svc = ServiceBuilder::new().layer(layer).service_fn(inner);
     let Ok(resp) = async { svc.ready().await?.call(req).await }.await;

@@ -19,7 +19,8 @@ use tower::service_fn;
 
 /// What a plugin outside the crate would write: refuse by `params.refuse`, else answer.
 async fn refuser(req: McpRequest) -> Result<agent_mcp::protocol::McpResponse, Infallible> {
-    let refusal = match req.params.get("refuse").and_then(Value::as_str) {
+    let refuse = req.params.other().and_then(|p| p.get("refuse"));
+    let refusal = match refuse.and_then(Value::as_str) {
         Some("unauthorized") => Some(Refusal::unauthorized("Unauthorized: the plugin says no.")),
         Some("rate_limited") => Some(Refusal::rate_limited(
             42,

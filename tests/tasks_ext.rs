@@ -954,13 +954,7 @@ fn in_process(identity: &str, version: ProtocolVersion, method: &str, params: Va
         ctx.client_capabilities = declared();
         params.insert("_meta".into(), modern_meta(declared()));
     }
-    McpRequest {
-        id: Some(RequestId::Number(1)),
-        method: method.into(),
-        params,
-        ctx,
-        call: None,
-    }
+    McpRequest::new(Some(RequestId::Number(1)), method, params, ctx)
 }
 
 async fn oneshot(server: &AgentMcp, req: McpRequest) -> Value {

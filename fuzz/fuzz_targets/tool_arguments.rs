@@ -41,13 +41,12 @@ fuzz_target!(|data: &[u8]| {
     let mut params = Map::new();
     params.insert("name".into(), tool.into());
     params.insert("arguments".into(), arguments.clone());
-    let req = McpRequest {
-        id: Some(RequestId::Number(1)),
-        method: "tools/call".into(),
+    let req = McpRequest::new(
+        Some(RequestId::Number(1)),
+        "tools/call",
         params,
-        ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-        call: None,
-    };
+        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+    );
     let mut svc = ServiceBuilder::new()
         .layer(ValidateLayer::new())
         .service_fn(|req: McpRequest| async move {

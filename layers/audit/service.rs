@@ -196,21 +196,18 @@ impl Pending {
         let (mut tool, mut task_id, mut session_id, mut args) =
             (None, RawId::NONE, RawId::NONE, None);
         if is_tool_call {
-            tool = req
-                .params
-                .get("name")
-                .and_then(Value::as_str)
-                .map(name_field);
-            if let Some(Value::Object(arguments)) = req.params.get("arguments") {
-                task_id = RawId::of(arguments.get("task_id"));
-                session_id = RawId::of(arguments.get("session_id"));
+            tool = req.tool_name().map(name_field);
+            let arguments = req.params.tools_call().and_then(|c| c.arguments.as_ref());
+            if let Some(Value::Object(arguments)) = arguments {
+                task_id = RawId::of(arguments.get("task_id").and_then(Value::as_str));
+                session_id = RawId::of(arguments.get("session_id").and_then(Value::as_str));
                 // `agent_status` arguments hold nothing but ids.
                 if tool.as_deref() != Some(AGENT_STATUS) {
                     args = ArgsSummary::of(arguments, include_request).map(Box::new);
                 }
             }
         } else if is_tasks {
-            task_id = RawId::of(req.params.get("taskId"));
+            task_id = RawId::of(req.params.task_id());
         }
         let (peer, identity) = match req.ctx.transport {
             Transport::Http { peer } => (peer, req.ctx.identity.clone()),
@@ -258,7 +255,9 @@ impl Finish for Pending {
         let mut task_id = response.ids.task_id.or_else(|| self.task_id.parse());
         let session_id = response.ids.session_id.or_else(|| self.session_id.parse());
         let (error_code, error_message) = match &response.payload {
-            Payload::Error(e) => (Some(e.code), Some(scrub_message(&e.message))),
+            Payload::Error(e) | Payload::ToolCallError(e) => {
+                (Some(e.code), Some(scrub_message(&e.message)))
+            }
             Payload::Refused(r) => (Some(r.code()), Some(scrub_message(r.message()))),
             Payload::Result(r) if outcome == Outcome::ToolError => {
                 (None, r.first_text().map(scrub_message))
@@ -331,12 +330,8 @@ struct RawId(Option<[u8; 36]>);
 impl RawId {
     const NONE: RawId = RawId(None);
 
-    fn of(value: Option<&Value>) -> RawId {
-        RawId(
-            value
-                .and_then(Value::as_str)
-                .and_then(|s| <[u8; 36]>::try_from(s.as_bytes()).ok()),
-        )
+    fn of(value: Option<&str>) -> RawId {
+        RawId(value.and_then(|s| <[u8; 36]>::try_from(s.as_bytes()).ok()))
     }
 
     /// The id, if the text is a UUID (anything else is client text and not recorded).
@@ -429,18 +424,17 @@ mod tests {
     }
 
     fn request(id: i64, method: &str, params: Value) -> McpRequest {
-        McpRequest {
-            id: Some(RequestId::Number(id)),
-            method: method.into(),
-            params: params.as_object().cloned().unwrap_or_default(),
-            ctx: RequestContext::new(
+        McpRequest::new(
+            Some(RequestId::Number(id)),
+            method,
+            params.as_object().cloned().unwrap_or_default(),
+            RequestContext::new(
                 ProtocolVersion::V2025_11_25,
                 Transport::Http {
                     peer: Some(([127, 0, 0, 1], 4000).into()),
                 },
             ),
-            call: None,
-        }
+        )
     }
 
     #[tokio::test]

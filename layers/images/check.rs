@@ -10,31 +10,8 @@ use base64::engine::general_purpose::STANDARD;
 use bytesize::ByteSize;
 use sha2::{Digest, Sha256};
 
-use crate::plugin::{CheckedImage, ImageArg, ImageType};
+use crate::plugin::{CheckedImage, ImageArg, ImageLimits, ImageType};
 use crate::tools::args::MAX_ELEMENT_LINES;
-
-/// The images layer's configuration: how many images one `agent_run` may carry and how large
-/// they may be once decoded (`mcp.images` in `agent.yaml`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ImageLimits {
-    /// Most images in one `agent_run`.
-    pub max_count: usize,
-    /// Largest decoded size of one image.
-    pub max_bytes: ByteSize,
-    /// Largest decoded size of all images of one `agent_run`.
-    pub max_total_bytes: ByteSize,
-}
-
-impl Default for ImageLimits {
-    /// The contract's defaults: 4 images, 10 MiB each, 20 MiB in all.
-    fn default() -> Self {
-        Self {
-            max_count: 4,
-            max_bytes: ByteSize::mib(10),
-            max_total_bytes: ByteSize::mib(20),
-        }
-    }
-}
 
 /// Base64 characters decoded per step (a multiple of 4), and so the scratch buffer's size.
 const CHUNK_CHARS: usize = 64 * 1024;

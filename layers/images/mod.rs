@@ -80,5 +80,6 @@
 mod check;
 mod service;
 
-pub use check::ImageLimits;
+/// The layer's configuration: the tools' own [`ImageLimits`].
+pub use crate::plugin::ImageLimits;
 pub use service::{Images, ImagesLayer};

@@ -1,4 +1,5 @@
-use super::check::{ImageLimits, check_images};
+use super::check::check_images;
+use crate::plugin::ImageLimits;
 use crate::plugin::{
     AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, ToolCall,
     invalid_args,
@@ -53,13 +54,12 @@ mod tests {
     const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
     fn request(params: Value) -> McpRequest {
-        McpRequest {
-            id: Some(RequestId::Number(3)),
-            method: "tools/call".into(),
-            params: params.as_object().cloned().unwrap_or_default(),
-            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-            call: None,
-        }
+        McpRequest::new(
+            Some(RequestId::Number(3)),
+            "tools/call",
+            params.as_object().cloned().unwrap_or_default(),
+            RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        )
     }
 
     /// Runs `req` through the layer around a handler that reports what it was handed.

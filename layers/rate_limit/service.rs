@@ -197,7 +197,8 @@ mod tests {
 
     use super::*;
     use crate::protocol::{
-        McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
+        McpResult, Params, Payload, ProtocolVersion, RequestContext, RequestId, ToolsCallParams,
+        Transport,
     };
     use serde_json::json;
     use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -307,10 +308,11 @@ mod tests {
     fn agent_run(id: i64) -> McpRequest {
         let mut req = request(id, Some("alice"), [127, 0, 0, 1]);
         req.method = "tools/call".into();
-        req.params = json!({"name": "agent_run", "arguments": {"request": "x"}})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        req.params = Params::ToolsCall(ToolsCallParams {
+            name: Some("agent_run".into()),
+            arguments: Some(json!({"request": "x"})),
+            task: None,
+        });
         req
     }
 

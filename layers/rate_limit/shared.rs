@@ -237,16 +237,15 @@ mod tests {
             },
         );
         ctx.identity = Some("alice".into());
-        McpRequest {
-            id: Some(RequestId::Number(id)),
-            method: "tools/call".into(),
-            params: json!({"name": "agent_run", "arguments": {"request": "x"}})
+        McpRequest::new(
+            Some(RequestId::Number(id)),
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "x"}})
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
             ctx,
-            call: None,
-        }
+        )
     }
 
     fn nz(n: u32) -> NonZeroU32 {

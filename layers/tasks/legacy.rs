@@ -30,9 +30,9 @@ const TASKS_REVISION: ProtocolVersion = ProtocolVersion::V2025_11_25;
 /// `initialize` negotiating 2025-11-25 gains `capabilities.tasks` (cancel and task-augmented
 /// `tools/call`; no `list`).
 pub fn advertise(mut response: McpResponse) -> McpResponse {
-    if let Payload::Result(result) = &mut response.payload
-        && result.body.get("protocolVersion").and_then(Value::as_str)
-            == Some(TASKS_REVISION.as_str())
+    // The service answers `initialize` in the version it negotiated.
+    if response.version == TASKS_REVISION
+        && let Payload::Result(result) = &mut response.payload
         && let Some(capabilities) = object_at(&mut result.body, "capabilities")
     {
         capabilities.insert(
@@ -65,7 +65,9 @@ pub fn mark_task_support(version: ProtocolVersion, mut response: McpResponse) ->
 /// Whether a `tools/call` asks to run as a task (`params.task`). One without it is answered by
 /// the inner stack alone.
 pub(super) fn asks_for_task(req: &McpRequest) -> bool {
-    req.params.contains_key("task")
+    req.params
+        .tools_call()
+        .is_some_and(|call| call.task.is_some())
 }
 
 /// `tools/call` with `params.task` ([`asks_for_task`]): `agent_run` answers with `{task: {…}}`.
@@ -79,7 +81,7 @@ where
     S::Future: Send,
     B: TaskBackend,
 {
-    let Some(task_param) = req.params.get("task") else {
+    let Some(task_param) = req.params.tools_call().and_then(|call| call.task.as_ref()) else {
         return inner.call(req).await;
     };
     if !task_param.is_object() {

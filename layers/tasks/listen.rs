@@ -42,7 +42,8 @@ use super::wire::{
     TASKS_EXTENSION, TaskTiming, detailed_task, extension_not_declared, legacy_task, parse_task_id,
 };
 use crate::protocol::{
-    ErrorObject, McpRequest, McpResponse, MessageStream, Payload, RequestId, StreamSlot, code,
+    ErrorObject, McpRequest, McpResponse, MessageStream, Params, Payload, RequestId, StreamSlot,
+    code,
 };
 use crate::task::TaskState;
 use crate::task::events::Follower;
@@ -228,7 +229,11 @@ fn follow_stream<B: TaskBackend>(
 
 /// `params.notifications.taskIds`, checked.
 fn requested_task_ids(req: &McpRequest) -> Result<Vec<String>, ErrorObject> {
-    let notifications = match req.params.get("notifications") {
+    let notifications = match &req.params {
+        Params::Listen(listen) => listen.notifications.as_ref(),
+        _ => None,
+    };
+    let notifications = match notifications {
         Some(Value::Object(n)) => n,
         Some(_) => {
             return Err(ErrorObject::invalid_params(

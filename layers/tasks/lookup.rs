@@ -4,7 +4,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
@@ -23,7 +22,7 @@ pub async fn caller_task<B: TaskBackend>(
     backend: &B,
     req: &McpRequest,
 ) -> Result<Tracked, ErrorObject> {
-    let Some(text) = req.params.get("taskId").and_then(Value::as_str) else {
+    let Some(text) = req.params.task_id() else {
         return Err(task_id_missing(req.method.as_str()));
     };
     let Some(id) = parse_task_id(text) else {

@@ -133,13 +133,12 @@ fn request(version: ProtocolVersion, method: &str, params: Value) -> McpRequest 
     let Value::Object(params) = params else {
         panic!("params must be an object");
     };
-    McpRequest {
-        id: Some(RequestId::Number(7)),
-        method: method.into(),
+    McpRequest::new(
+        Some(RequestId::Number(7)),
+        method,
         params,
-        ctx: RequestContext::new(version, Transport::InProcess),
-        call: None,
-    }
+        RequestContext::new(version, Transport::InProcess),
+    )
 }
 
 fn legacy(method: &str, params: Value) -> McpRequest {
@@ -178,7 +177,11 @@ fn inner(
         let body = body.clone();
         async move {
             if req.tool_name() == Some("agent_run") {
-                let args = &req.params["arguments"];
+                let args = req
+                    .params
+                    .tools_call()
+                    .and_then(|c| c.arguments.clone())
+                    .unwrap_or_default();
                 if args["bad"] == json!(true) {
                     return Ok(req.result(McpResult::tool_text("Invalid arguments", true)));
                 }
@@ -193,7 +196,16 @@ fn inner(
             let Value::Object(body) = body else {
                 unreachable!("test bodies are objects");
             };
-            Ok(req.result(McpResult::complete(body)))
+            // As the service does, an `initialize` is answered in the version it negotiated.
+            let negotiated = body
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .and_then(ProtocolVersion::parse);
+            let mut response = req.result(McpResult::complete(body));
+            if let Some(version) = negotiated {
+                response.version = version;
+            }
+            Ok(response)
         }
     })
 }

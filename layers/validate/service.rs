@@ -71,7 +71,8 @@ impl ToolSchemas {
         if req.is_notification() || req.call.is_some() || req.tool_name() != Some(AGENT_RUN) {
             return None;
         }
-        let bytes = req.params.get("arguments")?.get("request")?.as_str()?.len();
+        let arguments = req.params.tools_call()?.arguments.as_ref()?;
+        let bytes = arguments.get("request")?.as_str()?.len();
         (bytes > self.max_request_bytes).then(|| {
             format!(
                 "request: is {bytes} bytes, more than the {} this server takes \
@@ -92,7 +93,7 @@ fn violations(req: &McpRequest) -> Option<(&'static str, Vec<String>)> {
     let name = req.tool_name()?;
     let tool = rules::ToolRules::of(name)?;
     let empty;
-    let args = match req.params.get("arguments") {
+    let args = match req.params.tools_call().and_then(|c| c.arguments.as_ref()) {
         None | Some(Value::Null) => {
             empty = Value::Object(Map::new());
             &empty
@@ -118,13 +119,12 @@ mod tests {
     };
 
     fn request(method: &str, params: Value) -> McpRequest {
-        McpRequest {
-            id: Some(RequestId::Number(7)),
-            method: method.into(),
-            params: params.as_object().cloned().unwrap_or_default(),
-            ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-            call: None,
-        }
+        McpRequest::new(
+            Some(RequestId::Number(7)),
+            method,
+            params.as_object().cloned().unwrap_or_default(),
+            RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+        )
     }
 
     /// Runs `req` through the layer around a handler that answers "passed".

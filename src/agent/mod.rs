@@ -35,59 +35,33 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::Config;
+use crate::config::{AgentConfig, Config, OllamaConfig};
 use crate::ollama::{OllamaClient, OllamaError};
 use crate::store::{StoreError, TaskStore};
 use crate::task::{Task, TaskState};
 use queue::TaskQueue;
 
-/// What the runner needs to know from the configuration.
+/// What the runner needs to know from the configuration: the `ollama` and `agent` sections as
+/// they are, and the tools' settings derived from them.
 #[derive(Clone, Debug)]
 pub struct AgentSettings {
-    pub model: String,
-    pub temperature: Option<f64>,
-    /// The most `num_ctx` sent (the model's own context length when smaller).
-    pub num_ctx: u32,
-    pub keep_alive: Option<String>,
-    pub system_prompt: String,
-    /// `agent.planning`: plan first (the `planning` state), else run as one step.
-    pub planning: bool,
-    pub max_steps: usize,
-    pub step_concurrency: usize,
-    /// Most model calls in one step's tool loop.
-    pub max_iterations: usize,
-    /// Sent as `think` to a model that thinks.
-    pub think: crate::config::ThinkSetting,
-    /// `agent.steering`.
-    pub steering: steering::SteeringMode,
-    /// `agent.checks` and `agent.check_rounds`.
-    pub checks: Vec<Vec<String>>,
-    pub check_rounds: usize,
-    /// The workspace and what its tools may do.
+    /// `ollama`: the model and how each chat asks it (`num_ctx` is the most sent; the model's
+    /// own context length when smaller).
+    pub ollama: OllamaConfig,
+    /// `agent`: planning, steps, steering, checks.
+    pub agent: AgentConfig,
+    /// The workspace and what its tools may do, with the server's own files protected.
     pub tools: tools::ToolSettings,
 }
 
 impl AgentSettings {
     pub fn from_config(config: &Config) -> Self {
+        let mut tools = tools::ToolSettings::from_config(&config.agent);
+        tools.protect(server_files(config));
         Self {
-            model: config.ollama.model.clone(),
-            temperature: config.ollama.temperature,
-            num_ctx: config.ollama.num_ctx,
-            keep_alive: config.ollama.keep_alive.clone(),
-            system_prompt: config.agent.system_prompt.clone(),
-            planning: config.agent.planning,
-            max_steps: config.agent.max_steps,
-            step_concurrency: config.agent.step_concurrency,
-            max_iterations: config.agent.max_iterations,
-            think: config.agent.think,
-            steering: config.agent.steering,
-            checks: config.agent.checks.clone(),
-            check_rounds: config.agent.check_rounds,
-            tools: {
-                let mut tools = tools::ToolSettings::from_config(&config.agent);
-                tools.protect(server_files(config));
-                tools
-            },
+            ollama: config.ollama.clone(),
+            agent: config.agent.clone(),
+            tools,
         }
     }
 }
@@ -406,7 +380,7 @@ pub enum AgentError {
 /// Logs what the configured model's `/api/show` means for the tasks: steering, `num_ctx`,
 /// `think`.
 async fn describe_model(core: Arc<AgentCore>) {
-    let model = &core.settings.model;
+    let model = &core.settings.ollama.model;
     match core.ollama.show(model).await {
         Ok(show) => tracing::info!(
             "{}",

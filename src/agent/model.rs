@@ -72,23 +72,23 @@ pub struct ModelProfile {
 
 impl ModelProfile {
     pub fn from_show(settings: &AgentSettings, show: &ShowResponse) -> ModelProfile {
-        let (policy, policy_reason) = Policy::for_model(settings.steering, show);
+        let (policy, policy_reason) = Policy::for_model(settings.agent.steering, show);
         let context_length = show.context_length();
         let num_ctx = match context_length {
             Some(length) => u32::try_from(length)
                 .unwrap_or(u32::MAX)
-                .min(settings.num_ctx),
-            None => settings.num_ctx,
+                .min(settings.ollama.num_ctx),
+            None => settings.ollama.num_ctx,
         };
         let thinks = show.has("thinking");
-        let think = thinks.then(|| settings.think.to_wire());
+        let think = thinks.then(|| settings.agent.think.to_wire());
         ModelProfile {
             policy,
             policy_reason,
             num_ctx,
             context_length,
             think,
-            think_ignored: !thinks && settings.think != ThinkSetting::Off,
+            think_ignored: !thinks && settings.agent.think != ThinkSetting::Off,
         }
     }
 
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn num_ctx_follows_the_model_capped_by_the_configuration() {
         let mut settings = AgentSettings::from_config(&Default::default());
-        settings.num_ctx = 32768;
+        settings.ollama.num_ctx = 32768;
         let big = show(json!({"model_info": {"llama.context_length": 131072}}));
         assert_eq!(ModelProfile::from_show(&settings, &big).num_ctx, 32768);
         let small = show(json!({"model_info": {"gemma3.context_length": 8192}}));
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn think_is_sent_only_to_a_model_that_thinks() {
         let mut settings = AgentSettings::from_config(&Default::default());
-        settings.think = ThinkSetting::High;
+        settings.agent.think = ThinkSetting::High;
         let thinker = show(json!({"capabilities": ["completion", "thinking"]}));
         let profile = ModelProfile::from_show(&settings, &thinker);
         assert_eq!(profile.think, Some(Think::Level("high".into())));

@@ -15,7 +15,7 @@
 //!
 //! The workspace judges the outcome: a task asked to change it that changed nothing fails, and
 //! the result of one that changed files lists them (with the checks' outcome) after the
-//! model's answer (`summary`).
+//! model's answer (the `summary` module).
 
 use std::sync::Arc;
 
@@ -131,7 +131,7 @@ async fn drive(
     cancel: &CancellationToken,
 ) -> Result<String, RunError> {
     let settings = &core.settings;
-    if settings.planning {
+    if settings.agent.planning {
         progress.enter(TaskState::Planning, PLANNING_LABEL).await;
     } else {
         progress.set_plan(&Plan::single(SINGLE_STEP_TITLE));
@@ -143,11 +143,11 @@ async fn drive(
     }
     let show = tokio::select! {
         () = cancel.cancelled() => return Err(RunError::Cancelled),
-        show = core.ollama.show(&settings.model) => show?,
+        show = core.ollama.show(&settings.ollama.model) => show?,
     };
     if !progress.task.images.is_empty() && !show.has("vision") {
         return Err(RunError::NoVision {
-            model: settings.model.clone(),
+            model: settings.ollama.model.clone(),
         });
     }
     let toolbox = if show.has("tools") {
@@ -157,7 +157,7 @@ async fn drive(
         None
     };
     let model = ModelProfile::from_show(settings, &show);
-    info!(task_id = %progress.task.id, "{}", model.describe(&settings.model));
+    info!(task_id = %progress.task.id, "{}", model.describe(&settings.ollama.model));
     // What commands change is found by comparing the files with these, at the end.
     let snapshot = match &toolbox {
         Some(toolbox) => {
@@ -186,9 +186,9 @@ async fn drive(
         ollama: core.ollama.clone(),
         settings: settings.clone(),
         model,
-        temperature: progress.task.temperature.or(settings.temperature),
+        temperature: progress.task.temperature.or(settings.ollama.temperature),
         asks_for_change,
-        checks: Checks::new(settings.checks.clone(), settings.check_rounds),
+        checks: Checks::new(settings.agent.checks.clone(), settings.agent.check_rounds),
         expectations: match &toolbox {
             Some(toolbox) => Expectations::of(&progress.task.request, toolbox.workspace()),
             None => Expectations::default(),
@@ -206,7 +206,7 @@ async fn drive(
         claim,
     });
 
-    let plan = if settings.planning {
+    let plan = if settings.agent.planning {
         let plan = plan(&engine, progress, cancel).await?;
         progress.set_plan(&plan);
         progress.enter(TaskState::Running, "").await;
@@ -259,7 +259,7 @@ async fn plan(
     progress: &mut Progress<'_>,
     cancel: &CancellationToken,
 ) -> Result<Plan, RunError> {
-    let max_steps = engine.settings.max_steps;
+    let max_steps = engine.settings.agent.max_steps;
     let system = format!(
         "{}\n\nBefore any work is done, plan it. Answer only with JSON: \
          {{\"steps\": [{{\"id\", \"title\", \"instructions\", \"dependencies\"}}]}}. Use at most \
@@ -267,7 +267,7 @@ async fn plan(
          step a short unique id, a short title, and self-contained instructions; \
          `dependencies` lists the ids of the steps whose results it needs. You will have tools \
          to read, search and edit the workspace's files{} during the steps, not now.",
-        engine.settings.system_prompt,
+        engine.settings.agent.system_prompt,
         if engine
             .toolbox
             .as_ref()
@@ -323,7 +323,7 @@ async fn synthesize(
     summary.push_str(
         "\n\nWrite the final answer to the request from these results: a short, factual report.",
     );
-    let mut messages = engine.conversation(&engine.settings.system_prompt);
+    let mut messages = engine.conversation(&engine.settings.agent.system_prompt);
     messages.push(Message::user(summary));
     let request = engine.chat_request(messages, false, None);
     let reply = engine.chat(&request, cancel).await?;

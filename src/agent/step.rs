@@ -90,7 +90,7 @@ impl Engine {
             _ => Vec::new(),
         };
         ChatRequest {
-            model: self.settings.model.clone(),
+            model: self.settings.ollama.model.clone(),
             messages,
             tools,
             format,
@@ -99,7 +99,7 @@ impl Engine {
                 num_ctx: Some(self.model.num_ctx),
                 ..ChatOptions::default()
             },
-            keep_alive: self.settings.keep_alive.clone(),
+            keep_alive: self.settings.ollama.keep_alive.clone(),
             think: self.model.think.clone(),
         }
     }
@@ -236,14 +236,14 @@ pub(crate) async fn run_step(
     events: UnboundedSender<StepEvent>,
     cancel: CancellationToken,
 ) -> Result<String, StepError> {
-    let mut messages = engine.conversation(&engine.settings.system_prompt);
+    let mut messages = engine.conversation(&engine.settings.agent.system_prompt);
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
     }
     let Some(toolbox) = engine.toolbox.clone() else {
         return plain_chat(&engine, index, messages, &events, &cancel).await;
     };
-    let max = engine.settings.max_iterations.max(1);
+    let max = engine.settings.agent.max_iterations.max(1);
     let mut steering = Steering::for_step(engine.model.policy);
     tracing::debug!(step = index, rules = ?steering.names(), "steering");
     let mut state = Loop {

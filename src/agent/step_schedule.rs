@@ -39,7 +39,7 @@ pub(crate) async fn run_steps(
     let mut results: Vec<Option<String>> = vec![None; steps.len()];
     let mut started = vec![false; steps.len()];
     let mut running: JoinSet<(usize, Result<String, StepError>)> = JoinSet::new();
-    let concurrency = engine.settings.step_concurrency.max(1);
+    let concurrency = engine.settings.agent.step_concurrency.max(1);
     let leaves = plan.leaves();
     loop {
         for &i in plan.order() {

@@ -1,8 +1,9 @@
 //! `agent.yaml`: the configuration types and their defaults (this file), and beside them
 //! reading the file (`load`), `AGENT_MCP_*` overrides (`env`), validation (`validate`), the
-//! source of each value (`sources`), the server's own file locations (`paths`), the serde
-//! adapters for sizes and durations (`serde_with`), the `auth.oauth` section (`oauth`) and the
-//! `telemetry` section with its `OTEL_*` variables (`telemetry`).
+//! source of each value (`sources`), the server's own file locations (`paths`), the `auth.oauth`
+//! section (`oauth`) and the `telemetry` section with its `OTEL_*` variables (`telemetry`).
+//! Sections a plugin reads are its own types, used here as they are (`mcp.images` is
+//! [`ImageLimits`], the tools' limits).
 //!
 //! Every key has a default, so no file is needed to start. Unknown keys and bad values are
 //! errors that name the key (`ollama.temperature: …`). `OLLAMA_HOST` (Ollama's own variable)
@@ -19,16 +20,17 @@ mod env;
 mod load;
 mod oauth;
 pub use crate::redact::redact_url;
+/// `mcp.images`: the tools' own type, used as it is.
+pub use crate::tools::ImageLimits;
 pub use oauth::{JwksConfig, OAuthConfig};
 mod paths;
-mod serde_with;
 mod sources;
 mod telemetry;
 pub use telemetry::{OTEL_VARIABLES, TelemetryConfig};
 mod validate;
 
+use crate::serde_with::{exact_size, humantime_serde_compat};
 pub use env::ENV_PREFIX;
-use serde_with::{exact_size, humantime_serde_compat};
 
 pub use sources::{Loaded, Source, Sources};
 
@@ -117,7 +119,7 @@ pub struct AgentConfig {
     /// (`low`, `medium`, `high`) for the models that take one.
     pub think: ThinkSetting,
     /// How the tool loop steers the model: `auto` (by the model's size), `small`, `off`.
-    pub steering: crate::agent::steering::SteeringMode,
+    pub steering: SteeringMode,
     /// Commands that judge a change (`[python3, -m, unittest]`), run after the model's last
     /// change before it may answer; their failures go back to the model.
     pub checks: Vec<Vec<String>>,
@@ -140,7 +142,7 @@ impl Default for AgentConfig {
             step_concurrency: 1,
             max_iterations: 20,
             think: ThinkSetting::Off,
-            steering: crate::agent::steering::SteeringMode::Auto,
+            steering: SteeringMode::Auto,
             checks: Vec::new(),
             check_rounds: 2,
             workspace: None,
@@ -148,6 +150,31 @@ impl Default for AgentConfig {
             commands: AgentCommandsConfig::default(),
         }
     }
+}
+
+/// The agent's tools, by the names `agent.tools.disabled` may list, in the order they are
+/// offered. The agent's registry defines each one; its test holds the two to the same names.
+pub const AGENT_TOOL_NAMES: [&str; 6] = [
+    "list_dir",
+    "read_file",
+    "search_text",
+    "write_file",
+    "edit_file",
+    "run_command",
+];
+
+/// `agent.steering`: which policy the agent's tool loop follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SteeringMode {
+    /// `small` for models below 7 billion parameters, `off` otherwise (and when `/api/show`
+    /// does not tell the size).
+    #[default]
+    Auto,
+    /// Every rule, for small local models.
+    Small,
+    /// No rule: the model's calls and answer pass through unchanged.
+    Off,
 }
 
 /// `agent.think`: `false`, `true`, `low`, `medium` or `high`.
@@ -405,40 +432,6 @@ impl Default for McpConfig {
             max_queued_tasks: 10_000,
             max_queued_per_caller: 1_000,
         }
-    }
-}
-
-/// `mcp.images`: the limits on `agent_run`'s images.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ImageLimits {
-    /// Most images in one `agent_run`.
-    pub max_count: usize,
-    /// Largest decoded size of one image.
-    #[serde(with = "exact_size")]
-    pub max_bytes: ByteSize,
-    /// Largest decoded size of all images of one `agent_run`.
-    #[serde(with = "exact_size")]
-    pub max_total_bytes: ByteSize,
-}
-
-impl Default for ImageLimits {
-    fn default() -> Self {
-        Self {
-            max_count: 4,
-            max_bytes: ByteSize::mib(10),
-            max_total_bytes: ByteSize::mib(20),
-        }
-    }
-}
-
-impl ImageLimits {
-    /// A body that can carry the largest allowed images as base64 (4/3 of the decoded size)
-    /// plus a generous 1 MiB for the request text and the JSON around it.
-    pub fn max_request_body(&self) -> usize {
-        let total = self.max_total_bytes.as_u64();
-        let base64 = total.div_ceil(3).saturating_mul(4);
-        usize::try_from(base64.saturating_add(1024 * 1024)).unwrap_or(usize::MAX)
     }
 }
 
@@ -810,10 +803,7 @@ mod tests {
         let c =
             Config::from_yaml("agent:\n  steering: small\n  checks: [[python3, -m, unittest]]\n")
                 .unwrap();
-        assert_eq!(
-            c.agent.steering,
-            crate::agent::steering::SteeringMode::Small
-        );
+        assert_eq!(c.agent.steering, SteeringMode::Small);
         assert_eq!(c.agent.checks, [["python3", "-m", "unittest"]]);
         let text = serde_yaml_ng::to_string(&c).unwrap();
         assert_eq!(Config::from_yaml(&text).unwrap(), c);

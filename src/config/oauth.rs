@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-use super::serde_with::humantime_serde_compat;
+use crate::serde_with::humantime_serde_compat;
 
 /// `auth.oauth` (see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

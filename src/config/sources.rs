@@ -189,7 +189,7 @@ impl Config {
             "ollama.num_ctx",
             "the most; the model's own context length from /api/show when smaller".into(),
         );
-        if self.agent.steering == crate::agent::steering::SteeringMode::Auto {
+        if self.agent.steering == super::SteeringMode::Auto {
             derived.insert(
                 "agent.steering",
                 "small below 7B parameters, off from 7B, from /api/show; the model line below \

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-use super::serde_with::humantime_serde_compat;
+use crate::serde_with::humantime_serde_compat;
 use crate::telemetry::{TelemetrySettings, parse_resource_attributes, semconv};
 
 /// `telemetry` (see the module docs).

@@ -383,12 +383,12 @@ impl AgentConfig {
             }
         }
         for name in &self.tools.disabled {
-            if !crate::agent::tools::TOOL_NAMES.contains(&name.as_str()) {
+            if !super::AGENT_TOOL_NAMES.contains(&name.as_str()) {
                 return invalid(
                     "agent.tools.disabled",
                     format!(
                         "unknown tool '{name}'; tools are {}",
-                        crate::agent::tools::TOOL_NAMES.join(", ")
+                        super::AGENT_TOOL_NAMES.join(", ")
                     ),
                 );
             }

@@ -16,7 +16,8 @@ use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::json_out;
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
-use crate::tools::{ToolCall, invalid_args};
+use super::params::Params;
+use crate::tools::ToolCall;
 
 /// The identity of every stdio caller: the local user who started the process.
 pub const STDIO_IDENTITY: &str = "stdio";
@@ -96,7 +97,8 @@ impl RequestContext {
 pub struct McpRequest {
     pub id: Option<RequestId>,
     pub method: Method,
-    pub params: Map<String, Value>,
+    /// The params, typed for the methods this server serves.
+    pub params: Params,
     pub ctx: RequestContext,
     /// The typed arguments of a `tools/call` of `agent_run` or `agent_status`, once someone
     /// parsed them ([`McpRequest::parse_tool_call`]); `params.arguments` is moved out then.
@@ -123,10 +125,11 @@ impl McpRequest {
         params: Map<String, Value>,
         ctx: RequestContext,
     ) -> Self {
+        let method = method.into();
         Self {
             id,
-            method: method.into(),
-            params,
+            params: Params::parse(&method, params),
+            method,
             ctx,
             call: None,
         }
@@ -138,11 +141,7 @@ impl McpRequest {
 
     /// `params.name` of a `tools/call`.
     pub fn tool_name(&self) -> Option<&str> {
-        if self.method == Method::ToolsCall {
-            self.params.get("name").and_then(Value::as_str)
-        } else {
-            None
-        }
+        self.params.tools_call()?.name.as_deref()
     }
 
     /// Parses `params.arguments` of a `tools/call` of `agent_run` or `agent_status` into
@@ -158,9 +157,12 @@ impl McpRequest {
                 return ParsedCall::NotOurs;
             };
             let tool = tool.to_owned();
-            let arguments = match self.params.get("arguments") {
+            let Some(params) = self.params.tools_call_mut() else {
+                return ParsedCall::NotOurs;
+            };
+            let arguments = match &params.arguments {
                 None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(_)) => match self.params.remove("arguments") {
+                Some(Value::Object(_)) => match params.arguments.take() {
                     Some(Value::Object(arguments)) => arguments,
                     _ => Map::new(),
                 },
@@ -200,6 +202,11 @@ impl McpRequest {
         self.respond(Payload::Error(error))
     }
 
+    /// A [`Payload::ToolCallError`]: `error` is about the tool this `tools/call` names.
+    pub fn tool_call_error(&self, error: ErrorObject) -> McpResponse {
+        self.respond(Payload::ToolCallError(error))
+    }
+
     pub fn result(&self, result: McpResult) -> McpResponse {
         self.respond(Payload::Result(result))
     }
@@ -217,6 +224,17 @@ pub enum ResultKind {
 pub struct CacheHint {
     pub ttl_ms: u64,
     pub public: bool,
+}
+
+/// An invalid-arguments tool error (`docs/contract.md` §6.2): a header line, then one line per
+/// problem ([`ToolCall::parse`] and the gate layers give the lines).
+pub fn invalid_args(tool: &str, problems: &[String]) -> McpResult {
+    let mut text = format!("Invalid arguments for tool \"{tool}\":");
+    for p in problems {
+        text.push('\n');
+        text.push_str(p);
+    }
+    McpResult::tool_text(text, true)
 }
 
 /// A result body before era rendering.
@@ -276,6 +294,12 @@ impl McpResult {
 pub enum Payload {
     Result(McpResult),
     Error(ErrorObject),
+    /// The JSON-RPC error of a `tools/call` the request's framing was fine for but whose tool
+    /// is unknown or whose arguments are no object: the same message on the wire as
+    /// [`Payload::Error`], but about the call's content, so HTTP answers it 200 in every era.
+    /// On 2026-07-28 a 400 with a code other than -32020/-32021/-32022 reads to a dual-era
+    /// client as "not modern, fall back to `initialize`", which a misspelt tool name is not.
+    ToolCallError(ErrorObject),
     /// A notification was accepted; nothing is sent back (HTTP 202).
     Accepted,
     /// A layer turned the request away; each transport maps the [`Refusal`] (HTTP to a status
@@ -317,84 +341,41 @@ pub fn server_info() -> Value {
 impl McpResponse {
     pub fn error_code(&self) -> Option<i64> {
         match &self.payload {
-            Payload::Error(e) => Some(e.code),
+            Payload::Error(e) | Payload::ToolCallError(e) => Some(e.code),
             Payload::Refused(r) => Some(r.code()),
             _ => None,
         }
     }
 
-    /// The JSON-RPC message to send, shaped for this response's era; `None` for an accepted
-    /// notification and for a [`Payload::Stream`] (its messages come from the stream).
+    /// The JSON-RPC message to send, read back from [`Self::to_bytes`] as a `Value` (for a
+    /// layer that inspects an answer, and for tests); `None` for an accepted notification and
+    /// for a [`Payload::Stream`] (its messages come from the stream).
     pub fn to_json(&self) -> Option<Value> {
-        match &self.payload {
-            Payload::Accepted | Payload::Stream(_) => None,
-            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(e))),
-            Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
-            Payload::Result(r) => Some(response_json(
-                self.id.as_ref(),
-                Ok(render(self.version, r, r.body.clone())),
-            )),
-        }
+        self.to_bytes()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
     }
 
-    /// [`Self::to_json`], consuming the response so the result body is moved, not copied.
-    pub fn into_json(self) -> Option<Value> {
-        match self.payload {
-            Payload::Accepted | Payload::Stream(_) => None,
-            Payload::Error(e) => Some(response_json(self.id.as_ref(), Err(&e))),
-            Payload::Refused(r) => Some(response_json(self.id.as_ref(), Err(&r.error_object()))),
-            Payload::Result(mut r) => {
-                let body = std::mem::take(&mut r.body);
-                Some(response_json(
-                    self.id.as_ref(),
-                    Ok(render(self.version, &r, body)),
-                ))
-            }
-        }
-    }
-}
-
-/// A result's `body` shaped for `version`'s era (the one place era differences are rendered).
-fn render(version: ProtocolVersion, result: &McpResult, mut body: Map<String, Value>) -> Value {
-    if version.era() == Era::Modern {
-        let kind = match result.kind {
-            ResultKind::Complete => "complete",
-            ResultKind::Task => "task",
-        };
-        body.insert("resultType".into(), Value::from(kind));
-        if let Some(cache) = result.cache {
-            body.insert("ttlMs".into(), Value::from(cache.ttl_ms));
-            let scope = if cache.public { "public" } else { "private" };
-            body.insert("cacheScope".into(), Value::from(scope));
-        }
-        let meta = body
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert(META_SERVER_INFO.into(), server_info());
-        }
-    }
-    Value::Object(body)
-}
-
-impl McpResponse {
-    /// Serialises [`Self::to_json`] to bytes (one line, no embedded newline).
+    /// The one encoder of an answer, shared by every transport: the JSON-RPC message, shaped
+    /// for this response's era, as one line of bytes (JSON escapes every newline inside it);
+    /// `None` when nothing is sent (an accepted notification, a [`Payload::Stream`]).
+    ///
+    /// A result is written straight from its body, not first rebuilt as a `Value` tree (the
+    /// envelope, the era's keys, the server info): keys in the order a `serde_json::Map`
+    /// keeps them (sorted), strings escaped eight bytes at a time, the very bytes serde_json
+    /// would write for the same message. Errors are small and written by serde_json.
     pub fn to_bytes(&self) -> Option<Vec<u8>> {
-        self.to_json()
-            .map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()))
+        let error = match &self.payload {
+            Payload::Accepted | Payload::Stream(_) => return None,
+            Payload::Result(result) => return Some(self.result_bytes(result)),
+            Payload::Error(e) | Payload::ToolCallError(e) => {
+                response_json(self.id.as_ref(), Err(e))
+            }
+            Payload::Refused(r) => response_json(self.id.as_ref(), Err(&r.error_object())),
+        };
+        Some(serde_json::to_vec(&error).unwrap_or_else(|_| b"{}".to_vec()))
     }
 
-    /// The bytes of [`Self::into_json`], written straight from the response: a result is not
-    /// first rebuilt as a `Value` tree (the envelope, the era's keys, the server info), which
-    /// the read path paid on every call, and its strings are escaped eight bytes at a time.
-    /// Byte for byte the same text as serialising [`Self::to_json`] (keys in the same sorted
-    /// order, the same escapes).
-    pub fn into_bytes(self) -> Option<Vec<u8>> {
-        let Payload::Result(result) = &self.payload else {
-            return self
-                .into_json()
-                .map(|v| serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()));
-        };
+    fn result_bytes(&self, result: &McpResult) -> Vec<u8> {
         // A status answer is a few hundred bytes: one allocation in the common case.
         let mut out = Vec::with_capacity(512);
         // `response_json`'s keys, in the order a `serde_json::Map` keeps them (sorted).
@@ -407,11 +388,11 @@ impl McpResponse {
         out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
         write_rendered(&mut out, self.version, result);
         out.push(b'}');
-        Some(out)
+        out
     }
 }
 
-/// A value [`render`] adds to a modern result.
+/// A value the modern era adds to a result.
 enum Added<'a> {
     Str(&'static str),
     U64(u64),
@@ -475,8 +456,9 @@ fn write_merged(
     out.push(b'}');
 }
 
-/// [`render`] written out: the body as it is (legacy), or merged with the keys the modern era
-/// adds.
+/// A result's body shaped for `version`'s era (the one place era differences are written):
+/// the body as it is (legacy), or merged with the keys the modern era adds (`resultType`, the
+/// cache hint, the server info in `_meta`).
 fn write_rendered(out: &mut Vec<u8>, version: ProtocolVersion, result: &McpResult) {
     if version.era() != Era::Modern {
         json_out::write_map(out, &result.body);
@@ -489,7 +471,7 @@ fn write_rendered(out: &mut Vec<u8>, version: ProtocolVersion, result: &McpResul
     // Sorted by key: `_` sorts before the lowercase letters.
     let mut added: [Option<(&'static str, Added<'_>)>; 4] = [None, None, None, None];
     match result.body.get("_meta") {
-        // A `_meta` that is not an object is left as it is (as `render` does).
+        // A `_meta` that is not an object is left as it is.
         Some(Value::Object(meta)) => added[0] = Some(("_meta", Added::Meta(Some(meta)))),
         Some(_) => {}
         None => added[0] = Some(("_meta", Added::Meta(None))),
@@ -531,10 +513,35 @@ mod tests {
         );
     }
 
-    /// `into_bytes` writes the result without a `Value` tree; it must give the very bytes the
-    /// `Value` path gives, for every shape of body the era rendering touches.
+    /// The era rendering as a `Value` tree, the plain way: the oracle the encoder is held to.
+    fn reference_render(version: ProtocolVersion, result: &McpResult) -> Value {
+        let mut body = result.body.clone();
+        if version.era() == Era::Modern {
+            let kind = match result.kind {
+                ResultKind::Complete => "complete",
+                ResultKind::Task => "task",
+            };
+            body.insert("resultType".into(), Value::from(kind));
+            if let Some(cache) = result.cache {
+                body.insert("ttlMs".into(), Value::from(cache.ttl_ms));
+                let scope = if cache.public { "public" } else { "private" };
+                body.insert("cacheScope".into(), Value::from(scope));
+            }
+            let meta = body
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(META_SERVER_INFO.into(), server_info());
+            }
+        }
+        Value::Object(body)
+    }
+
+    /// `to_bytes` writes the result without a `Value` tree; it must give the very bytes
+    /// serde_json gives for the plainly built message, for every shape of body the era
+    /// rendering touches.
     #[test]
-    fn into_bytes_is_byte_for_byte_the_serialised_to_json() {
+    fn to_bytes_is_byte_for_byte_serde_json_of_the_reference() {
         let bodies = [
             json!({}),
             json!({"content": [{"type": "text", "text": "task_id: x\nstatus: \"done\" ü"}], "isError": false}),
@@ -574,19 +581,24 @@ mod tests {
                 for cache in caches {
                     for kind in [ResultKind::Complete, ResultKind::Task] {
                         for version in ProtocolVersion::SUPPORTED {
+                            let result = McpResult {
+                                kind,
+                                body: body.clone(),
+                                cache,
+                            };
+                            let expected = serde_json::to_vec(&response_json(
+                                id.as_ref(),
+                                Ok(reference_render(version, &result)),
+                            ))
+                            .unwrap();
                             let response = McpResponse {
                                 id: id.clone(),
                                 version,
-                                payload: Payload::Result(McpResult {
-                                    kind,
-                                    body: body.clone(),
-                                    cache,
-                                }),
+                                payload: Payload::Result(result),
                                 ids: ResponseIds::default(),
                                 identity: None,
                             };
-                            let expected = response.to_bytes().unwrap();
-                            let got = response.into_bytes().unwrap();
+                            let got = response.to_bytes().unwrap();
                             assert_eq!(
                                 String::from_utf8(got).unwrap(),
                                 String::from_utf8(expected).unwrap(),
@@ -602,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn into_bytes_of_errors_refusals_and_nothing() {
+    fn to_bytes_of_errors_refusals_and_nothing() {
         let base = McpResponse {
             id: Some(RequestId::Number(1)),
             version: ProtocolVersion::V2026_07_28,
@@ -610,19 +622,23 @@ mod tests {
             ids: ResponseIds::default(),
             identity: None,
         };
-        assert_eq!(base.clone().into_bytes(), None);
-        let error = McpResponse {
-            payload: Payload::Error(
-                ErrorObject::invalid_params("bad").with_data(json!({"z": 1, "a": 2})),
-            ),
-            ..base.clone()
+        assert_eq!(base.to_bytes(), None);
+        let text = |payload| {
+            let response = McpResponse {
+                payload,
+                ..base.clone()
+            };
+            String::from_utf8(response.to_bytes().expect("a message")).unwrap()
         };
-        assert_eq!(error.to_bytes(), error.clone().into_bytes());
-        let refused = McpResponse {
-            payload: Payload::Refused(Refusal::rate_limited(3, "later")),
-            ..base
-        };
-        assert_eq!(refused.to_bytes(), refused.clone().into_bytes());
+        let error = ErrorObject::invalid_params("bad").with_data(json!({"z": 1, "a": 2}));
+        let expected = r#"{"error":{"code":-32602,"data":{"a":2,"z":1},"message":"bad"},"id":1,"jsonrpc":"2.0"}"#;
+        // A tool-level error is the same message; only HTTP's status differs.
+        assert_eq!(text(Payload::Error(error.clone())), expected);
+        assert_eq!(text(Payload::ToolCallError(error)), expected);
+        assert_eq!(
+            text(Payload::Refused(Refusal::rate_limited(3, "later"))),
+            r#"{"error":{"code":-32000,"data":{"retryAfterSeconds":3},"message":"later"},"id":1,"jsonrpc":"2.0"}"#
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
 //!   place where results are shaped per era.
 //! - [`method`]: [`Method`], the JSON-RPC method parsed once where a message arrives.
+//! - [`params`]: [`Params`], the typed `params` of the methods this server serves.
 //! - [`outcome`]: [`Outcome`], how a request ended, shared by the audit log and the metrics.
 //! - [`refusal`]: [`Refusal`], why a layer turned a request away; each transport maps it.
 //! - [`credential`]: [`Credential`], what a caller presented to prove who it is, read once at
@@ -17,6 +18,7 @@ pub mod jsonrpc;
 pub mod message;
 pub mod method;
 pub mod outcome;
+pub mod params;
 pub mod refusal;
 pub mod stream;
 
@@ -25,9 +27,13 @@ pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{
     CacheHint, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
-    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, server_info,
+    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, invalid_args, server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;
+pub use params::{
+    InitializeParams, ListenParams, Params, SetLevelParams, TaskParams, TaskUpdateParams,
+    ToolsCallParams,
+};
 pub use refusal::Refusal;
 pub use stream::{MessageStream, StreamSlot};

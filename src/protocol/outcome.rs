@@ -58,7 +58,7 @@ impl McpResponse {
     pub fn outcome(&self) -> Outcome {
         match &self.payload {
             Payload::Refused(refusal) => refusal.outcome(),
-            Payload::Error(_) => Outcome::ProtocolError,
+            Payload::Error(_) | Payload::ToolCallError(_) => Outcome::ProtocolError,
             Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
             Payload::Result(_) | Payload::Accepted | Payload::Stream(_) => Outcome::Ok,
         }

@@ -197,10 +197,7 @@ mod tests {
                 response.to_json(),
                 Some(json!({"jsonrpc": "2.0", "id": 4, "error": error}))
             );
-            assert_eq!(
-                response.into_json().map(|v| v["error"].clone()),
-                Some(error)
-            );
+            assert_eq!(response.to_json().map(|v| v["error"].clone()), Some(error));
         }
     }
 

@@ -5,7 +5,7 @@
 use std::num::NonZeroU32;
 
 use crate::config;
-use crate::layers::{audit, auth, images, rate_limit};
+use crate::layers::{audit, auth, rate_limit};
 
 /// The audit layer `audit` asks for, or `None` when it is off; an error when `audit.file`
 /// cannot be opened.
@@ -50,21 +50,6 @@ impl From<&config::AuthConfig> for auth::Tokens {
     }
 }
 
-impl From<config::ImageLimits> for images::ImageLimits {
-    fn from(section: config::ImageLimits) -> Self {
-        let config::ImageLimits {
-            max_count,
-            max_bytes,
-            max_total_bytes,
-        } = section;
-        Self {
-            max_count,
-            max_bytes,
-            max_total_bytes,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,14 +65,6 @@ mod tests {
         };
         assert_eq!(auth::Tokens::from(&section).len(), 1);
         assert!(auth::Tokens::from(&config::AuthConfig::default()).is_empty());
-    }
-
-    #[test]
-    fn the_defaults_agree() {
-        assert_eq!(
-            images::ImageLimits::from(config::ImageLimits::default()),
-            images::ImageLimits::default()
-        );
     }
 
     // The default read budget and the Tasks layer's advertised poll interval are two layers'

@@ -1,14 +1,14 @@
 //! The arguments of the two tools as typed values, and the one place their rules are written.
 //!
 //! A `tools/call` of `agent_run` or `agent_status` is parsed once, by whoever needs it first
-//! ([`McpRequest::parse_tool_call`](crate::protocol::McpRequest::parse_tool_call): the
+//! (`McpRequest::parse_tool_call` in the protocol: the
 //! validate layer in the full stack, the service when it runs bare), into a [`ToolCall`] that
 //! travels on the request. Later layers and the service read the typed values; nothing parses
 //! or checks the same arguments again.
 //!
 //! Every rule here has one wording, the contract's `Invalid arguments for tool "…":` header
 //! followed by one `<field path>: <what is wrong>; <what to do>` line per problem
-//! ([`invalid_args`]). The validate layer quotes the same [`hint`]s for what the published
+//! (the protocol's `invalid_args`). The validate layer quotes the same [`hint`]s for what the published
 //! schema finds, and the images layer adds the rules that need its limits (count, sizes,
 //! encoding, magic bytes) on the typed [`ImageArg`]s.
 
@@ -16,7 +16,6 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{AGENT_RUN, AGENT_STATUS};
-use crate::protocol::McpResult;
 
 /// Most lines about image elements in one answer; a huge array of bad elements must not make
 /// a huge answer.
@@ -42,7 +41,7 @@ impl ToolCall {
     }
 
     /// Parses the `arguments` object of a call of `tool`; `None` when `tool` is not one of
-    /// ours. On failure, the problem lines (without the header; see [`invalid_args`]).
+    /// ours. On failure, the problem lines (without the header, which the protocol's `invalid_args` adds).
     pub fn parse(
         tool: &str,
         arguments: Map<String, Value>,
@@ -156,17 +155,6 @@ pub fn hint(field: &str) -> &'static str {
         "task_id" => "pass the task_id that agent_run returned",
         _ => "see the tool's input schema in tools/list",
     }
-}
-
-/// An invalid-arguments tool error (`docs/contract.md` §6.2): a header line, then one line per
-/// problem.
-pub fn invalid_args(tool: &str, problems: &[String]) -> McpResult {
-    let mut text = format!("Invalid arguments for tool \"{tool}\":");
-    for p in problems {
-        text.push('\n');
-        text.push_str(p);
-    }
-    McpResult::tool_text(text, true)
 }
 
 /// The rule on `request` the schema cannot say.

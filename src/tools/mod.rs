@@ -7,8 +7,10 @@
 use std::sync::OnceLock;
 
 pub mod args;
+mod limits;
 
-pub use args::{CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall, invalid_args};
+pub use args::{CheckedImage, ImageArg, ImageType, RunArgs, StatusArgs, ToolCall};
+pub use limits::ImageLimits;
 
 use serde_json::{Value, json};
 

@@ -444,7 +444,7 @@ pub fn status_for(response: &McpResponse) -> StatusCode {
     match (&response.payload, response.version.era()) {
         (Payload::Refused(refusal), _) => refusal_status(refusal),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,
-        (Payload::Result(_) | Payload::Stream(_), _) => StatusCode::OK,
+        (Payload::Result(_) | Payload::Stream(_) | Payload::ToolCallError(_), _) => StatusCode::OK,
         (Payload::Error(_), Era::Legacy) => StatusCode::OK,
         (Payload::Error(e), Era::Modern) => match e.code {
             code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -478,7 +478,7 @@ fn into_http(response: McpResponse) -> HttpResponse {
     if let Payload::Refused(refusal) = &response.payload {
         refusal_headers(refusal, &mut refusal_hdrs);
     }
-    let mut resp = match response.into_bytes() {
+    let mut resp = match response.to_bytes() {
         None => empty(status),
         Some(body) => json_bytes_response(status, body),
     };

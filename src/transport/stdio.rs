@@ -43,7 +43,6 @@ use crate::protocol::{
     ErrorObject, Incoming, McpRequest, McpResponse, Method, Payload, ProtocolVersion,
     RequestContext, RequestId, Transport, VersionHints, classify,
 };
-use crate::service::negotiated_version;
 
 /// The longest line accepted; longer ones are answered with an error and skipped.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -138,22 +137,15 @@ where
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
         let is_initialize = method == Method::Initialize;
-        let request = McpRequest {
-            id: id.clone(),
-            method,
-            params,
-            ctx,
-            call: None,
-        };
+        let request = McpRequest::new(id.clone(), method, params, ctx);
         if is_initialize {
             // Handled inline: later lines of this process are classified with its outcome.
             let Ok(response) = service.clone().oneshot(request).await;
-            if let Some(v) = negotiated_version(&response) {
-                negotiated = Some(v);
+            // The service answers in the version it negotiated.
+            if matches!(response.payload, Payload::Result(_)) {
+                negotiated = Some(response.version);
             }
-            if let Some(json) = response.to_json() {
-                send(&tx, &json).await;
-            }
+            send_line(&tx, response.to_bytes()).await;
             continue;
         }
         // Wait for a free handler slot (never closed, so this only waits).
@@ -199,9 +191,7 @@ where
             if cancel.is_cancelled() {
                 return;
             }
-            if let Some(json) = response.to_json() {
-                send(&tx, &json).await;
-            }
+            send_line(&tx, response.to_bytes()).await;
             drop(slot);
         });
         // Reap finished handlers so the set does not grow with the session.
@@ -234,8 +224,15 @@ fn cancel_request(in_flight: &InFlight, params: &serde_json::Map<String, Value>)
 }
 
 /// Queues one answer for the writer, waiting while [`OUTPUT_QUEUE`] answers are queued.
+/// Sends a message built as a `Value` (the edge's own errors, a stream's messages).
 async fn send(tx: &mpsc::Sender<Vec<u8>>, json: &Value) {
-    if let Ok(mut bytes) = serde_json::to_vec(json) {
+    send_line(tx, serde_json::to_vec(json).ok()).await;
+}
+
+/// Sends one encoded message as a line (JSON escapes every newline inside it); `None` is a
+/// response with nothing to send.
+async fn send_line(tx: &mpsc::Sender<Vec<u8>>, bytes: Option<Vec<u8>>) {
+    if let Some(mut bytes) = bytes {
         bytes.push(b'\n');
         // The writer only stops when output is gone; then there is no one to answer.
         let _ = tx.send(bytes).await;

@@ -31,8 +31,6 @@ mod props;
 pub mod rules;
 pub(crate) mod text;
 
-use serde::{Deserialize, Serialize};
-
 use crate::agent::tools::{ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{ShowResponse, ToolCall};
 pub use text::{calls_in_text, clean_answer};
@@ -41,19 +39,8 @@ pub(crate) use text::{
     names_word,
 };
 
-/// `agent.steering`: which policy the tool loop follows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SteeringMode {
-    /// `small` for models below [`SMALL_BELOW_PARAMETERS`] parameters, `off` otherwise (and when
-    /// `/api/show` does not tell the size).
-    #[default]
-    Auto,
-    /// Every rule, for small local models.
-    Small,
-    /// No rule: the model's calls and answer pass through unchanged.
-    Off,
-}
+/// `agent.steering`, a configuration value (it lives with the configuration).
+pub use crate::config::SteeringMode;
 
 /// Models with fewer parameters than this get the `small` policy under `auto`.
 pub const SMALL_BELOW_PARAMETERS: u64 = 7_000_000_000;

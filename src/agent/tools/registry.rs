@@ -4,7 +4,8 @@
 //!
 //! Everything else asks the registry instead of keeping lists of names: the toolbox offers and
 //! runs tools from it, steering asks a tool's kind (does it read, write or run?), the
-//! configuration checks `agent.tools.disabled` against [`TOOL_NAMES`].
+//! configuration checks `agent.tools.disabled` against the same names
+//! ([`crate::config::AGENT_TOOL_NAMES`]; a test holds them to [`TOOL_NAMES`]).
 //!
 //! ```
 //! use agent_mcp::agent::tools::{ToolKind, spec};
@@ -242,17 +243,8 @@ mod tests {
 
     #[test]
     fn every_tool_is_defined_once_with_its_kind() {
-        assert_eq!(
-            TOOL_NAMES,
-            [
-                "list_dir",
-                "read_file",
-                "search_text",
-                "write_file",
-                "edit_file",
-                "run_command"
-            ]
-        );
+        // The configuration validates `agent.tools.disabled` against its own list of names.
+        assert_eq!(TOOL_NAMES, crate::config::AGENT_TOOL_NAMES);
         let kinds: Vec<ToolKind> = TOOLS.iter().map(|t| t.kind).collect();
         assert_eq!(
             kinds,

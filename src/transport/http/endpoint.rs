@@ -287,13 +287,7 @@ where
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.
     let guard = modern.then(|| ctx.cancel.clone().drop_guard());
-    let request = McpRequest {
-        id,
-        method,
-        params,
-        ctx,
-        call: None,
-    };
+    let request = McpRequest::new(id, method, params, ctx);
     let Ok(response) = inner.oneshot(request).await;
     if let Some(guard) = guard {
         guard.disarm();

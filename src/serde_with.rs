@@ -1,9 +1,10 @@
-//! Serde adapters for `agent.yaml`'s sizes and durations.
+//! Serde adapters for `agent.yaml`'s sizes and durations, shared by the configuration and the
+//! plugin surface's own settings (the image limits); a leaf: it imports nothing of the crate.
 
 /// Byte sizes that print back exactly: `"10 MiB"` when the value is a whole number of KiB, MiB
 /// or GiB, else the plain byte count (bytesize's own `Serialize` rounds, e.g. 1537 → "1.5 KiB").
 /// Reading accepts both forms.
-pub(super) mod exact_size {
+pub(crate) mod exact_size {
     use bytesize::ByteSize;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -39,7 +40,7 @@ pub(super) mod exact_size {
 }
 
 /// Durations as humantime strings (`"10m"`, `"5s"`, `"7d"`).
-pub(super) mod humantime_serde_compat {
+pub(crate) mod humantime_serde_compat {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
