@@ -746,6 +746,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let kv = shim.since_last();
         if trace {
             for (n, call) in calls.iter().enumerate() {
+                // What the engine sent since the previous call (tool results, its own
+                // reminders), so a trace shows steering as well as the model.
+                let before = n.checked_sub(1).map_or(0, |p| calls[p].messages.len() + 1);
+                for m in call.messages.iter().skip(before.min(call.messages.len())) {
+                    println!(
+                        "      sent {}: {:?}",
+                        m["role"].as_str().unwrap_or("?"),
+                        one_line(m["content"].as_str().unwrap_or(""), 240)
+                    );
+                }
                 println!(
                     "    reply {}: content={:?} tool_calls={:?}",
                     n + 1,

@@ -315,3 +315,155 @@ async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
         "{told}"
     );
 }
+
+/// The shape of a 1.5B model's `derive-csv`: the header written, the edit that was to add the
+/// rows failed (its `old_text` is not in the file), and an answer listing the rows. The failed
+/// change goes back to the model once; answered again without it, the task fails saying which
+/// change did not take. Under `off`: this holds for every model.
+#[tokio::test]
+async fn a_change_that_did_not_take_is_sent_back_then_fails_the_task() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "ada\nbob\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "people.csv", "content": "name\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "people.csv", "old_text": "ada\nbob", "new_text": "ada\nbob\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("people.csv lists ada and bob.", 10, 2));
+    fake.push_reply(Reply::text("people.csv lists ada and bob, really.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Write people.csv with a header line name and then one line per name of names.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let result = result_of(&done);
+    assert!(
+        result.starts_with(
+            "step 'ollama chat' failed: the request is not done: the edit_file of people.csv \
+             did not take (error: old_text was not found in 'people.csv'"
+        ),
+        "{result}"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_user(&sent[3]);
+    assert!(
+        told.starts_with("The request is not done yet: the edit_file of people.csv did not take"),
+        "{told}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("people.csv")).unwrap(),
+        "name\n",
+        "the file is left as the last change that took made it"
+    );
+}
+
+/// A failed change made again, and taking, is no longer held against the task.
+#[tokio::test]
+async fn a_failed_change_made_again_completes() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_calc());
+    fake.push_reply(edit("answer = 6", "answer = 4"));
+    fake.push_reply(edit("answer = 5", "answer = 4"));
+    fake.push_reply(Reply::text("calc.txt says answer = 4 now.", 10, 2));
+    let done = run(config(&fake, ws.path()), "Fix calc.txt so the answer is 4.").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert!(
+        result_of(&done).starts_with("calc.txt says answer = 4 now."),
+        "{done}"
+    );
+    assert_eq!(
+        fake.chat_requests().len(),
+        4,
+        "no reminder: the change took"
+    );
+}
+
+/// A valid JSON file is not replaced by text that does not parse; the model hears where it
+/// breaks, and the file stays as it was.
+#[tokio::test]
+async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
+    let ws = tempfile::tempdir().unwrap();
+    let original = "{\n  \"name\": \"widget\",\n  \"version\": \"1.4.2\"\n}\n";
+    std::fs::write(ws.path().join("package.json"), original).unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "package.json"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("package.json is at 1.5.0.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Bump the version in package.json from 1.4.2 to 1.5.0.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("package.json")).unwrap(),
+        original
+    );
+    let sent = fake.chat_requests();
+    let refusal = sent[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        refusal.contains(
+            "'package.json' is valid JSON now, and after this write_file it would not be"
+        ),
+        "{refusal}"
+    );
+}
+
+/// "Add a line" keeps the lines the file had: a model that replaced the line instead is told,
+/// then the task fails.
+#[tokio::test]
+async fn a_line_added_by_replacing_the_old_one_is_not_done() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("todo.txt"), "buy milk\n").unwrap();
+    let fake = FakeOllama::start().await;
+    let todo = json!({"path": "todo.txt"});
+    fake.push_reply(Reply::tool_call("read_file", todo, 10, 2));
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "todo.txt", "old_text": "buy milk\n", "new_text": "call mum\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("Added call mum.", 10, 2));
+    fake.push_reply(Reply::text("Added call mum.", 10, 2));
+    let done = run(
+        config(&fake, ws.path()),
+        "Now add a second line to todo.txt: call mum",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert!(
+        result_of(&done).contains("the line 'buy milk' of todo.txt is gone"),
+        "{done}"
+    );
+}

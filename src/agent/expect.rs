@@ -14,7 +14,8 @@
 //! | rename X to Y | X nowhere, Y somewhere |
 //! | replace X with Y; change X to Y; from X to Y; X から Y に | X gone, Y there |
 //! | remove / delete X | X gone |
-//! | add / with / containing (the line) X | X there |
+//! | add / with / containing (the line) X; add a line to F: X | X there |
+//! | add / append / insert … line(s) … to F | F's lines kept |
 //! | set … to Y | Y there |
 //!
 //! "There" and "gone" are in the files the request names, or, when it names none, in the
@@ -31,6 +32,9 @@ pub(crate) enum Expect {
     Gone(String),
     /// This text, as a word, is in every file named (or some text file, if none is named).
     There(String),
+    /// This line, which the file had when the task began, is still one of its lines: a
+    /// request that adds a line removes none.
+    Kept(String),
 }
 
 /// One expectation and the files it is about.
@@ -51,6 +55,8 @@ pub(crate) struct Expectations {
     scoped: Vec<Scoped>,
 }
 
+/// Most lines of one file kept by an "add a line" request.
+const MAX_KEPT: usize = 500;
 /// Largest file read to check an expectation; most files looked at when none is named.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 const MAX_FILES: usize = 2000;
@@ -83,14 +89,38 @@ impl Expectations {
                 scoped.push(Scoped { expect, files, own });
             }
         };
+        let mut kept: Vec<Scoped> = Vec::new();
         for clause in clauses(request) {
             let mut expects = Vec::new();
             read_clause(&clause, &mut expects);
             add(expects, &clause);
+            if adds_lines(&clause) {
+                for file in file_words(&clause, ws) {
+                    let text = ws
+                        .existing(&file)
+                        .ok()
+                        .and_then(|p| read_small(&p))
+                        .unwrap_or_default();
+                    for line in text.lines().filter(|l| !l.trim().is_empty()).take(MAX_KEPT) {
+                        let expect = Expect::Kept(line.to_owned());
+                        if !kept
+                            .iter()
+                            .any(|s| s.expect == expect && s.files == [file.clone()])
+                        {
+                            kept.push(Scoped {
+                                expect,
+                                files: vec![file.clone()],
+                                own: true,
+                            });
+                        }
+                    }
+                }
+            }
         }
         let mut expects = Vec::new();
         japanese(request, &mut expects);
         add(expects, request);
+        scoped.extend(kept);
         Expectations { scoped }
     }
 
@@ -131,6 +161,20 @@ impl Expectations {
                         .collect();
                     if !left.is_empty() {
                         unmet.push(format!("'{word}' is still in {}", left.join(", ")));
+                    }
+                }
+                Expect::Kept(line) => {
+                    let lost: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| !t.lines().any(|l| l == line))
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if !lost.is_empty() {
+                        unmet.push(format!(
+                            "the line '{line}' of {} is gone, but the request adds a line and \
+                             removes none",
+                            lost.join(", ")
+                        ));
                     }
                 }
                 Expect::There(word) => {
@@ -322,7 +366,25 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
             }
         }
     }
-    for marker in ["containing the line", "with the line", "add the line"] {
+    // "add a second line to todo.txt: call mum": the line follows the colon.
+    if adds_lines(clause)
+        && let Some((_, line)) = clause.rsplit_once(':')
+    {
+        let line = line.trim();
+        let line = object(line)
+            .filter(|o| o.quoted && o.rest.trim().is_empty())
+            .map_or_else(|| line.to_owned(), |o| o.text);
+        if !line.is_empty() {
+            out.push(Expect::There(line));
+            return;
+        }
+    }
+    for marker in [
+        "containing the line",
+        "with the line",
+        "add the line",
+        "append the line",
+    ] {
         if let Some(rest) = after_word(clause, marker) {
             let rest = rest.trim_start_matches([':', ' ']);
             let line = match object(rest) {
@@ -335,6 +397,16 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
             }
         }
     }
+}
+
+/// Whether `clause` asks for a line to be added to a file: "add" (or "append", "insert")
+/// and then "line" or "lines".
+fn adds_lines(clause: &str) -> bool {
+    ["add", "append", "insert"].iter().any(|verb| {
+        after_word(clause, verb).is_some_and(|rest| {
+            after_word(rest, "line").is_some() || after_word(rest, "lines").is_some()
+        })
+    })
 }
 
 /// `X から Y に`: the Japanese "from X to Y".
@@ -488,6 +560,11 @@ mod tests {
                 "Rename the class Cart to ShoppingCart in every file that uses it.",
                 vec![gone("Cart"), there("ShoppingCart")],
             ),
+            (
+                "Now add a second line to todo.txt: call mum",
+                vec![there("call mum")],
+            ),
+            ("Append the line 'done' to log.txt.", vec![there("done")]),
         ] {
             assert_eq!(expects(request), wanted, "{request}");
         }
@@ -530,5 +607,37 @@ mod tests {
             &ws,
         );
         assert!(batched.unmet(&ws).is_empty(), "{:?}", batched.unmet(&ws));
+    }
+
+    #[test]
+    fn a_request_to_add_a_line_keeps_the_lines_the_file_had() {
+        let dir = tempfile::tempdir().unwrap();
+        let todo = dir.path().join("todo.txt");
+        std::fs::write(&todo, "buy milk\n\n").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let add = Expectations::of("Now add a second line to todo.txt: call mum", &ws);
+        assert_eq!(
+            add.expects(),
+            [there("call mum"), Expect::Kept("buy milk".into())]
+        );
+        // The line replaced rather than added: what a 1.5B model did.
+        std::fs::write(&todo, "call mum\n").unwrap();
+        assert_eq!(
+            add.unmet(&ws),
+            [
+                "the line 'buy milk' of todo.txt is gone, but the request adds a line and \
+                 removes none"
+            ]
+        );
+        std::fs::write(&todo, "buy milk\ncall mum\n").unwrap();
+        assert!(add.unmet(&ws).is_empty(), "{:?}", add.unmet(&ws));
+        // Replacing a line keeps nothing in particular.
+        let replace = Expectations::of("In todo.txt, replace buy with sell.", &ws);
+        assert!(
+            !replace
+                .expects()
+                .iter()
+                .any(|e| matches!(e, Expect::Kept(_)))
+        );
     }
 }

@@ -392,7 +392,8 @@ pub(crate) async fn run_step(
                 }
                 match engine.checks.after_answer(&toolbox, &cancel).await {
                     Ok(checks::Verdict::Pass) => {
-                        match not_done(&engine, &toolbox, final_step).await {
+                        let unmade = unmade_changes(&state.ran, &toolbox);
+                        match not_done(&engine, &toolbox, final_step, unmade).await {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
                                 offer_tools = true;
@@ -455,21 +456,26 @@ pub(crate) async fn run_step(
 /// Rounds of "the request is not done yet" before the step fails.
 const EXPECT_ROUNDS: usize = 1;
 
-/// What the request expects and the workspace does not show, once the task changed files:
-/// `None` when it all holds (or nothing is expected), a message to send the model while rounds
-/// are left, the unmet expectations past them.
+/// What the request expects and the workspace does not show, once the task changed files
+/// (with `unmade`, the changes the model tried that did not take): `None` when it all holds
+/// (or nothing is expected), a message to send the model while rounds are left, the unmet
+/// expectations past them.
 async fn not_done(
     engine: &Engine,
     toolbox: &Arc<Toolbox>,
     final_step: bool,
+    unmade: Vec<String>,
 ) -> Option<Result<String, Vec<String>>> {
     if !final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
         return None;
     }
     let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    let unmet = tokio::task::spawn_blocking(move || expectations.unmet(&ws))
-        .await
-        .unwrap_or_default();
+    let mut unmet = unmade;
+    unmet.extend(
+        tokio::task::spawn_blocking(move || expectations.unmet(&ws))
+            .await
+            .unwrap_or_default(),
+    );
     if unmet.is_empty() {
         return None;
     }
@@ -487,6 +493,44 @@ async fn not_done(
         unmet.join("; "),
         super::steering::echo_request(&engine.request.content)
     )))
+}
+
+/// The changes the model tried that did not take and that it never tried again: each failed
+/// call of a writing tool with no later call of one on the same path. Its answer may say the
+/// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
+/// add the rows, and reported the rows); the workspace says it was not.
+fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
+    let writes = |r: &Ran| {
+        toolbox
+            .get(&r.call.function.name)
+            .is_some_and(|spec| spec.kind == ToolKind::Write)
+    };
+    let path_of = |r: &Ran| {
+        r.call
+            .function
+            .arguments
+            .get("path")
+            .and_then(Value::as_str)
+            .map(|p| p.trim().trim_start_matches("./").to_owned())
+    };
+    let mut unmade: Vec<(String, String)> = Vec::new();
+    for (at, failed) in ran.iter().enumerate().filter(|(_, r)| !r.ok && writes(r)) {
+        let Some(path) = path_of(failed) else {
+            continue;
+        };
+        let again = ran[at + 1..]
+            .iter()
+            .any(|later| writes(later) && path_of(later).as_ref() == Some(&path));
+        if !again && !unmade.iter().any(|(p, _)| *p == path) {
+            let why = one_line(&failed.text, 200);
+            let line = format!(
+                "the {} of {path} did not take ({why})",
+                failed.call.function.name
+            );
+            unmade.push((path, line));
+        }
+    }
+    unmade.into_iter().map(|(_, line)| line).collect()
 }
 
 /// After a round of results: the policy's message to follow them.

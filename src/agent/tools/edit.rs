@@ -3,6 +3,7 @@
 //! Neither changes a file the task has not read: replacing or editing an existing file needs a
 //! `read_file` of it first, and the file must not have changed since ([`Ledger::may_change`]).
 //! Each change is recorded in the task's [`Ledger`], which counts the lines changed at the end.
+//! Neither turns a JSON or YAML file that parses into one that does not (`formats.rs`).
 //!
 //! Both write a new file next to the target and rename it over the target. The rename replaces
 //! the directory entry, so a hard link to a file outside the workspace is never written
@@ -19,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::formats;
 use super::registry::{ToolHandler, ToolSpec};
 use super::workspace::{Workspace, io_error, no_follow};
 use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput, blocking};
@@ -101,6 +103,20 @@ pub(super) fn write_file(
             "'{shown}' already holds exactly this content; nothing was changed"
         ));
     }
+    let before = || {
+        let mut text = String::new();
+        let file = ws.open_read(&target).ok()?;
+        file.take(MAX_EDIT_BYTES)
+            .read_to_string(&mut text)
+            .ok()
+            .map(|_| text)
+    };
+    formats::keeps_parsing(
+        "write_file",
+        &shown,
+        || existed.then(before).flatten(),
+        &args.content,
+    )?;
     ledger.before_change(&target);
     replace(ws, &target, args.content.as_bytes(), &shown)?;
     ledger.after_change(&target);
@@ -169,6 +185,7 @@ pub(super) fn edit_file(
     } else {
         text.replacen(&args.old_text, &args.new_text, 1)
     };
+    formats::keeps_parsing("edit_file", &shown, || Some(text.clone()), &edited)?;
     ledger.before_change(&target);
     replace(ws, &target, edited.as_bytes(), &shown)?;
     ledger.after_change(&target);

@@ -48,6 +48,7 @@ mod cgroup;
 mod command;
 mod edit;
 mod files;
+mod formats;
 mod ledger;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod netns;
