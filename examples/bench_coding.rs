@@ -770,6 +770,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks: &tasks,
         };
         let correct = (task.judge)(&outcome);
+        if trace && !correct {
+            // What the workspace holds where it differs from the start: the judge's evidence.
+            for (path, text) in bench_support::changed_files(&root, task.files) {
+                println!("      file {path}: {:?}", one_line(&text, 400));
+            }
+        }
         let last = tasks.last();
         let completed = outcome.completed();
         let is_silent = completed && !correct;

@@ -796,10 +796,16 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
     );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
-    // The early write is left out of the conversation: the model sees its read and result.
-    assert_eq!(
-        tool_results(&sent[1]),
-        [("read_file".into(), "2.4.1\n".into())]
+    // The early write is left out of the conversation: the model sees reads and their results
+    // only (VERSION, which the request names, read first on its behalf, then its own read,
+    // answered from that).
+    let results = tool_results(&sent[1]);
+    assert!(!results.is_empty());
+    assert!(
+        results
+            .iter()
+            .all(|(tool, text)| tool == "read_file" && text.starts_with("2.4.1\n")),
+        "{results:?}"
     );
     let said: Vec<&Value> = sent[1]["messages"]
         .as_array()
@@ -1128,5 +1134,35 @@ async fn a_file_named_by_its_stem_is_read_before_the_first_call() {
     assert_eq!(
         tool_results(&sent[0]),
         [("read_file".to_owned(), "# Project Falcon\n".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_question_about_a_missing_file_reads_its_one_look_alike_first() {
+    // The 1.5B model, asked about settings.ini beside settings.toml with nothing read, made a
+    // timeout up.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("settings.toml"),
+        "retries = 3\ntimeout = 45\n",
+    )
+    .unwrap();
+    let (done, fake, _server, _ws) = scripted_in(
+        ws,
+        vec![Reply::text("The timeout is 45.", 10, 6)],
+        "What timeout does settings.ini set?",
+    )
+    .await;
+    assert_eq!(result_of(&done), "The timeout is 45.", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        tool_results(&sent[0]),
+        [(
+            "read_file".to_owned(),
+            "'settings.ini' does not exist; the one file like it there, 'settings.toml', was \
+             read instead:\nretries = 3\ntimeout = 45\n"
+                .to_owned()
+        )]
     );
 }

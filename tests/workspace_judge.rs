@@ -467,3 +467,58 @@ async fn a_line_added_by_replacing_the_old_one_is_not_done() {
         "{done}"
     );
 }
+
+/// A change the request states ("change 'buy milk' to 'buy oat milk'"), made, and then no
+/// answer at all, also when asked again: the workspace vouches for the change, so the task
+/// completes, saying the model gave no answer and listing what changed.
+#[tokio::test]
+async fn a_checked_change_followed_by_silence_completes_saying_so() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("todo.txt"), "- buy milk\n- call mum\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "todo.txt"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("", 10, 0));
+    fake.push_reply(Reply::text("", 10, 0));
+    let done = run(
+        config(&fake, ws.path()),
+        "In todo.txt, change 'buy milk' to 'buy oat milk'.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let result = result_of(&done);
+    assert!(
+        result.starts_with("The model gave no answer of its own, but the change the request asked for is in the workspace and was checked against it."),
+        "{result}"
+    );
+    assert!(result.contains("changed: todo.txt (+1 -1)"), "{result}");
+}
+
+/// The same silence after a change nothing can check (no expectation read from the request,
+/// no checks configured) is no result: the task fails for want of an answer.
+#[tokio::test]
+async fn an_unchecked_change_followed_by_silence_fails() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(read_calc());
+    fake.push_reply(edit("answer = 5", "answer = 4"));
+    fake.push_reply(Reply::text("", 10, 0));
+    fake.push_reply(Reply::text("", 10, 0));
+    let done = run(config(&fake, ws.path()), "Fix the bug in calc.txt.").await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert!(
+        result_of(&done).contains("the model gave no answer"),
+        "{done}"
+    );
+}

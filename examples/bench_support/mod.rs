@@ -198,6 +198,40 @@ fn kv_line(line: &str) -> Option<(u64, u64)> {
     Some((prompt.trim().parse().ok()?, cached.trim().parse().ok()?))
 }
 
+/// The text files under `root` that are new or differ from `before` (relative path,
+/// content), sorted; folders named `__pycache__` are skipped.
+pub fn changed_files(root: &Path, before: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if entry.file_name() != "__pycache__" {
+                    folders.push(path);
+                }
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let shown = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            if before.iter().all(|(p, t)| *p != shown || *t != text) {
+                out.push((shown, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Writes `files` (path relative to `root`, content) into `root`.
 pub fn write_files(root: &Path, files: &[(&str, &str)]) -> std::io::Result<()> {
     for (path, content) in files {

@@ -124,6 +124,11 @@ impl Expectations {
         Expectations { scoped }
     }
 
+    /// Whether the request says anything the workspace can be checked against.
+    pub fn expects_anything(&self) -> bool {
+        !self.scoped.is_empty()
+    }
+
     /// The expectations, for tests and logs.
     #[cfg(test)]
     fn expects(&self) -> Vec<Expect> {

@@ -359,6 +359,11 @@ pub(crate) async fn run_step(
                     .flatten();
                 if verdict.is_none() {
                     if asked_empty {
+                        if let Some(done) =
+                            checked_without_answer(&engine, &toolbox, &state, &cancel).await?
+                        {
+                            return Ok(done);
+                        }
                         return Err(StepError::NoAnswer {
                             tools_ran: !state.ran.is_empty(),
                             calls: state.calls,
@@ -451,6 +456,49 @@ pub(crate) async fn run_step(
             ),
         }
     }
+}
+
+/// The answer of a task whose model made the change asked for and then gave no answer, also
+/// when asked again: the runner follows it with the list of what changed.
+pub(crate) const NO_ANSWER_BUT_CHECKED: &str = "The model gave no answer of its own, but the \
+    change the request asked for is in the workspace and was checked against it.";
+
+/// When the model falls silent after its change: `Some` answer when the change is checked —
+/// the request's expectations all hold, or the configured checks pass — and nothing it tried
+/// failed to take; `None` when nothing can vouch for it (then the step fails for want of an
+/// answer, as before).
+async fn checked_without_answer(
+    engine: &Engine,
+    toolbox: &Arc<Toolbox>,
+    state: &Loop<'_>,
+    cancel: &CancellationToken,
+) -> Result<Option<String>, StepError> {
+    if !state.final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+        return Ok(None);
+    }
+    if !unmade_changes(&state.ran, toolbox).is_empty() {
+        return Ok(None);
+    }
+    let expected = engine.expectations.expects_anything();
+    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
+    let unmet = tokio::task::spawn_blocking(move || expectations.unmet(&ws))
+        .await
+        .unwrap_or_else(|_| vec!["the workspace could not be compared".into()]);
+    if !unmet.is_empty() {
+        return Ok(None);
+    }
+    let checked = engine.checks.configured();
+    if !(expected || checked) {
+        return Ok(None);
+    }
+    if checked {
+        match engine.checks.after_answer(toolbox, cancel).await {
+            Ok(checks::Verdict::Pass) => {}
+            Ok(_) => return Ok(None),
+            Err(_) => return Err(StepError::Cancelled),
+        }
+    }
+    Ok(Some(NO_ANSWER_BUT_CHECKED.to_owned()))
 }
 
 /// Rounds of "the request is not done yet" before the step fails.

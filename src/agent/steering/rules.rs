@@ -74,6 +74,16 @@ impl Rule for ReadFirst {
         }
         let ws = facts.toolbox.workspace();
         let mut files = named_files(facts.request, ws);
+        // A question about a file that is not there but has one look-alike ("settings.ini"
+        // beside `settings.toml`): reading it lets `look-alike-read` read the look-alike, saying
+        // so; told nothing, a small model makes the answer up. (A change may name a file it is
+        // to create, so only a question does this.)
+        if !facts.asks_for_change
+            && let Some(missing) = super::text::missing_file(facts.request, ws)
+            && crate::agent::tools::look_alike_of(ws, &missing).is_some()
+        {
+            files.push(missing);
+        }
         if let Some(output) = checks {
             let (tests, sources): (Vec<String>, Vec<String>) = named_files(output, ws)
                 .into_iter()

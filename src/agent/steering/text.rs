@@ -315,7 +315,7 @@ pub(crate) fn named_files(text: &str, workspace: &Workspace) -> Vec<String> {
                 )
             });
         if word.chars().count() > 2
-            && after_first_char(word).contains(['.', '/'])
+            && (after_first_char(word).contains(['.', '/']) || bare_file_name(word))
             && let Ok(path) = workspace.existing(word)
         {
             push(path);
@@ -327,6 +327,26 @@ pub(crate) fn named_files(text: &str, workspace: &Workspace) -> Vec<String> {
         push(path);
     }
     found
+}
+
+/// A file name without an ending that a request names as it is: `VERSION`, `LICENSE`,
+/// `CHANGELOG` (capitals, digits and `_`), or a build file such as `Makefile`. Only a file of
+/// that name in the workspace makes it one.
+fn bare_file_name(word: &str) -> bool {
+    const BUILD_FILES: [&str; 7] = [
+        "Makefile",
+        "Dockerfile",
+        "Containerfile",
+        "Justfile",
+        "Gemfile",
+        "Rakefile",
+        "Procfile",
+    ];
+    BUILD_FILES.contains(&word)
+        || (word.chars().any(|c| c.is_ascii_uppercase())
+            && word
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
 }
 
 /// The whitespace-separated words of `text`, each followed by its runs of ASCII path
@@ -537,6 +557,28 @@ mod tests {
         let calls = calls_in_text(two, &OFFERED);
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[0].function.arguments, json!({}));
+    }
+
+    #[test]
+    fn files_without_an_ending_are_named_when_the_workspace_has_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["VERSION", "package.json", "Makefile", "JSON_NOTES"] {
+            std::fs::write(dir.path().join(name), "x\n").unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        assert_eq!(
+            named_files(
+                "Bump the version from 1.4.2 to 1.5.0 in both VERSION and package.json.",
+                &ws
+            ),
+            ["VERSION", "package.json"]
+        );
+        assert_eq!(
+            named_files("Add a clean target to the Makefile.", &ws),
+            ["Makefile"]
+        );
+        // A capital word that names no file is no file name.
+        assert!(named_files("Explain the JSON format.", &ws).is_empty());
     }
 
     #[test]

@@ -236,6 +236,14 @@ fn not_found(
     }
 }
 
+/// The one file in its folder that a missing `asked` most likely means, as a workspace path
+/// (what `read_file` of it would name), or `None`.
+pub(crate) fn look_alike_of(ws: &Workspace, asked: &str) -> Option<String> {
+    let (folder, listing) = folder_of(ws, asked);
+    let listing = listing.ok()?;
+    likely_meant(asked, listing.lines().skip(1)).map(|name| inside(&folder, name))
+}
+
 /// The folder a missing file's path names (`.` for none) and that folder's listing.
 fn folder_of(ws: &Workspace, asked: &str) -> (String, Result<String, ToolError>) {
     let folder = std::path::Path::new(asked)
