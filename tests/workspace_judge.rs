@@ -522,3 +522,88 @@ async fn an_unchecked_change_followed_by_silence_fails() {
         "{done}"
     );
 }
+
+fn write_test(content: &str) -> Reply {
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "test_sq.py", "content": content}),
+        10,
+        2,
+    )
+}
+
+/// With no checks configured, a Python test the task wrote is its check when the agent may run
+/// `python3`: a test that cannot import what it tests goes back to the model, and past the
+/// rounds the task fails saying so (the shape of a 1.5B model's `write-unit-test`).
+#[tokio::test]
+async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("sq.py"),
+        "def square(x):\n    return x * x\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(write_test(
+        "import unittest\nfrom sq import read_file\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(read_file(2), 4)\n",
+    ));
+    for _ in 0..3 {
+        fake.push_reply(Reply::text("The test is in test_sq.py.", 10, 2));
+    }
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["python3".into()];
+    let done = run(
+        config,
+        "Write a unit test for square in sq.py, in a new file test_sq.py, using unittest.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let result = result_of(&done);
+    assert!(
+        result.contains("`python3 -m unittest test_sq` failed (exit status 1)"),
+        "{result}"
+    );
+    let sent = fake.chat_requests();
+    let told = last_user(&sent[2]);
+    assert!(told.contains("ImportError"), "{told}");
+}
+
+/// A test that runs and passes completes, its run named in the result; without `python3`
+/// among the programs the agent may run, nothing is run.
+#[tokio::test]
+async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
+    let good = "import unittest\nfrom sq import square\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
+    for (allowed, line) in [
+        (true, Some("checks: `python3 -m unittest test_sq` passed")),
+        (false, None),
+    ] {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            ws.path().join("sq.py"),
+            "def square(x):\n    return x * x\n",
+        )
+        .unwrap();
+        let fake = FakeOllama::start().await;
+        fake.push_reply(write_test(good));
+        fake.push_reply(Reply::text("Wrote test_sq.py.", 10, 2));
+        let mut config = config(&fake, ws.path());
+        if allowed {
+            config.agent.commands.allow = vec!["python3".into()];
+        }
+        let done = run(
+            config,
+            "Write a unit test for square in sq.py, in test_sq.py.",
+        )
+        .await;
+        assert_eq!(field(&done, "status"), "completed", "{done}");
+        let result = result_of(&done);
+        assert_eq!(
+            result.contains("checks:"),
+            line.is_some(),
+            "python3 allowed: {allowed}: {result}"
+        );
+        if let Some(line) = line {
+            assert!(result.ends_with(line), "{result}");
+        }
+    }
+}

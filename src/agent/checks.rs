@@ -5,12 +5,18 @@
 //! last report goes into the task's result.
 //!
 //! A model's word that "the tests pass" counts for nothing here: the checks' exit status does.
+//!
+//! With no checks configured, the tests the task itself wrote are its checks: a Python test
+//! file it created or changed (`test_x.py`, `x_test.py`) runs as `python3 -m unittest x` when
+//! `python3` (or `python`) is a program the agent may run. A 1.5B model asked for a unit test
+//! wrote one that imports names its module does not have; run, it fails, and the task does
+//! not end `completed` on the model's word.
 
 use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
 
-use super::tools::{CallError, CommandEnd, Toolbox};
+use super::tools::{CallError, ChangeKind, CommandEnd, Toolbox};
 
 /// Most characters of a failed check's output sent back to the model (its end: a test
 /// runner's summary is last).
@@ -143,7 +149,7 @@ impl Checks {
         toolbox: &Toolbox,
         cancel: &CancellationToken,
     ) -> Result<Option<String>, CallError> {
-        let results = self.run_all(toolbox, cancel).await?;
+        let results = run_all(&self.commands, toolbox, cancel).await?;
         let mut text = String::new();
         for result in results.iter().filter(|r| r.end != CheckEnd::Passed) {
             text.push_str(&tail(&result.output, FEEDBACK_CHARS));
@@ -153,32 +159,71 @@ impl Checks {
         }
         Ok((!text.is_empty()).then_some(text))
     }
+}
 
-    async fn run_all(
-        &self,
-        toolbox: &Toolbox,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<CheckResult>, CallError> {
-        let mut results = Vec::new();
-        for argv in &self.commands {
-            let command = argv.join(" ");
-            let (end, output) = match toolbox.run_check(argv, cancel).await {
-                Ok(run) => (run.end.into(), run.text),
-                Err(CallError::Cancelled) => return Err(CallError::Cancelled),
-                Err(CallError::RespondToModel(e)) => (
-                    CheckEnd::NotRun,
-                    format!("$ {command}\ncould not run: {e}\n"),
-                ),
-            };
-            results.push(CheckResult {
-                command,
-                end,
-                output,
-            });
-        }
-        Ok(results)
+/// Runs `commands` in turn, each as a check.
+async fn run_all(
+    commands: &[Vec<String>],
+    toolbox: &Toolbox,
+    cancel: &CancellationToken,
+) -> Result<Vec<CheckResult>, CallError> {
+    let mut results = Vec::new();
+    for argv in commands {
+        let command = argv.join(" ");
+        let (end, output) = match toolbox.run_check(argv, cancel).await {
+            Ok(run) => (run.end.into(), run.text),
+            Err(CallError::Cancelled) => return Err(CallError::Cancelled),
+            Err(CallError::RespondToModel(e)) => (
+                CheckEnd::NotRun,
+                format!("$ {command}\ncould not run: {e}\n"),
+            ),
+        };
+        results.push(CheckResult {
+            command,
+            end,
+            output,
+        });
     }
+    Ok(results)
+}
 
+/// The checks of a task without configured ones: `python3 -m unittest <module>` for each
+/// Python test file the task created or changed, when the agent may run `python3` (or
+/// `python`); else none.
+fn own_tests(toolbox: &Toolbox) -> Vec<Vec<String>> {
+    let allow = &toolbox.settings().commands.allow;
+    let Some(python) = ["python3", "python"]
+        .into_iter()
+        .find(|p| allow.iter().any(|a| a == p))
+    else {
+        return Vec::new();
+    };
+    toolbox
+        .ledger()
+        .changes(toolbox.workspace().root())
+        .into_iter()
+        .filter(|c| !matches!(c.how, ChangeKind::Deleted { .. }))
+        .filter_map(|c| python_test_module(&c.path))
+        .map(|module| vec![python.to_owned(), "-m".into(), "unittest".into(), module])
+        .collect()
+}
+
+/// `tests/test_calc.py` → `tests.test_calc`: the module `unittest` runs, for a file named as
+/// a test whose path is plain module names; else `None`.
+fn python_test_module(path: &str) -> Option<String> {
+    let stem = path.strip_suffix(".py")?;
+    let name = stem.rsplit('/').next()?;
+    let is_test = name.starts_with("test_") || name.ends_with("_test") || name == "tests";
+    let plain = stem.split('/').all(|part| {
+        part.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_alphanumeric() || c == '_')
+    });
+    (is_test && plain).then(|| stem.replace('/', "."))
+}
+
+impl Checks {
     /// Runs the checks if the task's tools changed something since they last ran.
     pub async fn after_answer(
         &self,
@@ -186,7 +231,17 @@ impl Checks {
         cancel: &CancellationToken,
     ) -> Result<Verdict, CallError> {
         let generation = toolbox.ledger().generation();
-        if self.commands.is_empty() || generation == 0 {
+        if generation == 0 {
+            return Ok(Verdict::Pass);
+        }
+        let own;
+        let commands = if self.commands.is_empty() {
+            own = own_tests(toolbox);
+            &own
+        } else {
+            &self.commands
+        };
+        if commands.is_empty() {
             return Ok(Verdict::Pass);
         }
         {
@@ -206,7 +261,7 @@ impl Checks {
                 return Ok(Verdict::Retry(feedback(&last)));
             }
         }
-        let results = self.run_all(toolbox, cancel).await?;
+        let results = run_all(commands, toolbox, cancel).await?;
         let mut state = self.state();
         let report = CheckReport {
             results,
@@ -287,6 +342,25 @@ mod tests {
             !message.contains("$ python3"),
             "only what failed: {message}"
         );
+    }
+
+    #[test]
+    fn test_files_name_the_module_unittest_runs() {
+        assert_eq!(
+            python_test_module("test_calc.py").as_deref(),
+            Some("test_calc")
+        );
+        assert_eq!(
+            python_test_module("tests/test_calc.py").as_deref(),
+            Some("tests.test_calc")
+        );
+        assert_eq!(
+            python_test_module("calc_test.py").as_deref(),
+            Some("calc_test")
+        );
+        for not_a_test in ["calc.py", "test_calc.txt", "my-tests/test_a.py"] {
+            assert_eq!(python_test_module(not_a_test), None, "{not_a_test}");
+        }
     }
 
     #[test]
