@@ -672,6 +672,132 @@ const TASKS: &[CodingTask] = &[
                 && o.answer().contains("notes.md")
         },
     },
+    // The second held-out set, `holdout-2-*`, written after the first had been run and the
+    // engine changed from what it showed (so the first no longer measures unseen work); run
+    // once, at the end (`scripts/bench-coding.sh holdout-2`).
+    CodingTask {
+        name: "holdout-2-fix-max",
+        files: &[
+            ("stats.py", "def biggest(xs):\n    return min(xs)\n"),
+            (
+                "test_stats.py",
+                "import unittest\n\nfrom stats import biggest\n\n\nclass T(unittest.TestCase):\n    def test_biggest(self):\n        self.assertEqual(biggest([3, 9, 4]), 9)\n",
+            ),
+        ],
+        requests: &["The tests fail. Fix stats.py so that python3 -m unittest passes."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_stats.py"),
+    },
+    CodingTask {
+        name: "holdout-2-rename-const-ja",
+        files: &[
+            ("config.py", "TIMEOUT = 30\n"),
+            ("main.py", "from config import TIMEOUT\n\nprint(TIMEOUT)\n"),
+        ],
+        requests: &[
+            "config.py の定数 TIMEOUT を TIMEOUT_SECONDS に名前を変えて、main.py も直してください。",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let (ran, out) = o.python(&["main.py"]);
+            ran && out.trim() == "30"
+                && o.read("config.py")
+                    .is_some_and(|c| c.contains("TIMEOUT_SECONDS = 30"))
+                && o.read("main.py")
+                    .is_some_and(|m| m.contains("TIMEOUT_SECONDS"))
+        },
+    },
+    CodingTask {
+        name: "holdout-2-add-json-key",
+        files: &[(
+            "settings.json",
+            "{\n  \"port\": 80,\n  \"host\": \"localhost\"\n}\n",
+        )],
+        requests: &[
+            "Add the key \"debug\" with the value false to settings.json, keeping the other keys.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.read("settings.json")
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                == Some(serde_json::json!({"port": 80, "host": "localhost", "debug": false}))
+        },
+    },
+    CodingTask {
+        name: "holdout-2-remove-import",
+        files: &[("app.py", "import os\nimport sys\n\nprint(len(sys.argv))\n")],
+        requests: &["Remove the unused import os from app.py."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let (ran, out) = o.python(&["app.py"]);
+            ran && out.trim() == "1"
+                && o.read("app.py")
+                    .is_some_and(|a| !a.contains("import os") && a.contains("import sys"))
+        },
+    },
+    CodingTask {
+        name: "holdout-2-append-heading",
+        files: &[("README.md", "# tool\n\nA small tool.\n")],
+        requests: &["Append the line '## Usage' to the end of README.md."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.lines("README.md") == ["# tool", "", "A small tool.", "## Usage"]
+                || o.lines("README.md") == ["# tool", "", "A small tool.", "", "## Usage"]
+        },
+    },
+    CodingTask {
+        name: "holdout-2-fix-greeting",
+        files: &[
+            (
+                "hello.py",
+                "def hello(name):\n    return \"Helo, \" + name\n",
+            ),
+            (
+                "test_hello.py",
+                "import unittest\n\nfrom hello import hello\n\n\nclass T(unittest.TestCase):\n    def test_hello(self):\n        self.assertEqual(hello(\"Ada\"), \"Hello, Ada\")\n",
+            ),
+        ],
+        requests: &["test_hello.py fails. Fix the bug in hello.py."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_hello.py"),
+    },
+    CodingTask {
+        name: "holdout-2-question-area",
+        files: &[("shapes.py", "def area(w, h):\n    return w * h\n")],
+        requests: &["What does the function area in shapes.py return? One sentence."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let answer = o.answer();
+            o.completed()
+                && o.all_unchanged()
+                && ["product", "multipl", "w * h", "width"]
+                    .iter()
+                    .any(|w| answer.contains(w))
+        },
+    },
+    CodingTask {
+        name: "holdout-2-new-module",
+        files: &[("README.md", "# text utils\n")],
+        requests: &[
+            "Create strings_util.py with a function shout(s) that returns s in upper case.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from strings_util import shout; assert shout('ab') == 'AB'",
+            ])
+            .0
+        },
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.

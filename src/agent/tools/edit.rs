@@ -166,6 +166,14 @@ pub(super) fn edit_file(
         return Err(ToolError::Refused(format!("'{shown}' is not UTF-8 text")));
     };
     let count = text.matches(&args.old_text).count();
+    if count == 0 && already_made(&text, &args.new_text) {
+        // The same edit again (a small model repeats its own): its result is there.
+        return Ok(format!(
+            "old_text is not in '{shown}' and new_text already is, so this edit looks made \
+             already; nothing was changed (if it was not made, read the file and copy old_text \
+             exactly)"
+        ));
+    }
     if count == 0 {
         return Err(ToolError::Refused(format!(
             "old_text was not found in '{shown}'; read the file again and copy the text exactly, \
@@ -198,6 +206,12 @@ pub(super) fn edit_file(
             ""
         }
     ))
+}
+
+/// Whether `text` already holds `new` — an edit's result — where that says something: `new`
+/// has at least four characters besides white space, so a stray `1` or `}` does not count.
+fn already_made(text: &str, new: &str) -> bool {
+    new.chars().filter(|c| !c.is_whitespace()).count() >= 4 && text.contains(new)
 }
 
 /// `text` without `old` (its first occurrence, or every one). An occurrence that is a whole
@@ -486,6 +500,37 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
             "x == 2;\ny == 1;\n"
+        );
+    }
+
+    #[test]
+    fn the_same_edit_again_is_no_failure_and_changes_nothing() {
+        let (dir, ws) = ws();
+        std::fs::write(
+            dir.path().join("calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        let ledger = read_everything(&ws);
+        let args = |old: &str, new: &str| EditFileArgs {
+            path: "calc.py".into(),
+            old_text: old.into(),
+            new_text: new.into(),
+            replace_all: false,
+        };
+        let fix = args("return a - b", "return a + b");
+        assert!(edit_file(&ws, &ledger, &fix).is_ok());
+        let again = edit_file(&ws, &ledger, &fix).expect("the same edit again");
+        assert!(
+            again.contains("looks made already; nothing was changed"),
+            "{again}"
+        );
+        // A short new_text says nothing, and a wrong old_text is still an error.
+        assert!(edit_file(&ws, &ledger, &args("x = 9", "b")).is_err());
+        assert!(edit_file(&ws, &ledger, &args("return a * b", "return a / b")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("calc.py")).unwrap(),
+            "def add(a, b):\n    return a + b\n"
         );
     }
 
