@@ -113,7 +113,7 @@ async fn checks_that_still_fail_after_the_rounds_fail_the_task() {
     assert_eq!(field(&done, "status"), "failed", "{done}");
     assert_eq!(
         result_of(&done),
-        "step 'ollama chat' failed: the configured checks still fail after the model's changes \
+        "step 'ollama chat' failed: the checks still fail after the model's changes \
          (checks: `grep -q answer = 4 calc.txt` failed (exit status 1) (after 1 round of fixes)); \
          the files it changed are left as they are"
     );

@@ -165,7 +165,7 @@ pub(crate) enum StepError {
         answer: String,
     },
     #[error(
-        "the configured checks still fail after the model's changes ({}); the files it changed \
+        "the checks still fail after the model's changes ({}); the files it changed \
          are left as they are",
         .0.line()
     )]
