@@ -366,7 +366,8 @@ const TASKS: &[BenchTask] = &[
         check: Check::Answer("10.0.0.7"),
     },
     // The second held-out set, written after the first had been run and the engine changed
-    // from what it showed; run once, at the end (`scripts/bench-llm.sh holdout-2`).
+    // from what it showed; part of a whole run like every task here, and first run in the
+    // final run of the stop that wrote it.
     BenchTask {
         name: "holdout-2-read-owner",
         files: &[("OWNERS", "team: platform\nlead: noor\n")],
