@@ -494,3 +494,40 @@ async fn a_key_rotation_is_picked_up_without_a_restart() {
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
 }
+
+#[tokio::test]
+async fn an_issuer_out_of_reach_is_503_with_retry_after_not_a_401() {
+    // No provider needed: the issuer is a port nobody listens on.
+    let fake = FakeOllama::start().await;
+    let mut config = test_config(&fake.url());
+    config.auth.oauth.issuer = Some(format!("http://127.0.0.1:{}", free_port()));
+    config.auth.oauth.jwks.timeout = Duration::from_secs(2);
+    let server = ServeProcess::spawn(&config).await;
+    // A well-formed token of that issuer, so the server has to ask for its keys.
+    let now = jsonwebtoken::get_current_timestamp();
+    let claims = json!({
+        "iss": config.auth.oauth.issuer, "sub": "bot", "aud": format!("{}/mcp", server.base),
+        "exp": now + 300,
+    });
+    let mut header = Header::new(Algorithm::HS256);
+    header.typ = Some("at+jwt".into());
+    let hs =
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(b"x").unwrap()).unwrap();
+    // HS256 is refused before any fetch: 401.
+    let mut client = server.client();
+    client.set_token(&hs);
+    assert_eq!(client.modern("tools/list", json!({})).await.status, 401);
+    // An RS256-looking token needs the keys: they cannot be had, so 503, retry later.
+    let parts: Vec<&str> = hs.split('.').collect();
+    let rs_header =
+        URL_SAFE_NO_PAD.encode(json!({"alg": "RS256", "typ": "at+jwt", "kid": "k"}).to_string());
+    client.set_token(&format!("{rs_header}.{}.{}", parts[1], parts[2]));
+    let reply = client.modern("tools/list", json!({})).await;
+    assert_eq!(reply.status, 503, "{}", reply.text);
+    assert_eq!(reply.headers["retry-after"], "5");
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("signing keys are out of reach"),
+        "{message}"
+    );
+}
