@@ -166,9 +166,10 @@ impl AgentMcp {
             .with_admission(Arc::new(admission))
     }
 
-    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`) for this server, behind the
-    /// same Host/Origin guard as `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token
-    /// when it is set, else one of `auth.tokens` when there are some.
+    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`, and with `auth.oauth` the
+    /// protected resource metadata) for this server, behind the same Host/Origin guard as
+    /// `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token when it is set, else one of
+    /// `auth.tokens` or a valid OAuth access token when those are configured.
     pub fn ops_endpoints(
         &self,
         metrics: Option<crate::metrics::MetricsHandle>,

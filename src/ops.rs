@@ -6,7 +6,8 @@
 //!   every [`READY_TTL`]: hits in between get the last result, so polling `/readyz` never
 //!   turns into one Ollama call and one store write per hit.
 //! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series), behind a bearer
-//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens`).
+//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens` or
+//!   a valid `auth.oauth` access token).
 //!
 //! - `/.well-known/oauth-protected-resource/mcp` (RFC 9728 §3.1's form for the resource's
 //!   path) and the root form `/.well-known/oauth-protected-resource`, when `auth.oauth` is on:
