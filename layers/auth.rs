@@ -11,11 +11,21 @@
 //! | stdio | any | `stdio` (the trusted local user) |
 //! | HTTP | none | `None`: anonymous; every anonymous caller shares one owner |
 //! | HTTP | some | the token's name; a missing or unknown token is refused |
+//! | HTTP | OAuth on ([`Tokens::accept_verified`]) | a [`Credential::Verified`]'s identity (`oauth:<issuer>#<sub>`), if it allows the operation |
 //! | in-process | any | left as the embedding application set it |
 //!
 //! The layer never sees a raw header: the HTTP edge reads the `Authorization` header once into
 //! the typed [`RequestContext::credential`](crate::protocol::RequestContext::credential), and
 //! that is what is checked here.
+//!
+//! With OAuth on, the edge's admission check tries a bearer token as a static token first (the
+//! hash compare below) and otherwise as an OAuth access token, which it verifies against the
+//! issuer's keys before the body is read; a token that passes travels on as
+//! [`Credential::Verified`]: the caller identity and what its scopes allow. Only here, once the
+//! request's operation is known (the tool's name for `tools/call`, else the method's), is the
+//! scope asked: a token without the scope the operation needs is refused with
+//! [`Refusal::InsufficientScope`] (HTTP 403, in both eras). A raw bearer token that is no
+//! static token is refused: only the edge verifies access tokens.
 //!
 //! A refused request never reaches the inner service. It gets
 //! [`Refusal::Unauthorized`], whose message says what to send (it never echoes the token):
@@ -63,7 +73,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::plugin::{
-    Around, Credential, Finish, McpRequest, McpResponse, Refusal, Transport, Wrap, WrapLayer,
+    Around, BearerToken, Credential, Finish, McpRequest, McpResponse, Method, Refusal, Transport,
+    Wrap, WrapLayer,
 };
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token
@@ -122,20 +133,40 @@ impl fmt::Debug for Token {
     }
 }
 
-/// The auth layer's configuration: the accepted bearer tokens, each by name and SHA-256 (none:
-/// HTTP callers stay anonymous). Cheap to clone.
+/// The auth layer's configuration: the accepted bearer tokens, each by name and SHA-256, and
+/// whether credentials the edge verified (OAuth access tokens) are accepted (neither: HTTP
+/// callers stay anonymous). Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens(Arc<[Token]>);
+pub struct Tokens {
+    tokens: Arc<[Token]>,
+    verified: bool,
+}
 
 impl Tokens {
     /// Accepts a token by its SHA-256.
     pub fn with_hash(self, name: impl Into<String>, sha256: [u8; 32]) -> Self {
-        let mut tokens = self.0.to_vec();
+        let mut tokens = self.tokens.to_vec();
         tokens.push(Token {
             name: name.into(),
             sha256,
         });
-        Self(tokens.into())
+        Self {
+            tokens: tokens.into(),
+            verified: self.verified,
+        }
+    }
+
+    /// Also accepts a [`Credential::Verified`] (what the HTTP edge makes of an OAuth access
+    /// token it verified), for what it allows. HTTP callers need a credential from then on,
+    /// even with no static token.
+    pub fn accept_verified(mut self) -> Self {
+        self.verified = true;
+        self
+    }
+
+    /// Whether HTTP callers may go without a credential (no token, no OAuth).
+    pub fn is_open(&self) -> bool {
+        self.tokens.is_empty() && !self.verified
     }
 
     /// Accepts a token by its SHA-256 written as 64 hex digits (`auth.tokens[].sha256`); an
@@ -158,13 +189,14 @@ impl Tokens {
         self.with_hash(name, Sha256::digest(token.as_bytes()).into())
     }
 
-    /// How many tokens are accepted.
+    /// How many static tokens are accepted.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.tokens.len()
     }
 
+    /// Whether no static token is accepted (see [`Tokens::is_open`] for OAuth).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.tokens.is_empty()
     }
 }
 
@@ -189,29 +221,35 @@ impl Tokens {
     /// The identity of an HTTP caller presenting `credential` (the token's name), or the
     /// [`Refusal::Unauthorized`] the layer would answer. What the HTTP edge asks before it
     /// reads a body, so a request without a valid token costs only its headers.
-    pub fn check(&self, credential: Option<&Credential>) -> Result<&str, Refusal> {
+    pub fn check<'a>(&'a self, credential: Option<&'a Credential>) -> Result<&'a str, Refusal> {
         self.authenticate(credential)
             .map_err(|why| Refusal::unauthorized(why.message()))
     }
 
-    /// The identity of an HTTP caller presenting `credential`, or why it is refused.
-    fn authenticate(&self, credential: Option<&Credential>) -> Result<&str, Why> {
-        let token = match credential {
-            None => return Err(Why::Missing),
-            Some(Credential::OtherScheme) => return Err(Why::WrongScheme),
-            Some(Credential::Unreadable) => return Err(Why::WrongToken),
-            Some(Credential::Bearer(token)) => token,
-        };
+    /// Whether `token` is one of the static tokens (its name), compared in constant time.
+    pub fn static_token(&self, token: &BearerToken) -> Option<&str> {
         let presented: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
         // Look at every token whatever matches, so timing says nothing about which did.
         let mut found = None;
-        for candidate in self.0.iter() {
+        for candidate in self.tokens.iter() {
             let equal = bool::from(candidate.sha256[..].ct_eq(&presented[..]));
             if equal && found.is_none() {
                 found = Some(candidate.name.as_str());
             }
         }
-        found.ok_or(Why::WrongToken)
+        found
+    }
+
+    /// The identity of an HTTP caller presenting `credential`, or why it is refused.
+    fn authenticate<'a>(&'a self, credential: Option<&'a Credential>) -> Result<&'a str, Why> {
+        match credential {
+            None => Err(Why::Missing),
+            Some(Credential::OtherScheme) => Err(Why::WrongScheme),
+            Some(Credential::Unreadable) => Err(Why::WrongToken),
+            Some(Credential::Verified(verified)) if self.verified => Ok(verified.identity()),
+            Some(Credential::Verified(_)) => Err(Why::WrongToken),
+            Some(Credential::Bearer(token)) => self.static_token(token).ok_or(Why::WrongToken),
+        }
     }
 }
 
@@ -243,6 +281,15 @@ impl Why {
     }
 }
 
+/// What a request asks to do, as scopes name it: the tool's name for `tools/call`, else the
+/// method's.
+fn operation(req: &McpRequest) -> &str {
+    match (&req.method, req.tool_name()) {
+        (Method::ToolsCall, Some(tool)) => tool,
+        (method, _) => method.as_str(),
+    }
+}
+
 fn unauthorized(req: &McpRequest, why: Why) -> McpResponse {
     req.refuse(Refusal::unauthorized(why.message()))
 }
@@ -253,10 +300,18 @@ impl Around for Tokens {
     fn before(&self, req: &mut McpRequest) -> Result<Caller, McpResponse> {
         match req.ctx.transport {
             Transport::Stdio => req.ctx.identity = Some(STDIO_IDENTITY.to_owned()),
-            Transport::Http { .. } if !self.is_empty() => {
+            Transport::Http { .. } if !self.is_open() => {
                 match self.authenticate(req.ctx.credential.as_ref()) {
                     Ok(name) => req.ctx.identity = Some(name.to_owned()),
                     Err(why) => return Err(unauthorized(req, why)),
+                }
+                if let Some(Credential::Verified(verified)) = &req.ctx.credential
+                    && let Err(refusal) = verified.allows(operation(req))
+                {
+                    // Who was refused is known: the audit line names them.
+                    let mut refused = req.refuse(refusal);
+                    refused.identity = req.ctx.identity.clone();
+                    return Err(refused);
                 }
             }
             Transport::Http { .. } | Transport::InProcess => {}
@@ -413,6 +468,76 @@ mod tests {
             call(layer(), req).await.identity.as_deref(),
             Some("embedder")
         );
+    }
+
+    /// Allows only `agent_status`.
+    struct StatusOnly;
+
+    impl crate::plugin::Grants for StatusOnly {
+        fn allows(&self, operation: &str) -> Result<(), Refusal> {
+            match operation {
+                "agent_status" | "tools/list" => Ok(()),
+                _ => Err(Refusal::insufficient_scope(
+                    format!("Forbidden: {operation} needs run"),
+                    "Bearer error=\"insufficient_scope\", scope=\"run\"",
+                )),
+            }
+        }
+    }
+
+    fn verified_call(tool: &str) -> McpRequest {
+        let mut req = request(http(), None);
+        req.method = Method::ToolsCall;
+        req.params = crate::plugin::Params::ToolsCall(crate::plugin::ToolsCallParams {
+            name: Some(tool.into()),
+            ..Default::default()
+        });
+        req.ctx.credential = Some(Credential::Verified(crate::plugin::VerifiedBearer::new(
+            "oauth:https://as.example#bot",
+            Arc::new(StatusOnly),
+        )));
+        req
+    }
+
+    #[tokio::test]
+    async fn a_verified_credential_is_its_identity_for_what_it_allows() {
+        let oauth = AuthLayer::new(Tokens::default().accept_verified());
+        assert!(!oauth.tokens().is_open());
+        let r = call(oauth.clone(), verified_call("agent_status")).await;
+        assert_eq!(
+            identity_of(&r).as_deref(),
+            Some("oauth:https://as.example#bot")
+        );
+        assert_eq!(r.identity.as_deref(), Some("oauth:https://as.example#bot"));
+        // Not allowed: 403's refusal, naming who was refused for the audit line.
+        let r = call(oauth.clone(), verified_call("agent_run")).await;
+        assert!(
+            matches!(r.refusal(), Some(Refusal::InsufficientScope { .. })),
+            "{:?}",
+            r.payload
+        );
+        assert_eq!(r.identity.as_deref(), Some("oauth:https://as.example#bot"));
+        // Without OAuth on, a verified credential is no token of this layer's.
+        let r = call(layer(), verified_call("agent_status")).await;
+        assert!(matches!(r.refusal(), Some(Refusal::Unauthorized { .. })));
+        // With OAuth on, a raw bearer that is no static token is refused: only the edge
+        // verifies access tokens. A static token still passes.
+        let both = AuthLayer::new(
+            Tokens::default()
+                .with_token("ci", TOKEN_A)
+                .accept_verified(),
+        );
+        let r = call(
+            both.clone(),
+            request(http(), Some("Bearer eyJ.not.checked")),
+        )
+        .await;
+        assert!(matches!(r.refusal(), Some(Refusal::Unauthorized { .. })));
+        let r = call(both, request(http(), Some(&format!("Bearer {TOKEN_A}")))).await;
+        assert_eq!(identity_of(&r).as_deref(), Some("ci"));
+        // OAuth alone still needs a credential.
+        let r = call(oauth, request(http(), None)).await;
+        assert!(matches!(r.refusal(), Some(Refusal::Unauthorized { .. })));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 #   - the TypeScript SDK client + the official Tasks extension client (scripts/clients/ts),
 #   - the Python SDK (scripts/clients/python),
 #   - the MCP Inspector CLI (scripts/clients/inspector),
-# each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era. The
+# each over Streamable HTTP and stdio, in the 2026-07-28 and the 2025 (initialize) era; and the
+# TypeScript SDK's ClientCredentialsProvider against the server with auth.oauth on. The
 # TypeScript SDK also follows a task by push (`listen({taskIds})`, consumed by ext-tasks); the
 # Python SDK cannot (its `Client.listen()` has no `taskIds` and no task events), so it polls.
 # Every client program prints one line per check and "N passed, N failed"; any failure fails
@@ -109,16 +110,18 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# start_server <name> <ollama url>: `agent-mcp serve` in a fresh empty folder, no agent.yaml,
-# only OLLAMA_HOST and the model set (and the port, so that servers do not collide); sets
-# $SERVER_URL.
+# start_server <name> <ollama url> [port [VAR=value…]]: `agent-mcp serve` in a fresh empty
+# folder, no agent.yaml, only OLLAMA_HOST and the model set (and the port, so that servers do
+# not collide; plus any VAR=value given); sets $SERVER_URL.
 start_server() {
-  local name="$1" ollama="$2" port dir
-  port="$(free_port)"
+  local name="$1" ollama="$2" port="${3:-}" dir
+  shift 2
+  [ "$#" -gt 0 ] && shift
+  [ -n "$port" ] || port="$(free_port)"
   dir="$WORK/server-$name"
   mkdir -p "$dir"
   (cd "$dir" && HOME="$RUN_HOME" OLLAMA_HOST="$ollama" AGENT_MCP_OLLAMA_MODEL=test-model RUST_LOG=warn \
-    exec "$BIN" serve --bind "127.0.0.1:$port") 2> "$dir/server.log" &
+    exec env "$@" "$BIN" serve --bind "127.0.0.1:$port") 2> "$dir/server.log" &
   PIDS+=($!)
   SERVER_URL="http://127.0.0.1:$port/mcp"
   for _ in $(seq 1 300); do
@@ -163,12 +166,53 @@ run_suite() {
   echo "== $name took $((SECONDS - started)) s"
 }
 
+# CLIENTS_SUITES="typescript-sdk-oauth …" runs only the suites named (default: all).
+wanted() { [ -z "${CLIENTS_SUITES:-}" ] || [[ " $CLIENTS_SUITES " == *" $1 "* ]]; }
+
 # The TypeScript programs import the pinned packages, so they run from where those live.
 cp "$ROOT"/scripts/clients/ts/*.mjs "$TOOLS/clients-ts/"
-run_suite "typescript-sdk+ext-tasks" "$NODE" "$TOOLS/clients-ts/sdk.mjs"
-run_suite "python-sdk" "$PY" "$ROOT/scripts/clients/python/sdk.py"
-INSPECTOR_CLI="$TOOLS/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" \
-  NODE="$NODE" run_suite "inspector-cli" "$NODE" "$ROOT/scripts/clients/inspector/cli.mjs"
+if wanted "typescript-sdk+ext-tasks"; then
+  run_suite "typescript-sdk+ext-tasks" "$NODE" "$TOOLS/clients-ts/sdk.mjs"
+fi
+if wanted "python-sdk"; then
+  run_suite "python-sdk" "$PY" "$ROOT/scripts/clients/python/sdk.py"
+fi
+if wanted "inspector-cli"; then
+  INSPECTOR_CLI="$TOOLS/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" \
+    NODE="$NODE" run_suite "inspector-cli" "$NODE" "$ROOT/scripts/clients/inspector/cli.mjs"
+fi
+
+# The TypeScript SDK's ClientCredentialsProvider against the server as an OAuth 2.1 resource
+# server (auth.oauth.issuer set, nothing else): the tests' authorization server
+# (scripts/oauth.sh: oidc-provider on 127.0.0.1) issues tokens for the server's URL, which the
+# client learns from the 401 alone.
+if wanted "typescript-sdk-oauth"; then
+  echo "== typescript-sdk-oauth"
+  bash "$ROOT/scripts/oauth.sh" > /dev/null
+  OAUTH_PORT="$(free_port)"
+  MCP_URL_OAUTH="http://127.0.0.1:$OAUTH_PORT/mcp"
+  # The provider exits when its standard input closes: held open on fd 9 until this script ends.
+  mkfifo "$WORK/oauth.stdin"
+  (cd "$TOOLS/oauth-provider" && OAUTH_RESOURCES="$MCP_URL_OAUTH" exec "$NODE" provider.mjs) \
+    < "$WORK/oauth.stdin" > "$WORK/oauth.out" 2> "$WORK/oauth.log" &
+  PIDS+=($!)
+  exec 9> "$WORK/oauth.stdin"
+  for _ in $(seq 1 300); do [ -s "$WORK/oauth.out" ] && break; sleep 0.1; done
+  OAUTH_ISSUER="$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.out")" || {
+    echo "the authorization server did not start:" >&2
+    cat "$WORK/oauth.log" >&2
+    exit 1
+  }
+  start_server "typescript-sdk-oauth" "$OLLAMA_URL" "$OAUTH_PORT" AGENT_MCP_AUTH_OAUTH_ISSUER="$OAUTH_ISSUER"
+  started=$SECONDS
+  if ! MCP_URL_OAUTH="$MCP_URL_OAUTH" OAUTH_ISSUER="$OAUTH_ISSUER" \
+      timeout --kill-after=10 300 "$NODE" "$TOOLS/clients-ts/oauth.mjs"; then
+    status=1
+    echo "== typescript-sdk-oauth FAILED; server log (last lines):" >&2
+    tail -n 20 "$WORK/server-typescript-sdk-oauth/server.log" >&2 || true
+  fi
+  echo "== typescript-sdk-oauth took $((SECONDS - started)) s"
+fi
 
 if [ "$status" -ne 0 ]; then
   echo "== clients FAILED" >&2

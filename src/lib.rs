@@ -78,6 +78,8 @@ pub struct AgentMcp {
     /// One budget of buffered request bodies (`http.max_buffered_bytes`) for every HTTP edge
     /// this server builds.
     body_budget: BodyBudget,
+    /// `auth.oauth`'s access-token validator (one key cache for every edge), when it is on.
+    oauth: Option<crate::oauth::TokenValidator>,
 }
 
 impl AgentMcp {
@@ -125,12 +127,14 @@ impl AgentMcp {
         // Before the worker starts, so a bad audit.file stops nothing half-started. Also
         // before the agent records the identity of the server's files: they exist by now.
         let audit = stack::audit_layer(&config.audit).map_err(AgentError::Audit)?;
+        let oauth = stack::oauth_validator(&config.auth.oauth).map_err(AgentError::OAuth)?;
         let agent = Agent::start_protecting(config, store, protect).await?;
         Ok(AgentMcp {
             agent,
             config: config.clone(),
             audit,
             body_budget: BodyBudget::new(config.http.buffered_limit()),
+            oauth,
         })
     }
 
@@ -155,28 +159,39 @@ impl AgentMcp {
     /// The HTTP rules [`AgentMcp::http_service`] applies.
     pub fn http_rules(&self) -> HttpRules {
         let admission =
-            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone());
+            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
+                .with_oauth(self.oauth.clone());
         HttpRules::from_config(&self.config)
             .with_body_budget(self.body_budget.clone())
             .with_admission(Arc::new(admission))
     }
 
-    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`) for this server, behind the
-    /// same Host/Origin guard as `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token
-    /// when it is set, else one of `auth.tokens` when there are some.
+    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`, and with `auth.oauth` the
+    /// protected resource metadata) for this server, behind the same Host/Origin guard as
+    /// `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token when it is set, else one of
+    /// `auth.tokens` or a valid OAuth access token when those are configured.
     pub fn ops_endpoints(
         &self,
         metrics: Option<crate::metrics::MetricsHandle>,
     ) -> ops::OpsEndpoints {
         let mut ops = ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
             .with_rules(HttpRules::from_config(&self.config));
-        let tokens: crate::layers::auth::Tokens = match &self.config.http.metrics_token_sha256 {
-            Some(hash) => crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
-            None => (&self.config.auth).into(),
+        if let Some(oauth) = &self.oauth {
+            ops = ops.with_resource_metadata(oauth.metadata().clone());
+        }
+        let admission = match &self.config.http.metrics_token_sha256 {
+            Some(hash) => stack::admission::TokenAdmission::new(
+                crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
+                None,
+            ),
+            None => stack::admission::TokenAdmission::new((&self.config.auth).into(), None)
+                .with_oauth(self.oauth.clone()),
         };
-        if !tokens.is_empty() {
-            let admission: Arc<dyn Admission> =
-                Arc::new(stack::admission::TokenAdmission::new(tokens, None));
+        let open = self.config.http.metrics_token_sha256.is_none()
+            && self.config.auth.tokens.is_empty()
+            && self.oauth.is_none();
+        if !open {
+            let admission: Arc<dyn Admission> = Arc::new(admission);
             ops = ops.with_metrics_admission(admission);
         }
         ops

@@ -140,6 +140,11 @@ fn main() -> ExitCode {
         Command::Serve { bind, .. } => {
             if let Some(bind) = bind {
                 config.http.bind = bind;
+                // Checks that depend on the bind (auth.oauth.resource) see the one in force.
+                if let Err(e) = config.validate() {
+                    report(&format!("configuration error: {e}"));
+                    return ExitCode::from(2);
+                }
             }
             if let Some(why) = config.unsafe_bind() {
                 report(&format!("refusing to start: {why}"));
@@ -274,7 +279,7 @@ async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(),
 }
 
 async fn serve_http(
-    config: Config,
+    mut config: Config,
     config_file: Option<PathBuf>,
     telemetry: Option<&Telemetry>,
 ) -> Result<(), BoxError> {
@@ -284,11 +289,16 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(config.http.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.http.bind))?;
+    let addr = listener.local_addr()?;
+    // auth.oauth.resource unset: this server's URL as its listener says (a bind to every
+    // address is refused when the configuration is checked).
+    if config.auth.oauth.is_enabled() && config.auth.oauth.resource.is_none() {
+        config.auth.oauth.resource = Some(format!("http://{addr}/mcp"));
+    }
     let server = AgentMcp::start_protecting(&config, config_file.into_iter().collect())
         .instrument(spans::startup_span(Network::Http { peer: None }))
         .await?;
     reopen_audit_on_sighup(&server);
-    let addr = listener.local_addr()?;
     let options = ServerOptions::from_config(&config.http);
     info!(
         %addr,
@@ -298,7 +308,7 @@ async fn serve_http(
         max_body_bytes = config.http.body_limit(&config.mcp.images),
         max_buffered_bytes = config.http.buffered_limit(),
         file_descriptors = %describe_descriptors(descriptors),
-        auth = if config.auth.tokens.is_empty() { "none (anonymous callers)" } else { "bearer tokens, checked before the body is read" },
+        auth = describe_auth(&config),
         "serving MCP at http://{addr}/mcp"
     );
     let metrics = agent_mcp::metrics::install()
@@ -321,6 +331,24 @@ async fn serve_http(
     .await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// How HTTP callers authenticate, for the start-up line (no secret in it).
+fn describe_auth(config: &Config) -> String {
+    let oauth = &config.auth.oauth;
+    match (&oauth.issuer, config.auth.tokens.is_empty()) {
+        (None, true) => "none (anonymous callers)".to_owned(),
+        (None, false) => "bearer tokens, checked before the body is read".to_owned(),
+        (Some(issuer), statics) => format!(
+            "OAuth access tokens of {issuer} for {}{}, checked before the body is read",
+            oauth.resource.as_deref().unwrap_or("?"),
+            if statics {
+                ""
+            } else {
+                ", and static bearer tokens"
+            }
+        ),
+    }
 }
 
 /// The soft descriptor limit as the start-up line states it.

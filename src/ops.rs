@@ -6,9 +6,16 @@
 //!   every [`READY_TTL`]: hits in between get the last result, so polling `/readyz` never
 //!   turns into one Ollama call and one store write per hit.
 //! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series), behind a bearer
-//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens`).
+//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens` or
+//!   a valid `auth.oauth` access token).
 //!
-//! All three answer only requests that pass the same Host/Origin guard as `/mcp`
+//! - `/.well-known/oauth-protected-resource/mcp` (RFC 9728 §3.1's form for the resource's
+//!   path) and the root form `/.well-known/oauth-protected-resource`, when `auth.oauth` is on:
+//!   the protected resource metadata, which tells an OAuth client where to get a token
+//!   (`authorization_servers`) and what to ask for (`scopes_supported`). No token is needed
+//!   to read it; it is how a client learns to get one.
+//!
+//! All of them answer only requests that pass the same Host/Origin guard as `/mcp`
 //! ([`check_host_and_origin`]): a page that rebinds a name to 127.0.0.1 reads none of them.
 //! Error texts have any URL password redacted.
 
@@ -16,14 +23,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
 use crate::agent::AgentCore;
 use crate::metrics::MetricsHandle;
-use crate::protocol::Credential;
+use crate::oauth::ProtectedResourceMetadata;
+use crate::protocol::{Credential, Refusal};
 use crate::redact::redact_urls_in;
 use crate::task::TaskState;
 use crate::transport::http::guard::check_host_and_origin;
@@ -79,6 +87,8 @@ pub struct OpsEndpoints {
     metrics: Option<MetricsHandle>,
     rules: Arc<HttpRules>,
     metrics_admission: Option<Arc<dyn Admission>>,
+    /// The RFC 9728 document and the path it is served at besides the root form.
+    resource_metadata: Option<Arc<(String, Bytes)>>,
     ready: Arc<tokio::sync::Mutex<Option<(Instant, Readiness)>>>,
 }
 
@@ -93,6 +103,7 @@ impl OpsEndpoints {
             metrics,
             rules: Arc::new(HttpRules::default()),
             metrics_admission: None,
+            resource_metadata: None,
             ready: Arc::default(),
         }
     }
@@ -109,25 +120,57 @@ impl OpsEndpoints {
         self
     }
 
+    /// Serves `metadata` (OAuth protected resource metadata) at its well-known path and the
+    /// root form, without a token.
+    pub fn with_resource_metadata(mut self, metadata: ProtectedResourceMetadata) -> Self {
+        self.resource_metadata = Some(Arc::new((
+            metadata.well_known_path().to_owned(),
+            Bytes::from(metadata.to_json()),
+        )));
+        self
+    }
+
+    fn is_metadata_path(&self, path: &str) -> bool {
+        self.resource_metadata
+            .as_deref()
+            .is_some_and(|(at, _)| path == at || path == ProtectedResourceMetadata::ROOT_PATH)
+    }
+
     /// Answers `req` if its path is an operator endpoint.
     pub async fn handle<B>(&self, req: &Request<B>) -> Option<OpsResponse> {
         let path = req.uri().path();
-        if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        let metadata = self.is_metadata_path(path);
+        if !metadata && !matches!(path, "/healthz" | "/readyz" | "/metrics") {
             return None;
         }
         if let Err(forbidden) = check_host_and_origin(&self.rules, req) {
             return Some(forbidden);
         }
         Some(match path {
+            _ if metadata => self.resource_metadata(),
             "/healthz" => json_response(StatusCode::OK, &json!({"status": "ok"})),
             "/readyz" => self.readyz().await,
             _ => {
-                if let Some(refused) = self.refuse_metrics(req) {
+                if let Some(refused) = self.refuse_metrics(req).await {
                     return Some(refused);
                 }
                 self.metrics().await
             }
         })
+    }
+
+    fn resource_metadata(&self) -> OpsResponse {
+        let body = self
+            .resource_metadata
+            .as_deref()
+            .map(|(_, body)| body.clone())
+            .unwrap_or_default();
+        let mut resp = Response::new(Full::new(body));
+        let headers = resp.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // The document changes only with the configuration; clients may keep it a while.
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+        resp
     }
 
     async fn readyz(&self) -> OpsResponse {
@@ -158,7 +201,7 @@ impl OpsEndpoints {
     }
 
     /// 401 for a `/metrics` request without the token it needs.
-    fn refuse_metrics<B>(&self, req: &Request<B>) -> Option<OpsResponse> {
+    async fn refuse_metrics<B>(&self, req: &Request<B>) -> Option<OpsResponse> {
         let admission = self.metrics_admission.as_ref()?;
         let credential = req
             .headers()
@@ -168,14 +211,22 @@ impl OpsEndpoints {
             credential: credential.as_ref(),
             ..Default::default()
         };
-        let refusal = admission.admit(&arrival).err()?;
+        let verdict = admission.admit(&arrival);
+        let refusal = verdict.decide().await.err()?;
+        let status = match refusal {
+            Refusal::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::UNAUTHORIZED,
+        };
         let mut resp = text_response(
-            StatusCode::UNAUTHORIZED,
+            status,
             format!("{}\n", refusal.message()),
             "text/plain; charset=utf-8",
         );
-        resp.headers_mut()
-            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        if let Some(challenge) = refusal.challenge() {
+            let value = HeaderValue::from_str(challenge)
+                .unwrap_or_else(|_| HeaderValue::from_static("Bearer"));
+            resp.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
         Some(resp)
     }
 

@@ -59,10 +59,10 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use crate::protocol::{
-    BearerToken, Credential, ErrorObject, InitializeParams, ListenParams, McpRequest, McpResponse,
-    McpResult, Method, Outcome, Params, ParsedCall, Payload, ProtocolVersion, Refusal,
+    BearerToken, Credential, ErrorObject, Grants, InitializeParams, ListenParams, McpRequest,
+    McpResponse, McpResult, Method, Outcome, Params, ParsedCall, Payload, ProtocolVersion, Refusal,
     RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, SetLevelParams, TaskParams,
-    TaskUpdateParams, ToolsCallParams, Transport, invalid_args,
+    TaskUpdateParams, ToolsCallParams, Transport, VerifiedBearer, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
 pub use crate::task::{Task, TaskState};

@@ -5,7 +5,7 @@ pub mod admission;
 mod layer_config;
 mod shared_limit;
 
-pub use layer_config::{audit_layer, rate_limits};
+pub use layer_config::{audit_layer, oauth_validator, rate_limits};
 mod task_backend;
 
 use tower::ServiceBuilder;

@@ -229,6 +229,29 @@ macro_rules! token_hash {
 
 const CLI_CASES: &[CliCase] = &[
     CliCase {
+        name: "serve refuses a static token name with ':' (kept for OAuth callers), exit 2",
+        config: Some(concat!(
+            "auth:\n  tokens:\n    - {name: \"oauth:https://as.example#bot\", sha256: ",
+            token_hash!(),
+            "}\n"
+        )),
+        args: &["serve", "--bind", "127.0.0.1:0"],
+        exit: Exit::Code(2),
+        stderr_has: &[
+            "auth.tokens: entry 0 is named \"oauth:https://as.example#bot\", with a ':'",
+            "give the token a name without ':'",
+        ],
+        ..CASE
+    },
+    CliCase {
+        name: "serve with auth.oauth on every address needs auth.oauth.resource, exit 2",
+        config: Some("auth:\n  oauth:\n    issuer: https://auth.example.com\n"),
+        args: &["serve", "--bind", "0.0.0.0:0"],
+        exit: Exit::Code(2),
+        stderr_has: &["auth.oauth.resource: must be set when http.bind is 0.0.0.0:0"],
+        ..CASE
+    },
+    CliCase {
         name: "check-config names a bad value's key and exits 2",
         config: Some("ollama:\n  temperature: 9\n"),
         exit: Exit::Code(2),

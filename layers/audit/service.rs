@@ -108,11 +108,7 @@ impl Auditor {
 pub const BODY_NOT_READ: &str = "(body not read)";
 
 fn refusal_outcome(refusal: &Refusal) -> Outcome {
-    match refusal {
-        Refusal::Unauthorized { .. } => Outcome::Unauthorized,
-        Refusal::RateLimited { .. } => Outcome::RateLimited,
-        Refusal::PayloadTooLarge { .. } => Outcome::ProtocolError,
-    }
+    refusal.outcome()
 }
 
 /// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or

@@ -22,7 +22,9 @@ pub struct OAuthConfig {
     pub issuer: Option<String>,
     /// This server's MCP URL as clients reach it, e.g. `https://mcp.example.com/mcp`: the
     /// audience every token must carry (RFC 8707) and the `resource` of the protected resource
-    /// metadata. Required with `issuer`.
+    /// metadata. Unset: `http://<the address serve listens on>/mcp` (right for a loopback
+    /// server; behind a proxy or TLS terminator, set it). Must be set when `http.bind` is
+    /// every address (`0.0.0.0`, `[::]`).
     pub resource: Option<String>,
     /// Scope → the operations it allows: a tool's name for `tools/call` (`agent_run`,
     /// `agent_status`), a method's name otherwise (`tasks/cancel`). An operation listed under
@@ -118,14 +120,9 @@ impl OAuthConfig {
                         .into(),
                 );
             }
-            (Some(_), None) => {
-                return invalid(
-                    "auth.oauth.resource",
-                    "must be set with auth.oauth.issuer: this server's MCP URL as clients \
-                     reach it (the audience of its tokens), e.g. https://mcp.example.com/mcp"
-                        .into(),
-                );
-            }
+            // The server's own URL from its bind address (`http://<bind>/mcp`), filled in when
+            // it starts; refused there for a bind to every address (Config::validate).
+            (Some(issuer), None) => self.check_url("auth.oauth.issuer", issuer)?,
             (Some(issuer), Some(resource)) => {
                 self.check_url("auth.oauth.issuer", issuer)?;
                 self.check_url("auth.oauth.resource", resource)?;
@@ -286,17 +283,24 @@ mod tests {
     }
 
     #[test]
-    fn a_set_issuer_is_refused_until_oauth_is_enforced() {
-        let err =
+    fn a_set_issuer_is_accepted_and_resource_defaults_from_the_bind() {
+        let c =
             oauth("    issuer: https://auth.example.com\n    resource: https://m.example/mcp\n")
-                .unwrap_err();
+                .unwrap();
+        assert!(c.is_enabled());
+        // No resource: filled from the bind when serving; a loopback bind is a fine default.
+        let c = oauth("    issuer: https://auth.example.com\n").unwrap();
+        assert_eq!(c.resource, None);
+        // A bind to every address says nothing of the URL clients use.
+        let err = Config::from_yaml(
+            "http:\n  bind: 0.0.0.0:8080\nauth:\n  oauth:\n    issuer: https://auth.example.com\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
-            err.starts_with("auth.oauth.issuer: is not supported by this build yet"),
+            err.starts_with("auth.oauth.resource: must be set when http.bind is 0.0.0.0:8080"),
             "{err}"
         );
-        // The section's own mistakes come first, so check-config shows them.
-        let err = oauth("    issuer: https://auth.example.com\n").unwrap_err();
-        assert!(err.starts_with("auth.oauth.resource: must be set"), "{err}");
     }
 
     #[test]
@@ -320,10 +324,6 @@ mod tests {
             (
                 "resource: https://m/mcp\n",
                 "auth.oauth.resource: is only used with",
-            ),
-            (
-                "issuer: https://a\n",
-                "auth.oauth.resource: must be set with",
             ),
             (
                 "issuer: auth.example.com\nresource: https://m\n",

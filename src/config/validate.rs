@@ -168,6 +168,17 @@ impl Config {
             if token.name.trim().is_empty() {
                 return invalid("auth.tokens", format!("entry {i} has an empty name"));
             }
+            if token.name.contains(':') {
+                return invalid(
+                    "auth.tokens",
+                    format!(
+                        "entry {i} is named \"{}\", with a ':'; names with ':' are kept for \
+                         OAuth callers (oauth:<issuer>#<subject>), so a token so named could \
+                         stand for one of them; give the token a name without ':'",
+                        token.name
+                    ),
+                );
+            }
             if token
                 .name
                 .eq_ignore_ascii_case(crate::protocol::STDIO_IDENTITY)
@@ -220,17 +231,21 @@ impl Config {
             }
         }
         self.auth.oauth.validate()?;
-        self.telemetry.validate()?;
-        // Until the auth layer and the HTTP edge check OAuth tokens, a configured issuer would
-        // look like protection and be none: refuse it rather than serve open.
-        if self.auth.oauth.is_enabled() {
+        if self.auth.oauth.is_enabled()
+            && self.auth.oauth.resource.is_none()
+            && self.http.bind.ip().is_unspecified()
+        {
             return invalid(
-                "auth.oauth.issuer",
-                "is not supported by this build yet: it would not protect anything. Leave it \
-                 unset (null) and use auth.tokens"
-                    .into(),
+                "auth.oauth.resource",
+                format!(
+                    "must be set when http.bind is {} (every address): tokens name the URL \
+                     clients reach this server at, which the bind address does not say; write \
+                     e.g. https://mcp.example.com/mcp",
+                    self.http.bind
+                ),
             );
         }
+        self.telemetry.validate()?;
         self.agent.validate()?;
         if self.rate_limit.enabled {
             if self.rate_limit.per_minute == 0 {
@@ -330,14 +345,15 @@ impl Config {
         let bind = self.http.bind;
         if bind.ip().is_loopback()
             || !self.auth.tokens.is_empty()
+            || self.auth.oauth.is_enabled()
             || self.http.allow_unauthenticated_remote
         {
             return None;
         }
         Some(format!(
-            "http.bind {bind} is not a loopback address and auth.tokens is empty: anyone who can \
-             reach the port could run the agent on this machine. Add auth.tokens (see \
-             `agent-mcp hash-token`), bind 127.0.0.1, or set \
+            "http.bind {bind} is not a loopback address and neither auth.tokens nor auth.oauth is \
+             set: anyone who can reach the port could run the agent on this machine. Add \
+             auth.tokens (see `agent-mcp hash-token`) or auth.oauth, bind 127.0.0.1, or set \
              http.allow_unauthenticated_remote: true if a proxy in front authenticates every \
              request"
         ))

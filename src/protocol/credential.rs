@@ -22,8 +22,11 @@
 //! [`RequestContext::identity`]: super::RequestContext::identity
 
 use std::fmt;
+use std::sync::Arc;
 
 use http::HeaderValue;
+
+use super::Refusal;
 
 /// A credential as the transport presented it, not yet checked.
 #[derive(Clone)]
@@ -34,6 +37,10 @@ pub enum Credential {
     OtherScheme,
     /// An `Authorization` header that is not visible ASCII, so no token can be read from it.
     Unreadable,
+    /// A bearer token the HTTP edge's admission check already verified (an OAuth access
+    /// token, checked against its issuer's keys before the body was read), in place of the
+    /// [`Credential::Bearer`] it was presented as. It holds no token.
+    Verified(VerifiedBearer),
 }
 
 impl Credential {
@@ -62,7 +69,52 @@ impl fmt::Debug for Credential {
             Credential::Bearer(token) => f.debug_tuple("Bearer").field(token).finish(),
             Credential::OtherScheme => f.write_str("OtherScheme"),
             Credential::Unreadable => f.write_str("Unreadable"),
+            Credential::Verified(verified) => f.debug_tuple("Verified").field(verified).finish(),
         }
+    }
+}
+
+/// What a verified credential allows, asked once the request's operation is known (after the
+/// body is parsed): `operation` is the tool's name for `tools/call`, else the method's.
+pub trait Grants: Send + Sync {
+    /// `Ok` when the credential allows `operation`; else the refusal to answer
+    /// ([`Refusal::InsufficientScope`], naming the scope to ask for).
+    fn allows(&self, operation: &str) -> Result<(), Refusal>;
+}
+
+/// A credential verified at the edge ([`Credential::Verified`]): the caller identity it
+/// stands for and what it allows. Cheap to clone; holds no token.
+#[derive(Clone)]
+pub struct VerifiedBearer {
+    identity: String,
+    grants: Arc<dyn Grants>,
+}
+
+impl VerifiedBearer {
+    /// `identity` (e.g. `oauth:<issuer>#<sub>`) allowed what `grants` allows.
+    pub fn new(identity: impl Into<String>, grants: Arc<dyn Grants>) -> Self {
+        Self {
+            identity: identity.into(),
+            grants,
+        }
+    }
+
+    /// Who the credential stands for.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Whether the credential allows `operation` (see [`Grants::allows`]).
+    pub fn allows(&self, operation: &str) -> Result<(), Refusal> {
+        self.grants.allows(operation)
+    }
+}
+
+impl fmt::Debug for VerifiedBearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VerifiedBearer")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
     }
 }
 

@@ -22,7 +22,7 @@ pub mod params;
 pub mod refusal;
 pub mod stream;
 
-pub use credential::{BearerToken, Credential};
+pub use credential::{BearerToken, Credential, Grants, VerifiedBearer};
 pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
 pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
 pub use message::{

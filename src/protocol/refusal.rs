@@ -6,7 +6,9 @@
 //!
 //! | refusal | JSON-RPC error (every transport) | HTTP edge adds |
 //! |---|---|---|
-//! | [`Refusal::Unauthorized`] | `-32001` ([`code::UNAUTHORIZED`]) | `401`, `WWW-Authenticate: Bearer` |
+//! | [`Refusal::Unauthorized`] | `-32001` ([`code::UNAUTHORIZED`]) | `401`, `WWW-Authenticate: Bearer` (or its challenge) |
+//! | [`Refusal::InsufficientScope`] | `-32001` ([`code::UNAUTHORIZED`]) | `403`, `WWW-Authenticate: <its challenge>` (both eras) |
+//! | [`Refusal::Unavailable`] | `-32000` ([`code::TRANSPORT`]) | `503`, `Retry-After: n` |
 //! | [`Refusal::RateLimited`] | `-32000` ([`code::RATE_LIMITED`]), `data: {"retryAfterSeconds": n}` | `429`, `Retry-After: n` |
 //! | [`Refusal::PayloadTooLarge`] | `-32000` ([`code::TRANSPORT`]) | `413` |
 //!
@@ -47,6 +49,25 @@ pub enum Refusal {
     Unauthorized {
         /// What was wrong and what to send instead; never echoes the credential.
         message: Cow<'static, str>,
+        /// The `WWW-Authenticate` value an HTTP edge sends (`None`: plain `Bearer`), e.g. an
+        /// OAuth resource server's `Bearer resource_metadata="…", scope="…"`.
+        challenge: Option<Cow<'static, str>>,
+    },
+    /// The caller proved who it is, but its credential does not allow this operation (an
+    /// OAuth access token without the scope it needs).
+    InsufficientScope {
+        /// Which operation needs which scope; never echoes the credential.
+        message: Cow<'static, str>,
+        /// The `WWW-Authenticate` value: `Bearer error="insufficient_scope", scope="…", …`.
+        challenge: Cow<'static, str>,
+    },
+    /// The server cannot check the credential now (the authorization server's keys are out of
+    /// reach); the caller may retry after `retry_after_seconds`.
+    Unavailable {
+        /// Whole seconds to wait, at least 1.
+        retry_after_seconds: u64,
+        /// What is out of reach and when to retry.
+        message: Cow<'static, str>,
     },
     /// The caller is over a budget and may try again after `retry_after_seconds`.
     RateLimited {
@@ -67,6 +88,49 @@ impl Refusal {
     pub fn unauthorized(message: impl Into<Cow<'static, str>>) -> Self {
         Refusal::Unauthorized {
             message: message.into(),
+            challenge: None,
+        }
+    }
+
+    /// [`Refusal::unauthorized`] with the `WWW-Authenticate` value an HTTP edge sends.
+    pub fn unauthorized_with_challenge(
+        message: impl Into<Cow<'static, str>>,
+        challenge: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Refusal::Unauthorized {
+            message: message.into(),
+            challenge: Some(challenge.into()),
+        }
+    }
+
+    /// A valid credential without the scope an operation needs; `challenge` is the
+    /// `WWW-Authenticate` value naming that scope.
+    pub fn insufficient_scope(
+        message: impl Into<Cow<'static, str>>,
+        challenge: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Refusal::InsufficientScope {
+            message: message.into(),
+            challenge: challenge.into(),
+        }
+    }
+
+    /// The credential cannot be checked now: retry after `retry_after_seconds` (at least 1).
+    pub fn unavailable(retry_after_seconds: u64, message: impl Into<Cow<'static, str>>) -> Self {
+        Refusal::Unavailable {
+            retry_after_seconds: retry_after_seconds.max(1),
+            message: message.into(),
+        }
+    }
+
+    /// The `WWW-Authenticate` value an HTTP edge sends with this refusal, if any.
+    pub fn challenge(&self) -> Option<&str> {
+        match self {
+            Refusal::Unauthorized { challenge, .. } => {
+                Some(challenge.as_deref().unwrap_or("Bearer"))
+            }
+            Refusal::InsufficientScope { challenge, .. } => Some(challenge),
+            _ => None,
         }
     }
 
@@ -88,17 +152,19 @@ impl Refusal {
     /// The JSON-RPC error code every transport sends.
     pub fn code(&self) -> i64 {
         match self {
-            Refusal::Unauthorized { .. } => code::UNAUTHORIZED,
+            Refusal::Unauthorized { .. } | Refusal::InsufficientScope { .. } => code::UNAUTHORIZED,
             Refusal::RateLimited { .. } => code::RATE_LIMITED,
-            Refusal::PayloadTooLarge { .. } => code::TRANSPORT,
+            Refusal::PayloadTooLarge { .. } | Refusal::Unavailable { .. } => code::TRANSPORT,
         }
     }
 
     /// The error message every transport sends.
     pub fn message(&self) -> &str {
         match self {
-            Refusal::Unauthorized { message }
+            Refusal::Unauthorized { message, .. }
+            | Refusal::InsufficientScope { message, .. }
             | Refusal::RateLimited { message, .. }
+            | Refusal::Unavailable { message, .. }
             | Refusal::PayloadTooLarge { message } => message,
         }
     }
@@ -109,8 +175,14 @@ impl Refusal {
             Refusal::RateLimited {
                 retry_after_seconds,
                 ..
+            }
+            | Refusal::Unavailable {
+                retry_after_seconds,
+                ..
             } => Some(*retry_after_seconds),
-            Refusal::Unauthorized { .. } | Refusal::PayloadTooLarge { .. } => None,
+            Refusal::Unauthorized { .. }
+            | Refusal::InsufficientScope { .. }
+            | Refusal::PayloadTooLarge { .. } => None,
         }
     }
 
@@ -126,9 +198,11 @@ impl Refusal {
     /// How a request refused this way ended, for the audit log and the metrics.
     pub fn outcome(&self) -> Outcome {
         match self {
-            Refusal::Unauthorized { .. } => Outcome::Unauthorized,
+            Refusal::Unauthorized { .. } | Refusal::InsufficientScope { .. } => {
+                Outcome::Unauthorized
+            }
             Refusal::RateLimited { .. } => Outcome::RateLimited,
-            Refusal::PayloadTooLarge { .. } => Outcome::ProtocolError,
+            Refusal::PayloadTooLarge { .. } | Refusal::Unavailable { .. } => Outcome::ProtocolError,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 
 use crate::config;
 use crate::layers::{audit, auth, rate_limit};
+use crate::oauth::{JwksPolicy, OAuthSettings, ScopePolicy, SettingsError, TokenValidator};
 
 /// The audit layer `audit` asks for, or `None` when it is off; an error when `audit.file`
 /// cannot be opened.
@@ -41,13 +42,47 @@ pub fn rate_limits(section: &config::RateLimitConfig) -> Option<rate_limit::Rate
 
 impl From<&config::AuthConfig> for auth::Tokens {
     fn from(section: &config::AuthConfig) -> Self {
-        section
+        let tokens = section
             .tokens
             .iter()
             .fold(auth::Tokens::default(), |tokens, token| {
                 tokens.with_hex_hash(&token.name, &token.sha256)
-            })
+            });
+        if section.oauth.is_enabled() {
+            tokens.accept_verified()
+        } else {
+            tokens
+        }
     }
+}
+
+/// The OAuth access-token validator `auth.oauth` asks for, or `None` when it is off (no
+/// issuer). `resource` unset (the server fills it from its bind address before it starts) is
+/// refused here.
+pub fn oauth_validator(
+    section: &config::OAuthConfig,
+) -> Result<Option<TokenValidator>, SettingsError> {
+    let Some(issuer) = &section.issuer else {
+        return Ok(None);
+    };
+    let resource = section.resource.clone().unwrap_or_default();
+    let scopes = section
+        .scopes
+        .iter()
+        .fold(ScopePolicy::default(), |policy, (scope, operations)| {
+            policy.grant(scope, operations)
+        });
+    let settings = OAuthSettings::new(issuer, resource)
+        .with_scopes(scopes)
+        .with_leeway(section.leeway)
+        .with_require_at_jwt(section.require_at_jwt)
+        .with_jwks(JwksPolicy {
+            min_refresh_interval: section.jwks.min_refresh_interval,
+            max_age: section.jwks.max_age,
+            timeout: section.jwks.timeout,
+        })
+        .allow_insecure_http(section.allow_insecure_http);
+    TokenValidator::new(settings).map(Some)
 }
 
 #[cfg(test)]

@@ -21,8 +21,10 @@
 //!
 //! | refusal | status and headers |
 //! |---|---|
-//! | [`Refusal::Unauthorized`] | 401, `WWW-Authenticate: Bearer` |
+//! | [`Refusal::Unauthorized`] | 401, `WWW-Authenticate: Bearer` (an OAuth resource server's challenge when OAuth is on) |
+//! | [`Refusal::InsufficientScope`] | 403, `WWW-Authenticate: Bearer error="insufficient_scope", …`, in both eras |
 //! | [`Refusal::RateLimited`] | 429, `Retry-After: n` |
+//! | [`Refusal::Unavailable`] | 503, `Retry-After: n` (the authorization server's keys are out of reach) |
 //! | [`Refusal::PayloadTooLarge`] | 413 (also the edge's own for an oversized body) |
 //!
 //! Every refusal carries the same JSON-RPC error body, whichever layer gives it. The edge never
@@ -67,7 +69,7 @@ pub mod budget;
 pub mod endpoint;
 pub mod guard;
 
-pub use admission::{Admission, Arrival};
+pub use admission::{Admission, Admit, AdmitFuture, Arrival};
 pub use budget::BodyBudget;
 
 use endpoint::McpEndpoint;
@@ -409,7 +411,9 @@ fn refusal_response(refusal: &Refusal) -> HttpResponse {
 fn refusal_status(refusal: &Refusal) -> StatusCode {
     match refusal {
         Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+        Refusal::InsufficientScope { .. } => StatusCode::FORBIDDEN,
         Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         Refusal::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
     }
 }
@@ -418,24 +422,24 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
 fn refusal_reason(refusal: &Refusal) -> &'static str {
     match refusal {
         Refusal::Unauthorized { .. } => "unauthorized",
+        Refusal::InsufficientScope { .. } => "insufficient_scope",
         Refusal::RateLimited { .. } => "rate_limited",
+        Refusal::Unavailable { .. } => "auth_unavailable",
         Refusal::PayloadTooLarge { .. } => "payload_too_large",
     }
 }
 
 /// The headers that tell an HTTP client what to do about a [`Refusal`].
 fn refusal_headers(refusal: &Refusal, headers: &mut HeaderMap) {
-    match refusal {
-        Refusal::Unauthorized { .. } => {
-            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        Refusal::RateLimited {
-            retry_after_seconds,
-            ..
-        } => {
-            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
-        }
-        Refusal::PayloadTooLarge { .. } => {}
+    if let Some(challenge) = refusal.challenge() {
+        // Built from quoted-string-safe parts (src/oauth/challenge.rs); a value that still
+        // is not a header value falls back to the bare scheme rather than to no challenge.
+        let value =
+            HeaderValue::from_str(challenge).unwrap_or_else(|_| HeaderValue::from_static("Bearer"));
+        headers.insert(WWW_AUTHENTICATE, value);
+    }
+    if let Some(seconds) = refusal.retry_after_seconds() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
     }
 }
 

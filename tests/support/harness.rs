@@ -403,6 +403,8 @@ pub struct Spawn {
     pub prefix: Vec<String>,
     pub stderr: Stderr,
     pub env: Vec<(String, String)>,
+    /// The port to listen on (0: any; the server says which).
+    pub port: u16,
 }
 
 impl Default for Spawn {
@@ -411,6 +413,7 @@ impl Default for Spawn {
             prefix: Vec::new(),
             stderr: Stderr::Read,
             env: Vec::new(),
+            port: 0,
         }
     }
 }
@@ -449,7 +452,8 @@ impl ServeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = write_config(&dir, config);
         let port = match how.stderr {
-            Stderr::Read => 0,
+            Stderr::Read => how.port,
+            Stderr::Unread | Stderr::Closed if how.port != 0 => how.port,
             Stderr::Unread | Stderr::Closed => free_port(),
         };
         let bin = env!("CARGO_BIN_EXE_agent-mcp");

@@ -75,7 +75,7 @@ where
         Box::pin(async move {
             let (parts, body) = req.into_parts();
             // Read once here; checked before the body (admission) and again by the auth layer.
-            let credential = parts
+            let mut credential = parts
                 .headers
                 .get(AUTHORIZATION)
                 .and_then(Credential::from_authorization);
@@ -86,9 +86,15 @@ where
                     version: header_str(&parts.headers, &PROTOCOL_VERSION_HEADER)
                         .and_then(crate::protocol::ProtocolVersion::parse),
                 };
-                if let Err(refusal) = admission.admit(&arrival) {
-                    crate::metrics::record_http_refusal(refusal_reason(&refusal));
-                    return Ok(refusal_response(&refusal));
+                // A check that needs I/O (an OAuth token's keys) is awaited here, still
+                // before the body; what it verified replaces what was presented.
+                match admission.admit(&arrival).decide().await {
+                    Ok(None) => {}
+                    Ok(Some(verified)) => credential = Some(verified),
+                    Err(refusal) => {
+                        crate::metrics::record_http_refusal(refusal_reason(&refusal));
+                        return Ok(refusal_response(&refusal));
+                    }
                 }
             }
             // The reservation holds the body's bytes in the budget until the answer is made.
