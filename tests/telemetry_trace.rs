@@ -319,3 +319,164 @@ async fn a_queued_task_continues_its_trace_from_the_sqlite_store_after_a_restart
         .expect("its chat span");
     assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some(&Attr::Int(3)));
 }
+
+#[tokio::test]
+async fn stdio_requests_get_server_spans_too() {
+    let receiver = OtlpReceiver::start().await;
+    let fake = FakeOllama::start().await;
+    let mut config = test_config(&fake.url());
+    // The file's key, not the variable: the same switch.
+    config.telemetry.endpoint = Some(receiver.endpoint());
+    let mut server = support::harness::StdioServer::spawn(&config).await;
+    let mut params = json!({});
+    params["_meta"] = modern_meta(json!({}));
+    params["_meta"]["traceparent"] = json!(format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"));
+    let listed = server.request("tools/list", params).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let unknown = server
+        .modern(
+            "tools/call",
+            json!({"name": "no_such_tool", "arguments": {}}),
+        )
+        .await;
+    let code = unknown["error"]["code"].as_i64().expect("a JSON-RPC error");
+    assert!(server.close().await.success());
+
+    receiver
+        .wait_until(Duration::from_secs(10), |r| r.spans().len() >= 3)
+        .await;
+    let spans = receiver.spans();
+    let list = spans
+        .iter()
+        .find(|s| s.name == "tools/list")
+        .expect("tools/list span");
+    assert_eq!(list.kind, SpanKind::Server);
+    assert_eq!(list.trace_id, CALLER_TRACE);
+    assert_eq!(list.parent_span_id.as_deref(), Some(CALLER_SPAN));
+    assert_eq!(list.str_attr("network.transport"), Some("pipe"));
+    assert_eq!(list.str_attr("mcp.method.name"), Some("tools/list"));
+    assert!(list.attr("gen_ai.tool.name").is_none());
+    let failed = spans
+        .iter()
+        .find(|s| s.name == "tools/call _OTHER")
+        .expect("the unknown tool's span, named without the client's text");
+    assert_eq!(
+        failed.str_attr("error.type"),
+        Some(code.to_string().as_str())
+    );
+    assert_eq!(failed.status, StatusCode::Error);
+    assert!(failed.parent_span_id.is_none(), "no caller context: a root");
+    for span in &spans {
+        assert!(!all_text(span).contains("no_such_tool"), "{span:?}");
+    }
+}
+
+/// Needs `AGENT_MCP_TEST_PG_URL` (`bash scripts/postgres.sh cargo test --locked`); skipped
+/// without it.
+#[tokio::test]
+async fn another_instance_on_postgres_continues_the_trace_of_a_task_queued_elsewhere() {
+    let Some(url) = support::pg::fresh_database().await else {
+        return;
+    };
+    let receiver = OtlpReceiver::start().await;
+    let fake = FakeOllama::start_with(
+        support::fake_ollama::FakeConfig::default().with_default_reply(Reply::text("done", 5, 3)),
+    )
+    .await;
+    let mut config = support::instances::shared_config(&fake.url(), &url);
+    config.agent.planning = false;
+    let endpoint = receiver.endpoint();
+
+    // Instance a runs a task that never gets an answer (the one active task of the whole
+    // application), and queues the caller's task behind it.
+    fake.push_reply(Reply::delayed(
+        Duration::from_secs(60),
+        Reply::text("never", 1, 1),
+    ));
+    let a = ServeProcess::spawn_with_env(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_RESOURCE_ATTRIBUTES", "instance=a"),
+        ],
+    )
+    .await;
+    let client = a.client();
+    call(
+        &client,
+        1,
+        "agent_run",
+        json!({"request": "hold the queue"}),
+        json!({}),
+        &[],
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while fake.in_flight_chats() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first task never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let accepted = call(
+        &client,
+        2,
+        "agent_run",
+        json!({"request": REQUEST_TEXT}),
+        json!({"traceparent": traceparent}),
+        &[],
+    )
+    .await;
+    let task_id = field(&tool_text(&accepted), "task_id");
+
+    // Instance b starts, and a stops: b takes the queued task from the database.
+    let b = ServeProcess::spawn_with_env(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_RESOURCE_ATTRIBUTES", "instance=b"),
+        ],
+    )
+    .await;
+    assert!(a.terminate().await.success());
+    let client = b.client();
+    let done = wait_terminal(|| {
+        let (client, task_id) = (client.clone(), task_id.clone());
+        async move { client.agent_status(&task_id).await }
+    })
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert!(b.terminate().await.success());
+
+    let spans = receiver.spans();
+    let instance = |s: &ReceivedSpan| {
+        s.resource
+            .get("instance")
+            .and_then(Attr::str)
+            .map(str::to_owned)
+    };
+    let server_span = spans
+        .iter()
+        .find(|s| s.name == "tools/call agent_run" && s.trace_id == CALLER_TRACE)
+        .expect("the caller's agent_run span");
+    assert_eq!(instance(server_span).as_deref(), Some("a"));
+    let run = spans
+        .iter()
+        .find(|s| {
+            s.name == "invoke_agent agent-mcp"
+                && s.str_attr("gen_ai.agent.id") == Some(task_id.as_str())
+        })
+        .expect("the task's invoke_agent span");
+    assert_eq!(
+        instance(run).as_deref(),
+        Some("b"),
+        "run by the other instance"
+    );
+    assert_eq!(run.trace_id, CALLER_TRACE);
+    assert_eq!(
+        run.parent_span_id.as_deref(),
+        Some(server_span.span_id.as_str())
+    );
+}
