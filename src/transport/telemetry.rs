@@ -4,9 +4,9 @@
 //!
 //! The span follows mcp.md "Server": `{mcp.method.name} {target}`, kind SERVER, parented on
 //! the caller's `traceparent` / `tracestate` from `params._meta` (SEP-414) or, without one
-//! there, the HTTP `traceparent` header. Its context travels down the stack as a
-//! [`TraceCarrier`] in the request's extensions, so `agent_run` can store it with the task it
-//! queues and the runner continue the trace (`invoke_agent` below this span).
+//! there, the HTTP `traceparent` header. The context of an `agent_run`'s span travels down
+//! the stack as a [`TraceCarrier`] in the request's extensions, so the service can store it
+//! with the task it queues and the runner continue the trace (`invoke_agent` below this span).
 //!
 //! With export off the span is disabled where it is built and the metric instrument does not
 //! exist, so [`ServerOperation::start`] returns `None` after two atomic loads: no string is
@@ -93,7 +93,10 @@ impl ServerOperation {
             _ => None,
         };
         set_remote_parent(&span, meta, headers);
-        if let Some(carrier) = TraceCarrier::of_span(&span) {
+        // Only a task carries the trace further (the other requests end here).
+        if tool == Some(AGENT_RUN)
+            && let Some(carrier) = TraceCarrier::of_span(&span)
+        {
             ctx.extensions.insert(carrier);
         }
         Some(Self {
@@ -132,5 +135,61 @@ impl ServerOperation {
         }
         duration::record_server_operation(self.started.elapsed(), &attributes);
         drop(self.span);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+
+    use super::*;
+    use crate::telemetry::subscriber::{LogFormat, dispatch};
+
+    #[test]
+    fn nothing_is_built_or_carried_when_export_is_off() {
+        // The process's subscriber without export, logging everything.
+        let logs = dispatch(
+            LogFormat::Text,
+            false,
+            EnvFilter::new("trace"),
+            None,
+            BoxMakeWriter::new(std::io::sink),
+        );
+        let Value::Object(params) = json!({
+            "name": "agent_run",
+            "_meta": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+        }) else {
+            unreachable!()
+        };
+        tracing::dispatcher::with_default(&logs, || {
+            let mut ctx =
+                RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Http { peer: None });
+            let started = ServerOperation::start(
+                &Method::ToolsCall,
+                Some(&RequestId::Number(1)),
+                &params,
+                None,
+                &mut ctx,
+            );
+            assert!(started.is_none());
+            assert!(ctx.extensions.get::<TraceCarrier>().is_none());
+        });
+    }
+
+    #[test]
+    fn only_our_names_become_the_target() {
+        let Value::Object(ours) = json!({"name": "agent_status"}) else {
+            unreachable!()
+        };
+        let Value::Object(theirs) = json!({"name": "secret project plan"}) else {
+            unreachable!()
+        };
+        assert_eq!(tool_name(&Method::ToolsCall, &ours), Some(AGENT_STATUS));
+        assert_eq!(tool_name(&Method::ToolsCall, &theirs), Some(value::OTHER));
+        assert_eq!(tool_name(&Method::ToolsList, &ours), None);
+        assert_eq!(method_name(&Method::parse("vendor/secret")), value::OTHER);
+        assert_eq!(method_name(&Method::TasksGet), "tasks/get");
     }
 }
