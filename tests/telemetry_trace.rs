@@ -480,3 +480,61 @@ async fn another_instance_on_postgres_continues_the_trace_of_a_task_queued_elsew
         Some(server_span.span_id.as_str())
     );
 }
+
+#[tokio::test]
+async fn content_is_on_the_spans_only_when_capture_is_asked_for() {
+    let receiver = OtlpReceiver::start().await;
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call("list_dir", json!({}), 31, 7));
+    fake.push_reply(Reply::text("The folder holds one file.", 43, 11));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join(FILE_NAME), "contents\n").unwrap();
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(ws.path().to_path_buf());
+    config.agent.planning = false;
+    config.telemetry.capture_content = true;
+    let endpoint = receiver.endpoint();
+    let server =
+        ServeProcess::spawn_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let client = server.client();
+    let task_id = client.agent_run(REQUEST_TEXT).await;
+    let done = wait_terminal(|| {
+        let (client, task_id) = (client.clone(), task_id.clone());
+        async move { client.agent_status(&task_id).await }
+    })
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert!(server.terminate().await.success());
+    let spans = receiver.spans();
+    let chats: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.name == "chat test-model")
+        .collect();
+    assert!(
+        chats.iter().any(|c| c
+            .str_attr("gen_ai.input.messages")
+            .is_some_and(|m| m.contains("zebra-request-marker"))),
+        "{chats:#?}"
+    );
+    assert!(
+        chats
+            .iter()
+            .any(|c| c.str_attr("gen_ai.output.messages") == Some("The folder holds one file.")),
+        "{chats:#?}"
+    );
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool list_dir")
+        .expect("the tool span");
+    assert!(
+        tool.str_attr("gen_ai.tool.call.result")
+            .is_some_and(|r| r.contains(FILE_NAME)),
+        "{tool:?}"
+    );
+    // The server span still holds none of it: content is the agent's spans' opt-in only.
+    let server_span = spans
+        .iter()
+        .find(|s| s.name == "tools/call agent_run")
+        .expect("server span");
+    assert!(!all_text(server_span).contains("zebra-request-marker"));
+}
