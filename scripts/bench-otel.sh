@@ -12,6 +12,8 @@
 #
 #   scripts/bench-otel.sh                # DURATION=5 ROUNDS=3 CONNS="16 64"
 #   DURATION=10 ROUNDS=5 scripts/bench-otel.sh
+#   AGENT_MCP_BIN=target/debug/agent-mcp FAKE_OLLAMA_BIN=target/debug/examples/fake_ollama \
+#     DURATION=2 ROUNDS=1 scripts/bench-otel.sh   # a smoke run of the script itself
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +27,13 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 . scripts/lib.sh
 ensure_wrk
 
-echo "== building release binaries"
-cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+# AGENT_MCP_BIN and FAKE_OLLAMA_BIN: other builds (both given: nothing is built here).
+if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
+  echo "== building release binaries"
+  cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+fi
 BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-FAKE="$PWD/target/release/examples/fake_ollama"
+FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
 
 start_fake_ollama "$FAKE" fake
 
