@@ -21,6 +21,7 @@ use crate::protocol::{
     Payload, ProtocolVersion, ResponseIds, server_info,
 };
 use crate::task::{Task, TaskImage};
+use crate::telemetry::context::TraceCarrier;
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes
@@ -156,7 +157,10 @@ impl AgentService {
             // one durable write per accept, not two.
             None => uuid::Uuid::new_v4(),
         };
-        let task = Task::new(session_id, identity, args.request, args.temperature);
+        let mut task = Task::new(session_id, identity, args.request, args.temperature);
+        // The request's server span (set by the edge when export runs): the runner continues
+        // its trace, here or on another instance.
+        task.trace = req.ctx.extensions.get::<TraceCarrier>().cloned();
         // The store takes the images by value (no copy of up to 20 MiB); `task` keeps what the
         // answer shows.
         let mut stored_task = task.clone();

@@ -11,6 +11,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::telemetry::context::TraceCarrier;
+
 /// The six published task states (`docs/contract.md` §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -89,6 +91,10 @@ pub struct Task {
     pub result: String,
     pub created_at: SystemTime,
     pub updated_at: SystemTime,
+    /// The trace context of the request that queued it (its MCP server span), when export ran
+    /// there: the runner continues that trace, on whichever instance takes the task. Written
+    /// once with the task, never changed.
+    pub trace: Option<TraceCarrier>,
 }
 
 impl Task {
@@ -116,6 +122,7 @@ impl Task {
             result: String::new(),
             created_at: now,
             updated_at: now,
+            trace: None,
         }
     }
 

@@ -22,6 +22,7 @@ mod step_progress;
 mod step_schedule;
 mod summary;
 pub mod tools;
+mod trace;
 
 pub use checks::{CheckEnd, CheckReport, CheckResult};
 pub use intent::asks_for_change;

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
 use super::AgentCore;
@@ -34,6 +34,7 @@ use super::step_progress::Progress;
 use super::step_schedule::{ScheduleError, run_steps};
 use super::summary::Summary;
 use super::tools::{PathError, Snapshot, Toolbox};
+use super::trace;
 use crate::ollama::{Message, OllamaError};
 use crate::task::{TaskState, Turn, TurnRole};
 
@@ -56,6 +57,7 @@ pub async fn run_task(core: &Arc<AgentCore>, id: Uuid, cancel: CancellationToken
             return;
         }
     };
+    let span = trace::agent_span(&core.settings.ollama.model, &task);
     let images = core.store.task_images(id).await;
     let mut progress = Progress::new(core, task.clone());
     let outcome = match images {
@@ -65,13 +67,21 @@ pub async fn run_task(core: &Arc<AgentCore>, id: Uuid, cancel: CancellationToken
             }
             progress.task.images = task.images;
             info!(task_id = %id, session_id = %progress.task.session_id, "task started");
-            drive(core, &mut progress, &cancel).await
+            drive(core, &mut progress, &cancel)
+                .instrument(span.clone())
+                .await
         }
         Err(e) => Err(RunError::Store(format!(
             "cannot load the task's images: {e}"
         ))),
     };
+    trace::record_outcome(
+        &span,
+        &progress.task,
+        outcome.as_ref().err().map(RunError::kind),
+    );
     finish(core, &mut progress, outcome).await;
+    drop(span);
     if progress.task.state.is_terminal() {
         info!(task_id = %id, state = %progress.task.state, "task finished");
     }
@@ -105,6 +115,22 @@ enum RunError {
          done; the model said: {answer}"
     )]
     NothingChanged { answer: String },
+}
+
+impl RunError {
+    /// A short class for the `invoke_agent` span's `error.type`.
+    fn kind(&self) -> &'static str {
+        match self {
+            RunError::Ollama(e) => e.kind(),
+            RunError::Cancelled => "cancelled",
+            RunError::NoVision { .. } => "no_vision",
+            RunError::Store(_) => "store",
+            RunError::Workspace(_) => "workspace",
+            RunError::Steps(_) => "step_failed",
+            RunError::EmptySynthesis => "empty_answer",
+            RunError::NothingChanged { .. } => "nothing_changed",
+        }
+    }
 }
 
 impl From<OllamaError> for RunError {

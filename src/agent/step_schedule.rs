@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::plan::Plan;
 use super::step::{Engine, StepError, run_step};
 use super::step_progress::Progress;
+use tracing::Instrument as _;
 
 /// Why the steps did not all finish.
 #[derive(Debug, thiserror::Error)]
@@ -55,8 +56,10 @@ pub(crate) async fn run_steps(
             let prompt = plan.is_planned().then(|| step_prompt(plan, i, &results));
             let final_step = leaves.contains(&i);
             let (engine, tx, token) = (engine.clone(), events_tx.clone(), steps_cancel.clone());
+            // In the task's span, so the step's model and tool calls are its children.
             running.spawn(
-                async move { (i, run_step(engine, i, prompt, final_step, tx, token).await) },
+                async move { (i, run_step(engine, i, prompt, final_step, tx, token).await) }
+                    .in_current_span(),
             );
         }
         if running.is_empty() {

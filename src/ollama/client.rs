@@ -9,6 +9,8 @@ use tokio_util::sync::CancellationToken;
 use super::error::OllamaError;
 use super::stream::ChatStreamDecoder;
 use super::types::{ChatChunk, ChatRequest, ChatResponse, ShowResponse};
+use crate::telemetry::semconv::attr;
+use crate::telemetry::spans::{self, ChatSpan};
 
 /// Default cap on a chat reply's content plus thinking text.
 pub const DEFAULT_MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
@@ -185,6 +187,7 @@ impl OllamaClient {
     ) -> Result<ChatResponse, OllamaError> {
         let url = self.endpoint("/api/chat");
         let started = std::time::Instant::now();
+        let span = self.chat_span(req);
         let call = self.bounded(&url, self.stream_chat(&url, req, on_chunk));
         let outcome = tokio::select! {
             biased;
@@ -194,13 +197,48 @@ impl OllamaClient {
         let label = match &outcome {
             Ok(reply) => {
                 crate::metrics::record_tokens(reply.prompt_eval_count, reply.eval_count);
+                spans::record_usage(&span, reply.prompt_eval_count, reply.eval_count);
+                spans::record_content(&span, attr::GEN_AI_OUTPUT_MESSAGES, &reply.message.content);
                 "ok"
             }
-            Err(OllamaError::Cancelled) => "cancelled",
-            Err(_) => "error",
+            Err(e) => {
+                spans::record_error(&span, e.kind(), None);
+                if matches!(e, OllamaError::Cancelled) {
+                    "cancelled"
+                } else {
+                    "error"
+                }
+            }
         };
         crate::metrics::record_ollama_call("chat", label, started.elapsed());
         outcome
+    }
+
+    /// The `chat {model}` span of one call (disabled, and nothing prepared, when export is
+    /// off). Its input is recorded only with content capture on, and never the images.
+    fn chat_span(&self, req: &ChatRequest) -> tracing::Span {
+        if !spans::export_enabled() {
+            return tracing::Span::none();
+        }
+        let parsed = reqwest::Url::parse(&self.base_url).ok();
+        let server = parsed
+            .as_ref()
+            .and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)));
+        let mut builder = ChatSpan::new(&req.model);
+        if let Some((host, port)) = server {
+            builder = builder.with_server(host, port);
+        }
+        let span = builder.start();
+        if spans::content_capture_enabled() {
+            let messages: Vec<serde_json::Value> = req
+                .messages
+                .iter()
+                .map(|m| serde_json::json!({"role": m.role, "content": m.content}))
+                .collect();
+            let text = serde_json::Value::Array(messages).to_string();
+            spans::record_content(&span, attr::GEN_AI_INPUT_MESSAGES, &text);
+        }
+        span
     }
 
     /// `POST /api/show`: the model's capabilities, details and metadata.

@@ -97,6 +97,26 @@ const EXCERPT_CHARS: usize = 200;
 const ERROR_BODY_CHARS: usize = 2000;
 
 impl OllamaError {
+    /// A short, stable class of the error for a span's `error.type` (`timeout`, `http_503`,
+    /// `model_not_found`, …): never the message, which may quote a reply.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::InvalidUrl { .. } => "invalid_url",
+            Self::Unreachable { .. } => "unreachable",
+            Self::ModelNotFound { .. } => "model_not_found",
+            Self::Busy { .. } | Self::BusyAfterRetries { .. } => "busy",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::Status { .. } => "http_status",
+            Self::Stream(_) => "stream",
+            Self::Decode { .. } => "decode",
+            Self::ReplyTooLarge { .. } => "reply_too_large",
+            Self::Timeout { .. } => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::Transport(_) => "transport",
+        }
+    }
+
     /// Maps a non-2xx status to an error. `model` is the model named in the request, if any:
     /// a 404 then means that model is missing.
     pub(crate) fn from_status(status: u16, raw_body: &[u8], model: Option<&str>) -> Self {

@@ -237,6 +237,12 @@ pub(crate) mod conformance {
         );
         t.created_at = UNIX_EPOCH + Duration::new(1_786_000_000, 123_456_789);
         t.updated_at = t.created_at;
+        // The caller's trace context, stored with the task for whichever instance runs it.
+        t.trace = Some(crate::telemetry::context::TraceCarrier {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: Some("rojo=00f067aa0ba902b7".into()),
+            baggage: None,
+        });
         store.insert_task(&t).await.unwrap();
         assert_eq!(
             store.task(t.id).await.unwrap().map(|t| without_images(&t)),

@@ -73,6 +73,13 @@ pub(super) fn set_content_capture(on: bool) {
     CAPTURE_CONTENT.store(on, Ordering::Relaxed);
 }
 
+/// Whether the export spans are enabled here (an export layer is installed): one relaxed
+/// atomic load once the call site's interest is cached. Callers check it before preparing
+/// what a span needs (an id as text, a parsed context).
+pub fn export_enabled() -> bool {
+    tracing::span_enabled!(target: TARGET, tracing::Level::INFO)
+}
+
 /// How a request reached the server, for `network.*` and `client.*` attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Network {

@@ -4,3 +4,4 @@ pub mod connections;
 pub mod http;
 pub mod server;
 pub mod stdio;
+mod telemetry;

@@ -43,6 +43,7 @@ use crate::protocol::{
     ErrorObject, Incoming, McpRequest, McpResponse, Method, Payload, ProtocolVersion,
     RequestContext, RequestId, Transport, VersionHints, classify,
 };
+use crate::transport::telemetry::ServerOperation;
 
 /// The longest line accepted; longer ones are answered with an error and skipped.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -137,10 +138,14 @@ where
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
         let is_initialize = method == Method::Initialize;
+        let operation = ServerOperation::start(&method, id.as_ref(), &params, None, &mut ctx);
         let request = McpRequest::new(id.clone(), method, params, ctx);
         if is_initialize {
             // Handled inline: later lines of this process are classified with its outcome.
             let Ok(response) = service.clone().oneshot(request).await;
+            if let Some(operation) = operation {
+                operation.finish(&response);
+            }
             // The service answers in the version it negotiated.
             if matches!(response.payload, Payload::Result(_)) {
                 negotiated = Some(response.version);
@@ -162,6 +167,9 @@ where
         tasks.spawn(async move {
             let cancel = request.ctx.cancel.clone();
             let Ok(response) = service.oneshot(request).await;
+            if let Some(operation) = operation {
+                operation.finish(&response);
+            }
             if let Payload::Stream(stream) = &response.payload
                 && let Some(mut stream) = stream.take()
             {

@@ -55,6 +55,7 @@ mod netns;
 mod output;
 mod registry;
 mod run;
+mod trace;
 pub mod workspace;
 
 use std::collections::BTreeMap;
@@ -365,6 +366,17 @@ impl Toolbox {
     /// Runs one call. A failure the model can act on is [`CallError::RespondToModel`]; the
     /// text it is sent is [`Toolbox::error_text`].
     pub async fn execute(
+        &self,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let span = trace::tool_span(self.get(&call.function.name).map(|s| s.name), call);
+        let outcome = self.run_call(call, cancel).await;
+        trace::record_outcome(&span, &outcome);
+        outcome
+    }
+
+    async fn run_call(
         &self,
         call: &ToolCall,
         cancel: &CancellationToken,

@@ -51,7 +51,9 @@ use super::sqlite::queries::{from_ns, prepare_images, to_ns};
 use super::{SharedEvent, SharedQueue, StoreError, TaskStore};
 use crate::config::StoreConfig;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn, TurnRole};
-use rows::{TASK_COLUMNS, TaskValues, bad_row, notify, release_images, task_from};
+use rows::{
+    TASK_COLUMNS, TASK_READ_COLUMNS, TaskValues, bad_row, notify, release_images, task_from,
+};
 
 /// The LISTEN/NOTIFY channel of every announcement.
 pub(crate) const CHANNEL: &str = "agent_mcp";
@@ -483,12 +485,14 @@ impl TaskStore for PostgresStore {
             .map_err(|e| self.err(e))?;
             let insert = tx
                 .prepare_cached(&format!(
-                    "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                    "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, trace_context) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
                 ))
                 .await
                 .map_err(|e| self.err(e))?;
-            tx.execute(&insert, &values.params())
+            let mut params = values.params().to_vec();
+            params.push(&values.trace);
+            tx.execute(&insert, &params)
                 .await
                 .map_err(|e| self.err(e))?;
             // A task that is already terminal holds no images (they would never be released).
@@ -526,7 +530,9 @@ impl TaskStore for PostgresStore {
         self.bounded("read the task", async {
             let client = self.client().await?;
             let stmt = client
-                .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
+                .prepare_cached(&format!(
+                    "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE id = $1"
+                ))
                 .await
                 .map_err(|e| self.err(e))?;
             let row = client
@@ -604,7 +610,7 @@ impl TaskStore for PostgresStore {
             let client = self.client().await?;
             let stmt = client
                 .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE state = $1 ORDER BY seq"
+                    "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE state = $1 ORDER BY seq"
                 ))
                 .await
                 .map_err(|e| self.err(e))?;

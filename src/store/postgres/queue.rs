@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::rows::{TASK_COLUMNS, bad_row, notify, release_images, task_from};
+use super::rows::{TASK_READ_COLUMNS, bad_row, notify, release_images, task_from};
 use super::{CLAIM_LOCK, PostgresStore};
 use crate::store::lease::Lease;
 use crate::store::sqlite::queries::to_ns;
@@ -156,7 +156,7 @@ impl SharedQueue for PostgresStore {
                         "UPDATE tasks SET state = 'cancelled', result = $2, current_task = '', \
                              updated_at_ns = $3, finished_at_ns = $3 \
                          WHERE id = $1 AND state = 'queued' AND lease_owner IS NULL \
-                         RETURNING {TASK_COLUMNS}"
+                         RETURNING {TASK_READ_COLUMNS}"
                     ),
                     &[&key, &result_if_queued, &now],
                 )
@@ -180,7 +180,7 @@ impl SharedQueue for PostgresStore {
                             &format!(
                                 "UPDATE tasks SET cancel_requested = true \
                                  WHERE id = $1 AND state IN ('queued', 'planning', 'running') \
-                                 RETURNING {TASK_COLUMNS}"
+                                 RETURNING {TASK_READ_COLUMNS}"
                             ),
                             &[&key],
                         )
@@ -195,7 +195,7 @@ impl SharedQueue for PostgresStore {
                         }
                         None => tx
                             .query_opt(
-                                &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+                                &format!("SELECT {TASK_READ_COLUMNS} FROM tasks WHERE id = $1"),
                                 &[&key],
                             )
                             .await

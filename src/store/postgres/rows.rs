@@ -6,13 +6,21 @@ use uuid::Uuid;
 
 use super::CHANNEL;
 use crate::store::StoreError;
-use crate::store::sqlite::queries::{from_ns, state_from, to_i64, to_ns};
+use crate::store::sqlite::queries::{
+    from_ns, state_from, to_i64, to_ns, trace_from_column, trace_to_column,
+};
 use crate::task::{Task, TokenUsage};
 
 /// The columns every task read returns, in [`task_from`]'s order.
 pub(super) const TASK_COLUMNS: &str = "id, session_id, owner, request, temperature, state, \
     steps_done, steps_total, current_task, input_tokens, output_tokens, critical_path_tokens, \
     result, created_at_ns, updated_at_ns";
+
+/// What a task read returns: [`TASK_COLUMNS`], then `trace_context` (written once, by the
+/// INSERT, never by the UPDATE of [`TaskValues`]), in [`task_from`]'s order.
+pub(super) const TASK_READ_COLUMNS: &str = "id, session_id, owner, request, temperature, \
+    state, steps_done, steps_total, current_task, input_tokens, output_tokens, \
+    critical_path_tokens, result, created_at_ns, updated_at_ns, trace_context";
 
 /// A task's columns as SQL values: `$1`..`$16` of both the INSERT and the UPDATE.
 pub(super) struct TaskValues {
@@ -32,6 +40,8 @@ pub(super) struct TaskValues {
     pub(super) created: i64,
     pub(super) updated: i64,
     pub(super) finished: Option<i64>,
+    /// `$17` of the INSERT only.
+    pub(super) trace: Option<String>,
 }
 
 impl TaskValues {
@@ -53,6 +63,7 @@ impl TaskValues {
             created: to_ns(task.created_at),
             updated: to_ns(task.updated_at),
             finished: task.state.is_terminal().then(|| to_ns(task.updated_at)),
+            trace: trace_to_column(task.trace.as_ref()),
         }
     }
 
@@ -108,6 +119,7 @@ pub(super) fn task_from(row: &tokio_postgres::Row) -> Result<Task, StoreError> {
         result: row.get(12),
         created_at: from_ns(row.get(13)),
         updated_at: from_ns(row.get(14)),
+        trace: trace_from_column(row.get::<_, Option<&str>>(15)),
     })
 }
 

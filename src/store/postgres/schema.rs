@@ -99,6 +99,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
             FROM rate_limits WHERE key = bucket;
         RETURN greatest(next_tat, 0.001);
     END $$;",
+    // 3: the trace context of the request that queued a task (the W3C strings as JSON), so
+    // whichever instance runs it continues the caller's trace; NULL when export was off.
+    "ALTER TABLE tasks ADD COLUMN trace_context TEXT;",
 ];
 
 /// Brings the schema up to [`MIGRATIONS`]' version. Fails, changing nothing, on a database

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::store::StoreError;
 use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
+use crate::telemetry::context::TraceCarrier;
 
 /// An image keyed by the SHA-256 of its decoded bytes, ready to store. `data` is the standard
 /// base64 text exactly as the client sent it: that is what Ollama takes, so it is stored as is
@@ -72,12 +73,30 @@ pub(super) fn without_images(task: &Task) -> Task {
         result: task.result.clone(),
         created_at: task.created_at,
         updated_at: task.updated_at,
+        trace: task.trace.clone(),
     }
 }
 
 const TASK_COLUMNS: &str = "id, session_id, owner, request, temperature, state, steps_done, \
     steps_total, current_task, input_tokens, output_tokens, critical_path_tokens, result, \
     created_at_ns, updated_at_ns";
+
+/// What a task read returns: [`TASK_COLUMNS`], then `trace_context` (written once, with the
+/// task; [`task_from`]'s order).
+const TASK_READ_COLUMNS: &str = "id, session_id, owner, request, temperature, state, \
+    steps_done, steps_total, current_task, input_tokens, output_tokens, critical_path_tokens, \
+    result, created_at_ns, updated_at_ns, trace_context";
+
+/// A task's stored trace context as the column holds it (the carrier's JSON).
+pub(in crate::store) fn trace_to_column(trace: Option<&TraceCarrier>) -> Option<String> {
+    trace.and_then(|t| serde_json::to_string(t).ok())
+}
+
+/// The column back into a carrier; a value that no longer reads is no context (the task runs
+/// the same, in a trace of its own).
+pub(in crate::store) fn trace_from_column(text: Option<&str>) -> Option<TraceCarrier> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
 
 /// Nanoseconds since the Unix epoch (negative before it), saturating at the i64 range
 /// (years 1677 to 2262).
@@ -152,12 +171,13 @@ fn task_from(row: &Row<'_>) -> rusqlite::Result<Task> {
         result: row.get(12)?,
         created_at: from_ns(row.get(13)?),
         updated_at: from_ns(row.get(14)?),
+        trace: trace_from_column(row.get::<_, Option<String>>(15)?.as_deref()),
     })
 }
 
-/// The values bound to `?1`..`?16` of the task INSERT, in that order ([`TASK_COLUMNS`], then
-/// `finished_at_ns`).
-fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 16] {
+/// The values bound to `?1`..`?17` of the task INSERT, in that order ([`TASK_COLUMNS`], then
+/// `finished_at_ns`, `trace_context`).
+fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 17] {
     use rusqlite::types::Value;
     [
         Value::from(id.to_owned()),
@@ -176,6 +196,7 @@ fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 16] {
         Value::from(to_ns(task.created_at)),
         Value::from(to_ns(task.updated_at)),
         Value::from(finished_at(task)),
+        Value::from(trace_to_column(task.trace.as_ref())),
     ]
 }
 
@@ -285,8 +306,8 @@ pub(super) fn insert_task(
         to_ns(task.created_at)
     ])?;
     tx.prepare_cached(&format!(
-        "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+        "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, trace_context) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
     ))?
     .execute(rusqlite::params_from_iter(row_values(&id, task)))?;
     // A task that is already terminal holds no images (they would never be released).
@@ -306,9 +327,11 @@ pub(super) fn insert_task(
 }
 
 pub(super) fn task(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Task>> {
-    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?
-        .query_row([id.to_string()], task_from)
-        .optional()
+    conn.prepare_cached(&format!(
+        "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE id = ?1"
+    ))?
+    .query_row([id.to_string()], task_from)
+    .optional()
 }
 
 /// `None` when the task is unknown.
@@ -421,7 +444,7 @@ fn release_images(conn: &Connection, task_id: &str) -> rusqlite::Result<()> {
 
 pub(super) fn tasks_in_state(conn: &Connection, state: TaskState) -> rusqlite::Result<Vec<Task>> {
     conn.prepare_cached(&format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE state = ?1 ORDER BY seq"
+        "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE state = ?1 ORDER BY seq"
     ))?
     .query_map([state.as_str()], task_from)?
     .collect()

@@ -64,6 +64,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_images_by_hash ON task_images (sha256);",
     // 2: sessions are purged with their last task, which looks tasks up by session.
     "CREATE INDEX tasks_by_session ON tasks (session_id);",
+    // 3: the trace context of the request that queued a task (the W3C strings as JSON), so
+    // the runner continues the caller's trace; NULL when export was off.
+    "ALTER TABLE tasks ADD COLUMN trace_context TEXT;",
 ];
 
 /// How long a statement waits for a lock held by another connection (the other thread, or a

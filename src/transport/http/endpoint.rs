@@ -32,6 +32,7 @@ use crate::protocol::{
     Classified, Credential, ErrorObject, Incoming, McpRequest, McpResponse, Method, RequestContext,
     RequestId, Transport, VersionHints, classify, code,
 };
+use crate::transport::telemetry::ServerOperation;
 
 /// Body to [`McpRequest`], and the stack's [`McpResponse`] back to HTTP.
 #[derive(Clone, Debug)]
@@ -290,6 +291,13 @@ where
     // at the edge.
     ctx.credential = credential;
     ctx.extensions = parts.extensions;
+    let operation = ServerOperation::start(
+        &method,
+        id.as_ref(),
+        &params,
+        Some(&parts.headers),
+        &mut ctx,
+    );
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.
     let guard = modern.then(|| ctx.cancel.clone().drop_guard());
@@ -297,6 +305,9 @@ where
     let Ok(response) = inner.oneshot(request).await;
     if let Some(guard) = guard {
         guard.disarm();
+    }
+    if let Some(operation) = operation {
+        operation.finish(&response);
     }
     into_http(response)
 }
