@@ -35,6 +35,12 @@ pub(crate) enum Expect {
     /// This line, which the file had when the task began, is still one of its lines: a
     /// request that adds a line removes none.
     Kept(String),
+    /// The file no longer holds this text, which it held when the task began: "fix stats.py"
+    /// changes stats.py (a model that edits the test instead has not done it).
+    Changed(String),
+    /// These top-level keys of a JSON object are still there: "add the key debug to
+    /// settings.json" keeps the others.
+    KeysKept(Vec<String>),
 }
 
 /// One expectation and the files it is about.
@@ -94,6 +100,35 @@ impl Expectations {
             let mut expects = Vec::new();
             read_clause(&clause, &mut expects);
             add(expects, &clause);
+            for file in file_words(&clause, ws) {
+                let Some(text) = ws.existing(&file).ok().and_then(|p| read_small(&p)) else {
+                    continue;
+                };
+                let mut extra = Vec::new();
+                if fixes(&clause) && !super::steering::rules::is_test_file(&file) {
+                    extra.push(Expect::Changed(text.clone()));
+                }
+                if adds(&clause)
+                    && file.to_ascii_lowercase().ends_with(".json")
+                    && let Ok(serde_json::Value::Object(map)) =
+                        serde_json::from_str::<serde_json::Value>(&text)
+                {
+                    extra.push(Expect::KeysKept(map.keys().cloned().collect()));
+                }
+                for expect in extra {
+                    if kept
+                        .iter()
+                        .any(|s| s.expect == expect && s.files == [file.clone()])
+                    {
+                        continue;
+                    }
+                    kept.push(Scoped {
+                        expect,
+                        files: vec![file.clone()],
+                        own: true,
+                    });
+                }
+            }
             if adds_lines(&clause) {
                 for file in file_words(&clause, ws) {
                     let text = ws
@@ -124,9 +159,12 @@ impl Expectations {
         Expectations { scoped }
     }
 
-    /// Whether the request says anything the workspace can be checked against.
+    /// Whether the request states a result the workspace can be checked against (a word gone
+    /// or there); the guards — a file changed, lines or keys kept — say nothing of the result.
     pub fn expects_anything(&self) -> bool {
-        !self.scoped.is_empty()
+        self.scoped
+            .iter()
+            .any(|s| matches!(s.expect, Expect::Gone(_) | Expect::There(_)))
     }
 
     /// The expectations, for tests and logs.
@@ -180,6 +218,37 @@ impl Expectations {
                              removes none",
                             lost.join(", ")
                         ));
+                    }
+                }
+                Expect::Changed(original) => {
+                    let same: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| t == original)
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if !same.is_empty() {
+                        unmet.push(format!(
+                            "{} is unchanged, but the request asks for it to be changed",
+                            same.join(", ")
+                        ));
+                    }
+                }
+                Expect::KeysKept(keys) => {
+                    for (file, text) in &texts {
+                        let now = serde_json::from_str::<serde_json::Value>(text).ok();
+                        let lost: Vec<&str> = keys
+                            .iter()
+                            .filter(|k| now.as_ref().and_then(|v| v.get(k.as_str())).is_none())
+                            .map(String::as_str)
+                            .collect();
+                        if !lost.is_empty() {
+                            unmet.push(format!(
+                                "{file} lost the key{} {}, but the request adds and removes \
+                                 nothing",
+                                if lost.len() == 1 { "" } else { "s" },
+                                lost.join(", ")
+                            ));
+                        }
                     }
                 }
                 Expect::There(word) => {
@@ -291,9 +360,9 @@ const FILLERS: [&str; 9] = [
     "the", "a", "an", "every", "all", "each", "unused", "old", "dead",
 ];
 /// Nouns after which the object names code or a line of text.
-const CODE_NOUNS: [&str; 10] = [
+const CODE_NOUNS: [&str; 11] = [
     "word", "words", "text", "line", "function", "method", "class", "variable", "string",
-    "constant",
+    "constant", "import",
 ];
 
 /// The text after the first occurrence of `word` (a lowercase word) in `clause`.
@@ -404,6 +473,30 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
     }
 }
 
+/// Whether `clause` starts (after fillers) with a verb that changes the files it names: fix,
+/// correct, repair, patch, edit, modify, update, change.
+fn fixes(clause: &str) -> bool {
+    const VERBS: [&str; 8] = [
+        "fix", "correct", "repair", "patch", "edit", "modify", "update", "change",
+    ];
+    const LEADING: [&str; 6] = ["please", "now", "then", "also", "and", "just"];
+    clause
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .find(|w| !LEADING.contains(&w.as_str()))
+        .is_some_and(|w| VERBS.contains(&w.as_str()))
+}
+
+/// Whether `clause` asks for something to be added ("add", "append", "insert").
+fn adds(clause: &str) -> bool {
+    ["add", "append", "insert"]
+        .iter()
+        .any(|verb| after_word(clause, verb).is_some())
+}
+
 /// Whether `clause` asks for a line to be added to a file: "add" (or "append", "insert")
 /// and then "line" or "lines".
 fn adds_lines(clause: &str) -> bool {
@@ -414,8 +507,53 @@ fn adds_lines(clause: &str) -> bool {
     })
 }
 
+/// `X を Y に名前を変えて` (改名, リネーム, 変更, 置き換え): the Japanese "rename X to Y".
+fn japanese_rename(request: &str, out: &mut Vec<Expect>) {
+    const RENAMES: [&str; 7] = [
+        "名前を変",
+        "改名",
+        "リネーム",
+        "変更",
+        "置き換",
+        "置換",
+        "変え",
+    ];
+    let ident = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    for (at, _) in request.match_indices('を') {
+        let before = request[..at].trim_end();
+        let old_start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| ident(*c))
+            .last()
+            .map_or(before.len(), |(i, _)| i);
+        let old = &before[old_start..];
+        let after = request[at + 'を'.len_utf8()..].trim_start();
+        let new_end = after.find(|c: char| !ident(c)).unwrap_or(after.len());
+        let new = &after[..new_end];
+        let Some(rest) = after[new_end..].trim_start().strip_prefix('に') else {
+            continue;
+        };
+        if !old.is_empty()
+            && !new.is_empty()
+            && old != new
+            && RENAMES
+                .iter()
+                .any(|r| rest.starts_with(r) || rest.contains(r))
+        {
+            out.push(Expect::Gone(old.to_owned()));
+            out.push(Expect::There(new.to_owned()));
+            return;
+        }
+    }
+}
+
 /// `X から Y に`: the Japanese "from X to Y".
 fn japanese(request: &str, out: &mut Vec<Expect>) {
+    japanese_rename(request, out);
+    if !out.is_empty() {
+        return;
+    }
     let Some((before, after)) = request.split_once("から") else {
         return;
     };
@@ -570,6 +708,16 @@ mod tests {
                 vec![there("call mum")],
             ),
             ("Append the line 'done' to log.txt.", vec![there("done")]),
+            ("Remove the unused import os from app.py.", vec![gone("os")]),
+            (
+                "config.py の定数 TIMEOUT を TIMEOUT_SECONDS に名前を変えて、main.py も直してください。",
+                vec![gone("TIMEOUT"), there("TIMEOUT_SECONDS")],
+            ),
+            (
+                "関数 greet を welcome にリネームしてください。",
+                vec![gone("greet"), there("welcome")],
+            ),
+            ("README.md を読んでください。", vec![]),
         ] {
             assert_eq!(expects(request), wanted, "{request}");
         }
@@ -612,6 +760,61 @@ mod tests {
             &ws,
         );
         assert!(batched.unmet(&ws).is_empty(), "{:?}", batched.unmet(&ws));
+    }
+
+    #[test]
+    fn a_file_a_clause_fixes_must_change_and_a_json_file_added_to_keeps_its_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("stats.py"),
+            "def biggest(xs):\n    return min(xs)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("test_stats.py"),
+            "assert biggest([1]) == 1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("settings.json"),
+            "{\"port\": 80, \"host\": \"localhost\"}\n",
+        )
+        .unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        // The test edited instead of the code (a 1.5B model's "fix").
+        let fix = Expectations::of(
+            "The tests fail. Fix stats.py so that python3 -m unittest passes.",
+            &ws,
+        );
+        std::fs::write(dir.path().join("test_stats.py"), "assert True\n").unwrap();
+        assert_eq!(
+            fix.unmet(&ws),
+            ["stats.py is unchanged, but the request asks for it to be changed"]
+        );
+        std::fs::write(
+            dir.path().join("stats.py"),
+            "def biggest(xs):\n    return max(xs)\n",
+        )
+        .unwrap();
+        assert!(fix.unmet(&ws).is_empty(), "{:?}", fix.unmet(&ws));
+        // A test file a clause names may stay as it is: "fix the test" often means the code.
+        let test = Expectations::of("Fix the failing test in test_stats.py.", &ws);
+        assert!(test.unmet(&ws).is_empty(), "{:?}", test.unmet(&ws));
+        let add = Expectations::of(
+            "Add the key \"debug\" with the value false to settings.json, keeping the other keys.",
+            &ws,
+        );
+        std::fs::write(dir.path().join("settings.json"), "{\"debug\": false}").unwrap();
+        assert_eq!(
+            add.unmet(&ws),
+            ["settings.json lost the keys host, port, but the request adds and removes nothing"]
+        );
+        std::fs::write(
+            dir.path().join("settings.json"),
+            "{\"port\": 80, \"host\": \"localhost\", \"debug\": false}",
+        )
+        .unwrap();
+        assert!(add.unmet(&ws).is_empty(), "{:?}", add.unmet(&ws));
     }
 
     #[test]
