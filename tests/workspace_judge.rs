@@ -31,16 +31,24 @@ async fn run(config: Config, request: &str) -> String {
 }
 
 fn edit(old: &str, new: &str) -> Reply {
-    Reply::tool_call(
+    call(
         "edit_file",
         json!({"path": "calc.txt", "old_text": old, "new_text": new}),
-        10,
-        2,
     )
 }
 
+/// A tool call of the scripted model (10 prompt and 2 output tokens, like every reply here).
+fn call(name: &str, args: Value) -> Reply {
+    Reply::tool_call(name, args, 10, 2)
+}
+
+/// A text reply of the scripted model.
+fn say(text: &str) -> Reply {
+    Reply::text(text, 10, 2)
+}
+
 fn read_calc() -> Reply {
-    Reply::tool_call("read_file", json!({"path": "calc.txt"}), 10, 2)
+    call("read_file", json!({"path": "calc.txt"}))
 }
 
 /// The last user message of a chat request body.
@@ -68,10 +76,10 @@ async fn failing_checks_go_back_to_the_model_until_they_pass() {
     let fake = FakeOllama::start().await;
     fake.push_reply(read_calc());
     fake.push_reply(edit("answer = 5", "answer = 3"));
-    fake.push_reply(Reply::text("Fixed.", 10, 2));
+    fake.push_reply(say("Fixed."));
     // The check failed: the model is told, and fixes it.
     fake.push_reply(edit("answer = 3", "answer = 4"));
-    fake.push_reply(Reply::text("Fixed, really.", 10, 2));
+    fake.push_reply(say("Fixed, really."));
     let mut config = config(&fake, ws.path());
     config.agent.checks = check_for_4();
     let done = run(config, "Fix calc.txt so the answer is 4.").await;
@@ -103,9 +111,9 @@ async fn checks_that_still_fail_after_the_rounds_fail_the_task() {
     let fake = FakeOllama::start().await;
     fake.push_reply(read_calc());
     fake.push_reply(edit("answer = 5", "answer = 3"));
-    fake.push_reply(Reply::text("Fixed.", 10, 2));
+    fake.push_reply(say("Fixed."));
     fake.push_reply(edit("answer = 3", "answer = 2"));
-    fake.push_reply(Reply::text("Fixed now.", 10, 2));
+    fake.push_reply(say("Fixed now."));
     let mut config = config(&fake, ws.path());
     config.agent.checks = check_for_4();
     config.agent.check_rounds = 1;
@@ -131,15 +139,10 @@ async fn a_file_is_replaced_only_after_the_task_read_it() {
     let fake = FakeOllama::start().await;
     let blind = json!({"path": "config.json", "content": "{\"port\": 8080}\n"});
     fake.push_reply(Reply::tool_call("write_file", blind.clone(), 10, 2));
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "config.json"}),
-        10,
-        2,
-    ));
+    fake.push_reply(call("read_file", json!({"path": "config.json"})));
     let kept = json!({"path": "config.json", "content": "{\"port\": 8080, \"host\": \"a\"}\n"});
-    fake.push_reply(Reply::tool_call("write_file", kept, 10, 2));
-    fake.push_reply(Reply::text("The port is 8080 now.", 10, 2));
+    fake.push_reply(call("write_file", kept));
+    fake.push_reply(say("The port is 8080 now."));
     let done = run(
         config(&fake, ws.path()),
         "Set the port in config.json to 8080.",
@@ -173,13 +176,8 @@ async fn a_change_asked_for_and_not_made_is_not_completed_under_off() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("VERSION"), "1.4.2\n").unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "VERSION"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::text("Bumped the version to 1.5.0.", 10, 2));
+    fake.push_reply(call("read_file", json!({"path": "VERSION"})));
+    fake.push_reply(say("Bumped the version to 1.5.0."));
     let done = run(
         config(&fake, ws.path()),
         "Bump the version in VERSION to 1.5.0.",
@@ -199,13 +197,8 @@ async fn a_change_asked_for_and_not_made_is_not_completed_under_off() {
 async fn an_answer_after_every_call_failed_is_not_completed_under_off() {
     let ws = tempfile::tempdir().unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "../secret/api_key.txt"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::text("The API key is sk-1234.", 10, 2));
+    fake.push_reply(call("read_file", json!({"path": "../secret/api_key.txt"})));
+    fake.push_reply(say("The API key is sk-1234."));
     let done = run(
         config(&fake, ws.path()),
         "Read ../secret/api_key.txt and tell me the API key.",
@@ -286,16 +279,14 @@ async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
     .unwrap();
     let fake = FakeOllama::start().await;
     let env = json!({"path": "settings.env"});
-    fake.push_reply(Reply::tool_call("read_file", env, 10, 2));
+    fake.push_reply(call("read_file", env));
     // The wrong line goes.
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call(
         "edit_file",
         json!({"path": "settings.env", "old_text": "PORT=80\n", "new_text": ""}),
-        10,
-        2,
     ));
-    fake.push_reply(Reply::text("Removed DEBUG=true.", 10, 2));
-    fake.push_reply(Reply::text("Removed DEBUG=true, really.", 10, 2));
+    fake.push_reply(say("Removed DEBUG=true."));
+    fake.push_reply(say("Removed DEBUG=true, really."));
     let done = run(
         config(&fake, ws.path()),
         "Remove the line DEBUG=true from settings.env.",
@@ -325,20 +316,16 @@ async fn a_change_that_did_not_take_is_sent_back_then_fails_the_task() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("names.txt"), "ada\nbob\n").unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call(
         "write_file",
         json!({"path": "people.csv", "content": "name\n"}),
-        10,
-        2,
     ));
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call(
         "edit_file",
         json!({"path": "people.csv", "old_text": "ada\nbob", "new_text": "ada\nbob\n"}),
-        10,
-        2,
     ));
-    fake.push_reply(Reply::text("people.csv lists ada and bob.", 10, 2));
-    fake.push_reply(Reply::text("people.csv lists ada and bob, really.", 10, 2));
+    fake.push_reply(say("people.csv lists ada and bob."));
+    fake.push_reply(say("people.csv lists ada and bob, really."));
     let done = run(
         config(&fake, ws.path()),
         "Write people.csv with a header line name and then one line per name of names.txt.",
@@ -376,7 +363,7 @@ async fn a_failed_change_made_again_completes() {
     fake.push_reply(read_calc());
     fake.push_reply(edit("answer = 6", "answer = 4"));
     fake.push_reply(edit("answer = 5", "answer = 4"));
-    fake.push_reply(Reply::text("calc.txt says answer = 4 now.", 10, 2));
+    fake.push_reply(say("calc.txt says answer = 4 now."));
     let done = run(config(&fake, ws.path()), "Fix calc.txt so the answer is 4.").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert!(
@@ -398,19 +385,12 @@ async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
     let original = "{\n  \"name\": \"widget\",\n  \"version\": \"1.4.2\"\n}\n";
     std::fs::write(ws.path().join("package.json"), original).unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "package.json"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call("read_file", json!({"path": "package.json"})));
+    fake.push_reply(call(
         "write_file",
         json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"}),
-        10,
-        2,
     ));
-    fake.push_reply(Reply::text("package.json is at 1.5.0.", 10, 2));
+    fake.push_reply(say("package.json is at 1.5.0."));
     let done = run(
         config(&fake, ws.path()),
         "Bump the version in package.json from 1.4.2 to 1.5.0.",
@@ -447,15 +427,13 @@ async fn a_line_added_by_replacing_the_old_one_is_not_done() {
     std::fs::write(ws.path().join("todo.txt"), "buy milk\n").unwrap();
     let fake = FakeOllama::start().await;
     let todo = json!({"path": "todo.txt"});
-    fake.push_reply(Reply::tool_call("read_file", todo, 10, 2));
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call("read_file", todo));
+    fake.push_reply(call(
         "edit_file",
         json!({"path": "todo.txt", "old_text": "buy milk\n", "new_text": "call mum\n"}),
-        10,
-        2,
     ));
-    fake.push_reply(Reply::text("Added call mum.", 10, 2));
-    fake.push_reply(Reply::text("Added call mum.", 10, 2));
+    fake.push_reply(say("Added call mum."));
+    fake.push_reply(say("Added call mum."));
     let done = run(
         config(&fake, ws.path()),
         "Now add a second line to todo.txt: call mum",
@@ -476,17 +454,10 @@ async fn a_checked_change_followed_by_silence_completes_saying_so() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("todo.txt"), "- buy milk\n- call mum\n").unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "todo.txt"}),
-        10,
-        2,
-    ));
-    fake.push_reply(Reply::tool_call(
+    fake.push_reply(call("read_file", json!({"path": "todo.txt"})));
+    fake.push_reply(call(
         "edit_file",
         json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"}),
-        10,
-        2,
     ));
     fake.push_reply(Reply::text("", 10, 0));
     fake.push_reply(Reply::text("", 10, 0));
@@ -524,11 +495,9 @@ async fn an_unchecked_change_followed_by_silence_fails() {
 }
 
 fn write_test(content: &str) -> Reply {
-    Reply::tool_call(
+    call(
         "write_file",
         json!({"path": "test_sq.py", "content": content}),
-        10,
-        2,
     )
 }
 
@@ -548,7 +517,7 @@ async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
         "import unittest\nfrom sq import read_file\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(read_file(2), 4)\n",
     ));
     for _ in 0..3 {
-        fake.push_reply(Reply::text("The test is in test_sq.py.", 10, 2));
+        fake.push_reply(say("The test is in test_sq.py."));
     }
     let mut config = config(&fake, ws.path());
     config.agent.commands.allow = vec!["python3".into()];
@@ -585,7 +554,7 @@ async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
         .unwrap();
         let fake = FakeOllama::start().await;
         fake.push_reply(write_test(good));
-        fake.push_reply(Reply::text("Wrote test_sq.py.", 10, 2));
+        fake.push_reply(say("Wrote test_sq.py."));
         let mut config = config(&fake, ws.path());
         if allowed {
             config.agent.commands.allow = vec!["python3".into()];
