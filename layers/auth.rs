@@ -14,7 +14,7 @@
 //! | in-process | any | left as the embedding application set it |
 //!
 //! The layer never sees a raw header: the HTTP edge reads the `Authorization` header once into
-//! the typed [`RequestContext::credential`](crate::protocol::RequestContext::credential), and
+//! the typed [`RequestContext::credential`](crate::plugin::RequestContext::credential), and
 //! that is what is checked here.
 //!
 //! A refused request never reaches the inner service. It gets
@@ -24,8 +24,8 @@
 //! with every configured hash in constant time (`subtle`), without stopping at a match.
 //!
 //! ```
-//! use agent_mcp::layers::auth::{AuthLayer, Tokens};
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_layers::auth::{AuthLayer, Tokens};
+//! use agent_mcp_layers::plugin::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -68,7 +68,7 @@ use crate::plugin::{
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token
 /// ([`Refusal::Unauthorized`]).
-pub const UNAUTHORIZED: i64 = crate::protocol::code::UNAUTHORIZED;
+pub const UNAUTHORIZED: i64 = crate::plugin::code::UNAUTHORIZED;
 
 pub use crate::plugin::STDIO_IDENTITY;
 
@@ -170,16 +170,6 @@ impl Tokens {
 
 /// Applies [`Auth`] with its [`Tokens`].
 pub type AuthLayer = WrapLayer<Tokens>;
-
-impl WrapLayer<Tokens> {
-    pub fn new(tokens: Tokens) -> Self {
-        WrapLayer::with(tokens)
-    }
-
-    pub fn tokens(&self) -> &Tokens {
-        self.around_ref()
-    }
-}
 
 /// Sets `req.ctx.identity` from the transport and the bearer token, or refuses the request
 /// with `401` (see the module docs).
@@ -284,7 +274,7 @@ mod tests {
     use std::convert::Infallible;
 
     use super::*;
-    use crate::protocol::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
+    use crate::plugin::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     const TOKEN_A: &str = "token-a-0123456789";

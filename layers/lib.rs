@@ -2,10 +2,13 @@
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
 //!
 //! Each layer is a `tower::Layer` over `Service<McpRequest, Response = McpResponse,
-//! Error = Infallible>` and is usable on its own. Each uses only the plugin surface
-//! ([`crate::plugin`]) and its own small config type, as a layer written outside this crate
-//! would (`tests/module_boundaries.rs` keeps it so); the composition root (`src/stack.rs`)
-//! converts `agent.yaml`'s sections into those types and builds the stack.
+//! Error = Infallible>` and is usable on its own. This crate depends on the plugin surface
+//! (the `agent-mcp-plugin` crate, re-exported here as [`plugin`]) and on nothing else of
+//! agent-mcp, so each layer is written the way a layer of your own would be, and the compiler
+//! keeps it so. The composition root (the `agent-mcp` package's `src/stack.rs`) converts
+//! `agent.yaml`'s sections into the layers' small config types and builds the stack.
+
+pub use agent_mcp_plugin as plugin;
 
 pub mod audit;
 pub mod auth;

@@ -33,24 +33,23 @@
 pub mod agent;
 pub mod client;
 pub mod config;
-#[path = "../layers/mod.rs"]
-pub mod layers;
 pub mod logging;
 pub mod metrics;
 pub mod oauth;
 pub mod ollama;
 pub mod ops;
-pub mod plugin;
-pub mod protocol;
-pub mod redact;
-mod serde_with;
 pub mod service;
 pub mod stack;
 pub mod store;
-pub mod task;
 pub mod telemetry;
-pub mod tools;
 pub mod transport;
+
+/// The built-in layers (the `agent-mcp-layers` crate, written against [`plugin`] alone).
+pub use agent_mcp_layers as layers;
+/// The plugin surface (the `agent-mcp-plugin` crate): what a layer of the stack needs.
+pub use agent_mcp_plugin as plugin;
+use agent_mcp_plugin::serde_with;
+pub use agent_mcp_plugin::{protocol, redact, task, tools};
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -185,7 +184,7 @@ impl AgentMcp {
     /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
     /// it after rotating `audit.file` (the server does on SIGHUP).
     pub fn audit_sink(&self) -> Option<&crate::layers::audit::AuditSink> {
-        self.audit.as_ref().map(AuditLayer::sink)
+        self.audit.as_ref().map(|audit| audit.around_ref().sink())
     }
 
     /// Ends every push stream (`subscriptions/listen`, 2025 stdio task notifications)
@@ -212,8 +211,8 @@ impl AgentMcp {
         self.agent.shutdown().await;
         if let Some(audit) = self.audit {
             // Refusals counted but not yet written go out before the last flush.
-            audit.auditor().write_open_counts(true);
-            let sink = audit.sink().clone();
+            audit.around_ref().write_open_counts(true);
+            let sink = audit.around_ref().sink().clone();
             let flushed =
                 tokio::task::spawn_blocking(move || sink.flush(std::time::Duration::from_secs(2)))
                     .await

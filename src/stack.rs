@@ -1,5 +1,48 @@
 //! Composes the configured layers around the [`AgentService`], outermost first:
 //! metrics → audit → auth → rate_limit → tasks → validate → images → `AgentService`.
+//!
+//! The tasks layer around the agent core (its [`TaskBackend`](crate::layers::tasks::TaskBackend)
+//! here), on its own:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use agent_mcp::agent::Agent;
+//! use agent_mcp::config::Config;
+//! use agent_mcp::layers::tasks::{TasksConfig, TasksLayer};
+//! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
+//! use agent_mcp::service::AgentService;
+//! use agent_mcp::store::MemoryStore;
+//! use serde_json::{Map, json};
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
+//!     .service(AgentService::new(agent.core().clone()));
+//!
+//! let request = |method: &str| McpRequest::new(
+//!     Some(RequestId::Number(1)),
+//!     method,
+//!     Map::new(),
+//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
+//! );
+//!
+//! // Discovery advertises the extension.
+//! let discover = svc.ready().await?.call(request("server/discover")).await?;
+//! let body = discover.to_json().unwrap_or_default();
+//! assert_eq!(
+//!     body["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+//!     json!({})
+//! );
+//!
+//! // tasks/* from a request that did not declare the extension: -32021.
+//! let get = svc.ready().await?.call(request("tasks/get")).await?;
+//! assert_eq!(get.error_code(), Some(-32021));
+//! # Ok(()) }
+//! ```
 
 pub mod admission;
 mod layer_config;
@@ -35,11 +78,13 @@ pub fn build_with_audit(
 ) -> Stack {
     let svc = ServiceBuilder::new()
         // Counts every request by method and outcome, refusals included.
-        .layer(crate::layers::metrics::MetricsLayer::new())
+        .layer(crate::layers::metrics::MetricsLayer::default())
         // layer: audit
         .option_layer(audit)
         // layer: auth
-        .layer(crate::layers::auth::AuthLayer::new((&config.auth).into()))
+        .layer(crate::layers::auth::AuthLayer::new(
+            crate::layers::auth::Tokens::from(&config.auth),
+        ))
         // layer: rate_limit
         .option_layer(rate_limit(config, &service))
         // layer: tasks
@@ -53,13 +98,15 @@ pub fn build_with_audit(
             },
         ))
         // layer: validate
-        .layer(
-            crate::layers::validate::ValidateLayer::with_max_request_bytes(
+        .layer(crate::layers::validate::ValidateLayer::new(
+            crate::layers::validate::ToolSchemas::with_max_request_bytes(
                 usize::try_from(config.mcp.max_request_bytes.as_u64()).unwrap_or(usize::MAX),
             ),
-        )
+        ))
         // layer: images
-        .layer(crate::layers::images::ImagesLayer::new(config.mcp.images))
+        .layer(crate::layers::images::ImagesLayer::new(
+            crate::layers::images::ImageRules(config.mcp.images),
+        ))
         .service(service);
     BoxCloneSyncService::new(svc)
 }

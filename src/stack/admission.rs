@@ -33,7 +33,7 @@ impl Admission for TokenAdmission {
         };
         if let Some(audit) = &self.audit {
             audit
-                .auditor()
+                .around_ref()
                 .record_refusal(arrival.peer, arrival.version, &refusal);
         }
         Err(refusal)

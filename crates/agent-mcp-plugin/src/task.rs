@@ -1,8 +1,8 @@
 //! The task model and its state machine: [`Task`], [`TaskState`], [`Session`] and a session's
 //! [`Turn`]s.
 //!
-//! It sits beneath both [`crate::agent`] (which runs tasks) and [`crate::store`] (which keeps
-//! them) and depends on neither; `tests/module_boundaries.rs` keeps the store off the agent.
+//! It sits beneath both the agent (which runs tasks) and the store (which keeps them), in the
+//! plugin crate, so the compiler keeps it from depending on either.
 
 pub mod events;
 

@@ -14,7 +14,7 @@
 //! request by its refusal ([`Refusal::outcome`]), not by any status code.
 //!
 //! ```
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_plugin::protocol::*;
 //!
 //! let req = McpRequest::new(
 //!     Some(RequestId::Number(7)),
@@ -129,6 +129,25 @@ impl Refusal {
             Refusal::Unauthorized { .. } => Outcome::Unauthorized,
             Refusal::RateLimited { .. } => Outcome::RateLimited,
             Refusal::PayloadTooLarge { .. } => Outcome::ProtocolError,
+        }
+    }
+
+    /// The HTTP status an edge answers this refusal with (see the module docs).
+    pub fn http_status(&self) -> http::StatusCode {
+        match self {
+            Refusal::Unauthorized { .. } => http::StatusCode::UNAUTHORIZED,
+            Refusal::RateLimited { .. } => http::StatusCode::TOO_MANY_REQUESTS,
+            Refusal::PayloadTooLarge { .. } => http::StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// A short label of the kind (`unauthorized`, `rate_limited`, `payload_too_large`), e.g.
+    /// for a metric's `reason`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Unauthorized { .. } => "unauthorized",
+            Refusal::RateLimited { .. } => "rate_limited",
+            Refusal::PayloadTooLarge { .. } => "payload_too_large",
         }
     }
 }
