@@ -51,6 +51,7 @@
 //! # }
 //! ```
 
+pub mod closures;
 pub mod protocol;
 pub mod redact;
 #[doc(hidden)]
@@ -67,6 +68,11 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+pub use crate::closures::{
+    AroundFn, AsyncAround, AsyncCheck, AsyncCheckFn, AsyncGate, AsyncGateLayer, AsyncGated,
+    AsyncWrap, AsyncWrapLayer, BoxResponseFuture, CheckFn, FinishFn, around_fn, async_check_fn,
+    check_fn, finish_fn,
+};
 pub use crate::protocol::{
     BearerToken, Credential, Era, ErrorObject, InitializeParams, ListenParams, McpRequest,
     McpResponse, McpResult, MessageStream, Method, Outcome, Params, ParsedCall, Payload,
