@@ -6,12 +6,19 @@
 //!                  \                                        /
 //!         parse one JSON-RPC message, classify its era, check transport rules
 //!                                    |
-//!    layers/   metrics → audit → auth → rate_limit → tasks → validate → images   (outermost first)
+//!    layers/   metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
+//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
+//!              stack::StackBuilder puts layers of your own)
 //!                                    |
 //!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
 //!                                    |
 //!    agent       queue (one task running, FIFO for the rest) → runner → ollama, store
 //! ```
+//!
+//! The protocol types, tool arguments, task model and the `Check`/`Around`/`Wrap` machinery are
+//! the `agent-mcp-plugin` crate ([`plugin`]); the built-in layers the `agent-mcp-layers` crate
+//! ([`layers`]), which depends on the plugin crate alone; this crate is the core and composes
+//! them.
 //!
 //! Three ways to use it: the `agent-mcp` binary (`serve` for HTTP, `stdio`), mounting
 //! [`AgentMcp::http_service`] into an axum or hyper app, or driving [`AgentMcp::stack`] (a
@@ -141,14 +148,27 @@ impl AgentMcp {
 
     /// The full stack: the configured layers around the [`AgentService`].
     pub fn stack(&self) -> Stack {
-        stack::build_with_audit(&self.config, self.service(), self.audit.clone())
+        self.stack_builder().build()
+    }
+
+    /// The full stack's builder, to insert layers of your own at its named places
+    /// ([`stack::Place`]: before auth, after auth, before the service), sharing this server's
+    /// audit writer and rate-limit buckets.
+    pub fn stack_builder(&self) -> stack::StackBuilder {
+        stack::StackBuilder::new(&self.config, self.service(), self.audit.clone())
     }
 
     /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount: with `auth.tokens`,
     /// a request without a valid bearer token is refused from its headers, before its body is
     /// read; every edge of this server shares one body budget (`http.max_buffered_bytes`).
     pub fn http_service(&self) -> McpHttpService<Stack> {
-        McpHttpService::new(self.stack(), self.http_rules())
+        self.http_service_for(self.stack())
+    }
+
+    /// [`AgentMcp::http_service`] around a stack of your own (e.g. one from
+    /// [`AgentMcp::stack_builder`]), with this server's HTTP rules and body budget.
+    pub fn http_service_for(&self, stack: Stack) -> McpHttpService<Stack> {
+        McpHttpService::new(stack, self.http_rules())
     }
 
     /// The HTTP rules [`AgentMcp::http_service`] applies.
