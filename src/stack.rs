@@ -132,8 +132,30 @@ pub enum Place {
     BeforeService,
 }
 
-/// A layer of your own, boxed so layers of any type line up at one place.
-type Inserted = Arc<dyn Fn(Stack) -> Stack + Send + Sync>;
+/// A layer [`StackBuilder`] takes: any `tower::Layer` over the [`Stack`] whose service is a
+/// cloneable, thread-safe MCP service (every layer of the plugin surface is).
+pub trait StackLayer: Send + Sync + 'static {
+    /// The layer around `inner`, boxed so layers of any type line up at one place.
+    fn wrap(&self, inner: Stack) -> Stack;
+}
+
+impl<L> StackLayer for L
+where
+    L: Layer<Stack> + Send + Sync + 'static,
+    L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as Service<McpRequest>>::Future: Send + 'static,
+{
+    fn wrap(&self, inner: Stack) -> Stack {
+        BoxCloneSyncService::new(self.layer(inner))
+    }
+}
+
+/// A layer of your own at one place.
+type Inserted = Arc<dyn StackLayer>;
 
 /// The configured stack with layers of your own at the named [`Place`]s; with none it is the
 /// stack [`build_with_audit`] makes, with no box added.
@@ -166,61 +188,23 @@ impl StackBuilder {
     }
 
     /// Puts `layer` at `place` (after the layers already there).
-    pub fn insert<L>(mut self, place: Place, layer: L) -> Self
-    where
-        L: Layer<Stack> + Send + Sync + 'static,
-        L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        <L::Service as Service<McpRequest>>::Future: Send + 'static,
-    {
-        self.inserted[place as usize].push(Arc::new(move |inner| {
-            BoxCloneSyncService::new(layer.layer(inner))
-        }));
+    pub fn insert(mut self, place: Place, layer: impl StackLayer) -> Self {
+        self.inserted[place as usize].push(Arc::new(layer));
         self
     }
 
     /// [`insert`](Self::insert) at [`Place::BeforeAuth`].
-    pub fn before_auth<L>(self, layer: L) -> Self
-    where
-        L: Layer<Stack> + Send + Sync + 'static,
-        L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        <L::Service as Service<McpRequest>>::Future: Send + 'static,
-    {
+    pub fn before_auth(self, layer: impl StackLayer) -> Self {
         self.insert(Place::BeforeAuth, layer)
     }
 
     /// [`insert`](Self::insert) at [`Place::AfterAuth`]: the layer sees the caller's identity.
-    pub fn after_auth<L>(self, layer: L) -> Self
-    where
-        L: Layer<Stack> + Send + Sync + 'static,
-        L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        <L::Service as Service<McpRequest>>::Future: Send + 'static,
-    {
+    pub fn after_auth(self, layer: impl StackLayer) -> Self {
         self.insert(Place::AfterAuth, layer)
     }
 
     /// [`insert`](Self::insert) at [`Place::BeforeService`].
-    pub fn before_service<L>(self, layer: L) -> Self
-    where
-        L: Layer<Stack> + Send + Sync + 'static,
-        L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        <L::Service as Service<McpRequest>>::Future: Send + 'static,
-    {
+    pub fn before_service(self, layer: impl StackLayer) -> Self {
         self.insert(Place::BeforeService, layer)
     }
 
@@ -326,6 +310,8 @@ where
         self.0
             .iter()
             .rev()
-            .fold(BoxCloneSyncService::new(inner), |svc, layer| layer(svc))
+            .fold(BoxCloneSyncService::new(inner), |svc, layer| {
+                layer.wrap(svc)
+            })
     }
 }
