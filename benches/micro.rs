@@ -19,7 +19,7 @@ use std::hint::black_box;
 
 use agent_mcp::agent::status::render_status;
 use agent_mcp::layers::images::ImageLimits;
-use agent_mcp::layers::images::ImagesLayer;
+use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::ChatStreamDecoder;
 use agent_mcp::protocol::{
@@ -116,7 +116,7 @@ fn main() {
     {
         let mut group = c.benchmark_group("validate");
         let mut bare = service_fn(answer);
-        let mut layered = ValidateLayer::new().layer(service_fn(answer));
+        let mut layered = ValidateLayer::default().layer(service_fn(answer));
         let status = call("agent_status", json!({ "task_id": TASK_ID }));
         let run = call(
             "agent_run",
@@ -156,7 +156,8 @@ fn main() {
             "agent_run",
             json!({"request": "describe", "images": images}),
         );
-        let mut layered = ImagesLayer::new(ImageLimits::default()).layer(service_fn(answer));
+        let mut layered =
+            ImagesLayer::new(ImageRules(ImageLimits::default())).layer(service_fn(answer));
         let probe = once(&runtime, &mut layered, &req);
         if probe.error_code().is_some()
             || probe

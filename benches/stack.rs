@@ -22,8 +22,8 @@ use agent_mcp::AgentMcp;
 use agent_mcp::Stack;
 use agent_mcp::config::{Config, StoreBackend};
 use agent_mcp::layers::audit::{AuditLayer, AuditSink};
-use agent_mcp::layers::auth::AuthLayer;
-use agent_mcp::layers::images::ImagesLayer;
+use agent_mcp::layers::auth::{AuthLayer, Tokens};
+use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::layers::metrics::MetricsLayer;
 use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
 use agent_mcp::layers::tasks::TasksLayer;
@@ -269,11 +269,13 @@ fn main() {
         ("boxed", BoxCloneSyncService::new(core.clone())),
         (
             "images",
-            BoxCloneSyncService::new(ImagesLayer::new(config.mcp.images).layer(core.clone())),
+            BoxCloneSyncService::new(
+                ImagesLayer::new(ImageRules(config.mcp.images)).layer(core.clone()),
+            ),
         ),
         (
             "validate",
-            BoxCloneSyncService::new(ValidateLayer::new().layer(core.clone())),
+            BoxCloneSyncService::new(ValidateLayer::default().layer(core.clone())),
         ),
         (
             "tasks",
@@ -297,11 +299,13 @@ fn main() {
         ),
         (
             "auth",
-            BoxCloneSyncService::new(AuthLayer::new((&config.auth).into()).layer(core.clone())),
+            BoxCloneSyncService::new(
+                AuthLayer::new(Tokens::from(&config.auth)).layer(core.clone()),
+            ),
         ),
         (
             "metrics",
-            BoxCloneSyncService::new(MetricsLayer::new().layer(core.clone())),
+            BoxCloneSyncService::new(MetricsLayer::default().layer(core.clone())),
         ),
     ];
     if let Ok(sink) = audit_sink {

@@ -2,8 +2,9 @@
 //!
 //! - `/tools/mcp`: **your** tower service (a `service_fn` with one tool of its own, `add`)
 //!   behind **our** layers: audit → auth → rate_limit → your service.
-//! - `/agent/mcp`: **our** [`AgentService`](agent_mcp::service::AgentService) behind **your**
-//!   layer ([`CallLogLayer`], which records every call it passes on).
+//! - `/agent/mcp`: **our** full stack with **your** layer inserted before the service
+//!   ([`CallLogLayer`], a [`Check`] that records every call it passes on), by the stack's
+//!   builder (`AgentMcp::stack_builder`), which also has places before and after auth.
 //!
 //! ```sh
 //! cargo run --example compose_stack
@@ -13,19 +14,19 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use agent_mcp::AgentMcp;
 use agent_mcp::config::Config;
 use agent_mcp::layers::audit::{AuditLayer, AuditSink};
 use agent_mcp::layers::auth::{AuthLayer, Tokens};
 use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
+use agent_mcp::plugin::{Check, GateLayer};
 use agent_mcp::protocol::{ErrorObject, McpRequest, McpResponse, McpResult};
 use agent_mcp::transport::http::{HttpRules, McpHttpService};
 use axum::Router;
 use serde_json::{Value, json};
+use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
-use tower::{Layer, Service, ServiceBuilder};
 
 /// An MCP service of your own: one tool, `add`, that sums two numbers.
 pub async fn my_tools(req: McpRequest) -> Result<McpResponse, Infallible> {
@@ -85,50 +86,26 @@ pub fn guarded_tools(
 /// What [`CallLog`] saw: the method, and the tool name of a `tools/call`.
 pub type CallLog = Arc<Mutex<Vec<String>>>;
 
-/// A layer of your own: records each request's method (and tool) before passing it on.
+/// What your layer checks: records each request's method (and tool), then passes it on. A
+/// [`Check`] is the whole layer; the plugin's `Gate` is its `Service`.
 #[derive(Clone, Debug, Default)]
-pub struct CallLogLayer {
+pub struct CallLogger {
     pub log: CallLog,
 }
 
-impl<S> Layer<S> for CallLogLayer {
-    type Service = CallLogService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CallLogService {
-            inner,
-            log: self.log.clone(),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct CallLogService<S> {
-    inner: S,
-    log: CallLog,
-}
-
-impl<S> Service<McpRequest> for CallLogService<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
-{
-    type Response = McpResponse;
-    type Error = Infallible;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
+impl Check for CallLogger {
+    fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
         let entry = match req.tool_name() {
             Some(tool) => format!("{} {tool}", req.method),
             None => req.method.to_string(),
         };
         self.log.lock().unwrap().push(entry);
-        self.inner.call(req)
+        Ok(())
     }
 }
+
+/// A layer of your own: `CallLogLayer::new(CallLogger { log })`.
+pub type CallLogLayer = GateLayer<CallLogger>;
 
 /// Both stacks on one axum router, each behind our HTTP edge (`McpHttpService`).
 pub fn app(
@@ -136,7 +113,11 @@ pub fn app(
     agent: &AgentMcp,
     log: CallLog,
 ) -> Router {
-    let agent_svc = CallLogLayer { log }.layer(agent.service());
+    // The full stack, your layer innermost: it sees what every built-in layer passed.
+    let agent_svc = agent
+        .stack_builder()
+        .before_service(CallLogLayer::new(CallLogger { log }))
+        .build();
     Router::new()
         .route_service(
             "/tools/mcp",

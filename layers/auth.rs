@@ -15,7 +15,7 @@
 //! | in-process | any | left as the embedding application set it |
 //!
 //! The layer never sees a raw header: the HTTP edge reads the `Authorization` header once into
-//! the typed [`RequestContext::credential`](crate::protocol::RequestContext::credential), and
+//! the typed [`RequestContext::credential`](crate::plugin::RequestContext::credential), and
 //! that is what is checked here.
 //!
 //! With OAuth on, the edge's admission check tries a bearer token as a static token first (the
@@ -34,8 +34,8 @@
 //! with every configured hash in constant time (`subtle`), without stopping at a match.
 //!
 //! ```
-//! use agent_mcp::layers::auth::{AuthLayer, Tokens};
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_layers::auth::{AuthLayer, Tokens};
+//! use agent_mcp_layers::plugin::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -79,7 +79,7 @@ use crate::plugin::{
 
 /// JSON-RPC error code of a request refused for want of a valid bearer token
 /// ([`Refusal::Unauthorized`]).
-pub const UNAUTHORIZED: i64 = crate::protocol::code::UNAUTHORIZED;
+pub const UNAUTHORIZED: i64 = crate::plugin::code::UNAUTHORIZED;
 
 pub use crate::plugin::STDIO_IDENTITY;
 
@@ -202,16 +202,6 @@ impl Tokens {
 
 /// Applies [`Auth`] with its [`Tokens`].
 pub type AuthLayer = WrapLayer<Tokens>;
-
-impl WrapLayer<Tokens> {
-    pub fn new(tokens: Tokens) -> Self {
-        WrapLayer::with(tokens)
-    }
-
-    pub fn tokens(&self) -> &Tokens {
-        self.around_ref()
-    }
-}
 
 /// Sets `req.ctx.identity` from the transport and the bearer token, or refuses the request
 /// with `401` (see the module docs).
@@ -339,7 +329,7 @@ mod tests {
     use std::convert::Infallible;
 
     use super::*;
-    use crate::protocol::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
+    use crate::plugin::{McpResult, Payload, ProtocolVersion, RequestContext, RequestId};
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     const TOKEN_A: &str = "token-a-0123456789";
@@ -502,7 +492,7 @@ mod tests {
     #[tokio::test]
     async fn a_verified_credential_is_its_identity_for_what_it_allows() {
         let oauth = AuthLayer::new(Tokens::default().accept_verified());
-        assert!(!oauth.tokens().is_open());
+        assert!(!oauth.around_ref().is_open());
         let r = call(oauth.clone(), verified_call("agent_status")).await;
         assert_eq!(
             identity_of(&r).as_deref(),

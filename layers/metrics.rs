@@ -7,13 +7,13 @@
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use agent_mcp::layers::metrics::MetricsLayer;
-//! use agent_mcp::protocol::{McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId, Transport};
+//! use agent_mcp_layers::metrics::MetricsLayer;
+//! use agent_mcp_layers::plugin::{McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId, Transport};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let svc = ServiceBuilder::new()
-//!     .layer(MetricsLayer::new())
+//!     .layer(MetricsLayer::default())
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, Infallible>(req.result(McpResult::empty()))
 //!     });
@@ -102,12 +102,6 @@ pub type MetricsLayer = WrapLayer<Recorder>;
 /// Records `agent_mcp_requests_total{method, outcome}` and
 /// `agent_mcp_request_duration_seconds{method}` for every request.
 pub type Metrics<S> = Wrap<S, Recorder>;
-
-impl WrapLayer<Recorder> {
-    pub fn new() -> Self {
-        WrapLayer::with(Recorder::default())
-    }
-}
 
 /// One request being timed.
 pub struct Timing {

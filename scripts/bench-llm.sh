@@ -23,19 +23,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-URL="${BENCH_LLM_URL:-http://127.0.0.1:11435}"
-MODEL="${BENCH_LLM_MODEL:-qwen2.5-coder:1.5b}"
-if ! curl -fsS --max-time 5 "$URL/api/version" >/dev/null; then
-  echo "no Ollama-compatible server answers at $URL (set BENCH_LLM_URL; see this script's header)" >&2
-  exit 1
-fi
-
-# Build first, outside the lock and the timing.
-cargo build --locked --quiet --example bench_llm
-BIN=target/debug/examples/bench_llm
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+changes')"
-if [ -n "${BENCH_LLM_LOCK:-}" ]; then
-  BENCH_LLM_URL="$URL" BENCH_LLM_MODEL="$MODEL" flock "$BENCH_LLM_LOCK" "$BIN" "$@"
-else
-  BENCH_LLM_URL="$URL" BENCH_LLM_MODEL="$MODEL" "$BIN" "$@"
-fi
+. scripts/lib.sh
+run_llm_example bench_llm "$@"

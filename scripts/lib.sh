@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Shared pieces of the scripts that start agent-mcp beside a fake Ollama (bench.sh, soak.sh,
-# bench-pg.sh, conformance.sh), which first cd to the repository root. Source it: `. scripts/lib.sh`.
+# bench-pg.sh, conformance.sh) or run the engine against a real model (bench-llm.sh,
+# bench-coding.sh), which first cd to the repository root. Source it: `. scripts/lib.sh`.
 
 # A scratch folder ($WORK) and the background processes ($PIDS) to stop when the script ends.
 WORK="$(mktemp -d)"
@@ -47,4 +48,24 @@ start_fake_ollama() { # binary name [VAR=value ...]
 # A free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Runs the example $1 (bench_llm, bench_coding) with the further arguments against the model
+# server at BENCH_LLM_URL (default http://127.0.0.1:11435) serving BENCH_LLM_MODEL (default
+# qwen2.5-coder:1.5b), holding the file BENCH_LLM_LOCK with flock while it runs when that is
+# set. Built first, outside the lock and the timing; prints a header with the time and commit.
+run_llm_example() { # example [args ...]
+  local example="$1"
+  shift
+  local url="${BENCH_LLM_URL:-http://127.0.0.1:11435}"
+  local model="${BENCH_LLM_MODEL:-qwen2.5-coder:1.5b}"
+  if ! curl -fsS --max-time 5 "$url/api/version" >/dev/null; then
+    echo "no Ollama-compatible server answers at $url (set BENCH_LLM_URL; see this script's header)" >&2
+    exit 1
+  fi
+  cargo build --locked --quiet --example "$example"
+  local lock=()
+  if [ -n "${BENCH_LLM_LOCK:-}" ]; then lock=(flock "$BENCH_LLM_LOCK"); fi
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+changes')"
+  BENCH_LLM_URL="$url" BENCH_LLM_MODEL="$model" "${lock[@]}" "target/debug/examples/$example" "$@"
 }

@@ -6,12 +6,19 @@
 //!                  \                                        /
 //!         parse one JSON-RPC message, classify its era, check transport rules
 //!                                    |
-//!    layers/   metrics → audit → auth → rate_limit → tasks → validate → images   (outermost first)
+//!    layers/   metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
+//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
+//!              stack::StackBuilder puts layers of your own)
 //!                                    |
 //!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
 //!                                    |
 //!    agent       queue (one task running, FIFO for the rest) → runner → ollama, store
 //! ```
+//!
+//! The protocol types, tool arguments, task model and the `Check`/`Around`/`Wrap` machinery are
+//! the `agent-mcp-plugin` crate ([`plugin`]); the built-in layers the `agent-mcp-layers` crate
+//! ([`layers`]), which depends on the plugin crate alone; this crate is the core and composes
+//! them.
 //!
 //! Three ways to use it: the `agent-mcp` binary (`serve` for HTTP, `stdio`), mounting
 //! [`AgentMcp::http_service`] into an axum or hyper app, or driving [`AgentMcp::stack`] (a
@@ -33,24 +40,23 @@
 pub mod agent;
 pub mod client;
 pub mod config;
-#[path = "../layers/mod.rs"]
-pub mod layers;
 pub mod logging;
 pub mod metrics;
 pub mod oauth;
 pub mod ollama;
 pub mod ops;
-pub mod plugin;
-pub mod protocol;
-pub mod redact;
-mod serde_with;
 pub mod service;
 pub mod stack;
 pub mod store;
-pub mod task;
 pub mod telemetry;
-pub mod tools;
 pub mod transport;
+
+/// The built-in layers (the `agent-mcp-layers` crate, written against [`plugin`] alone).
+pub use agent_mcp_layers as layers;
+/// The plugin surface (the `agent-mcp-plugin` crate): what a layer of the stack needs.
+pub use agent_mcp_plugin as plugin;
+use agent_mcp_plugin::serde_with;
+pub use agent_mcp_plugin::{protocol, redact, task, tools};
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -146,14 +152,27 @@ impl AgentMcp {
 
     /// The full stack: the configured layers around the [`AgentService`].
     pub fn stack(&self) -> Stack {
-        stack::build_with_audit(&self.config, self.service(), self.audit.clone())
+        self.stack_builder().build()
+    }
+
+    /// The full stack's builder, to insert layers of your own at its named places
+    /// ([`stack::Place`]: before auth, after auth, before the service), sharing this server's
+    /// audit writer and rate-limit buckets.
+    pub fn stack_builder(&self) -> stack::StackBuilder {
+        stack::StackBuilder::new(&self.config, self.service(), self.audit.clone())
     }
 
     /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount: with `auth.tokens`,
     /// a request without a valid bearer token is refused from its headers, before its body is
     /// read; every edge of this server shares one body budget (`http.max_buffered_bytes`).
     pub fn http_service(&self) -> McpHttpService<Stack> {
-        McpHttpService::new(self.stack(), self.http_rules())
+        self.http_service_for(self.stack())
+    }
+
+    /// [`AgentMcp::http_service`] around a stack of your own (e.g. one from
+    /// [`AgentMcp::stack_builder`]), with this server's HTTP rules and body budget.
+    pub fn http_service_for(&self, stack: Stack) -> McpHttpService<Stack> {
+        McpHttpService::new(stack, self.http_rules())
     }
 
     /// The HTTP rules [`AgentMcp::http_service`] applies.
@@ -200,7 +219,7 @@ impl AgentMcp {
     /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
     /// it after rotating `audit.file` (the server does on SIGHUP).
     pub fn audit_sink(&self) -> Option<&crate::layers::audit::AuditSink> {
-        self.audit.as_ref().map(AuditLayer::sink)
+        self.audit.as_ref().map(|audit| audit.around_ref().sink())
     }
 
     /// Ends every push stream (`subscriptions/listen`, 2025 stdio task notifications)
@@ -227,8 +246,8 @@ impl AgentMcp {
         self.agent.shutdown().await;
         if let Some(audit) = self.audit {
             // Refusals counted but not yet written go out before the last flush.
-            audit.auditor().write_open_counts(true);
-            let sink = audit.sink().clone();
+            audit.around_ref().write_open_counts(true);
+            let sink = audit.around_ref().sink().clone();
             let flushed =
                 tokio::task::spawn_blocking(move || sink.flush(std::time::Duration::from_secs(2)))
                     .await

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use agent_mcp::config::{Config, StoreBackend};
 use agent_mcp::layers::images::ImageLimits;
-use agent_mcp::layers::images::ImagesLayer;
+use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::{ChatStreamDecoder, OllamaError};
 use agent_mcp::protocol::{
@@ -236,7 +236,7 @@ proptest! {
         }
         for (k, v) in extra { args.insert(k, v); }
         let args = Value::Object(args);
-        let resp = runtime().block_on(call_layer(ValidateLayer::new(), tool, args.clone()));
+        let resp = runtime().block_on(call_layer(ValidateLayer::default(), tool, args.clone()));
         let Payload::Result(result) = &resp.payload else {
             panic!("a tool result: {:?}", resp.payload)
         };
@@ -288,7 +288,7 @@ proptest! {
             max_total_bytes: bytesize::ByteSize::b(100),
         };
         let args = json!({"request": "look", "images": items});
-        let resp = runtime().block_on(call_layer(ImagesLayer::new(limits), "agent_run", args));
+        let resp = runtime().block_on(call_layer(ImagesLayer::new(ImageRules(limits)), "agent_run", args));
         let Payload::Result(result) = &resp.payload else {
             panic!("a tool result: {:?}", resp.payload)
         };

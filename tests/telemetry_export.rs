@@ -8,7 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use agent_mcp::telemetry::context::{TraceCarrier, continue_trace, set_remote_parent};
+use agent_mcp::telemetry::context::{
+    TraceCarrier, TraceCarrierExt, continue_trace, set_remote_parent,
+};
 use agent_mcp::telemetry::duration::{OperationAttributes, record_server_operation};
 use agent_mcp::telemetry::semconv::{attr, metric};
 use agent_mcp::telemetry::spans::{

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::OnceLock;
 
 use agent_mcp::layers::images::ImageLimits;
-use agent_mcp::layers::images::ImagesLayer;
+use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::tools::ToolCall;
 use agent_mcp::protocol::{
     McpRequest, McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
@@ -84,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
         RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
     );
     let mut svc = ServiceBuilder::new()
-        .layer(ImagesLayer::new(limits()))
+        .layer(ImagesLayer::new(ImageRules(limits())))
         .service_fn(|req: McpRequest| async move {
             let text = match &req.call {
                 Some(ToolCall::Run(args)) => serde_json::to_string(

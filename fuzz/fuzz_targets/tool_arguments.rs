@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
     );
     let mut svc = ServiceBuilder::new()
-        .layer(ValidateLayer::new())
+        .layer(ValidateLayer::default())
         .service_fn(|req: McpRequest| async move {
             Ok::<_, Infallible>(req.result(McpResult::tool_text("passed", false)))
         });

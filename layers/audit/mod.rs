@@ -14,8 +14,8 @@
 //! | `identity` | the token name, `stdio`, or `null` (anonymous, or refused) |
 //! | `client` | `{name, version}` of the request's `clientInfo`, or `null` |
 //! | `method`, `tool` | the JSON-RPC method; `params.name` of a `tools/call` |
-//! | `task_id`, `session_id` | from the arguments, or the ids the service reports on the response ([`ResponseIds`](crate::protocol::ResponseIds)); UUIDs only |
-//! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` ([`Outcome`](crate::protocol::Outcome)) |
+//! | `task_id`, `session_id` | from the arguments, or the ids the service reports on the response ([`ResponseIds`](crate::plugin::ResponseIds)); UUIDs only |
+//! | `outcome` | `ok`, `tool_error`, `protocol_error`, `unauthorized`, `rate_limited` ([`Outcome`](crate::plugin::Outcome)) |
 //! | `error_code`, `error_message` | the JSON-RPC error, or the tool error's text |
 //! | `duration_us` | time spent inside the stack |
 //! | `args` | `request_bytes`, `request_sha256`, `temperature`, `image_count`, `image_bytes` (decoded size computed from the base64 length; nothing is decoded) and, only with `audit.include_request`, `request` |
@@ -43,13 +43,13 @@
 //! with `audit.max_bytes`/`audit.keep` ([`Rotation`]; the server's default is 100 MiB); lines
 //! are never split across files. A failing write is reported on the application log and never
 //! touches the response. The identity is the one an inner auth layer reports on the response
-//! ([`McpResponse::identity`](crate::protocol::McpResponse::identity)), or else the one the
+//! ([`McpResponse::identity`](crate::plugin::McpResponse::identity)), or else the one the
 //! request arrived with. A `debug` event under the target `mcp::audit` repeats method, tool,
 //! identity, outcome and duration (no arguments).
 //!
 //! ```
-//! use agent_mcp::layers::audit::{AuditLayer, AuditSink};
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_layers::audit::{AuditLayer, AuditSink};
+//! use agent_mcp_layers::plugin::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::protocol::{Outcome, RequestId};
-use crate::tools::args::parse_uuid;
+use crate::plugin::parse_uuid;
+use crate::plugin::{Outcome, RequestId};
 
 /// What the arguments of a `tools/call` looked like, without their content.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

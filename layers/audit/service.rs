@@ -16,11 +16,11 @@ use super::record::{
 };
 use super::sink::{AuditSink, Rotation};
 use super::throttle::{RefusalThrottle, Verdict};
+use crate::plugin::Era;
 use crate::plugin::{
     AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Payload,
     ProtocolVersion, Refusal, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
 };
-use crate::protocol::era::Era;
 
 /// The audit layer's configuration (`audit` in `agent.yaml`, converted).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl Auditor {
             tool: None,
             task_id: None,
             session_id: None,
-            outcome: refusal_outcome(refusal),
+            outcome: refusal.outcome(),
             error_code: Some(refusal.code()),
             error_message: Some(scrub_message(refusal.message())),
             duration_us: 0,
@@ -107,10 +107,6 @@ impl Auditor {
 /// The `method` of a line for a request refused before its body was read.
 pub const BODY_NOT_READ: &str = "(body not read)";
 
-fn refusal_outcome(refusal: &Refusal) -> Outcome {
-    refusal.outcome()
-}
-
 /// Applies [`Audit`]: one JSON line per `tools/call`, per `tasks/*` request and per refused or
 /// failed request.
 pub type AuditLayer = WrapLayer<Auditor>;
@@ -118,34 +114,26 @@ pub type AuditLayer = WrapLayer<Auditor>;
 /// Records requests and their outcomes (see the module docs); never changes a response.
 pub type Audit<S> = Wrap<S, Auditor>;
 
-impl WrapLayer<Auditor> {
-    pub fn new(sink: AuditSink) -> Self {
-        WrapLayer::with(Auditor::from(sink))
-    }
-
-    /// Opens the sink `options` name; an error when its file cannot be opened.
+impl Auditor {
+    /// Opens the sink `options` name (`AuditLayer::new(Auditor::open(&options)?)`); an error
+    /// when its file cannot be opened.
     pub fn open(options: &AuditOptions) -> std::io::Result<Self> {
         let sink = AuditSink::open(options.file.as_deref(), options.rotation)?;
-        Ok(Self::new(sink).with_include_request(options.include_request))
+        Ok(Self::from(sink).with_include_request(options.include_request))
     }
 
-    /// Where this layer's lines go (to [`AuditSink::flush`] them at shutdown).
+    /// Where this auditor's lines go (to [`AuditSink::flush`] them at shutdown); a layer's
+    /// auditor is its [`around_ref`](crate::plugin::WrapLayer::around_ref).
     pub fn sink(&self) -> &AuditSink {
-        &self.around_ref().sink
-    }
-
-    /// The layer's [`Auditor`], for records made outside the stack
-    /// ([`Auditor::record_refusal`]).
-    pub fn auditor(&self) -> &Auditor {
-        self.around_ref()
+        &self.sink
     }
 
     /// Also record the full `request` text of `agent_run` (off: its length and SHA-256).
     pub fn with_include_request(self, include: bool) -> Self {
-        WrapLayer::with(Auditor {
+        Auditor {
             include_request: include,
-            ..self.around_ref().clone()
-        })
+            ..self
+        }
     }
 }
 
@@ -341,7 +329,7 @@ mod tests {
     use std::convert::Infallible;
 
     use super::*;
-    use crate::protocol::{ErrorObject, McpResult, Refusal, RequestContext};
+    use crate::plugin::{ErrorObject, McpResult, Refusal, RequestContext};
     use serde_json::json;
     use std::io::{self, Write};
     use std::sync::{Arc, Mutex};
@@ -438,7 +426,9 @@ mod tests {
         let memory = Memory::default();
         let sink = AuditSink::to_writer(memory.clone(), "memory".into());
         let svc = ServiceBuilder::new()
-            .layer(AuditLayer::new(sink).with_include_request(true))
+            .layer(AuditLayer::new(
+                Auditor::from(sink).with_include_request(true),
+            ))
             .service(service_fn(handler));
         let calls = [
             request(1, "tools/list", json!({})),

@@ -545,7 +545,7 @@ mod tests {
     fn record(n: i64) -> AuditRecord {
         AuditRecord {
             time: SystemTime::now(),
-            id: Some(crate::protocol::RequestId::Number(n)),
+            id: Some(crate::plugin::RequestId::Number(n)),
             era: "modern",
             version: "2026-07-28",
             transport: "http",
@@ -556,7 +556,7 @@ mod tests {
             tool: Some("agent_status".into()),
             task_id: Some(uuid::Uuid::nil()),
             session_id: None,
-            outcome: crate::protocol::Outcome::Ok,
+            outcome: crate::plugin::Outcome::Ok,
             error_code: None,
             error_message: None,
             duration_us: 12,

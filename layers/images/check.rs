@@ -10,8 +10,8 @@ use base64::engine::general_purpose::STANDARD;
 use bytesize::ByteSize;
 use sha2::{Digest, Sha256};
 
+use crate::plugin::MAX_ELEMENT_LINES;
 use crate::plugin::{CheckedImage, ImageArg, ImageLimits, ImageType};
-use crate::tools::args::MAX_ELEMENT_LINES;
 
 /// Base64 characters decoded per step (a multiple of 4), and so the scratch buffer's size.
 const CHUNK_CHARS: usize = 64 * 1024;

@@ -31,11 +31,11 @@ fn check(images: Value, limits: &ImageLimits) -> Result<Vec<CheckedImage>, Vec<S
     let Value::Object(args) = json!({"request": "look", "images": images}) else {
         unreachable!("a literal object")
     };
-    let Some(parsed) = crate::tools::ToolCall::parse(crate::tools::AGENT_RUN, args) else {
+    let Some(parsed) = crate::plugin::ToolCall::parse(crate::plugin::AGENT_RUN, args) else {
         panic!("agent_run is one of our tools")
     };
     let mut args = match parsed? {
-        crate::tools::ToolCall::Run(args) => args,
+        crate::plugin::ToolCall::Run(args) => args,
         other => panic!("agent_run parsed as {other:?}"),
     };
     check_images(&mut args.images, limits)?;

@@ -3,7 +3,7 @@
 //! [`ImagesLayer`] checks the `images` of every `tools/call` of `agent_run`. Each element's
 //! shape (an object whose `mime_type` and `data_base64` are strings, not `null`, as the published
 //! schema would allow) and MIME type (`image/png`, `image/jpeg` or `image/webp`) are checked when
-//! the arguments are parsed into [`ToolCall`](crate::tools::ToolCall); this layer adds the rules
+//! the arguments are parsed into [`ToolCall`](crate::plugin::ToolCall); this layer adds the rules
 //! that need its limits:
 //!
 //! - `data_base64` is standard base64: the `A-Z a-z 0-9 + /` alphabet, `=` padding to a multiple
@@ -16,9 +16,9 @@
 //! The count is checked first and every size is computed from the base64 length, so a request
 //! over a limit is refused without decoding anything. Passing images are decoded exactly once,
 //! in 64 KiB steps straight into SHA-256; the decoded bytes are not kept. What passes is handed
-//! downstream on the typed arguments ([`McpRequest::call`](crate::protocol::McpRequest::call)):
-//! each [`ImageArg`](crate::tools::ImageArg) carries its decoded size and SHA-256 as
-//! [`CheckedImage`](crate::tools::CheckedImage).
+//! downstream on the typed arguments ([`McpRequest::call`](crate::plugin::McpRequest::call)):
+//! each [`ImageArg`](crate::plugin::ImageArg) carries its decoded size and SHA-256 as
+//! [`CheckedImage`](crate::plugin::CheckedImage).
 //!
 //! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
 //! `isError: true`, `Invalid arguments for tool "agent_run":` and one
@@ -29,22 +29,22 @@
 //! through untouched.
 //!
 //! The layer stands on its own and never panics on odd input, but in the full stack it sits
-//! inside [`validate`](crate::layers::validate), so it sees schema-valid arguments.
+//! inside [`validate`](crate::validate), so it sees schema-valid arguments.
 //!
 //! # Example
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), std::convert::Infallible> {
-//! use agent_mcp::layers::images::{ImageLimits, ImagesLayer};
-//! use agent_mcp::tools::ToolCall;
-//! use agent_mcp::protocol::{McpRequest, McpResult, Payload, ProtocolVersion, RequestContext,
+//! use agent_mcp_layers::images::{ImageLimits, ImageRules, ImagesLayer};
+//! use agent_mcp_layers::plugin::ToolCall;
+//! use agent_mcp_layers::plugin::{McpRequest, McpResult, Payload, ProtocolVersion, RequestContext,
 //!     RequestId, Transport};
 //! use serde_json::json;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(ImagesLayer::new(ImageLimits::default()))
+//!     .layer(ImagesLayer::new(ImageRules(ImageLimits::default())))
 //!     .service_fn(|req: McpRequest| async move {
 //!         let Some(ToolCall::Run(args)) = &req.call else { panic!("typed agent_run arguments") };
 //!         let bytes: usize = args.images.iter().filter_map(|i| i.checked).map(|c| c.decoded_len).sum();
@@ -59,7 +59,7 @@
 //!         .as_object().cloned().unwrap_or_default(),
 //!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
 //! );
-//! let text = |resp: agent_mcp::protocol::McpResponse| match resp.payload {
+//! let text = |resp: agent_mcp_layers::plugin::McpResponse| match resp.payload {
 //!     Payload::Result(r) => (r.first_text().unwrap_or_default().to_owned(), r.is_tool_error()),
 //!     _ => panic!("a tool result"),
 //! };
@@ -82,4 +82,4 @@ mod service;
 
 /// The layer's configuration: the tools' own [`ImageLimits`].
 pub use crate::plugin::ImageLimits;
-pub use service::{Images, ImagesLayer};
+pub use service::{ImageRules, Images, ImagesLayer};

@@ -1,34 +1,40 @@
 use super::check::check_images;
 use crate::plugin::ImageLimits;
 use crate::plugin::{
-    AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, ToolCall,
-    invalid_args,
+    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, ToolCall, invalid_args,
 };
 
 /// Checks the images of `agent_run` calls and records each one's [`CheckedImage`] on the typed
 /// arguments it hands downstream; see the [module docs](super).
 ///
 /// [`CheckedImage`]: crate::plugin::CheckedImage
-pub type Images<S> = Gate<S, ImageLimits>;
+pub type Images<S> = Gate<S, ImageRules>;
 
 /// Applies [`Images`] to a service: the image rules of `docs/contract.md` §2.5 under the given
 /// limits (`mcp.images` in `agent.yaml`).
-pub type ImagesLayer = GateLayer<ImageLimits>;
+/// `ImagesLayer::new(ImageRules(limits))`.
+pub type ImagesLayer = GateLayer<ImageRules>;
 
-impl GateLayer<ImageLimits> {
-    pub const fn new(limits: ImageLimits) -> Self {
-        GateLayer::with(Gated(limits))
+/// The [`Check`] of the images layer: the image rules under these limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageRules(pub ImageLimits);
+
+impl From<ImageLimits> for ImageRules {
+    fn from(limits: ImageLimits) -> Self {
+        ImageRules(limits)
     }
 }
 
-impl Check for ImageLimits {
+impl Check for ImageRules {
     fn check(&self, req: &mut McpRequest) -> Result<(), McpResponse> {
         // Only `agent_run` carries images; other calls are not this layer's to parse.
         if req.call.is_none() && req.tool_name() != Some(AGENT_RUN) {
             return Ok(());
         }
         let problems = match req.parse_tool_call() {
-            ParsedCall::Parsed(ToolCall::Run(args)) => check_images(&mut args.images, self).err(),
+            ParsedCall::Parsed(ToolCall::Run(args)) => {
+                check_images(&mut args.images, &self.0).err()
+            }
             ParsedCall::Invalid(answer) => return Err(req.result(answer)),
             ParsedCall::Parsed(ToolCall::Status(_)) | ParsedCall::NotOurs => None,
         };
@@ -47,7 +53,7 @@ mod tests {
     use std::convert::Infallible;
 
     use super::*;
-    use crate::protocol::{
+    use crate::plugin::{
         McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
     };
 
@@ -65,7 +71,7 @@ mod tests {
     /// Runs `req` through the layer around a handler that reports what it was handed.
     async fn run(req: McpRequest) -> (String, bool) {
         let svc = ServiceBuilder::new()
-            .layer(ImagesLayer::new(ImageLimits::default()))
+            .layer(ImagesLayer::new(ImageRules(ImageLimits::default())))
             .service(service_fn(|req: McpRequest| async move {
                 let seen = match &req.call {
                     Some(ToolCall::Run(args)) => format!(
@@ -145,9 +151,9 @@ mod tests {
         }
         let mut note = request(json!({"name": "agent_run", "arguments": {"images": bad}}));
         note.id = None;
-        let svc = ImagesLayer::new(ImageLimits::default()).layer(service_fn(
+        let svc = ImagesLayer::new(ImageRules(ImageLimits::default())).layer(service_fn(
             |req: McpRequest| async move {
-                Ok::<_, Infallible>(req.respond(crate::protocol::Payload::Accepted))
+                Ok::<_, Infallible>(req.respond(crate::plugin::Payload::Accepted))
             },
         ));
         let resp = match svc.oneshot(note).await {

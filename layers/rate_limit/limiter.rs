@@ -13,7 +13,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::InMemoryState;
 use governor::{Quota, RateLimiter};
 
-use crate::protocol::{RequestContext, Transport};
+use crate::plugin::{RequestContext, Transport};
 
 /// Who a request is counted against: the caller's identity (a token name, or `stdio`), else
 /// the peer address of an anonymous HTTP caller (an IPv4 address; for IPv6 its /64, since one
@@ -178,7 +178,7 @@ mod tests {
     fn ipv6_callers_share_a_budget_per_64() {
         let key = |peer: &str| {
             let ctx = RequestContext::new(
-                crate::protocol::ProtocolVersion::V2026_07_28,
+                crate::plugin::ProtocolVersion::V2026_07_28,
                 Transport::Http {
                     peer: Some(peer.parse().unwrap()),
                 },

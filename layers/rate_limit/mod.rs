@@ -23,7 +23,7 @@
 //! - else the local caller `stdio` (stdio, in-process calls, HTTP without a peer address).
 //!
 //! A request over the limit never reaches the inner service: it gets
-//! [`Refusal::RateLimited`](crate::protocol::Refusal::RateLimited) with `n`, the whole seconds
+//! [`Refusal::RateLimited`](crate::plugin::Refusal::RateLimited) with `n`, the whole seconds
 //! to wait (rounded up, at least 1). Every transport sends it as the JSON-RPC error `-32000`
 //! whose message says when to retry and whose `data` is `{"retryAfterSeconds": n}`; the HTTP
 //! edge adds `429 Too Many Requests` and `Retry-After: n`. `poll_ready` never waits, unlike
@@ -45,8 +45,8 @@
 //!
 //! ```
 //! use std::num::NonZeroU32;
-//! use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_layers::rate_limit::{RateLimitLayer, RateLimits};
+//! use agent_mcp_layers::plugin::*;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]

@@ -10,7 +10,7 @@ use crate::plugin::{
 };
 
 /// JSON-RPC error code of a refused (rate-limited) request ([`Refusal::RateLimited`]).
-pub const RATE_LIMITED: i64 = crate::protocol::code::RATE_LIMITED;
+pub const RATE_LIMITED: i64 = crate::plugin::code::RATE_LIMITED;
 
 /// The rate limit layer's configuration (`rate_limit` in `agent.yaml`, converted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +86,20 @@ impl From<RateLimits> for Budgets {
 }
 
 impl Budgets {
+    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
+    /// the single budget for every request, on every transport
+    /// (`RateLimitLayer::new(Budgets::with_limiter(limiter))`).
+    pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
+        Budgets {
+            main: Budget {
+                limiter,
+                counts: REQUESTS,
+            },
+            reads: None,
+            limit_stdio: true,
+        }
+    }
+
     /// The main limiter: every request's, or with a read budget, `agent_run`'s.
     pub fn limiter(&self) -> &Arc<CallerLimiter> {
         &self.main.limiter
@@ -120,22 +134,10 @@ pub type RateLimitLayer = GateLayer<Budgets>;
 /// `inner`.
 pub type RateLimit<S> = Gate<S, Budgets>;
 
-impl GateLayer<Budgets> {
-    pub fn new(limits: RateLimits) -> Self {
-        GateLayer::with(Gated(Budgets::from(limits)))
-    }
-
-    /// Shares an existing limiter (e.g. one built with a custom clock or prune interval) as
-    /// the single budget for every request, on every transport.
-    pub fn with_limiter(limiter: Arc<CallerLimiter>) -> Self {
-        GateLayer::with(Gated(Budgets {
-            main: Budget {
-                limiter,
-                counts: REQUESTS,
-            },
-            reads: None,
-            limit_stdio: true,
-        }))
+/// `RateLimitLayer::new(limits)`.
+impl From<RateLimits> for Gated<Budgets> {
+    fn from(limits: RateLimits) -> Self {
+        Gated(Budgets::from(limits))
     }
 }
 
@@ -196,7 +198,7 @@ mod tests {
     use tower_service::Service;
 
     use super::*;
-    use crate::protocol::{
+    use crate::plugin::{
         McpResult, Params, Payload, ProtocolVersion, RequestContext, RequestId, ToolsCallParams,
         Transport,
     };
@@ -260,7 +262,7 @@ mod tests {
         let Some(e) = r.to_json().map(|v| v["error"].clone()) else {
             panic!("expected an error, got {:?}", r.payload);
         };
-        let e: crate::protocol::ErrorObject = serde_json::from_value(e).unwrap();
+        let e: crate::plugin::ErrorObject = serde_json::from_value(e).unwrap();
         assert_eq!(e.code, RATE_LIMITED);
         assert_eq!(e.data, Some(json!({"retryAfterSeconds": 1})));
         assert_eq!(

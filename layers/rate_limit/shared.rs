@@ -199,7 +199,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::protocol::{McpResult, ProtocolVersion, RequestContext, RequestId};
+    use crate::plugin::{McpResult, ProtocolVersion, RequestContext, RequestId};
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     /// Buckets that answer from a script, recording the keys they were asked for.

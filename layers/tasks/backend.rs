@@ -2,7 +2,7 @@
 //!
 //! The layer creates tasks by passing `agent_run` to the inner service (so validation runs as
 //! for any other call) and learns the new task's id from
-//! [`McpResponse::ids`](crate::protocol::McpResponse::ids); everything else it asks of the
+//! [`McpResponse::ids`](crate::plugin::McpResponse::ids); everything else it asks of the
 //! backend: read a task with its queue position, cancel one, wake when a task changes, and the
 //! texts a task is shown with.
 
@@ -12,8 +12,8 @@ use std::future::Future;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::task::events::Follower;
-use crate::task::{Task, TaskState};
+use crate::plugin::Follower;
+use crate::plugin::{Task, TaskState};
 
 /// A task as the backend holds it now, with its place in the queue.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use crate::protocol::McpResponse;
+use crate::plugin::McpResponse;
 
 pub(super) type Routed = Pin<Box<dyn Future<Output = Result<McpResponse, Infallible>> + Send>>;
 

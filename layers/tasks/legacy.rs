@@ -18,11 +18,11 @@ use super::service::Inner;
 use super::wire::{
     RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
 };
-use crate::protocol::{
+use crate::plugin::{AGENT_RUN, AGENT_STATUS};
+use crate::plugin::{
     ErrorObject, McpRequest, McpResponse, McpResult, Method, Payload, ProtocolVersion, Transport,
     code,
 };
-use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
 /// The revision that defined these tasks; capabilities and `execution` are shown to it only.
 const TASKS_REVISION: ProtocolVersion = ProtocolVersion::V2025_11_25;

@@ -24,7 +24,7 @@
 //!
 //! **Bounded.** The stream is pulled ([`MessageStream`]): the next notification is rendered
 //! only when the transport has written the previous one, from the latest state of the task
-//! (the core's [`TaskEvents`](crate::task::events::TaskEvents) coalesce changes), so a client
+//! (the core's [`TaskEvents`](crate::plugin::TaskEvents) coalesce changes), so a client
 //! that stops reading costs one small set of "changed" ids, never a queue, and holds up no one.
 //! A caller has at most [`TasksConfig::max_streams_per_caller`](super::TasksConfig) streams open
 //! at once; past that a listen is refused (-32600) and a 2025 task is created without its
@@ -41,12 +41,12 @@ use super::layer::TasksLayer;
 use super::wire::{
     TASKS_EXTENSION, TaskTiming, detailed_task, extension_not_declared, legacy_task, parse_task_id,
 };
-use crate::protocol::{
+use crate::plugin::Follower;
+use crate::plugin::TaskState;
+use crate::plugin::{
     ErrorObject, McpRequest, McpResponse, MessageStream, Params, Payload, RequestId, StreamSlot,
     code,
 };
-use crate::task::TaskState;
-use crate::task::events::Follower;
 
 /// The `_meta` key naming the subscription a message belongs to.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::backend::{TaskBackend, Tracked};
 use super::service::Inner;
 use super::wire::{parse_task_id, store_fault, task_id_missing, task_not_found};
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Payload};
+use crate::plugin::{ErrorObject, McpRequest, McpResponse, Payload};
 
 /// A safety net for waits: changes saved without a notification (another instance sharing the
 /// store, a runner that does not notify) are still seen this often.

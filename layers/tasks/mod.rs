@@ -36,49 +36,12 @@
 //! it looks tasks up, cancels them and waits on the backend's change notifications, never
 //! polling in a loop. A task is created by passing `agent_run` to the inner service; the new
 //! task's id is the one the service reports on the response
-//! ([`McpResponse::ids`](crate::protocol::McpResponse::ids)). **Cancellation** through the agent
+//! ([`McpResponse::ids`](crate::plugin::McpResponse::ids)). **Cancellation** through the agent
 //! core: a queued task leaves the queue at once; a running one has its token fired, which
 //! aborts the Ollama request.
 //!
-//! ```
-//! use std::sync::Arc;
-//!
-//! use agent_mcp::agent::Agent;
-//! use agent_mcp::config::Config;
-//! use agent_mcp::layers::tasks::{TasksConfig, TasksLayer};
-//! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
-//! use agent_mcp::service::AgentService;
-//! use agent_mcp::store::MemoryStore;
-//! use serde_json::{Map, json};
-//! use tower::{Service, ServiceBuilder, ServiceExt};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
-//! let mut svc = ServiceBuilder::new()
-//!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
-//!     .service(AgentService::new(agent.core().clone()));
-//!
-//! let request = |method: &str| McpRequest::new(
-//!     Some(RequestId::Number(1)),
-//!     method,
-//!     Map::new(),
-//!     RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-//! );
-//!
-//! // Discovery advertises the extension.
-//! let discover = svc.ready().await?.call(request("server/discover")).await?;
-//! let body = discover.to_json().unwrap_or_default();
-//! assert_eq!(
-//!     body["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
-//!     json!({})
-//! );
-//!
-//! // tasks/* from a request that did not declare the extension: -32021.
-//! let get = svc.ready().await?.call(request("tasks/get")).await?;
-//! assert_eq!(get.error_code(), Some(-32021));
-//! # Ok(()) }
-//! ```
+//! The server's `agent_mcp::stack` module shows the layer around the agent core, in a
+//! doc example of that crate.
 
 mod backend;
 mod future;

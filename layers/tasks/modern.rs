@@ -16,8 +16,8 @@ use super::service::Inner;
 use super::wire::{
     TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
 };
-use crate::protocol::{McpRequest, McpResponse, McpResult, Method, Payload, ResultKind};
-use crate::tools::AGENT_RUN;
+use crate::plugin::AGENT_RUN;
+use crate::plugin::{McpRequest, McpResponse, McpResult, Method, Payload, ResultKind};
 
 /// `server/discover` gains `capabilities.extensions["io.modelcontextprotocol/tasks"] = {}`.
 pub fn advertise(mut response: McpResponse) -> McpResponse {

@@ -11,8 +11,8 @@ use super::backend::TaskBackend;
 use super::future::{ResponseFuture, Routed};
 use super::layer::{TasksConfig, TasksLayer};
 use super::{legacy, listen, modern};
-use crate::protocol::era::Era;
-use crate::protocol::{ErrorObject, McpRequest, McpResponse, Method};
+use crate::plugin::Era;
+use crate::plugin::{ErrorObject, McpRequest, McpResponse, Method};
 
 /// Wraps an MCP service with task support. Built by [`TasksLayer`].
 #[derive(Debug)]

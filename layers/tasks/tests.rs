@@ -13,10 +13,10 @@ use uuid::Uuid;
 
 use super::service::Route;
 use super::*;
-use crate::protocol::{
+use crate::plugin::{
     McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId, Transport,
 };
-use crate::task::{Task, TaskState};
+use crate::plugin::{Task, TaskState};
 
 const TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -27,7 +27,7 @@ pub(super) struct MemoryTasks {
     queue: Mutex<Vec<Uuid>>,
     stop_requested: Mutex<HashSet<Uuid>>,
     changes: watch::Sender<u64>,
-    events: Arc<crate::task::events::TaskEvents>,
+    events: Arc<crate::plugin::TaskEvents>,
 }
 
 impl Default for MemoryTasks {
@@ -37,7 +37,7 @@ impl Default for MemoryTasks {
             queue: Mutex::default(),
             stop_requested: Mutex::default(),
             changes: watch::Sender::new(0),
-            events: crate::task::events::TaskEvents::new(),
+            events: crate::plugin::TaskEvents::new(),
         }
     }
 }
@@ -113,7 +113,7 @@ impl TaskBackend for MemoryTasks {
         self.changes.subscribe()
     }
 
-    fn follow(&self, ids: &[Uuid]) -> crate::task::events::Follower {
+    fn follow(&self, ids: &[Uuid]) -> crate::plugin::Follower {
         self.events.follow(ids)
     }
 

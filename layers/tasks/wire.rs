@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::backend::TaskBackend;
-use crate::protocol::{ErrorObject, code};
-use crate::task::{Task, TaskState};
+use crate::plugin::{ErrorObject, code};
+use crate::plugin::{Task, TaskState};
 
 /// The 2026-07-28 Tasks extension identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -235,7 +235,7 @@ mod tests {
     use std::time::Duration;
     use uuid::Uuid;
 
-    use crate::layers::tasks::tests::MemoryTasks;
+    use crate::tasks::tests::MemoryTasks;
 
     /// Only its texts are used here.
     static B: std::sync::LazyLock<MemoryTasks> = std::sync::LazyLock::new(MemoryTasks::default);

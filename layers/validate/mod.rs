@@ -3,13 +3,13 @@
 //! [`ValidateLayer`] checks the `arguments` of every `tools/call` of `agent_run` and
 //! `agent_status` before the inner service sees them:
 //!
-//! - against the tool's published input schema ([`crate::tools::input_schema`], the very value
+//! - against the tool's published input schema ([`crate::plugin::input_schema`], the very value
 //!   `tools/list` returns), compiled once per process with `format` assertions on, so a
 //!   `session_id` or `task_id` that is not a hyphenated UUID is refused;
 //! - then against the contract's runtime rules (`docs/contract.md` §2.4): `request` is not
 //!   empty or whitespace-only, and `temperature` lies within 0.0 through 2.0;
 //! - and, first of all, `agent_run`'s `request` is at most `mcp.max_request_bytes` long
-//!   ([`ValidateLayer::with_max_request_bytes`], 256 KiB by default), so a huge text is neither
+//!   ([`ToolSchemas::with_max_request_bytes`], 256 KiB by default), so a huge text is neither
 //!   walked by the schema nor stored.
 //!
 //! A failure is a finished response, never a `Service::Error`: a `CallToolResult` with
@@ -25,7 +25,7 @@
 //! as the service reads them.
 //!
 //! Image *content* (MIME type allow-list, base64, sizes, magic bytes) is the business of the
-//! [`images`](crate::layers::images) layer, which sits inside this one; the schema only fixes the
+//! [`images`](crate::images) layer, which sits inside this one; the schema only fixes the
 //! images' shape. So a request whose schema is broken is answered with the schema violations
 //! only; image content is checked once the shape is right.
 //!
@@ -34,14 +34,14 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), std::convert::Infallible> {
-//! use agent_mcp::layers::validate::ValidateLayer;
-//! use agent_mcp::protocol::{McpRequest, McpResponse, McpResult, Payload, ProtocolVersion,
+//! use agent_mcp_layers::validate::ValidateLayer;
+//! use agent_mcp_layers::plugin::{McpRequest, McpResponse, McpResult, Payload, ProtocolVersion,
 //!     RequestContext, RequestId, Transport};
 //! use serde_json::json;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(ValidateLayer::new())
+//!     .layer(ValidateLayer::default())
 //!     .service_fn(|req: McpRequest| async move {
 //!         Ok::<_, std::convert::Infallible>(req.result(McpResult::tool_text("queued", false)))
 //!     });

@@ -9,8 +9,8 @@ use jsonschema::paths::{Location, LocationSegment};
 use jsonschema::{Draft, JsonType, ValidationError, Validator};
 use serde_json::Value;
 
-use crate::tools::args::{self, quote, type_of};
-use crate::tools::{AGENT_RUN, AGENT_STATUS, agent_run_schema, agent_status_schema};
+use crate::plugin::tools::args::{self, quote, type_of};
+use crate::plugin::{AGENT_RUN, AGENT_STATUS, agent_run_schema, agent_status_schema};
 
 /// Most violation lines in one answer. A huge malformed array would otherwise turn a small
 /// request into a huge response.
@@ -170,7 +170,7 @@ impl ToolRules {
 }
 
 /// The rules the schema cannot say (`docs/contract.md` §2.4), in their one wording
-/// ([`crate::tools::args`]): a blank `request`, `temperature` out of range.
+/// ([`crate::plugin::tools::args`]): a blank `request`, `temperature` out of range.
 fn runtime_rules(args: &Value, found: &mut Vec<(FieldPath, String)>) {
     if let Some(line) = args
         .get("request")

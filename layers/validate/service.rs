@@ -2,7 +2,7 @@ use serde_json::{Map, Value};
 
 use super::rules;
 use crate::plugin::{
-    AGENT_RUN, Check, Gate, GateLayer, Gated, McpRequest, McpResponse, ParsedCall, invalid_args,
+    AGENT_RUN, Check, Gate, GateLayer, McpRequest, McpResponse, ParsedCall, invalid_args,
 };
 
 /// The [`Check`] of the validate layer: the longest request text, the published tool
@@ -32,18 +32,13 @@ pub type Validate<S> = Gate<S, ToolSchemas>;
 /// Applies [`Validate`] to a service: strict schema and runtime checks of tool arguments.
 pub type ValidateLayer = GateLayer<ToolSchemas>;
 
-impl GateLayer<ToolSchemas> {
-    pub const fn new() -> Self {
-        GateLayer::with(Gated(ToolSchemas {
-            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
-        }))
-    }
-
-    /// Refuses `agent_run` request texts longer than `bytes` (UTF-8).
+impl ToolSchemas {
+    /// Refuses `agent_run` request texts longer than `bytes` (UTF-8); otherwise the published
+    /// schemas, as [`ToolSchemas::default`] (`ValidateLayer::new(ToolSchemas::with_max_request_bytes(n))`).
     pub const fn with_max_request_bytes(bytes: usize) -> Self {
-        GateLayer::with(Gated(ToolSchemas {
+        ToolSchemas {
             max_request_bytes: bytes,
-        }))
+        }
     }
 }
 
@@ -114,7 +109,7 @@ mod tests {
     use std::convert::Infallible;
 
     use super::*;
-    use crate::protocol::{
+    use crate::plugin::{
         McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
     };
 
@@ -130,7 +125,7 @@ mod tests {
     /// Runs `req` through the layer around a handler that answers "passed".
     async fn run(req: McpRequest) -> McpResponse {
         let svc = ServiceBuilder::new()
-            .layer(ValidateLayer::new())
+            .layer(ValidateLayer::default())
             .service(service_fn(|req: McpRequest| async move {
                 Ok::<_, Infallible>(req.result(McpResult::tool_text("passed", false)))
             }));
@@ -215,7 +210,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_text_over_the_cap_is_refused_naming_the_key() {
         let svc = ServiceBuilder::new()
-            .layer(ValidateLayer::with_max_request_bytes(10))
+            .layer(ValidateLayer::new(ToolSchemas::with_max_request_bytes(10)))
             .service(service_fn(|req: McpRequest| async move {
                 Ok::<_, Infallible>(req.result(McpResult::tool_text("queued", false)))
             }));

@@ -61,7 +61,7 @@ fn record(
     refusal: &Refusal,
 ) {
     if let Some(audit) = audit {
-        audit.auditor().record_refusal(peer, version, refusal);
+        audit.around_ref().record_refusal(peer, version, refusal);
     }
 }
 

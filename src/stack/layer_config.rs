@@ -22,7 +22,7 @@ pub fn audit_layer(section: &config::AuditConfig) -> std::io::Result<Option<audi
             keep: section.keep.max(1),
         }),
     };
-    audit::AuditLayer::open(&options).map(Some)
+    audit::Auditor::open(&options).map(|auditor| Some(audit::AuditLayer::new(auditor)))
 }
 
 /// The rate limit layer's budgets from `rate_limit`, or `None` when it is off (zero values

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use crate::layers::rate_limit::{SharedBuckets, Verdict};
 use crate::store::TaskStore;
 
-/// A shared store's buckets.
+/// A shared store's buckets, for a [`SharedRateLimitLayer`](crate::layers::rate_limit::SharedRateLimitLayer)
+/// of your own ([`StackBuilder::rate_limit`](super::StackBuilder::rate_limit) builds the
+/// configured one).
 #[derive(Debug)]
-pub(crate) struct StoreBuckets(pub Arc<dyn TaskStore>);
+pub struct StoreBuckets(pub Arc<dyn TaskStore>);
 
 impl SharedBuckets for StoreBuckets {
     fn take(

@@ -13,7 +13,7 @@
 //! ([`RemoteParent`]); with only a header, the header's context is the parent.
 //!
 //! ```
-//! use agent_mcp::telemetry::context::{RemoteParent, TraceCarrier};
+//! use agent_mcp::telemetry::context::{RemoteParent, TraceCarrier, TraceCarrierExt};
 //! use opentelemetry::trace::TraceContextExt;
 //!
 //! let meta = serde_json::json!({
@@ -44,7 +44,6 @@ use opentelemetry::propagation::{
 };
 use opentelemetry::trace::{SpanContext, TraceContextExt};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -60,24 +59,23 @@ const TRACEPARENT: &str = "traceparent";
 const TRACESTATE: &str = "tracestate";
 const BAGGAGE: &str = "baggage";
 
-/// A span's trace context as the W3C strings, small enough to store beside a task and
-/// serialisable (`{"traceparent": …, "tracestate": …, "baggage": …}`, absent keys omitted).
-///
-/// Always built from a parsed context ([`Self::from_context`], [`Self::of_span`]), so what is
-/// stored is the propagator's normalised output, never a caller's raw text; read back with
-/// [`Self::to_context`], which yields nothing for a corrupted value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TraceCarrier {
-    pub traceparent: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baggage: Option<String>,
+pub use agent_mcp_plugin::TraceCarrier;
+
+/// The OpenTelemetry side of a [`TraceCarrier`] (the struct itself is plain strings, in the
+/// plugin crate, so a [`Task`](crate::task::Task) can carry it without the plugin API
+/// depending on OpenTelemetry).
+pub trait TraceCarrierExt: Sized {
+    /// The context's span (and baggage) as strings; `None` when it holds no valid span.
+    fn from_context(cx: &Context) -> Option<Self>;
+    /// The trace context of an exported span, to continue its trace elsewhere; `None` when the
+    /// span is disabled (export off, or filtered out).
+    fn of_span(span: &tracing::Span) -> Option<Self>;
+    /// The stored context as a remote parent; `None` when the strings no longer parse.
+    fn to_context(&self) -> Option<Context>;
 }
 
-impl TraceCarrier {
-    /// The context's span (and baggage) as strings; `None` when it holds no valid span.
-    pub fn from_context(cx: &Context) -> Option<Self> {
+impl TraceCarrierExt for TraceCarrier {
+    fn from_context(cx: &Context) -> Option<Self> {
         let mut out = CarrierInjector::default();
         PROPAGATOR.inject_context(cx, &mut out);
         let non_empty = |v: Option<String>| v.filter(|v| !v.is_empty());
@@ -88,27 +86,27 @@ impl TraceCarrier {
         })
     }
 
-    /// The trace context of an exported span, to continue its trace elsewhere; `None` when the
-    /// span is disabled (export off, or filtered out).
-    pub fn of_span(span: &tracing::Span) -> Option<Self> {
+    fn of_span(span: &tracing::Span) -> Option<Self> {
         if span.is_disabled() {
             return None;
         }
         Self::from_context(&span.context())
     }
 
-    /// The stored context as a remote parent; `None` when the strings no longer parse.
-    pub fn to_context(&self) -> Option<Context> {
-        valid(PROPAGATOR.extract(self))
+    fn to_context(&self) -> Option<Context> {
+        valid(PROPAGATOR.extract(&Carried(self)))
     }
 }
 
-impl Extractor for TraceCarrier {
+/// A stored carrier read by the propagators.
+struct Carried<'a>(&'a TraceCarrier);
+
+impl Extractor for Carried<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         match key {
-            TRACEPARENT => Some(&self.traceparent),
-            TRACESTATE => self.tracestate.as_deref(),
-            BAGGAGE => self.baggage.as_deref(),
+            TRACEPARENT => Some(&self.0.traceparent),
+            TRACESTATE => self.0.tracestate.as_deref(),
+            BAGGAGE => self.0.baggage.as_deref(),
             _ => None,
         }
     }

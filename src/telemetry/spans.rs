@@ -439,7 +439,7 @@ mod tests {
     use opentelemetry::trace::{SpanKind, Status};
     use serde_json::json;
 
-    use super::super::context::{TraceCarrier, continue_trace, set_remote_parent};
+    use super::super::context::{TraceCarrier, TraceCarrierExt, continue_trace, set_remote_parent};
     use super::super::testing::{attr, capture, named, names};
     use super::*;
 

@@ -400,33 +400,11 @@ fn payload_too_large(max_body_bytes: usize) -> HttpResponse {
 /// A refusal the edge gives itself, before there is a request to answer (no id).
 fn refusal_response(refusal: &Refusal) -> HttpResponse {
     let mut resp = json_response(
-        refusal_status(refusal),
+        refusal.http_status(),
         &response_json(None, Err(&refusal.error_object())),
     );
     refusal_headers(refusal, resp.headers_mut());
     resp
-}
-
-/// How HTTP says a [`Refusal`]: the status (the body is its JSON-RPC error on every transport).
-fn refusal_status(refusal: &Refusal) -> StatusCode {
-    match refusal {
-        Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-        Refusal::InsufficientScope { .. } => StatusCode::FORBIDDEN,
-        Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-        Refusal::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        Refusal::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-    }
-}
-
-/// The `reason` label of `agent_mcp_http_refusals_total` for a refusal the edge gives.
-fn refusal_reason(refusal: &Refusal) -> &'static str {
-    match refusal {
-        Refusal::Unauthorized { .. } => "unauthorized",
-        Refusal::InsufficientScope { .. } => "insufficient_scope",
-        Refusal::RateLimited { .. } => "rate_limited",
-        Refusal::Unavailable { .. } => "auth_unavailable",
-        Refusal::PayloadTooLarge { .. } => "payload_too_large",
-    }
 }
 
 /// The headers that tell an HTTP client what to do about a [`Refusal`].
@@ -446,7 +424,7 @@ fn refusal_headers(refusal: &Refusal, headers: &mut HeaderMap) {
 /// The HTTP status for an MCP response.
 pub fn status_for(response: &McpResponse) -> StatusCode {
     match (&response.payload, response.version.era()) {
-        (Payload::Refused(refusal), _) => refusal_status(refusal),
+        (Payload::Refused(refusal), _) => refusal.http_status(),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,
         (Payload::Result(_) | Payload::Stream(_) | Payload::ToolCallError(_), _) => StatusCode::OK,
         (Payload::Error(_), Era::Legacy) => StatusCode::OK,

@@ -148,11 +148,25 @@ pub type ServerTimeouts = ServerOptions;
 
 /// Serves `mcp` at `POST /mcp` on `listener` until `shutdown` resolves, then lets in-flight
 /// requests finish (bounded).
-pub async fn serve<S>(
+pub async fn serve<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()>
+) -> std::io::Result<()> {
+    serve_with_options(listener, mcp, None, ServerOptions::default(), shutdown).await
+}
+
+/// What the server serves: the MCP HTTP edge ([`McpHttpService`](crate::transport::http::McpHttpService)),
+/// or any cloneable service like it.
+pub trait HttpEdge:
+    Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> HttpEdge for S
 where
     S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
         + Clone
@@ -160,61 +174,39 @@ where
         + 'static,
     S::Future: Send,
 {
-    serve_with_options(listener, mcp, None, ServerOptions::default(), shutdown).await
 }
 
 /// [`serve`], plus the operator endpoints (`GET /healthz`, `/readyz`, `/metrics`).
-pub async fn serve_with_ops<S>(
+pub async fn serve_with_ops<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
     ops: Option<OpsEndpoints>,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
+) -> std::io::Result<()> {
     serve_with_options(listener, mcp, ops, ServerOptions::default(), shutdown).await
 }
 
 /// The former name of [`serve_with_options`].
 #[deprecated(since = "0.1.0", note = "use serve_with_options")]
-pub async fn serve_with_timeouts<S>(
+pub async fn serve_with_timeouts<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
     ops: Option<OpsEndpoints>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
+) -> std::io::Result<()> {
     serve_with_options(listener, mcp, ops, options, shutdown).await
 }
 
 /// [`serve_with_ops`] with the given connection settings
 /// (`ServerOptions::from_config(&config.http)`).
-pub async fn serve_with_options<S>(
+pub async fn serve_with_options<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
     ops: Option<OpsEndpoints>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
+) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     let connections = Connections::new(options.max_connections);
     let mut backoff = AcceptBackoff::default();

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::protocol::{
     McpResponse, Method, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
-use crate::telemetry::context::{TraceCarrier, set_remote_parent};
+use crate::telemetry::context::{TraceCarrier, TraceCarrierExt, set_remote_parent};
 use crate::telemetry::duration::{self, OperationAttributes};
 use crate::telemetry::semconv::value;
 use crate::telemetry::spans::{self, McpServerSpan, Network};

@@ -15,15 +15,12 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use async_trait::async_trait;
 use serde::Deserialize;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::formats;
-use super::registry::{ToolHandler, ToolSpec};
+use super::registry::BlockingTool;
 use super::workspace::{Workspace, io_error, no_follow};
-use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput, blocking};
+use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput};
 
 /// Largest file `edit_file` rewrites.
 const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
@@ -51,35 +48,25 @@ pub(super) struct WriteFile;
 /// `edit_file`.
 pub(super) struct EditFile;
 
-#[async_trait]
-impl ToolHandler for WriteFile {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: WriteFileArgs = spec.arguments(args)?;
-        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
-        let work = Box::new(move || Ok(ToolOutput::text(write_file(&ws, &ledger, &args)?)));
-        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+impl BlockingTool for WriteFile {
+    type Args = WriteFileArgs;
+    fn work(ctx: &ToolContext, args: WriteFileArgs) -> Result<ToolOutput, CallError> {
+        Ok(ToolOutput::text(write_file(
+            &ctx.workspace,
+            &ctx.ledger,
+            &args,
+        )?))
     }
 }
 
-#[async_trait]
-impl ToolHandler for EditFile {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: EditFileArgs = spec.arguments(args)?;
-        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
-        let work = Box::new(move || Ok(ToolOutput::text(edit_file(&ws, &ledger, &args)?)));
-        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+impl BlockingTool for EditFile {
+    type Args = EditFileArgs;
+    fn work(ctx: &ToolContext, args: EditFileArgs) -> Result<ToolOutput, CallError> {
+        Ok(ToolOutput::text(edit_file(
+            &ctx.workspace,
+            &ctx.ledger,
+            &args,
+        )?))
     }
 }
 

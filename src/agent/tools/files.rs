@@ -8,14 +8,11 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 
-use async_trait::async_trait;
 use serde::Deserialize;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use super::registry::{ToolHandler, ToolSpec};
+use super::registry::BlockingTool;
 use super::workspace::{PathError, Workspace, io_error};
-use super::{CallError, LookAlike, LookAlikeKind, ToolContext, ToolError, ToolOutput, blocking};
+use super::{CallError, LookAlike, LookAlikeKind, ToolContext, ToolError, ToolOutput};
 
 /// Most entries `list_dir` shows.
 const MAX_ENTRIES: usize = 1000;
@@ -67,57 +64,30 @@ pub(super) struct ReadFile;
 /// `search_text`.
 pub(super) struct SearchText;
 
-#[async_trait]
-impl ToolHandler for ListDir {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: ListDirArgs = spec.arguments(args)?;
-        let ws = ctx.workspace.clone();
-        let work = Box::new(move || Ok(ToolOutput::text(list_dir(&ws, &args)?)));
-        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+impl BlockingTool for ListDir {
+    type Args = ListDirArgs;
+    fn work(ctx: &ToolContext, args: ListDirArgs) -> Result<ToolOutput, CallError> {
+        Ok(ToolOutput::text(list_dir(&ctx.workspace, &args)?))
     }
 }
 
-#[async_trait]
-impl ToolHandler for ReadFile {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: ReadFileArgs = spec.arguments(args)?;
-        let (ws, ledger) = (ctx.workspace.clone(), ctx.ledger.clone());
-        let max_read = ctx.settings.max_read_bytes;
-        let work = Box::new(move || {
-            let (text, path) = read_file(&ws, &args, max_read)?;
-            ledger.saw(&path);
-            Ok(ToolOutput::text(text))
-        });
-        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+impl BlockingTool for ReadFile {
+    type Args = ReadFileArgs;
+    fn work(ctx: &ToolContext, args: ReadFileArgs) -> Result<ToolOutput, CallError> {
+        let (text, path) = read_file(&ctx.workspace, &args, ctx.settings.max_read_bytes)?;
+        ctx.ledger.saw(&path);
+        Ok(ToolOutput::text(text))
     }
 }
 
-#[async_trait]
-impl ToolHandler for SearchText {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: SearchArgs = spec.arguments(args)?;
-        let ws = ctx.workspace.clone();
-        let max_read = ctx.settings.max_read_bytes;
-        let work = Box::new(move || Ok(search_text(&ws, &args, max_read)?));
-        blocking(spec.name, work, cancel, ctx.settings.tool_deadline).await
+impl BlockingTool for SearchText {
+    type Args = SearchArgs;
+    fn work(ctx: &ToolContext, args: SearchArgs) -> Result<ToolOutput, CallError> {
+        Ok(search_text(
+            &ctx.workspace,
+            &args,
+            ctx.settings.max_read_bytes,
+        )?)
     }
 }
 

@@ -266,7 +266,7 @@ impl ToolOutput {
 }
 
 /// What a tool's handler works with.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ToolContext {
     pub workspace: Workspace,
     pub settings: ToolSettings,
@@ -414,6 +414,27 @@ type Work = Box<dyn FnOnce() -> Result<ToolOutput, CallError> + Send>;
 /// Runs blocking file work off the async threads, for at most `deadline`, and gives up at
 /// once when the task is cancelled. A thread stuck in the kernel is left behind (it holds no
 /// lock the worker needs); the worker goes on.
+/// Parses `args` as `spec`'s arguments, then runs `work` with a copy of `ctx` on the blocking
+/// pool under `cancel` and the tool deadline: the whole `run` of every file tool.
+async fn run_blocking<A: serde::de::DeserializeOwned + Send + 'static>(
+    spec: &registry::ToolSpec,
+    ctx: &ToolContext,
+    args: &serde_json::Value,
+    cancel: &CancellationToken,
+    work: fn(&ToolContext, A) -> Result<ToolOutput, CallError>,
+) -> Result<ToolOutput, CallError> {
+    let args: A = spec.arguments(args)?;
+    let deadline = ctx.settings.tool_deadline;
+    let ctx = ctx.clone();
+    blocking(
+        spec.name,
+        Box::new(move || work(&ctx, args)),
+        cancel,
+        deadline,
+    )
+    .await
+}
+
 async fn blocking(
     tool: &'static str,
     work: Work,

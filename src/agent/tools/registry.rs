@@ -92,6 +92,28 @@ pub(super) trait ToolHandler {
     ) -> Result<ToolOutput, CallError>;
 }
 
+/// A tool whose work is blocking file-system work: [`run_blocking`](super::run_blocking) parses
+/// its arguments, then runs [`BlockingTool::work`] on the blocking pool under the call's cancel
+/// token and the tool deadline. Every such tool is a [`ToolHandler`] by that alone.
+pub(super) trait BlockingTool {
+    type Args: DeserializeOwned + Send + 'static;
+
+    fn work(ctx: &ToolContext, args: Self::Args) -> Result<ToolOutput, CallError>;
+}
+
+#[async_trait]
+impl<T: BlockingTool + Sync> ToolHandler for T {
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        ctx: &ToolContext,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        super::run_blocking(spec, ctx, args, cancel, T::work).await
+    }
+}
+
 /// Every tool, in the order they are offered.
 pub const TOOLS: [ToolSpec; 6] = [
     ToolSpec {

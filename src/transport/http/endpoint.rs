@@ -24,7 +24,7 @@ use tower_service::Service;
 use super::budget::{FREE_BYTES, Reservation};
 use super::{
     HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION, HttpResponse, HttpRules, empty, into_http,
-    json_response, payload_too_large, refusal_reason, refusal_response, transport_error,
+    json_response, payload_too_large, refusal_response, transport_error,
 };
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
@@ -93,7 +93,7 @@ where
                     Ok(None) => {}
                     Ok(Some(verified)) => credential = Some(verified),
                     Err(refusal) => {
-                        crate::metrics::record_http_refusal(refusal_reason(&refusal));
+                        crate::metrics::record_http_refusal(refusal.label());
                         return Ok(refusal_response(&refusal));
                     }
                 }

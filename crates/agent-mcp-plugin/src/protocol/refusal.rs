@@ -16,7 +16,7 @@
 //! request by its refusal ([`Refusal::outcome`]), not by any status code.
 //!
 //! ```
-//! use agent_mcp::protocol::*;
+//! use agent_mcp_plugin::protocol::*;
 //!
 //! let req = McpRequest::new(
 //!     Some(RequestId::Number(7)),
@@ -203,6 +203,29 @@ impl Refusal {
             }
             Refusal::RateLimited { .. } => Outcome::RateLimited,
             Refusal::PayloadTooLarge { .. } | Refusal::Unavailable { .. } => Outcome::ProtocolError,
+        }
+    }
+
+    /// The HTTP status an edge answers this refusal with (see the module docs).
+    pub fn http_status(&self) -> http::StatusCode {
+        match self {
+            Refusal::Unauthorized { .. } => http::StatusCode::UNAUTHORIZED,
+            Refusal::InsufficientScope { .. } => http::StatusCode::FORBIDDEN,
+            Refusal::RateLimited { .. } => http::StatusCode::TOO_MANY_REQUESTS,
+            Refusal::Unavailable { .. } => http::StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::PayloadTooLarge { .. } => http::StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// A short label of the kind (`unauthorized`, `insufficient_scope`, `rate_limited`,
+    /// `auth_unavailable`, `payload_too_large`), e.g. for a metric's `reason`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Unauthorized { .. } => "unauthorized",
+            Refusal::InsufficientScope { .. } => "insufficient_scope",
+            Refusal::RateLimited { .. } => "rate_limited",
+            Refusal::Unavailable { .. } => "auth_unavailable",
+            Refusal::PayloadTooLarge { .. } => "payload_too_large",
         }
     }
 }

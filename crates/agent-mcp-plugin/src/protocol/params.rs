@@ -9,7 +9,7 @@
 //! `_meta` was read by the edge's era classification and is not kept.
 //!
 //! ```
-//! use agent_mcp::protocol::{Method, Params};
+//! use agent_mcp_plugin::protocol::{Method, Params};
 //! use serde_json::json;
 //!
 //! let serde_json::Value::Object(map) = json!({"taskId": "t-1", "inputResponses": {"a": {}}})

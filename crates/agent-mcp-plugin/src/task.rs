@@ -1,8 +1,8 @@
 //! The task model and its state machine: [`Task`], [`TaskState`], [`Session`] and a session's
 //! [`Turn`]s.
 //!
-//! It sits beneath both [`crate::agent`] (which runs tasks) and [`crate::store`] (which keeps
-//! them) and depends on neither; `tests/module_boundaries.rs` keeps the store off the agent.
+//! It sits beneath both the agent (which runs tasks) and the store (which keeps them), in the
+//! plugin crate, so the compiler keeps it from depending on either.
 
 pub mod events;
 
@@ -11,7 +11,21 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::telemetry::context::TraceCarrier;
+/// A span's trace context as the W3C strings (`traceparent`, `tracestate`, `baggage`), small
+/// enough to store beside a task and serialisable (`{"traceparent": …, "tracestate": …,
+/// "baggage": …}`, absent keys omitted).
+///
+/// Plain data here; the core builds one from a parsed context (the propagator's normalised
+/// output, never a caller's raw text) and reads it back as a parent, which yields nothing
+/// for a corrupted value (`agent_mcp::telemetry::context::TraceCarrierExt`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceCarrier {
+    pub traceparent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baggage: Option<String>,
+}
 
 /// The six published task states (`docs/contract.md` §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

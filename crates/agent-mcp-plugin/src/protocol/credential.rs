@@ -6,7 +6,7 @@
 //! caller started the server. Neither type prints a token in `Debug` output.
 //!
 //! ```
-//! use agent_mcp::protocol::Credential;
+//! use agent_mcp_plugin::protocol::Credential;
 //! use http::HeaderValue;
 //!
 //! let c = Credential::from_authorization(&HeaderValue::from_static("Bearer s3cret"));

@@ -1,9 +1,11 @@
-//! The plugin surface: everything a tower layer around the agent needs, in one place.
+//! The plugin surface of agent-mcp: everything a tower layer around the agent needs, in one
+//! crate of its own.
 //!
 //! A layer of the stack is a `tower::Layer` over
 //! `Service<McpRequest, Response = McpResponse, Error = Infallible>`. Writing one needs only
-//! what this module re-exports, and the built-in layers (`crate::layers`) are held to the same
-//! surface by a test, so anything they can do a layer of your own can do too:
+//! this crate (the server re-exports it as `agent_mcp::plugin`). The built-in layers
+//! (the `agent-mcp-layers` crate) depend on this crate and on nothing else of agent-mcp, so the
+//! compiler holds them to the surface a layer of your own has:
 //!
 //! - the protocol types: [`McpRequest`] (with its [`Method`], already parsed, and its
 //!   [`RequestContext`]: version, client capabilities, identity, transport, cancel token),
@@ -24,7 +26,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use agent_mcp::plugin::{Check, GateLayer, Gated, McpRequest, McpResponse, McpResult, Method};
+//! use agent_mcp_plugin::{Check, GateLayer, Gated, McpRequest, McpResponse, McpResult, Method};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! /// Refuses `tools/list` (a plugin of your own, in your own crate).
@@ -49,6 +51,14 @@
 //! # }
 //! ```
 
+pub mod closures;
+pub mod protocol;
+pub mod redact;
+#[doc(hidden)]
+pub mod serde_with;
+pub mod task;
+pub mod tools;
+
 use std::convert::Infallible;
 use std::future::{Future, Ready};
 use std::pin::Pin;
@@ -58,17 +68,25 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+pub use crate::closures::{
+    AroundFn, AsyncAround, AsyncCheck, AsyncCheckFn, AsyncGate, AsyncGateLayer, AsyncGated,
+    AsyncWrap, AsyncWrapLayer, BoxResponseFuture, CheckFn, FinishFn, around_fn, async_check_fn,
+    check_fn, finish_fn,
+};
 pub use crate::protocol::{
-    BearerToken, Credential, ErrorObject, Grants, InitializeParams, ListenParams, McpRequest,
-    McpResponse, McpResult, Method, Outcome, Params, ParsedCall, Payload, ProtocolVersion, Refusal,
-    RequestContext, RequestId, ResponseIds, STDIO_IDENTITY, SetLevelParams, TaskParams,
-    TaskUpdateParams, ToolsCallParams, Transport, VerifiedBearer, invalid_args,
+    BearerToken, Credential, Era, ErrorObject, Grants, InitializeParams, ListenParams, McpRequest,
+    McpResponse, McpResult, MessageStream, Method, Outcome, Params, ParsedCall, Payload,
+    ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds, ResultKind, STDIO_IDENTITY,
+    SetLevelParams, StreamSlot, TaskParams, TaskUpdateParams, ToolsCallParams, Transport,
+    VerifiedBearer, code, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
-pub use crate::task::{Task, TaskState};
+pub use crate::task::events::{Follower, TaskEvents};
+pub use crate::task::{Task, TaskState, TraceCarrier};
+pub use crate::tools::args::{MAX_ELEMENT_LINES, parse_uuid, quote, type_of};
 pub use crate::tools::{
     AGENT_RUN, AGENT_STATUS, CheckedImage, ImageArg, ImageLimits, ImageType, RunArgs, StatusArgs,
-    ToolCall,
+    ToolCall, agent_run_schema, agent_status_schema, input_schema,
 };
 
 /// What a gate layer decides about one request, before the inner service sees it: the
@@ -197,6 +215,15 @@ impl<A> WrapLayer<A> {
     /// A wrapping layer running `around`.
     pub const fn with(around: A) -> Self {
         Self { around }
+    }
+
+    /// A wrapping layer running the [`Around`] `config` converts into: how a layer of its own
+    /// is built (`AuthLayer::new(tokens)`, `ImagesLayer::new(ImageRules(limits))` with
+    /// `type ImagesLayer = GateLayer<ImageRules>`), with no constructor of its own to write.
+    pub fn new(config: impl Into<A>) -> Self {
+        Self {
+            around: config.into(),
+        }
     }
 
     /// The [`Around`] (the layer's configuration).

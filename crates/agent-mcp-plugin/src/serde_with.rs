@@ -4,7 +4,7 @@
 /// Byte sizes that print back exactly: `"10 MiB"` when the value is a whole number of KiB, MiB
 /// or GiB, else the plain byte count (bytesize's own `Serialize` rounds, e.g. 1537 → "1.5 KiB").
 /// Reading accepts both forms.
-pub(crate) mod exact_size {
+pub mod exact_size {
     use bytesize::ByteSize;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -40,7 +40,7 @@ pub(crate) mod exact_size {
 }
 
 /// Durations as humantime strings (`"10m"`, `"5s"`, `"7d"`).
-pub(crate) mod humantime_serde_compat {
+pub mod humantime_serde_compat {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

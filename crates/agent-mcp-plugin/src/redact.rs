@@ -8,7 +8,7 @@
 //! line, `check-config` output, `/readyz` body, task result or audit line.
 //!
 //! ```
-//! use agent_mcp::redact::{redact_url, redact_urls_in};
+//! use agent_mcp_plugin::redact::{redact_url, redact_urls_in};
 //!
 //! assert_eq!(redact_url("http://user:s3cret@ollama:11434"), "http://user:<redacted>@ollama:11434");
 //! assert_eq!(
