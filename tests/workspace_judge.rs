@@ -576,3 +576,54 @@ async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
         }
     }
 }
+
+/// "The unit tests fail; fix stats.py": the tests are the check, not the work. A write to
+/// the test file is refused (the model is told why, and the file is kept), and with no checks
+/// configured the kept test runs after the model's change, its run named in the result.
+#[tokio::test]
+async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
+    let ws = tempfile::tempdir().unwrap();
+    let test = "import unittest\nfrom stats import mean\n\nclass T(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n";
+    std::fs::write(
+        ws.path().join("stats.py"),
+        "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("test_stats.py"), test).unwrap();
+    let fake = FakeOllama::start().await;
+    // A small model's way out: make the test expect what the code does.
+    fake.push_reply(call(
+        "write_file",
+        json!({"path": "test_stats.py", "content": test.replace("), 2)", "), 1.5)")}),
+    ));
+    fake.push_reply(call("read_file", json!({"path": "stats.py"})));
+    fake.push_reply(call(
+        "edit_file",
+        json!({"path": "stats.py", "old_text": "(len(xs) + 1)", "new_text": "len(xs)"}),
+    ));
+    fake.push_reply(say("Fixed mean in stats.py."));
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["python3".into()];
+    let done = run(config, "The unit tests fail; fix stats.py.").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("test_stats.py")).unwrap(),
+        test,
+        "the test file is kept"
+    );
+    let refused = fake.chat_requests()[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        refused.contains("'test_stats.py' holds the tests this request is checked by"),
+        "{refused}"
+    );
+    let result = result_of(&done);
+    assert!(
+        result.ends_with("checks: `python3 -m unittest test_stats` passed"),
+        "{result}"
+    );
+}

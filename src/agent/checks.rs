@@ -188,8 +188,8 @@ async fn run_all(
 }
 
 /// The checks of a task without configured ones: `python3 -m unittest <module>` for each
-/// Python test file the task created or changed, when the agent may run `python3` (or
-/// `python`); else none.
+/// Python test file the request is checked by (`expect::tests_kept`) and each the task created
+/// or changed, when the agent may run `python3` (or `python`); else none.
 fn own_tests(toolbox: &Toolbox) -> Vec<Vec<String>> {
     let allow = &toolbox.settings().commands.allow;
     let Some(python) = ["python3", "python"]
@@ -198,12 +198,22 @@ fn own_tests(toolbox: &Toolbox) -> Vec<Vec<String>> {
     else {
         return Vec::new();
     };
-    toolbox
+    let changed = toolbox
         .ledger()
         .changes(toolbox.workspace().root())
         .into_iter()
         .filter(|c| !matches!(c.how, ChangeKind::Deleted { .. }))
-        .filter_map(|c| python_test_module(&c.path))
+        .map(|c| c.path);
+    let mut modules: Vec<String> = Vec::new();
+    for path in toolbox.workspace().checks().iter().cloned().chain(changed) {
+        if let Some(module) = python_test_module(&path)
+            && !modules.contains(&module)
+        {
+            modules.push(module);
+        }
+    }
+    modules
+        .into_iter()
         .map(|module| vec![python.to_owned(), "-m".into(), "unittest".into(), module])
         .collect()
 }

@@ -274,6 +274,109 @@ impl Expectations {
     }
 }
 
+/// The test files a request is checked by and does not ask to change: "the unit tests fail;
+/// fix stats.py", "add the function that test_text.py expects to text.py",
+/// "test_text.py が期待する関数を text.py に追加して". The tools keep them as they are, so a
+/// model cannot make the tests pass by changing them (and a task is not judged done by tests
+/// it rewrote).
+///
+/// Only when the request names a file to change that is no test file, mentions tests (a test
+/// file, "test(s)", "unittest", "pytest", "テスト"), and every mention is the check, not the
+/// object of the change: followed by a verb such as "fail", "expect", "pass", "check",
+/// "import", or in Japanese by が / は / の. "Write a unit test", "fix the failing test",
+/// "test_calc.py にテストを追加して" ask to change tests: nothing is kept then. The files kept
+/// are the test files the request names, or when it names none (but speaks of tests), the
+/// workspace's test files.
+pub(crate) fn tests_kept(request: &str, ws: &Workspace) -> Vec<String> {
+    let named = file_words(request, ws);
+    let is_test = super::steering::rules::is_test_file;
+    if !named.iter().any(|f| !is_test(f)) {
+        return Vec::new();
+    }
+    let named_tests: Vec<&String> = named.iter().filter(|f| is_test(f)).collect();
+    let mut mentions = 0;
+    for (at, word) in test_mentions(request, &named_tests) {
+        if !is_reference(&request[at + word.len()..]) {
+            return Vec::new();
+        }
+        mentions += 1;
+    }
+    if mentions == 0 {
+        return Vec::new();
+    }
+    let mut kept: Vec<String> = named_tests
+        .into_iter()
+        .filter(|f| ws.existing(f).is_ok_and(|p| p.is_file()))
+        .cloned()
+        .collect();
+    if kept.is_empty() {
+        kept = workspace_files(ws)
+            .iter()
+            .map(|path| ws.display(path))
+            .filter(|f| is_test(f))
+            .collect();
+    }
+    kept
+}
+
+/// Where `request` speaks of tests: (byte offset, the word) for each test file it names and
+/// each of the words test, tests, unittest, pytest (whole words, any case) and テスト.
+fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a str)> {
+    let mut found: Vec<(usize, &str)> = Vec::new();
+    for file in files {
+        found.extend(request.match_indices(file.as_str()));
+    }
+    found.extend(request.match_indices("テスト"));
+    let boundary = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    for (at, word) in request.char_indices().filter_map(|(at, _)| {
+        let rest = &request[at..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let word = &rest[..end];
+        let starts = boundary(request[..at].chars().next_back());
+        (starts && !word.is_empty()).then_some((at, word))
+    }) {
+        let lower = word.to_ascii_lowercase();
+        if ["test", "tests", "unittest", "pytest"].contains(&lower.as_str())
+            && !found.iter().any(|(f, w)| (*f..f + w.len()).contains(&at))
+        {
+            found.push((at, word));
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// Whether the words after a mention of tests make them the check ("… fail", "… expects",
+/// "… must pass", "… が期待する") rather than what is to be changed.
+fn is_reference(after: &str) -> bool {
+    let after = after.trim_start();
+    if let Some(first) = after.chars().next()
+        && "がはの".contains(first)
+    {
+        return true;
+    }
+    const PREDICATES: [&str; 22] = [
+        "fail", "fails", "failed", "failing", "expect", "expects", "expected", "pass", "passes",
+        "passed", "check", "checks", "import", "imports", "call", "calls", "use", "uses", "run",
+        "runs", "must", "should",
+    ];
+    let mut words = after
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_ascii_lowercase());
+    // "the unit tests in test_x.py fail": a location between the mention and its verb.
+    let mut first = words.next().unwrap_or_default();
+    if ["in", "of", "from"].contains(&first.as_str()) {
+        let _place = words.next();
+        first = words.next().unwrap_or_default();
+    }
+    if ["still", "now", "all", "currently"].contains(&first.as_str()) {
+        first = words.next().unwrap_or_default();
+    }
+    PREDICATES.contains(&first.as_str())
+}
+
 /// A request's clauses.
 fn clauses(request: &str) -> Vec<String> {
     request
@@ -596,6 +699,15 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// The workspace's small text files, as (path, text).
 fn workspace_texts(ws: &Workspace) -> Vec<(String, String)> {
+    workspace_files(ws)
+        .into_iter()
+        .filter_map(|path| Some((ws.display(&path), read_small(&path)?)))
+        .collect()
+}
+
+/// The workspace's files (not in [`SKIPPED`] folders, not the server's own), at most
+/// [`MAX_FILES`].
+fn workspace_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut folders = vec![ws.root().to_path_buf()];
     while let Some(folder) = folders.pop() {
@@ -609,11 +721,8 @@ fn workspace_texts(ws: &Workspace) -> Vec<(String, String)> {
             };
             if kind.is_dir() && !SKIPPED.iter().any(|s| entry.file_name() == *s) {
                 folders.push(path);
-            } else if kind.is_file()
-                && !ws.protected().covers(&path)
-                && let Some(text) = read_small(&path)
-            {
-                out.push((ws.display(&path), text));
+            } else if kind.is_file() && !ws.protected().covers(&path) {
+                out.push(path);
                 if out.len() == MAX_FILES {
                     return out;
                 }
@@ -641,6 +750,71 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::open(dir.path()).unwrap();
         Expectations::of(request, &ws).expects()
+    }
+
+    /// The tests a request keeps, in a workspace of stats.py, test_stats.py, text.py,
+    /// test_text.py and tests/test_more.py.
+    fn kept(request: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        for file in [
+            "stats.py",
+            "test_stats.py",
+            "text.py",
+            "test_text.py",
+            "tests/test_more.py",
+        ] {
+            std::fs::write(dir.path().join(file), "x = 1\n").unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        let mut kept = tests_kept(request, &ws);
+        kept.sort();
+        kept
+    }
+
+    #[test]
+    fn tests_that_are_the_check_are_kept() {
+        let all = ["test_stats.py", "test_text.py", "tests/test_more.py"];
+        assert_eq!(kept("The unit tests fail; fix stats.py."), all);
+        assert_eq!(kept("Make the tests pass by fixing stats.py"), all);
+        assert_eq!(kept("python3 -m unittest fails; correct text.py"), all);
+        assert_eq!(
+            kept("Add the function count_vowels that test_text.py expects to text.py"),
+            ["test_text.py"]
+        );
+        assert_eq!(
+            kept("test_text.py が期待する関数 count_vowels を text.py に追加してください。"),
+            ["test_text.py"]
+        );
+        assert_eq!(kept("テストが通るように stats.py を直して"), all);
+        assert_eq!(
+            kept("The tests in test_stats.py still fail: fix stats.py"),
+            ["test_stats.py"]
+        );
+        assert_eq!(kept("🧪 tests fail ✓; fix stats.py ✓ 直して"), all);
+    }
+
+    #[test]
+    fn tests_the_request_changes_or_does_not_mention_are_not_kept() {
+        for request in [
+            // The tests are what is to be written or changed.
+            "Write a unit test for mean() in test_stats.py",
+            "Fix the failing test in test_stats.py and stats.py",
+            "Add tests for text.py",
+            "test_text.py にテストを追加して text.py も直して",
+            "テストを書いて stats.py を直して",
+            // No test is spoken of: nothing to keep.
+            "fix stats.py",
+            // No other file to change: the request may well be about the tests.
+            "The tests fail; fix them",
+            "Run the tests and fix what fails in stats.py",
+            // Any text at all, in any script, never panics.
+            "テスト",
+            "🧪 tests ✓ fail; fix stats.py ✓",
+        ] {
+            let got = kept(request);
+            assert!(got.is_empty(), "{request}: {got:?}");
+        }
     }
 
     fn gone(w: &str) -> Expect {

@@ -178,6 +178,13 @@ async fn drive(
     }
     let toolbox = if show.has("tools") {
         let toolbox = Toolbox::open(&settings.tools).map_err(RunError::Workspace)?;
+        // The tests the request is checked by, and does not ask to change, stay as they are.
+        let request = progress.task.request.clone();
+        let ws = toolbox.workspace().clone();
+        let kept = tokio::task::spawn_blocking(move || super::expect::tests_kept(&request, &ws))
+            .await
+            .unwrap_or_default();
+        let toolbox = toolbox.keep_checks(kept);
         Some(Arc::new(toolbox)).filter(|t| !t.enabled().is_empty())
     } else {
         None

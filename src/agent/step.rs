@@ -546,7 +546,8 @@ async fn not_done(
 /// The changes the model tried that did not take and that it never tried again: each failed
 /// call of a writing tool with no later call of one on the same path. Its answer may say the
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
-/// add the rows, and reported the rows); the workspace says it was not.
+/// add the rows, and reported the rows); the workspace says it was not. A write refused
+/// because it would change the request's checks (`expect::tests_kept`) is not one of them.
 fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
     let writes = |r: &Ran| {
         toolbox
@@ -566,6 +567,10 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
         let Some(path) = path_of(failed) else {
             continue;
         };
+        // A test the request is checked by was kept on purpose: not a change to make.
+        if toolbox.workspace().checks().contains(&path) {
+            continue;
+        }
         let again = ran[at + 1..]
             .iter()
             .any(|later| writes(later) && path_of(later).as_ref() == Some(&path));

@@ -308,6 +308,13 @@ impl Toolbox {
         &self.ctx.workspace
     }
 
+    /// The same toolbox, keeping these test files as they are (the request's checks: see
+    /// [`Workspace::keep_checks`]).
+    pub fn keep_checks(mut self, files: Vec<String>) -> Toolbox {
+        self.ctx.workspace = self.ctx.workspace.keep_checks(files);
+        self
+    }
+
     pub fn settings(&self) -> &ToolSettings {
         &self.ctx.settings
     }

@@ -65,6 +65,11 @@ pub enum PathError {
          user. Change other files"
     )]
     ReadOnly { path: String, entry: String },
+    #[error(
+        "'{0}' holds the tests this request is checked by, and the request asks to change other \
+         files, not its tests: leave the tests as they are and change the code so that they pass"
+    )]
+    TheCheck(String),
     #[error("cannot use workspace '{path}': {reason}")]
     Root { path: String, reason: String },
     #[error("'{path}': {reason}")]
@@ -219,6 +224,9 @@ pub struct Workspace {
     root: PathBuf,
     protected: ProtectedFiles,
     read_only: ReadOnlyPaths,
+    /// Test files this task's request is checked by (`expect::tests_kept`), as workspace
+    /// paths: readable, never changed.
+    checks: Arc<Vec<String>>,
 }
 
 impl Workspace {
@@ -236,6 +244,7 @@ impl Workspace {
             root,
             protected: ProtectedFiles::default(),
             read_only: ReadOnlyPaths::default(),
+            checks: Arc::default(),
         })
     }
 
@@ -251,11 +260,30 @@ impl Workspace {
         self
     }
 
-    /// Refuses a change to `resolved` (absolute, resolved) when it lies in a read-only path.
+    /// The same workspace, with these test files (workspace paths) kept as they are: the
+    /// checks a request is judged by (see `expect::tests_kept`).
+    pub fn keep_checks(mut self, files: Vec<String>) -> Workspace {
+        self.checks = Arc::new(files);
+        self
+    }
+
+    /// The test files kept as the request's checks (see [`Workspace::keep_checks`]).
+    pub fn checks(&self) -> &[String] {
+        &self.checks
+    }
+
+    /// Refuses a change to `resolved` (absolute, resolved) when it lies in a read-only path
+    /// or is one of the request's checks.
     pub fn refuse_read_only(&self, resolved: &Path) -> Result<(), PathError> {
         let Ok(relative) = resolved.strip_prefix(&self.root) else {
             return Ok(());
         };
+        if !self.checks.is_empty() {
+            let shown = self.display(resolved);
+            if self.checks.contains(&shown) {
+                return Err(PathError::TheCheck(shown));
+            }
+        }
         match self.read_only.covering(relative) {
             Some(entry) => Err(PathError::ReadOnly {
                 path: self.display(resolved),
