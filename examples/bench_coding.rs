@@ -798,6 +798,159 @@ const TASKS: &[CodingTask] = &[
             .0
         },
     },
+    // The third held-out set, `holdout-3-*`, written (2026-12-02) after the second had been
+    // run and the engine changed on what it showed, before any run of these: other languages
+    // (Spanish, Japanese), a request that does ask to change a test, a new parameter, YAML, a
+    // constant pulled out. Run once, at the end (`scripts/bench-coding.sh holdout-3`).
+    CodingTask {
+        name: "holdout-3-fix-sort-es",
+        files: &[
+            (
+                "sorter.py",
+                "def ascending(xs):\n    return sorted(xs, reverse=True)\n",
+            ),
+            (
+                "test_sorter.py",
+                "import unittest\n\nfrom sorter import ascending\n\n\nclass T(unittest.TestCase):\n    def test_ascending(self):\n        self.assertEqual(ascending([3, 1, 2]), [1, 2, 3])\n",
+            ),
+        ],
+        requests: &["Las pruebas fallan. Corrige el error en sorter.py."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_sorter.py"),
+    },
+    CodingTask {
+        name: "holdout-3-update-test",
+        files: &[
+            (
+                "calc.py",
+                "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+            ),
+            (
+                "test_calc.py",
+                "import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+            ),
+        ],
+        requests: &["Update test_calc.py so that it also tests that mul(2, 5) is 10."],
+        planning: false,
+        tested: true,
+        judge: |o| {
+            o.tests_pass()
+                && o.unchanged("calc.py")
+                && o.read("test_calc.py")
+                    .is_some_and(|t| t.contains("mul(2, 5)") && t.contains("add(2, 3)"))
+        },
+    },
+    CodingTask {
+        name: "holdout-3-add-param",
+        files: &[(
+            "words.py",
+            "def join_words(ws):\n    return \" \".join(ws)\n",
+        )],
+        requests: &[
+            "Add an optional parameter sep, default ' ', to join_words in words.py, and use it as the separator.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from words import join_words as j; assert j(['a', 'b']) == 'a b'; assert j(['a', 'b'], sep='-') == 'a-b'",
+            ])
+            .0
+        },
+    },
+    CodingTask {
+        name: "holdout-3-fix-typo-ja",
+        files: &[
+            (
+                "greet.py",
+                "def greet(name):\n    return \"Helo, \" + name + \"!\"\n",
+            ),
+            ("test_greet.py", GREET_TEST),
+        ],
+        requests: &["テストが失敗します。greet.py の誤字を直してください。"],
+        planning: false,
+        tested: false,
+        judge: |o| o.tests_pass() && o.unchanged("test_greet.py"),
+    },
+    CodingTask {
+        name: "holdout-3-yaml-port",
+        files: &[(
+            "config.yaml",
+            "server:\n  host: localhost\n  port: 8080\nlog_level: info\n",
+        )],
+        requests: &["Set the server port in config.yaml to 9090."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.lines("config.yaml")
+                == [
+                    "server:",
+                    "host: localhost",
+                    "port: 9090",
+                    "log_level: info",
+                ]
+        },
+    },
+    CodingTask {
+        name: "holdout-3-question-ja",
+        files: &[(
+            "utils.py",
+            "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+        )],
+        requests: &["utils.py の関数 clamp は何をしますか？一文で答えてください。"],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let answer = o.answer();
+            o.completed()
+                && o.all_unchanged()
+                && ["範囲", "制限", "間", "上限", "下限", "lo", "hi", "clamp"]
+                    .iter()
+                    .any(|w| answer.contains(w))
+        },
+    },
+    CodingTask {
+        name: "holdout-3-extract-constant",
+        files: &[(
+            "prices.py",
+            "def with_tax(price):\n    return round(price * (1 + 0.2), 2)\n",
+        )],
+        requests: &[
+            "In prices.py, replace the number 0.2 with a constant TAX_RATE = 0.2 defined at the top of the file.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.read("prices.py")
+                .is_some_and(|p| p.contains("TAX_RATE = 0.2") && p.matches("0.2").count() == 1)
+                && o.python(&[
+                    "-c",
+                    "from prices import with_tax; assert with_tax(100) == 120",
+                ])
+                .0
+        },
+    },
+    CodingTask {
+        name: "holdout-3-fix-key-de",
+        files: &[
+            (
+                "inventory.py",
+                "def count(stock, item):\n    return stock[item]\n",
+            ),
+            (
+                "test_inventory.py",
+                "import unittest\n\nfrom inventory import count\n\n\nclass T(unittest.TestCase):\n    def test_missing_item_is_zero(self):\n        self.assertEqual(count({'pen': 2}, 'ink'), 0)\n\n    def test_known_item(self):\n        self.assertEqual(count({'pen': 2}, 'pen'), 2)\n",
+            ),
+        ],
+        requests: &[
+            "Die Tests schlagen fehl: count in inventory.py soll für fehlende Artikel 0 zurückgeben.",
+        ],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_inventory.py"),
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.

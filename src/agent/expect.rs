@@ -362,9 +362,10 @@ fn is_reference(after: &str) -> bool {
         "passed", "check", "checks", "import", "imports", "call", "calls", "use", "uses", "run",
         "runs", "must", "should",
     ];
-    let mut words = after
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_ascii_lowercase());
+    let mut words = after.split_whitespace().map(|w| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_ascii_lowercase()
+    });
     // "the unit tests in test_x.py fail": a location between the mention and its verb.
     let mut first = words.next().unwrap_or_default();
     if ["in", "of", "from"].contains(&first.as_str()) {
