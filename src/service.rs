@@ -161,10 +161,9 @@ impl AgentService {
         // The request's server span (set by the edge when export runs): the runner continues
         // its trace, here or on another instance.
         task.trace = req.ctx.extensions.get::<TraceCarrier>().cloned();
-        // The store takes the images by value (no copy of up to 20 MiB); `task` keeps what the
-        // answer shows.
-        let mut stored_task = task.clone();
-        stored_task.images = args
+        // The images' text moves from the request into one shared buffer each: the store's
+        // insert and the runner hold the same bytes (no copy of up to 20 MiB).
+        task.images = args
             .images
             .into_iter()
             .map(|image| {
@@ -176,17 +175,19 @@ impl AgentService {
                 stored
             })
             .collect();
-        if let Err(e) = store.insert_task_owned(stored_task).await {
+        if let Err(e) = store.insert_task_owned(task.clone()).await {
             return store_failure(&e);
-        }
-        match place {
-            Place::Local(ticket) => self.core.queue.push_ticket(ticket, task.id),
-            Place::Shared => self.core.enqueue_owned(task.id, task.owner.as_deref()),
         }
         crate::metrics::record_task_created();
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
-        McpResult::tool_text(render_accepted(&task), false)
+        let answer = McpResult::tool_text(render_accepted(&task), false);
+        match place {
+            // This process runs it: the task goes to the runner as accepted, in memory.
+            Place::Local(ticket) => self.core.queue.push_ticket(ticket, task.id, Some(task)),
+            Place::Shared => self.core.enqueue_owned(task.id, task.owner.as_deref()),
+        }
+        answer
     }
 
     /// Reports a task; when it is found `ids` names it and its session.

@@ -413,11 +413,12 @@ async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
     loop {
         // Shutdown first: once it is asked for, queued tasks stay queued in the store for the
         // next start instead of being taken and stopped at once.
-        let id = tokio::select! {
+        let next = tokio::select! {
             biased;
             () = shutdown.cancelled() => return,
-            id = core.queue.next() => id,
+            next = core.queue.next() => next,
         };
+        let id = next.id;
         let token = shutdown.child_token();
         {
             let mut slot = core.running_slot();
@@ -426,7 +427,7 @@ async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
                 token.cancel();
             }
         }
-        runner::run_task(&core, id, token).await;
+        runner::run_task(&core, id, next.task, token).await;
         after_task(&core, id).await;
     }
 }

@@ -1,11 +1,51 @@
 //! The FIFO of queued task ids. One worker takes from the front; at most one task is planning
 //! or running in the whole process.
+//!
+//! A task this process accepted is handed over in memory with its id (see [`Queued`]): the
+//! runner starts from the task as it was accepted, images included (their text shared, not
+//! copied), instead of reading back from the store what the accept has just written. What the
+//! queue holds that way is bounded ([`HANDOVER_BUDGET`]); past it an entry carries only its
+//! id and the runner reads the store, as it does after a restart.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 use uuid::Uuid;
+
+use crate::task::Task;
+
+/// Most bytes of request text and image data the queue keeps for in-memory handover, over all
+/// waiting tasks (up to `mcp.max_queued_tasks`, 10,000 by default, could otherwise hold
+/// gigabytes of images). 64 MiB is six tasks at the default image limits, and many thousands
+/// of text-only ones.
+pub const HANDOVER_BUDGET: usize = 64 * 1024 * 1024;
+
+/// A task taken from the front of the queue: its id, and the task itself when the accept
+/// handed it over in memory (else the runner reads it from the store).
+#[derive(Debug)]
+pub struct Queued {
+    pub id: Uuid,
+    pub task: Option<Box<Task>>,
+}
+
+/// One waiting task: its place, its owner, and what was handed over with it.
+#[derive(Debug)]
+struct Waiting {
+    seq: u64,
+    owner: Owner,
+    task: Option<Box<Task>>,
+}
+
+/// The bytes a handed-over task holds that count against [`HANDOVER_BUDGET`].
+fn handover_bytes(task: &Task) -> usize {
+    task.request.len()
+        + task
+            .images
+            .iter()
+            .map(|i| i.data_base64.len())
+            .sum::<usize>()
+}
 
 /// Waiting tasks, oldest first.
 ///
@@ -24,8 +64,10 @@ struct Line {
     /// `(sequence number, task)`, oldest first; may still hold cancelled entries, skipped when
     /// they reach the front.
     order: VecDeque<(u64, Uuid)>,
-    /// The sequence number and owner of every task still waiting.
-    waiting: HashMap<Uuid, (u64, Owner)>,
+    /// Every task still waiting: its sequence number, owner and handed-over task.
+    waiting: HashMap<Uuid, Waiting>,
+    /// Bytes the handed-over tasks in `waiting` hold (at most [`HANDOVER_BUDGET`]).
+    handed_bytes: usize,
     /// Tasks waiting per owner (for `mcp.max_queued_per_caller`).
     per_owner: HashMap<Owner, usize>,
     /// Places held by [`Ticket`]s for tasks being stored, in all and per owner: counted
@@ -77,12 +119,15 @@ impl Line {
         }
     }
 
-    /// Forgets `id`'s owner count once it left the line.
-    fn left(&mut self, owner: &Owner) {
-        if let Some(n) = self.per_owner.get_mut(owner) {
+    /// Forgets a task's owner count and handover bytes once it left the line.
+    fn left(&mut self, gone: &Waiting) {
+        if let Some(task) = &gone.task {
+            self.handed_bytes = self.handed_bytes.saturating_sub(handover_bytes(task));
+        }
+        if let Some(n) = self.per_owner.get_mut(&gone.owner) {
             *n -= 1;
             if *n == 0 {
-                self.per_owner.remove(owner);
+                self.per_owner.remove(&gone.owner);
             }
         }
     }
@@ -116,13 +161,30 @@ impl TaskQueue {
 
     /// Appends a task of `owner` at the back.
     pub fn push_owned(&self, id: Uuid, owner: Option<&str>) {
-        let owner: Owner = owner.map(Arc::from);
+        self.push_entry(id, owner.map(Arc::from), None);
+    }
+
+    fn push_entry(&self, id: Uuid, owner: Owner, task: Option<Task>) {
         let mut line = self.items();
         let seq = line.next_seq;
         line.next_seq += 1;
         line.order.push_back((seq, id));
         *line.per_owner.entry(owner.clone()).or_insert(0) += 1;
-        if let Some((_, replaced)) = line.waiting.insert(id, (seq, owner)) {
+        // Within the budget the task goes with its id; past it the runner reads the store.
+        let task = task.filter(|task| {
+            let bytes = handover_bytes(task);
+            let fits = line.handed_bytes + bytes <= HANDOVER_BUDGET;
+            if fits {
+                line.handed_bytes += bytes;
+            }
+            fits
+        });
+        let entry = Waiting {
+            seq,
+            owner,
+            task: task.map(Box::new),
+        };
+        if let Some(replaced) = line.waiting.insert(id, entry) {
             line.left(&replaced);
         }
         crate::metrics::set_queue_depth(line.waiting.len());
@@ -134,7 +196,7 @@ impl TaskQueue {
     /// 1-based position of a waiting task.
     pub fn position(&self, id: Uuid) -> Option<usize> {
         let line = self.items();
-        let seq = line.waiting.get(&id)?.0;
+        let seq = line.waiting.get(&id)?.seq;
         let front = line.order.front().map_or(seq, |(front, _)| *front);
         let ahead = seq.saturating_sub(front) - line.gone.range(front..seq).count() as u64;
         usize::try_from(ahead + 1).ok()
@@ -144,9 +206,9 @@ impl TaskQueue {
     pub fn remove(&self, id: Uuid) -> bool {
         let mut line = self.items();
         let removed = match line.waiting.remove(&id) {
-            Some((seq, owner)) => {
-                line.left(&owner);
-                line.gone.insert(seq);
+            Some(gone) => {
+                line.left(&gone);
+                line.gone.insert(gone.seq);
                 line.settle();
                 true
             }
@@ -184,11 +246,13 @@ impl TaskQueue {
         Ok(Ticket { queue: self, owner })
     }
 
-    /// Queues task `id` in the place `ticket` held (its owner's).
-    pub fn push_ticket(&self, ticket: Ticket<'_>, id: Uuid) {
+    /// Queues task `id` in the place `ticket` held (its owner's), with the task as it was
+    /// stored, when there is one to hand over (`task.id` is `id`).
+    pub fn push_ticket(&self, ticket: Ticket<'_>, id: Uuid, task: Option<Task>) {
+        debug_assert!(task.as_ref().is_none_or(|t| t.id == id));
         let owner = ticket.owner.clone();
         // The ticket gives its place back as the task takes one: the counts never dip.
-        self.push_owned(id, owner.as_deref());
+        self.push_entry(id, owner, task);
         drop(ticket);
     }
 
@@ -203,25 +267,31 @@ impl TaskQueue {
     }
 
     /// Waits for and takes the oldest task.
-    pub async fn next(&self) -> Uuid {
+    pub async fn next(&self) -> Queued {
         loop {
             let next = {
                 let mut line = self.items();
                 line.settle();
-                let next = line.order.pop_front().map(|(_, id)| id);
-                if let Some(id) = next
-                    && let Some((_, owner)) = line.waiting.remove(&id)
-                {
-                    line.left(&owner);
-                }
+                let next = line.order.pop_front().map(|(_, id)| {
+                    let task = line.waiting.remove(&id).and_then(|mut gone| {
+                        line.left(&gone);
+                        gone.task.take()
+                    });
+                    Queued { id, task }
+                });
                 crate::metrics::set_queue_depth(line.waiting.len());
                 next
             };
-            if let Some(id) = next {
-                return id;
+            if let Some(next) = next {
+                return next;
             }
             self.ready.notified().await;
         }
+    }
+
+    /// Bytes held for handover now (for tests and the budget's checks).
+    pub fn handed_bytes(&self) -> usize {
+        self.items().handed_bytes
     }
 }
 
@@ -240,8 +310,8 @@ mod tests {
         assert!(q.remove(ids[1]));
         assert!(!q.remove(ids[1]));
         assert_eq!(q.position(ids[2]), Some(2));
-        assert_eq!(q.next().await, ids[0]);
-        assert_eq!(q.next().await, ids[2]);
+        assert_eq!(q.next().await.id, ids[0]);
+        assert_eq!(q.next().await.id, ids[2]);
         assert!(q.is_empty());
     }
 
@@ -271,7 +341,7 @@ mod tests {
                     assert!(!q.remove(id));
                 }
                 _ if !model.is_empty() => {
-                    assert_eq!(q.next().await, model.remove(0), "round {round}");
+                    assert_eq!(q.next().await.id, model.remove(0), "round {round}");
                 }
                 _ => {}
             }
@@ -297,10 +367,10 @@ mod tests {
             (3, 1, 4)
         );
         assert!(q.remove(a[1]));
-        assert_eq!(q.next().await, a[0]);
+        assert_eq!(q.next().await.id, a[0]);
         assert_eq!(q.len_of(Some("alice")), 1);
-        assert_eq!(q.next().await, a[2]);
-        assert_eq!(q.next().await, anon);
+        assert_eq!(q.next().await.id, a[2]);
+        assert_eq!(q.next().await.id, anon);
         assert_eq!((q.len_of(Some("alice")), q.len_of(None)), (0, 0));
     }
 
@@ -321,8 +391,8 @@ mod tests {
         );
         // A ticket dropped (the store failed) gives its place back; a filled one becomes a task.
         drop(b);
-        q.push_ticket(a, Uuid::new_v4());
-        q.push_ticket(c, Uuid::new_v4());
+        q.push_ticket(a, Uuid::new_v4(), None);
+        q.push_ticket(c, Uuid::new_v4(), None);
         assert_eq!(
             (q.len(), q.len_of(Some("alice")), q.len_of(None)),
             (2, 1, 1)
@@ -336,13 +406,49 @@ mod tests {
         assert!(q.reserve(Some("bob"), 3, 2).is_ok());
     }
 
+    /// An accepted task goes to the runner in memory while the queue's handover budget
+    /// allows; past it only its id does (the runner reads the store), and what leaves the line
+    /// gives its bytes back.
+    #[tokio::test]
+    async fn tasks_are_handed_over_within_the_budget() {
+        let q = TaskQueue::new();
+        let session = Uuid::new_v4();
+        let task = |bytes: usize| {
+            let mut t = Task::new(session, None, "x".repeat(bytes), None);
+            t.images = vec![crate::task::TaskImage::new("image/png", "A".repeat(bytes))];
+            t
+        };
+        let half = HANDOVER_BUDGET / 2;
+        let (a, b, c) = (task(half / 2), task(half / 2), task(1));
+        let ids = [a.id, b.id, c.id];
+        let held = |q: &TaskQueue, id| q.push_ticket(q.reserve(None, 10, 10).unwrap(), id, None);
+        q.push_ticket(q.reserve(None, 10, 10).unwrap(), a.id, Some(a.clone()));
+        assert_eq!(q.handed_bytes(), half);
+        // b does not fit beside a: it waits as an id alone.
+        let mut big = b.clone();
+        big.request.push('!');
+        q.push_ticket(q.reserve(None, 10, 10).unwrap(), b.id, Some(big));
+        assert_eq!(q.handed_bytes(), half);
+        q.push_ticket(q.reserve(None, 10, 10).unwrap(), c.id, Some(c.clone()));
+        held(&q, Uuid::new_v4());
+        assert_eq!(q.handed_bytes(), half + 2);
+        let first = q.next().await;
+        assert_eq!((first.id, first.task.as_deref()), (ids[0], Some(&a)));
+        assert_eq!(q.handed_bytes(), 2);
+        let second = q.next().await;
+        assert_eq!((second.id, second.task.is_none()), (ids[1], true));
+        assert!(q.remove(ids[2]), "a cancelled task leaves with its handover");
+        assert_eq!(q.handed_bytes(), 0);
+        assert!(q.next().await.task.is_none());
+    }
+
     #[tokio::test]
     async fn a_waiting_worker_wakes_on_push() {
         let q = std::sync::Arc::new(TaskQueue::new());
         let id = Uuid::new_v4();
         let waiter = tokio::spawn({
             let q = q.clone();
-            async move { q.next().await }
+            async move { q.next().await.id }
         });
         tokio::task::yield_now().await;
         q.push(id);

@@ -36,7 +36,7 @@ use super::summary::Summary;
 use super::tools::{PathError, Snapshot, Toolbox};
 use super::trace;
 use crate::ollama::{Message, OllamaError};
-use crate::task::{TaskState, Turn, TurnRole};
+use crate::task::{Task, TaskState, Turn, TurnRole};
 
 /// The title of the single step a task runs as when it is not planned.
 pub const SINGLE_STEP_TITLE: &str = "ollama chat";
@@ -47,18 +47,38 @@ pub const FINAL_ANSWER_LABEL: &str = "final answer";
 
 /// Runs the queued task `id` to a terminal state. Never panics; every failure ends the task
 /// `failed` with a reason.
-pub async fn run_task(core: &Arc<AgentCore>, id: Uuid, cancel: CancellationToken) {
-    let mut task = match core.store.task(id).await {
-        Ok(Some(task)) if task.state == TaskState::Queued => task,
-        // Cancelled while queued, or gone: nothing to run.
-        Ok(_) => return,
-        Err(e) => {
-            error!(task_id = %id, error = %e, "cannot load queued task");
-            return;
+///
+/// `handed`: the task as this process accepted it (images included), handed over by the queue;
+/// `None` after a restart, for a task another instance accepted, or past the queue's handover
+/// budget: then the task and its images are read from the store.
+pub async fn run_task(
+    core: &Arc<AgentCore>,
+    id: Uuid,
+    handed: Option<Box<Task>>,
+    cancel: CancellationToken,
+) {
+    let (mut task, images) = match handed {
+        // A task cancelled while queued left the queue with it (or is marked to be cancelled
+        // on arrival, which the token carries): a handed-over task is still queued.
+        Some(task) if task.id == id && task.state == TaskState::Queued => {
+            let mut task = *task;
+            let images = std::mem::take(&mut task.images);
+            (task, Ok(images))
+        }
+        _ => {
+            let task = match core.store.task(id).await {
+                Ok(Some(task)) if task.state == TaskState::Queued => task,
+                // Cancelled while queued, or gone: nothing to run.
+                Ok(_) => return,
+                Err(e) => {
+                    error!(task_id = %id, error = %e, "cannot load queued task");
+                    return;
+                }
+            };
+            (task, core.store.task_images(id).await)
         }
     };
     let span = trace::agent_span(&core.settings.ollama.model, &task);
-    let images = core.store.task_images(id).await;
     let mut progress = Progress::new(core, task.clone());
     let outcome = match images {
         Ok(images) => {

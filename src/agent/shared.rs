@@ -69,7 +69,8 @@ async fn run_claimed(core: &Arc<AgentCore>, id: Uuid, shutdown: &CancellationTok
         None => warn!(task_id = %id, "claimed, but the store holds no lease for it"),
     }
     *core.running_slot() = Some((id, token.clone()));
-    runner::run_task(core, id, token).await;
+    // Claimed from the database: accepted here or by another instance, read from the store.
+    runner::run_task(core, id, None, token).await;
     shared.release(id);
     after_task(core, id).await;
 }

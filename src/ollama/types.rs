@@ -3,6 +3,8 @@
 //! Modelled on ollama/ollama `api/types.go`. Ollama marks most response fields `omitempty`, so
 //! every field we read is optional or defaulted: a missing `eval_count` means zero, not an error.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -24,9 +26,10 @@ pub struct Message {
     pub content: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
-    /// Plain standard base64, without a `data:` prefix.
+    /// Plain standard base64, without a `data:` prefix; shared with the task (a request
+    /// repeats the user's message with its images on every model call, without copying them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<String>,
+    pub images: Vec<Arc<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// On a `tool` message: the name of the tool whose result this is.
@@ -70,7 +73,7 @@ impl Message {
     }
 
     /// Attaches base64 images (only models with the `vision` capability accept them).
-    pub fn with_images(mut self, images: Vec<String>) -> Self {
+    pub fn with_images(mut self, images: Vec<Arc<String>>) -> Self {
         self.images = images;
         self
     }

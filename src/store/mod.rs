@@ -348,9 +348,9 @@ pub(crate) mod conformance {
         store.insert_task(&a).await.unwrap();
         store.insert_task_owned(b.clone()).await.unwrap();
         let data = |images: Vec<TaskImage>| -> Vec<String> {
-            images.into_iter().map(|i| i.data_base64).collect()
+            images.into_iter().map(|i| i.data_base64.to_string()).collect()
         };
-        let want: Vec<String> = a.images.iter().map(|i| i.data_base64.clone()).collect();
+        let want: Vec<String> = a.images.iter().map(|i| i.data_base64.to_string()).collect();
         assert_eq!(data(store.task_images(a.id).await.unwrap()), want);
         let mut done = without_images(&a);
         done.fail("boom");

@@ -6,6 +6,7 @@
 
 pub mod events;
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -172,10 +173,15 @@ impl Task {
 
 /// An image attached to a task, as the client sent it (standard base64, which is also what
 /// Ollama takes, so it is never re-encoded).
+///
+/// The text is shared, not copied: the accepted task, the store's insert, the runner and every
+/// Ollama request hold the same buffer (up to `mcp.images.max_bytes`, 5 MiB by default, each).
+/// An `Arc<String>` rather than an `Arc<str>`, so taking over the client's `String` moves it
+/// instead of copying it into a new allocation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskImage {
     pub mime_type: String,
-    pub data_base64: String,
+    pub data_base64: Arc<String>,
     /// SHA-256 of the decoded bytes, when the image layer has already computed it; the store
     /// keys images by it and computes it only when it is missing.
     #[serde(skip)]
@@ -186,7 +192,7 @@ impl TaskImage {
     pub fn new(mime_type: impl Into<String>, data_base64: impl Into<String>) -> Self {
         Self {
             mime_type: mime_type.into(),
-            data_base64: data_base64.into(),
+            data_base64: Arc::new(data_base64.into()),
             sha256: None,
         }
     }

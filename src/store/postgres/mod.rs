@@ -567,7 +567,7 @@ impl TaskStore for PostgresStore {
                     let data: Option<&[u8]> = row.get(1);
                     Some(TaskImage {
                         mime_type: mime_type?,
-                        data_base64: String::from_utf8_lossy(data?).into_owned(),
+                        data_base64: Arc::new(String::from_utf8_lossy(data?).into_owned()),
                         sha256: None,
                     })
                 })

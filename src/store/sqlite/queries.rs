@@ -1,6 +1,7 @@
 //! The blocking SQL behind each store operation. Every function runs on a connection
 //! thread; writes that touch more than one row run in one transaction.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -36,7 +37,7 @@ pub(in crate::store) fn prepare_images(
             let sha256 = match image.sha256 {
                 Some(hash) => hash,
                 None => {
-                    let data = STANDARD.decode(&image.data_base64).map_err(|e| {
+                    let data = STANDARD.decode(image.data_base64.as_bytes()).map_err(|e| {
                         StoreError::InvalidImage {
                             index,
                             reason: e.to_string(),
@@ -345,7 +346,7 @@ pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
         .query_map([id.to_string()], |row| {
             Ok(TaskImage {
                 mime_type: row.get(0)?,
-                data_base64: String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned(),
+                data_base64: Arc::new(String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned()),
                 sha256: None,
             })
         })?

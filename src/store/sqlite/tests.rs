@@ -391,7 +391,7 @@ async fn a_hash_from_the_image_layer_is_used_without_decoding_again() {
         .unwrap();
     assert_eq!(hash, vec![5u8; 32]);
     let loaded = store.task_images(t.id).await.unwrap();
-    assert_eq!(loaded[0].data_base64, "already-validated");
+    assert_eq!(*loaded[0].data_base64, "already-validated");
 }
 
 /// The database holds every caller's request texts: its folder is 0700 and its files 0600,
