@@ -20,6 +20,7 @@ use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
     Payload, ProtocolVersion, ResponseIds, server_info,
 };
+use crate::task::input::AnswerPath;
 use crate::task::{Task, TaskImage};
 use crate::telemetry::context::TraceCarrier;
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
@@ -158,6 +159,7 @@ impl AgentService {
             None => uuid::Uuid::new_v4(),
         };
         let mut task = Task::new(session_id, identity, args.request, args.temperature);
+        task.input.answer_path = answer_path(&req.ctx);
         // The request's server span (set by the edge when export runs): the runner continues
         // its trace, here or on another instance.
         task.trace = req.ctx.extensions.get::<TraceCarrier>().cloned();
@@ -400,4 +402,17 @@ fn tools_list() -> McpResult {
         ttl_ms: LIST_TTL_MS,
         public: true,
     })
+}
+
+/// The Tasks extension's id (the layer that serves it is not the core's to import).
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// How the client that sends `agent_run` can answer an approval, from what this request
+/// declares: the Tasks extension (its `inputRequests` and `tasks/update`) together with form
+/// elicitation (`elicitation: {}` means form, 2026-07-28 `ClientCapabilities`). Never an input
+/// request of a kind the request did not declare.
+fn answer_path(ctx: &crate::protocol::RequestContext) -> Option<AnswerPath> {
+    let elicitation = ctx.client_capabilities.get("elicitation")?.as_object()?;
+    let form = elicitation.is_empty() || elicitation.contains_key("form");
+    (form && ctx.declares_extension(TASKS_EXTENSION)).then_some(AnswerPath::TasksElicitation)
 }
