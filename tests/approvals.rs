@@ -294,6 +294,9 @@ async fn only_the_tasks_owner_can_answer() {
     let fake = FakeOllama::start().await;
     script(&fake, "made.txt");
     let mut config = config(&fake, ws.path(), ask_commands());
+    let audit = ws.path().join("audit.log");
+    config.audit.enabled = true;
+    config.audit.file = Some(audit.clone());
     for name in ["alice", "mallory"] {
         config.auth.tokens.push(TokenConfig {
             name: name.into(),
@@ -327,6 +330,23 @@ async fn only_the_tasks_owner_can_answer() {
         "{done}"
     );
     assert!(ws.path().join("made.txt").exists());
+    // The audit log says who answered what, the refused attempt included.
+    let updates: Vec<Value> = eventually("the audit lines", || async {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["method"] == "tasks/update")
+            .collect();
+        (lines.len() == 2).then_some(lines)
+    })
+    .await;
+    assert_eq!(updates[0]["identity"], "mallory");
+    assert_eq!(updates[0]["outcome"], "protocol_error", "{}", updates[0]);
+    assert_eq!(updates[0]["answers"], json!({"approval-1": "accept"}));
+    assert_eq!(updates[1]["identity"], "alice");
+    assert_eq!(updates[1]["answers"], json!({"approval-1": "accept"}));
+    assert_eq!(updates[1]["task_id"], id);
 }
 
 /// The policy per tool and per command: `allow` runs at once (never `input_required`),
@@ -484,4 +504,120 @@ async fn unknown_keys_are_ignored_and_a_bad_answer_says_what_to_send() {
     update(&c, &id, &key, "decline").await;
     let done = finished(&c, &id).await;
     assert!(!ws.path().join("made.txt").exists(), "{done}");
+}
+
+/// Push: a `subscriptions/listen` stream on the task shows it go `input_required` (with its
+/// `inputRequests`) and back to `working` once answered, then `completed`.
+#[tokio::test]
+async fn push_shows_input_required_and_back() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    script(&fake, "made.txt");
+    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+    let c = server.client();
+    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "notifications": {"taskIds": [id]},
+        "_meta": support::harness::modern_meta(answering())}});
+    let resp = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", support::harness::MODERN)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("listen");
+    assert_eq!(resp.status(), 200);
+    let stream = tokio::spawn(async move {
+        tokio::time::timeout(BUDGET, resp.text())
+            .await
+            .expect("the stream ends with the task")
+            .expect("body")
+    });
+    let (_, key) = waiting(&c, &id).await;
+    update(&c, &id, &key, "accept").await;
+    let text = stream.await.expect("reader");
+    let tasks: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|m| m["method"] == "notifications/tasks")
+        .map(|m| m["params"].clone())
+        .collect();
+    let mut statuses: Vec<&str> = Vec::new();
+    for t in &tasks {
+        let s = t["status"].as_str().unwrap_or_default();
+        if statuses.last() != Some(&s) {
+            statuses.push(s);
+        }
+    }
+    let from = statuses
+        .iter()
+        .position(|s| *s == "input_required")
+        .unwrap_or_else(|| panic!("{statuses:?}"));
+    assert_eq!(
+        statuses[from..],
+        ["input_required", "working", "completed"],
+        "{statuses:?}"
+    );
+    let asked = tasks
+        .iter()
+        .find(|t| t["status"] == "input_required")
+        .expect("an input_required notification");
+    assert_eq!(
+        asked["inputRequests"][&key]["method"], "elicitation/create",
+        "{asked}"
+    );
+    assert!(ws.path().join("made.txt").exists());
+}
+
+/// A file change that asks shows the file and a short diff of the change.
+#[tokio::test]
+async fn a_file_change_asks_with_its_diff() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call(
+        "read_file",
+        json!({"path": "notes.txt"}),
+        10,
+        1,
+    ));
+    fake.push_reply(Reply::tool_call(
+        "edit_file",
+        json!({"path": "notes.txt", "old_text": "two\n", "new_text": "2\n"}),
+        10,
+        1,
+    ));
+    fake.push_reply(Reply::text("Done.", 10, 1));
+    let approvals = ApprovalsConfig {
+        edit_file: Some(Approval::Ask),
+        ..ApprovalsConfig::default()
+    };
+    let server = HttpServer::start(config(&fake, ws.path(), approvals)).await;
+    let c = server.client();
+    let id = create(&c, answering(), "Look at notes.txt.").await;
+    let (body, key) = waiting(&c, &id).await;
+    let message = body["inputRequests"][&key]["params"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("edit_file: notes.txt"), "{message}");
+    assert!(
+        message.contains("--- a/notes.txt\n+++ b/notes.txt\n") && message.contains("-two\n+2\n"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    update(&c, &id, &key, "accept").await;
+    let done = finished(&c, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "one\n2\nthree\n"
+    );
 }
