@@ -621,3 +621,48 @@ async fn a_file_change_asks_with_its_diff() {
         "one\n2\nthree\n"
     );
 }
+
+/// PostgreSQL: the answer sent to an instance that does not run the task reaches the one
+/// that does (the answer row and its `changed:` announcement), and the action runs there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_an_answer_sent_to_another_instance_reaches_the_runner() {
+    let Some(url) = support::pg::fresh_database().await else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    script(&fake, "made.txt");
+    let mut config = support::instances::shared_config(&fake.url(), &url);
+    config.agent.workspace = Some(ws.path().to_path_buf());
+    config.agent.commands.allow = vec!["touch".into()];
+    config.agent.approvals = ask_commands();
+    let servers = support::instances::instances(&config, 2).await;
+    let db = support::pg::connect(&url).await;
+    let id = create(&servers[0].client(), answering(), "Run the touch program.").await;
+    let holder = support::instances::wait_holder(&db, &id).await;
+    let other = servers
+        .iter()
+        .find(|s| s.child.id() != Some(holder))
+        .expect("an instance that does not run the task")
+        .client();
+    let (_, key) = waiting(&other, &id).await;
+    assert!(!ws.path().join("made.txt").exists());
+    let answered = std::time::Instant::now();
+    update(&other, &id, &key, "accept").await;
+    let done = finished(&other, &id).await;
+    println!(
+        "answer on the other instance → task completed: {:?}",
+        answered.elapsed()
+    );
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert!(ws.path().join("made.txt").exists());
+    let stored: Option<String> = db
+        .query_one(
+            "SELECT answer FROM input_answers WHERE task_id = $1 AND key = $2",
+            &[&id, &key],
+        )
+        .await
+        .expect("the answer row")
+        .get(0);
+    assert!(stored.is_some_and(|a| a.contains("\"accept\"")));
+}
