@@ -42,7 +42,7 @@ fn config(fake: &FakeOllama, ws: &Path, approvals: ApprovalsConfig) -> Config {
 /// run_command asks for every command.
 fn ask_commands() -> ApprovalsConfig {
     ApprovalsConfig {
-        run_command: Some(CommandApproval::Every(Approval::Ask)),
+        run_command: CommandApproval::Every(Approval::Ask),
         ..ApprovalsConfig::default()
     }
 }
@@ -355,14 +355,14 @@ async fn only_the_tasks_owner_can_answer() {
 #[tokio::test]
 async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
     let approvals = ApprovalsConfig {
-        write_file: Some(Approval::Deny),
-        edit_file: Some(Approval::Allow),
-        run_command: Some(CommandApproval::Patterns(CommandPatterns {
+        write_file: Approval::Deny,
+        edit_file: Approval::Allow,
+        run_command: CommandApproval::Patterns(CommandPatterns {
             deny: vec![],
             allow: vec!["touch allowed.txt".into()],
             ask: vec!["touch asked*".into()],
             default: Approval::Deny,
-        })),
+        }),
         ..ApprovalsConfig::default()
     };
     for (caps, call, args, heard, made) in [
@@ -593,7 +593,7 @@ async fn a_file_change_asks_with_its_diff() {
     ));
     fake.push_reply(Reply::text("Done.", 10, 1));
     let approvals = ApprovalsConfig {
-        edit_file: Some(Approval::Ask),
+        edit_file: Approval::Ask,
         ..ApprovalsConfig::default()
     };
     let server = HttpServer::start(config(&fake, ws.path(), approvals)).await;

@@ -13,8 +13,8 @@
 //!       default: deny
 //! ```
 //!
-//! A tool not named here runs as it always did (`allow`), so a configuration without the
-//! section behaves as before. `run_command` takes either one policy for every command, or
+//! Every tool is `allow` unless set (each key is also an `AGENT_MCP_AGENT_APPROVALS_*`
+//! variable), so a configuration without the section behaves as before. `run_command` takes either one policy for every command, or
 //! patterns matched against the command's argv: the lists are tried in the order `deny`,
 //! `allow`, `ask`, each in the order written, and the first pattern that matches decides;
 //! none matches: `default` (`ask` unless set). A pattern is words separated by spaces, each
@@ -72,18 +72,12 @@ pub struct ApprovalsConfig {
     /// How long a call that asks waits for a decision; then it is refused.
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub list_dir: Option<Approval>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_file: Option<Approval>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub search_text: Option<Approval>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub write_file: Option<Approval>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub edit_file: Option<Approval>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_command: Option<CommandApproval>,
+    pub list_dir: Approval,
+    pub read_file: Approval,
+    pub search_text: Approval,
+    pub write_file: Approval,
+    pub edit_file: Approval,
+    pub run_command: CommandApproval,
 }
 
 /// The default `agent.approvals.timeout`.
@@ -93,12 +87,12 @@ impl Default for ApprovalsConfig {
     fn default() -> Self {
         Self {
             timeout: DEFAULT_APPROVAL_TIMEOUT,
-            list_dir: None,
-            read_file: None,
-            search_text: None,
-            write_file: None,
-            edit_file: None,
-            run_command: None,
+            list_dir: Approval::Allow,
+            read_file: Approval::Allow,
+            search_text: Approval::Allow,
+            write_file: Approval::Allow,
+            edit_file: Approval::Allow,
+            run_command: CommandApproval::Every(Approval::Allow),
         }
     }
 }
@@ -162,24 +156,18 @@ impl<'de> Deserialize<'de> for CommandApproval {
 impl ApprovalsConfig {
     /// The policy for a call of `tool`; `argv` is run_command's parsed command line.
     pub fn decide(&self, tool: &str, argv: Option<&[String]>) -> Approval {
-        let one = match tool {
+        match tool {
             "list_dir" => self.list_dir,
             "read_file" => self.read_file,
             "search_text" => self.search_text,
             "write_file" => self.write_file,
             "edit_file" => self.edit_file,
-            "run_command" => {
-                return match &self.run_command {
-                    None => Approval::Allow,
-                    Some(CommandApproval::Every(approval)) => *approval,
-                    Some(CommandApproval::Patterns(patterns)) => {
-                        patterns.decide(argv.unwrap_or_default())
-                    }
-                };
-            }
-            _ => None,
-        };
-        one.unwrap_or_default()
+            "run_command" => match &self.run_command {
+                CommandApproval::Every(approval) => *approval,
+                CommandApproval::Patterns(patterns) => patterns.decide(argv.unwrap_or_default()),
+            },
+            _ => Approval::Allow,
+        }
     }
 
     /// Whether any call may wait for a decision.
@@ -191,13 +179,10 @@ impl ApprovalsConfig {
             self.write_file,
             self.edit_file,
         ]
-        .contains(&Some(Approval::Ask))
+        .contains(&Approval::Ask)
             || match &self.run_command {
-                Some(CommandApproval::Every(a)) => *a == Approval::Ask,
-                Some(CommandApproval::Patterns(p)) => {
-                    !p.ask.is_empty() || p.default == Approval::Ask
-                }
-                None => false,
+                CommandApproval::Every(a) => *a == Approval::Ask,
+                CommandApproval::Patterns(p) => !p.ask.is_empty() || p.default == Approval::Ask,
             }
     }
 
@@ -209,7 +194,7 @@ impl ApprovalsConfig {
                 "must be greater than 0, e.g. 5m".into(),
             ));
         }
-        let Some(CommandApproval::Patterns(patterns)) = &self.run_command else {
+        let CommandApproval::Patterns(patterns) = &self.run_command else {
             return Ok(());
         };
         for (key, list) in [
@@ -373,6 +358,34 @@ mod tests {
         assert_eq!(key, "agent.approvals.run_command.allow");
         assert!(message.contains("add make there"), "{message}");
         assert!(unlisted.validate(&["make".into()]).is_ok());
+    }
+
+    #[test]
+    fn each_tool_is_an_environment_variable_too() {
+        let (config, unknown) = crate::config::Config::default()
+            .with_env_overrides([
+                (
+                    "AGENT_MCP_AGENT_APPROVALS_RUN_COMMAND".to_owned(),
+                    "ask".to_owned(),
+                ),
+                (
+                    "AGENT_MCP_AGENT_APPROVALS_WRITE_FILE".to_owned(),
+                    "deny".to_owned(),
+                ),
+                (
+                    "AGENT_MCP_AGENT_APPROVALS_TIMEOUT".to_owned(),
+                    "30s".to_owned(),
+                ),
+            ])
+            .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        let approvals = &config.agent.approvals;
+        assert_eq!(
+            approvals.decide("run_command", Some(&argv("ls"))),
+            Approval::Ask
+        );
+        assert_eq!(approvals.decide("write_file", None), Approval::Deny);
+        assert_eq!(approvals.timeout, Duration::from_secs(30));
     }
 
     #[test]
