@@ -70,10 +70,11 @@ pub fn answers_field(responses: Option<&Value>) -> Option<Box<Map<String, Value>
         .iter()
         .take(MAX_ANSWERS)
         .map(|(key, answer)| {
-            let action = match answer.get("action").and_then(Value::as_str) {
-                Some(a @ ("accept" | "decline" | "cancel")) => a,
-                _ => "invalid",
-            };
+            let action = answer
+                .get("action")
+                .and_then(Value::as_str)
+                .filter(|a| matches!(*a, "accept" | "decline" | "cancel"))
+                .unwrap_or("invalid");
             (
                 scrub_message(&capped(key, MAX_NAME_BYTES)),
                 Value::from(action),
