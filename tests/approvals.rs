@@ -666,3 +666,60 @@ async fn on_postgres_an_answer_sent_to_another_instance_reaches_the_runner() {
         .get(0);
     assert!(stored.is_some_and(|a| a.contains("\"accept\"")));
 }
+
+/// The terminal client asks on the terminal: `agent-mcp run` prints the question and
+/// `allow it? [y/N]` on stderr and reads the answer from stdin; `y` runs the action, anything
+/// else (the end of input too) refuses it.
+#[tokio::test]
+async fn the_terminal_client_asks_y_or_n() {
+    for (typed, runs) in [("y\n", true), ("n\n", false), ("", false)] {
+        let ws = tempfile::tempdir().unwrap();
+        let fake = FakeOllama::start().await;
+        script(&fake, "made.txt");
+        let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
+            .args([
+                "run",
+                "Run the touch program on made.txt.",
+                "--url",
+                &server.url,
+            ])
+            .env_remove("AGENT_MCP_TOKEN")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("agent-mcp run");
+        let mut stdin = child.stdin.take().expect("stdin");
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, typed.as_bytes())
+            .await
+            .unwrap();
+        drop(stdin);
+        let out = tokio::time::timeout(BUDGET, child.wait_with_output())
+            .await
+            .expect("the client finished in time")
+            .expect("the client ran");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{typed:?}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("The agent asks to run run_command: touch made.txt")
+                && stderr.contains("agent-mcp: allow it? [y/N] "),
+            "{typed:?}: {stderr}"
+        );
+        assert_eq!(
+            ws.path().join("made.txt").exists(),
+            runs,
+            "{typed:?}: {stdout}"
+        );
+        let action = if runs { "accept" } else { "decline" };
+        assert!(
+            stdout.contains(&format!(
+                "- approval-1 run_command (touch made.txt): {action} by an anonymous caller"
+            )),
+            "{typed:?}: {stdout}"
+        );
+    }
+}
