@@ -723,3 +723,75 @@ async fn the_terminal_client_asks_y_or_n() {
         );
     }
 }
+
+/// MRTR (2026-07-28 multi-round-trip requests) for a client with form elicitation but without
+/// the Tasks extension: `agent_status` on the waiting task answers with an
+/// `InputRequiredResult` (`inputRequests`, `requestState`); the retry carrying
+/// `inputResponses` records the answer and gets the status.
+#[tokio::test]
+async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
+    for (action, runs) in [("accept", true), ("decline", false)] {
+        let ws = tempfile::tempdir().unwrap();
+        let fake = FakeOllama::start().await;
+        script(&fake, "made.txt");
+        let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+        let c = server.client();
+        let caps = json!({"elicitation": {}});
+        let run = c
+            .modern_with_caps(
+                "tools/call",
+                json!({"name": "agent_run", "arguments": {"request": "Run the touch program."}}),
+                caps.clone(),
+            )
+            .await;
+        let id = field(
+            run.body["result"]["content"][0]["text"].as_str().unwrap(),
+            "task_id",
+        );
+        let status = |extra: Value| {
+            let (c, id, caps) = (c.clone(), id.clone(), caps.clone());
+            async move {
+                let mut params = json!({"name": "agent_status", "arguments": {"task_id": id}});
+                if let Value::Object(extra) = extra {
+                    params.as_object_mut().unwrap().extend(extra);
+                }
+                let r = c.modern_with_caps("tools/call", params, caps).await;
+                assert_eq!(r.status, 200, "{}", r.text);
+                r.body["result"].clone()
+            }
+        };
+        let asked = eventually("an InputRequiredResult", || async {
+            let result = status(json!({})).await;
+            (result["resultType"] == "input_required").then_some(result)
+        })
+        .await;
+        let request = &asked["inputRequests"]["approval-1"];
+        assert_eq!(request["method"], "elicitation/create", "{asked}");
+        assert_eq!(request["params"]["mode"], "form");
+        assert!(asked["requestState"].is_string(), "{asked}");
+        assert!(asked.get("content").is_none(), "{asked}");
+        let retried = status(json!({
+            "inputResponses": {"approval-1": {"action": action}},
+            "requestState": asked["requestState"]
+        }))
+        .await;
+        assert_eq!(retried["resultType"], "complete", "{retried}");
+        let done = finished(&c, &id).await;
+        assert_eq!(field(&done, "status"), "completed", "{done}");
+        assert_eq!(ws.path().join("made.txt").exists(), runs, "{action}");
+        assert!(
+            result_of(&done).contains(&format!(
+                "approval-1 run_command (touch made.txt): {action}"
+            )),
+            "{done}"
+        );
+        // A client without elicitation is never asked: it just sees the status.
+        let plain = c
+            .modern(
+                "tools/call",
+                json!({"name": "agent_status", "arguments": {"task_id": id}}),
+            )
+            .await;
+        assert_eq!(plain.body["result"]["resultType"], "complete");
+    }
+}

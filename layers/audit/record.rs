@@ -254,7 +254,8 @@ pub struct AuditRecord {
     /// `throttle.rs`); only on refusal lines, and only when some were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suppressed: Option<u64>,
-    /// On a `tasks/update` line: each input request key answered and the answer's action
+    /// On a `tasks/update` line (and a `tools/call` carrying `inputResponses`): each input
+    /// request key answered and the answer's action
     /// (`accept`, `decline`, `cancel`, or `invalid`) — who decided an approval is this line's
     /// `identity`.
     #[serde(skip_serializing_if = "Option::is_none")]

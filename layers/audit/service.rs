@@ -183,6 +183,12 @@ impl Pending {
             (None, RawId::NONE, RawId::NONE, None, None);
         if is_tool_call {
             tool = req.tool_name().map(name_field);
+            // A multi-round-trip retry carries the answers (an approval on agent_status).
+            answers = answers_field(
+                req.params
+                    .tools_call()
+                    .and_then(|c| c.input_responses.as_ref()),
+            );
             let arguments = req.params.tools_call().and_then(|c| c.arguments.as_ref());
             if let Some(Value::Object(arguments)) = arguments {
                 task_id = RawId::of(arguments.get("task_id").and_then(Value::as_str));

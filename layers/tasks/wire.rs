@@ -189,26 +189,7 @@ pub fn input_requests(task: &Task) -> Map<String, Value> {
     task.input
         .pending
         .iter()
-        .map(|request| {
-            let mut message = format!(
-                "The agent asks to run {}: {}\nAccept to let it run; decline to refuse it (the \
-                 model is told and goes another way).",
-                request.tool, request.summary
-            );
-            if !request.detail.is_empty() {
-                message.push_str("\n\n");
-                message.push_str(&request.detail);
-            }
-            let elicitation = json!({
-                "method": "elicitation/create",
-                "params": {
-                    "mode": "form",
-                    "message": message,
-                    "requestedSchema": {"type": "object", "properties": {}}
-                }
-            });
-            (request.key.clone(), elicitation)
-        })
+        .map(|request| (request.key.clone(), request.elicitation()))
         .collect()
 }
 

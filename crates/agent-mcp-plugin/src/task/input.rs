@@ -28,6 +28,9 @@ pub enum AnswerPath {
     /// 2026-07-28 with the Tasks extension and form elicitation: `inputRequests` on
     /// `tasks/get`, answered by `tasks/update`.
     TasksElicitation,
+    /// 2026-07-28 with form elicitation but without the Tasks extension: `agent_status` on the
+    /// waiting task answers with an `InputRequiredResult`, answered by its retry (MRTR).
+    Mrtr,
 }
 
 /// One outstanding question: may this tool call run?
@@ -121,6 +124,31 @@ pub struct TaskInput {
     pub pending: Vec<InputRequest>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<Decision>,
+}
+
+impl InputRequest {
+    /// The request as a form `elicitation/create` (2026-07-28 `ElicitRequestFormParams`:
+    /// `mode`, `message`, a flat `requestedSchema`), as `inputRequests` carry it. The decision
+    /// is the answer's `action`; the form asks for nothing else.
+    pub fn elicitation(&self) -> serde_json::Value {
+        let mut message = format!(
+            "The agent asks to run {}: {}\nAccept to let it run; decline to refuse it (the \
+             model is told and goes another way).",
+            self.tool, self.summary
+        );
+        if !self.detail.is_empty() {
+            message.push_str("\n\n");
+            message.push_str(&self.detail);
+        }
+        serde_json::json!({
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": message,
+                "requestedSchema": {"type": "object", "properties": {}}
+            }
+        })
+    }
 }
 
 impl TaskInput {
