@@ -181,6 +181,11 @@ if wanted "typescript-sdk+ext-tasks"; then
   run_suite "typescript-sdk+ext-tasks" "$NODE" "$TOOLS/clients-ts/sdk.mjs"
 fi
 if wanted "python-sdk"; then
+  # Approvals by MRTR, as for ext-tasks above, on a fake and a server of their own.
+  start_fake approvals-py \
+    FAKE_OLLAMA_TOOL_CALLS='[[["write_file",{"path":"accepted.txt","content":"yes\n"}]],[["write_file",{"path":"declined.txt","content":"no\n"}]]]'
+  start_server "approvals-py" "$(head -n1 "$WORK/approvals-py.url")" "" AGENT_MCP_AGENT_APPROVALS_WRITE_FILE=ask
+  export MCP_URL_APPROVALS_PY="$SERVER_URL" APPROVALS_PY_WORKSPACE="$WORK/server-approvals-py"
   run_suite "python-sdk" "$PY" "$ROOT/scripts/clients/python/sdk.py"
 fi
 if wanted "inspector-cli"; then
