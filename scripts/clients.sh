@@ -172,9 +172,20 @@ wanted() { [ -z "${CLIENTS_SUITES:-}" ] || [[ " $CLIENTS_SUITES " == *" $1 "* ]]
 # The TypeScript programs import the pinned packages, so they run from where those live.
 cp "$ROOT"/scripts/clients/ts/*.mjs "$TOOLS/clients-ts/"
 if wanted "typescript-sdk+ext-tasks"; then
+  # Approvals: a model that writes two files (one call each), on a server whose write_file
+  # asks first; the ext-tasks client accepts one and declines the other (sdk.mjs approvals()).
+  start_fake approvals \
+    FAKE_OLLAMA_TOOL_CALLS='[[["write_file",{"path":"accepted.txt","content":"yes\n"}]],[["write_file",{"path":"declined.txt","content":"no\n"}]]]'
+  start_server "approvals" "$(head -n1 "$WORK/approvals.url")" "" AGENT_MCP_AGENT_APPROVALS_WRITE_FILE=ask
+  export MCP_URL_APPROVALS="$SERVER_URL" APPROVALS_WORKSPACE="$WORK/server-approvals"
   run_suite "typescript-sdk+ext-tasks" "$NODE" "$TOOLS/clients-ts/sdk.mjs"
 fi
 if wanted "python-sdk"; then
+  # Approvals by MRTR, as for ext-tasks above, on a fake and a server of their own.
+  start_fake approvals-py \
+    FAKE_OLLAMA_TOOL_CALLS='[[["write_file",{"path":"accepted.txt","content":"yes\n"}]],[["write_file",{"path":"declined.txt","content":"no\n"}]]]'
+  start_server "approvals-py" "$(head -n1 "$WORK/approvals-py.url")" "" AGENT_MCP_AGENT_APPROVALS_WRITE_FILE=ask
+  export MCP_URL_APPROVALS_PY="$SERVER_URL" APPROVALS_PY_WORKSPACE="$WORK/server-approvals-py"
   run_suite "python-sdk" "$PY" "$ROOT/scripts/clients/python/sdk.py"
 fi
 if wanted "inspector-cli"; then

@@ -20,6 +20,7 @@ use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
     Payload, ProtocolVersion, ResponseIds, server_info,
 };
+use crate::task::input::AnswerPath;
 use crate::task::{Task, TaskImage};
 use crate::telemetry::context::TraceCarrier;
 use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
@@ -158,6 +159,7 @@ impl AgentService {
             None => uuid::Uuid::new_v4(),
         };
         let mut task = Task::new(session_id, identity, args.request, args.temperature);
+        task.input.answer_path = answer_path(&req.ctx);
         // The request's server span (set by the edge when export runs): the runner continues
         // its trace, here or on another instance.
         task.trace = req.ctx.extensions.get::<TraceCarrier>().cloned();
@@ -215,7 +217,89 @@ impl AgentService {
         };
         ids.task_id = Some(task.id);
         ids.session_id = Some(task.session_id);
+        if task.input.answer_path == Some(AnswerPath::Mrtr) {
+            match self.approval_round(req, &task).await {
+                Ok(Some(input_required)) => return input_required,
+                Ok(None) => {}
+                Err(e) => return store_failure(&e),
+            }
+        }
         McpResult::tool_text(render_status(&task, position), false)
+    }
+
+    /// MRTR on `agent_status` (2026-07-28 multi-round-trip requests, `InputRequiredResult`):
+    /// a retry's `inputResponses` to the task's outstanding keys are recorded by the caller's
+    /// identity (the task's owner: the caller already sees it) and the status follows; a
+    /// plain call on a task that waits for approval, from a request declaring form
+    /// elicitation, gets the unanswered requests as an `InputRequiredResult` instead.
+    async fn approval_round(
+        &self,
+        req: &McpRequest,
+        task: &Task,
+    ) -> Result<Option<McpResult>, crate::store::StoreError> {
+        use crate::task::input::{Action, Answer};
+        let call = req.params.tools_call();
+        if let Some(Value::Object(responses)) = call.and_then(|c| c.input_responses.as_ref()) {
+            for (key, response) in responses {
+                let action = response
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .and_then(Action::from_wire);
+                let (Some(action), Some(_)) = (action, task.input.pending(key)) else {
+                    continue;
+                };
+                let answer = Answer {
+                    action,
+                    by: req.ctx.identity.clone(),
+                    at: std::time::SystemTime::now(),
+                };
+                let recorded = self.core.store.answer_input(task.id, key, &answer).await?;
+                tracing::info!(
+                    target: "agent_mcp::approvals",
+                    task_id = %task.id,
+                    %key,
+                    action = action.as_str(),
+                    by = req.ctx.identity.as_deref().unwrap_or(""),
+                    recorded,
+                    "approval answered"
+                );
+                if recorded {
+                    self.core.notify_task_changed(task.id);
+                }
+            }
+            return Ok(None);
+        }
+        if task.state.is_terminal()
+            || !task.input.is_waiting()
+            || req.ctx.era() != Era::Modern
+            || !declares_form_elicitation(&req.ctx)
+        {
+            return Ok(None);
+        }
+        let mut requests = Map::new();
+        for request in &task.input.pending {
+            // Answered, and the task not yet on: not asked again.
+            if self
+                .core
+                .store
+                .input_answer(task.id, &request.key)
+                .await?
+                .is_none()
+            {
+                requests.insert(request.key.clone(), request.elicitation());
+            }
+        }
+        if requests.is_empty() {
+            return Ok(None);
+        }
+        let mut body = Map::new();
+        body.insert("inputRequests".into(), Value::Object(requests));
+        body.insert("requestState".into(), Value::from(approval_state(task)));
+        Ok(Some(McpResult {
+            kind: crate::protocol::ResultKind::InputRequired,
+            body,
+            cache: None,
+        }))
     }
 }
 
@@ -401,4 +485,40 @@ fn tools_list() -> McpResult {
         ttl_ms: LIST_TTL_MS,
         public: true,
     })
+}
+
+/// The Tasks extension's id (the layer that serves it is not the core's to import).
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// How the client that sends `agent_run` can answer an approval, from what this request
+/// declares: the Tasks extension (its `inputRequests` and `tasks/update`) together with form
+/// elicitation (`elicitation: {}` means form, 2026-07-28 `ClientCapabilities`). Never an input
+/// request of a kind the request did not declare.
+///
+/// Without the extension, a 2026-07-28 request with form elicitation is asked through
+/// `agent_status` (an `InputRequiredResult`, MRTR).
+fn answer_path(ctx: &crate::protocol::RequestContext) -> Option<AnswerPath> {
+    if !declares_form_elicitation(ctx) || ctx.era() != Era::Modern {
+        return None;
+    }
+    Some(if ctx.declares_extension(TASKS_EXTENSION) {
+        AnswerPath::TasksElicitation
+    } else {
+        AnswerPath::Mrtr
+    })
+}
+
+/// Whether the request's client capabilities declare form elicitation (`elicitation: {}`
+/// means form, 2026-07-28 `ClientCapabilities`).
+fn declares_form_elicitation(ctx: &crate::protocol::RequestContext) -> bool {
+    ctx.client_capabilities
+        .get("elicitation")
+        .and_then(Value::as_object)
+        .is_some_and(|e| e.is_empty() || e.contains_key("form"))
+}
+
+/// The `requestState` of an approval's `InputRequiredResult`: it names the task and carries
+/// nothing the server trusts (the retry's answers are checked against the task itself).
+fn approval_state(task: &Task) -> String {
+    format!("agent-mcp-approval:{}", task.id)
 }

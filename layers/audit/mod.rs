@@ -20,6 +20,7 @@
 //! | `duration_us` | time spent inside the stack |
 //! | `args` | `request_bytes`, `request_sha256`, `temperature`, `image_count`, `image_bytes` (decoded size computed from the base64 length; nothing is decoded) and, only with `audit.include_request`, `request` |
 //! | `suppressed` | on a refusal line only, when some were: refusals of this peer counted but not written since its previous line |
+//! | `answers` | on a `tasks/update` line, and a `tools/call` retry carrying `inputResponses` (MRTR): each input request key answered and its action (`accept`, `decline`, `cancel`, `invalid`); with `identity`, who decided an approval |
 //!
 //! What is never written: a token (auth never puts one in a message), image data, a URL's
 //! password, or the request text unless `audit.include_request` is on. Every field a client

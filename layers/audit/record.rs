@@ -59,6 +59,31 @@ impl ArgsSummary {
     }
 }
 
+/// Most answers recorded from one `tasks/update` (a client chooses how many it sends).
+const MAX_ANSWERS: usize = 16;
+
+/// The answers of a `tasks/update` as recorded: each key (capped and scrubbed: client text)
+/// with its action, one of the four words; `None` when there are none.
+pub fn answers_field(responses: Option<&Value>) -> Option<Box<Map<String, Value>>> {
+    let responses = responses?.as_object()?;
+    let answers: Map<String, Value> = responses
+        .iter()
+        .take(MAX_ANSWERS)
+        .map(|(key, answer)| {
+            let action = answer
+                .get("action")
+                .and_then(Value::as_str)
+                .filter(|a| matches!(*a, "accept" | "decline" | "cancel"))
+                .unwrap_or("invalid");
+            (
+                scrub_message(&capped(key, MAX_NAME_BYTES)),
+                Value::from(action),
+            )
+        })
+        .collect();
+    (!answers.is_empty()).then(|| Box::new(answers))
+}
+
 /// The decoded size of standard base64 text, from its length and padding alone.
 pub fn base64_decoded_len(text: &str) -> u64 {
     let bytes = text.as_bytes();
@@ -229,6 +254,12 @@ pub struct AuditRecord {
     /// `throttle.rs`); only on refusal lines, and only when some were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suppressed: Option<u64>,
+    /// On a `tasks/update` line (and a `tools/call` carrying `inputResponses`): each input
+    /// request key answered and the answer's action
+    /// (`accept`, `decline`, `cancel`, or `invalid`) — who decided an approval is this line's
+    /// `identity`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Box<Map<String, Value>>>,
 }
 
 fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
@@ -292,6 +323,10 @@ impl AuditRecord {
         if let Some(n) = self.suppressed {
             out.extend_from_slice(b",\"suppressed\":");
             json_value(out, &n);
+        }
+        if let Some(answers) = &self.answers {
+            out.extend_from_slice(b",\"answers\":");
+            json_value(out, answers);
         }
         out.push(b'}');
     }
@@ -415,6 +450,10 @@ mod tests {
             )
             .map(Box::new),
             suppressed: Some(3),
+            answers: answers_field(Some(&json!({
+                "approval-1": {"action": "accept"},
+                "approval-\"2": {"action": "maybe"}
+            }))),
         }
     }
 
@@ -441,6 +480,7 @@ mod tests {
         empty.args = None;
         empty.client = None;
         empty.suppressed = None;
+        empty.answers = None;
         empty.outcome = Outcome::Ok;
         variants.push(empty);
         for record in variants {

@@ -4,21 +4,21 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use std::borrow::Cow;
 
 use uuid::Uuid;
 
 use super::record::{
-    ArgsSummary, AuditRecord, ClientSummary, MAX_NAME_BYTES, capped, client_field, id_field,
-    name_field, scrub_message, uuid_field,
+    ArgsSummary, AuditRecord, ClientSummary, MAX_NAME_BYTES, answers_field, capped, client_field,
+    id_field, name_field, scrub_message, uuid_field,
 };
 use super::sink::{AuditSink, Rotation};
 use super::throttle::{RefusalThrottle, Verdict};
 use crate::plugin::Era;
 use crate::plugin::{
-    AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Payload,
+    AGENT_STATUS, Around, Finish, McpRequest, McpResponse, Method, Outcome, Params, Payload,
     ProtocolVersion, Refusal, RequestId, STDIO_IDENTITY, Transport, Wrap, WrapLayer,
 };
 
@@ -91,6 +91,7 @@ impl Auditor {
             duration_us: 0,
             args: None,
             suppressed,
+            answers: None,
         });
         self.write_open_counts(false);
     }
@@ -162,6 +163,7 @@ pub struct Pending {
     task_id: RawId,
     session_id: RawId,
     args: Option<Box<ArgsSummary>>,
+    answers: Option<Box<Map<String, Value>>>,
     /// `tools/call` and `tasks/*` are recorded whatever their outcome.
     always: bool,
     auditor: Auditor,
@@ -177,10 +179,16 @@ impl Pending {
         );
         let is_tool_call = req.method == Method::ToolsCall;
         let is_tasks = req.method.is_tasks();
-        let (mut tool, mut task_id, mut session_id, mut args) =
-            (None, RawId::NONE, RawId::NONE, None);
+        let (mut tool, mut task_id, mut session_id, mut args, mut answers) =
+            (None, RawId::NONE, RawId::NONE, None, None);
         if is_tool_call {
             tool = req.tool_name().map(name_field);
+            // A multi-round-trip retry carries the answers (an approval on agent_status).
+            answers = answers_field(
+                req.params
+                    .tools_call()
+                    .and_then(|c| c.input_responses.as_ref()),
+            );
             let arguments = req.params.tools_call().and_then(|c| c.arguments.as_ref());
             if let Some(Value::Object(arguments)) = arguments {
                 task_id = RawId::of(arguments.get("task_id").and_then(Value::as_str));
@@ -192,6 +200,9 @@ impl Pending {
             }
         } else if is_tasks {
             task_id = RawId::of(req.params.task_id());
+            if let Params::TaskUpdate(update) = &req.params {
+                answers = answers_field(update.input_responses.as_ref());
+            }
         }
         let (peer, identity) = match req.ctx.transport {
             Transport::Http { peer } => (peer, req.ctx.identity.clone()),
@@ -213,6 +224,7 @@ impl Pending {
             task_id,
             session_id,
             args,
+            answers,
             auditor: auditor.clone(),
         }
     }
@@ -300,6 +312,7 @@ impl Finish for Pending {
                 duration_us,
                 args: self.args,
                 suppressed,
+                answers: self.answers,
             },
         );
         auditor.write_open_counts(false);

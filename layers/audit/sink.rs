@@ -562,6 +562,7 @@ mod tests {
             duration_us: 12,
             args: None,
             suppressed: None,
+            answers: None,
         }
     }
 

@@ -313,7 +313,7 @@ mod tests {
         req.params = Params::ToolsCall(ToolsCallParams {
             name: Some("agent_run".into()),
             arguments: Some(json!({"request": "x"})),
-            task: None,
+            ..Default::default()
         });
         req
     }

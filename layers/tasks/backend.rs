@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::plugin::Follower;
+use crate::plugin::task::input::Action;
 use crate::plugin::{Task, TaskState};
 
 /// A task as the backend holds it now, with its place in the queue.
@@ -41,6 +42,22 @@ pub trait TaskBackend: Send + Sync + 'static {
     /// see [`subscribe`](Self::subscribe)). A terminal task is left alone. Returns the task as
     /// it is after the request, or `None` if there is no such task.
     fn cancel(&self, id: Uuid) -> impl Future<Output = Result<Option<Task>, Self::Error>> + Send;
+
+    /// Records `by`'s answer to the outstanding input request `key` of task `id` (from
+    /// `tasks/update`); the task's runner reads it and goes on. Returns whether it was
+    /// recorded: a key answered before keeps its first answer. The layer has checked that
+    /// the caller may see the task and that the key is outstanding. By default nothing asks
+    /// for input, so nothing is recorded.
+    fn answer(
+        &self,
+        id: Uuid,
+        key: String,
+        action: Action,
+        by: Option<String>,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        let _ = (id, key, action, by);
+        async { Ok(false) }
+    }
 
     /// A receiver that wakes after every later change of any task. The layer subscribes before
     /// reading, then re-reads after each wake-up, so no change is missed.

@@ -13,9 +13,12 @@
 //! immediate `tasks/get` finds it. Without the declaration `agent_run` answers with its text as
 //! before. Statuses: `queued`/`planning`/`running` → `working` (the `statusMessage` says which,
 //! with the queue position while queued), `completed` → `completed`, `failed` → `completed`
-//! with `isError: true` (a tool-level failure), `cancelled` → `cancelled`. `tasks/get` inlines
-//! the final `CallToolResult`, whose text is exactly the `agent_status` text; `tasks/cancel` and
-//! `tasks/update` answer with the empty ack (terminal tasks included); `tasks/result` and
+//! with `isError: true` (a tool-level failure), `cancelled` → `cancelled`; a running task whose
+//! tool call waits for a person's decision is `input_required`, and `tasks/get` (and push)
+//! carry its `inputRequests`, which `tasks/update` answers through
+//! [`TaskBackend::answer`]. `tasks/get` inlines the final `CallToolResult`, whose text is
+//! exactly the `agent_status` text; `tasks/cancel` and `tasks/update` answer with the empty ack
+//! (terminal tasks included); `tasks/result` and
 //! `tasks/list` are -32601. A request that did not declare the extension gets -32021 with
 //! `data.requiredCapabilities` before anything else is checked; an unknown id, a malformed id
 //! and another identity's task are all -32602.

@@ -17,7 +17,11 @@ use super::wire::{
     TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
 };
 use crate::plugin::AGENT_RUN;
-use crate::plugin::{McpRequest, McpResponse, McpResult, Method, Payload, ResultKind};
+use crate::plugin::task::input::Action;
+use crate::plugin::{ErrorObject, Task, code};
+use crate::plugin::{
+    McpRequest, McpResponse, McpResult, Method, Params, Payload, ResultKind, TaskUpdateParams,
+};
 
 /// `server/discover` gains `capabilities.extensions["io.modelcontextprotocol/tasks"] = {}`.
 pub fn advertise(mut response: McpResponse) -> McpResponse {
@@ -112,8 +116,55 @@ pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest
             }
             req.result(McpResult::empty())
         }
-        // `tasks/update`: agent tasks never ask for input, so no key is ever outstanding and
-        // every response is ignored, as the extension says.
-        _ => req.result(McpResult::empty()),
+        _ => update(backend, &req, &task).await,
     }
+}
+
+/// `tasks/update {taskId, inputResponses}` (Tasks extension, `tasks/update`; the shapes of
+/// the 2026-07-28 `ElicitResult`): each answer to a key the task has outstanding is recorded
+/// for its runner, by the caller's identity (only the task's owner gets this far, see
+/// [`caller_task`]); keys that are not outstanding (unknown, or answered already) are
+/// ignored, as the extension says. Acknowledged with `{"resultType":"complete"}`; the task
+/// goes on eventually.
+async fn update<B: TaskBackend>(backend: &B, req: &McpRequest, task: &Task) -> McpResponse {
+    let responses = match &req.params {
+        Params::TaskUpdate(TaskUpdateParams {
+            input_responses: Some(Value::Object(responses)),
+            ..
+        }) => responses,
+        Params::TaskUpdate(TaskUpdateParams {
+            input_responses: None,
+            ..
+        }) => return req.result(McpResult::empty()),
+        _ => {
+            return req.error(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "tasks/update: inputResponses must be an object of answers by the keys of the                  task's inputRequests, e.g. {\"approval-1\": {\"action\": \"accept\"}}",
+            ));
+        }
+    };
+    for (key, response) in responses {
+        if task.state.is_terminal() || task.input.pending(key).is_none() {
+            continue;
+        }
+        let Some(action) = response
+            .get("action")
+            .and_then(Value::as_str)
+            .and_then(Action::from_wire)
+        else {
+            return req.error(ErrorObject::new(
+                code::INVALID_PARAMS,
+                format!(
+                    "tasks/update: inputResponses.{key} must be an ElicitResult whose action is accept, decline or cancel"
+                ),
+            ));
+        };
+        if let Err(e) = backend
+            .answer(task.id, key.clone(), action, req.ctx.identity.clone())
+            .await
+        {
+            return req.error(store_fault(&e));
+        }
+    }
+    req.result(McpResult::empty())
 }

@@ -114,7 +114,14 @@ pub fn modern_task<B: TaskBackend + ?Sized>(
     position: Option<usize>,
     timing: TaskTiming,
 ) -> Map<String, Value> {
-    let status = modern_status(task.state);
+    // A task waiting for a person's decision is `input_required` (Tasks extension, status
+    // machine: `working` → `input_required` → `working` | terminal); the agent state stays
+    // `running`.
+    let status = if !task.state.is_terminal() && task.input.is_waiting() {
+        "input_required"
+    } else {
+        modern_status(task.state)
+    };
     let keys = ["ttlMs", "pollIntervalMs"];
     task_fields(backend, task, position, status, keys, timing)
 }
@@ -162,12 +169,28 @@ pub fn detailed_task<B: TaskBackend + ?Sized>(
     timing: TaskTiming,
 ) -> Map<String, Value> {
     let mut body = modern_task(backend, task, position, timing);
+    if !task.state.is_terminal() && task.input.is_waiting() {
+        body.insert("inputRequests".into(), Value::Object(input_requests(task)));
+    }
     if matches!(task.state, TaskState::Completed | TaskState::Failed) {
         let mut result = final_result(backend, task);
         result.insert("resultType".into(), Value::from("complete"));
         body.insert("result".into(), Value::Object(result));
     }
     body
+}
+
+/// `inputRequests` of a waiting task: every outstanding request by its key, each a form
+/// `elicitation/create` (Tasks extension, `input_required`: "a map of key → elicitation/create
+/// … request objects"; the 2026-07-28 `ElicitRequestFormParams`: `mode`, `message`, a flat
+/// `requestedSchema`). The decision is the answer's `action`: `accept` lets the call run,
+/// `decline` or `cancel` refuses it; the form asks for nothing else.
+pub fn input_requests(task: &Task) -> Map<String, Value> {
+    task.input
+        .pending
+        .iter()
+        .map(|request| (request.key.clone(), request.elicitation()))
+        .collect()
 }
 
 /// The 2025-11-25 `Task` object (`ttl`, `pollInterval`).

@@ -5,6 +5,7 @@
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
 //! model at a time.
 
+mod approval;
 mod checks;
 mod claim;
 mod context;

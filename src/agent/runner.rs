@@ -257,6 +257,13 @@ async fn drive(
             .collect(),
         request,
         claim,
+        gate: super::approval::ApprovalGate::new(
+            settings.agent.approvals.clone(),
+            core.store.clone(),
+            core.subscribe_task_changes(),
+            progress.task.id,
+            progress.task.input.answer_path,
+        ),
     });
 
     let plan = if settings.agent.planning {
@@ -421,7 +428,8 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
             task.transition(TaskState::Completed);
         }
         Err(RunError::Cancelled) if core.is_shutting_down() => {
-            task.fail(crate::store::INTERRUPTED_BY_RESTART);
+            let result = crate::store::interrupted_result(task);
+            task.fail(result);
         }
         Err(RunError::Cancelled) => {
             task.transition(TaskState::Cancelled);
@@ -430,6 +438,14 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
         Err(e) => {
             warn!(task_id = %task.id, error = %e, "task failed");
             task.fail(e.to_string());
+        }
+    }
+    // Who decided what, in the task's record.
+    if !task.input.decisions.is_empty() {
+        task.result.push_str("\n\napprovals:");
+        for decision in &task.input.decisions {
+            task.result.push_str("\n- ");
+            task.result.push_str(&decision.line());
         }
     }
     progress.save().await;

@@ -13,6 +13,10 @@ pub fn state_message(state: TaskState, queue_position: Option<usize>) -> String 
     }
 }
 
+/// The message of a running task whose tool call waits for a person's decision (what on is in
+/// `current_task`).
+pub const WAITING_FOR_APPROVAL: &str = "タスクは承認を待っています。";
+
 /// [`state_message`] of every state but a queued task with its position.
 fn fixed_state_message(state: TaskState) -> &'static str {
     match state {
@@ -88,6 +92,9 @@ pub fn render_status(task: &Task, queue_position: Option<usize>) -> String {
             "message",
             &state_message(task.state, queue_position),
         ),
+        (TaskState::Running, _) if task.input.is_waiting() => {
+            line(&mut out, "message", WAITING_FOR_APPROVAL)
+        }
         (state, _) => line(&mut out, "message", fixed_state_message(state)),
     }
     out.push('\n');

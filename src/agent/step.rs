@@ -26,6 +26,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
+use super::approval::{ApprovalGate, Gate};
 use super::checks::{self, CheckReport, Checks};
 use super::claim::TaskClaim;
 use super::context::Window;
@@ -64,6 +65,8 @@ pub(crate) struct Engine {
     pub expect_rounds: std::sync::Mutex<usize>,
     /// Asked before every model and tool call.
     pub claim: TaskClaim,
+    /// `agent.approvals`, asked before every tool call.
+    pub gate: ApprovalGate,
 }
 
 impl Engine {
@@ -134,6 +137,16 @@ pub(crate) enum StepEvent {
     },
     /// Older tool results were compacted to fit the context window.
     Compacted { step: usize, results: usize },
+    /// A tool call waits for a person's decision on `request`.
+    Asking {
+        step: usize,
+        request: crate::task::input::InputRequest,
+    },
+    /// The decision came (or the timeout decided).
+    Decided {
+        step: usize,
+        decision: crate::task::input::Decision,
+    },
 }
 
 /// Why a step ended without an answer.
@@ -657,22 +670,40 @@ impl Round<'_> {
                 if !state.engine.claim.may_call(self.cancel).await {
                     return Err(StepError::Cancelled);
                 }
-                let outcome = run_call(toolbox, steering, state, call, self.cancel).await;
+                let gate = state
+                    .engine
+                    .gate
+                    .check(call, toolbox, self.index, self.events, self.cancel)
+                    .await;
+                // `Err`: refused by the policy or a person, with what the model is told.
+                let outcome = match gate {
+                    Gate::Run => Ok(run_call(toolbox, steering, state, call, self.cancel).await),
+                    Gate::Refuse(text) => Err(toolbox.error_text(&ToolError::Refused(text))),
+                    Gate::Cancelled => Ok(Err(StepError::Cancelled)),
+                };
                 let _ = self.events.send(StepEvent::Tool {
                     step: self.index,
                     description: None,
                 });
-                let (text, ok) = outcome?;
-                let kind = toolbox
-                    .get(&call.function.name)
-                    .map_or(ToolKind::Read, |s| s.kind);
-                steering.after_call(call, kind, &text);
-                state.ran.push(Ran {
-                    call: call.clone(),
-                    ok,
-                    text: text.clone(),
-                });
-                (text, ok)
+                match outcome {
+                    // A refusal by the policy or a person is no failure of the model's: it is
+                    // told why, and its answer may report it (the call is not among those
+                    // that ran).
+                    Err(refused) => (refused, false),
+                    Ok(outcome) => {
+                        let (text, ok) = outcome?;
+                        let kind = toolbox
+                            .get(&call.function.name)
+                            .map_or(ToolKind::Read, |s| s.kind);
+                        steering.after_call(call, kind, &text);
+                        state.ran.push(Ran {
+                            call: call.clone(),
+                            ok,
+                            text: text.clone(),
+                        });
+                        (text, ok)
+                    }
+                }
             };
             if self.cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
@@ -700,7 +731,9 @@ async fn run_call(
         Err(CallError::RespondToModel(e)) => Err(e),
         Err(CallError::Cancelled) => return Err(StepError::Cancelled),
     };
-    if let Some(instead) = steering.instead(call, &result, &state.facts()) {
+    if let Some(instead) = steering.instead(call, &result, &state.facts())
+        && state.engine.gate.runs_unasked(&instead.call)
+    {
         match toolbox.execute(&instead.call, cancel).await {
             Ok(ToolOutput { text, matches }) if matches != Some(0) => {
                 return Ok((format!("{}{text}", instead.note), true));

@@ -156,6 +156,32 @@ impl<'a> Progress<'a> {
                     self.running.insert(step, label);
                 }
             }
+            StepEvent::Asking { step, request } => {
+                if self.running.contains_key(&step) {
+                    let label = format!(
+                        "{} (waiting for approval: {}: {})",
+                        self.title(step),
+                        request.tool,
+                        request.summary
+                    );
+                    self.running.insert(step, label);
+                }
+                self.task.input.pending.push(request);
+            }
+            StepEvent::Decided { step, decision } => {
+                if self.running.contains_key(&step) {
+                    let label = format!(
+                        "{} ({}: {})",
+                        self.title(step),
+                        decision.request.tool,
+                        decision.request.summary
+                    );
+                    self.running.insert(step, label);
+                }
+                let key = &decision.request.key;
+                self.task.input.pending.retain(|r| &r.key != key);
+                self.task.input.decisions.push(decision);
+            }
             StepEvent::Tool { step, description } => {
                 if !self.running.contains_key(&step) {
                     return;

@@ -5,6 +5,11 @@
 //! and Ctrl-C sends `tasks/cancel`; without it, `agent_run` answers with the acknowledgement
 //! text and Ctrl-C can only leave the task running.
 //!
+//! A task that waits for a person's decision (`agent.approvals: ask`) is asked about on the
+//! terminal: `run` declares form elicitation with the extension, prints each input request's
+//! message and `allow it? [y/N]` on stderr, reads the answer from stdin (the end of input is
+//! no) and sends it with `tasks/update`.
+//!
 //! With the extension, the task is followed **by push**: one `subscriptions/listen` whose
 //! `notifications/tasks` carry the `agent_status` text in `_meta["agent-mcp/status"]`, so the
 //! output is the same without a single poll. Otherwise (an older server, a refused or broken
@@ -12,6 +17,7 @@
 //! line shows (state, steps, current step, tokens), every `pollIntervalMs` (from the server)
 //! or 500 ms.
 
+use std::collections::HashSet;
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
@@ -21,7 +27,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::error::{ClientError, Exit};
 use super::progress::{ProgressView, StatusSnapshot};
 use super::transport::{Connection, Endpoint};
-use crate::agent::status::parse_uuid;
+use crate::agent::status::{WAITING_FOR_APPROVAL, parse_uuid};
 use crate::layers::tasks::{STATUS_META, TASKS_EXTENSION};
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
@@ -94,6 +100,8 @@ async fn follow(
     let mut stdout = io::stdout();
     let mut first = true;
     let mut cancelling = false;
+    // The input request keys asked on the terminal already.
+    let mut asked = HashSet::new();
     if let Some(capabilities) = &submitted.tasks_capabilities {
         let pushed = follow_by_push(
             conn,
@@ -101,7 +109,7 @@ async fn follow(
             capabilities,
             view,
             interrupts,
-            (&mut first, &mut cancelling),
+            (&mut first, &mut cancelling, &mut asked),
         )
         .await?;
         if let Some(exit) = pushed {
@@ -113,6 +121,16 @@ async fn follow(
             Ok(snapshot) => {
                 if let Some(exit) = show(&mut first, task_id, &snapshot, view, &mut stdout)? {
                     return Ok(exit);
+                }
+                if snapshot.message == WAITING_FOR_APPROVAL
+                    && let Some(capabilities) = &submitted.tasks_capabilities
+                {
+                    let mut get = Map::new();
+                    get.insert("taskId".into(), Value::from(task_id));
+                    let task = conn.request("tasks/get", get, capabilities.clone()).await?;
+                    view.finish(&mut stdout)?;
+                    ask_on_terminal(conn, task_id, &task, capabilities, &mut asked).await?;
+                    continue;
                 }
                 submitted.poll_interval
             }
@@ -160,7 +178,7 @@ async fn follow_by_push(
     capabilities: &Value,
     view: &mut ProgressView,
     interrupts: &mut UnboundedReceiver<()>,
-    (first, cancelling): (&mut bool, &mut bool),
+    (first, cancelling, asked): (&mut bool, &mut bool, &mut HashSet<String>),
 ) -> Result<Option<Exit>, ClientError> {
     let mut stdout = io::stdout();
     let mut subscription = match conn.listen(task_id, capabilities.clone()).await {
@@ -177,6 +195,10 @@ async fn follow_by_push(
         };
         match event {
             Pushed::Message(Ok(Some(task))) => {
+                if task.get("status").and_then(Value::as_str) == Some("input_required") {
+                    view.finish(&mut stdout)?;
+                    ask_on_terminal(conn, task_id, &task, capabilities, asked).await?;
+                }
                 let Some(text) = task
                     .get("_meta")
                     .and_then(|m| m.get(STATUS_META))
@@ -222,6 +244,72 @@ enum Pushed {
     Interrupt(bool),
 }
 
+/// Asks on the terminal about each input request of `task` not asked yet (the message, then
+/// `Allow? [y/N]` on stderr, the answer from stdin: `y` or `yes` accepts, anything else and
+/// the end of input decline), and sends the answers with `tasks/update`.
+async fn ask_on_terminal(
+    conn: &mut Connection,
+    task_id: &str,
+    task: &Map<String, Value>,
+    capabilities: &Value,
+    asked: &mut HashSet<String>,
+) -> Result<(), ClientError> {
+    let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    let mut answers = Map::new();
+    for (key, request) in requests {
+        if !asked.insert(key.clone()) {
+            continue;
+        }
+        let message = request
+            .get("params")
+            .and_then(|p| p.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("The task asks for a decision.");
+        eprintln!("agent-mcp: {}", printable(message));
+        eprint!("agent-mcp: allow it? [y/N] ");
+        let _ = io::stderr().flush();
+        let line = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+        let yes = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+        if line.is_empty() {
+            eprintln!();
+        }
+        let action = if yes { "accept" } else { "decline" };
+        answers.insert(key.clone(), json!({ "action": action }));
+    }
+    if answers.is_empty() {
+        return Ok(());
+    }
+    let mut update = Map::new();
+    update.insert("taskId".into(), Value::from(task_id));
+    update.insert("inputResponses".into(), Value::Object(answers));
+    conn.request("tasks/update", update, capabilities.clone())
+        .await
+        .map(|_| ())
+}
+
+/// `text` with every control character but line ends and tabs shown as a space: the message
+/// quotes what the model wrote, which must not drive the terminal (escape sequences).
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// One `agent_status` call, read back.
 async fn poll_status(conn: &mut Connection, task_id: &str) -> Result<StatusSnapshot, ClientError> {
     let mut arguments = Map::new();
@@ -246,8 +334,10 @@ async fn submit(
         .and_then(|c| c.get("extensions"))
         .and_then(|e| e.get(TASKS_EXTENSION))
         .is_some();
+    // With the Tasks extension, form elicitation too: an approval the task waits for is asked
+    // on the terminal (`ask_on_terminal`).
     let capabilities = if has_tasks {
-        json!({"extensions": {TASKS_EXTENSION: {}}})
+        json!({"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}})
     } else {
         json!({})
     };
@@ -401,6 +491,11 @@ mod tests {
             Value::Object(m) => m,
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_question_cannot_drive_the_terminal() {
+        assert_eq!(printable("a\u{1b}[2Jb\nc\td\r"), "a [2Jb\nc\td ");
     }
 
     #[test]

@@ -16,12 +16,16 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+mod approvals;
 mod env;
 mod load;
 mod oauth;
 pub use crate::redact::redact_url;
 /// `mcp.images`: the tools' own type, used as it is.
 pub use crate::tools::ImageLimits;
+pub use approvals::{
+    Approval, ApprovalsConfig, CommandApproval, CommandPatterns, DEFAULT_APPROVAL_TIMEOUT,
+};
 pub use oauth::{JwksConfig, OAuthConfig};
 mod paths;
 mod sources;
@@ -129,6 +133,8 @@ pub struct AgentConfig {
     pub workspace: Option<PathBuf>,
     pub tools: AgentToolsConfig,
     pub commands: AgentCommandsConfig,
+    /// Which tool calls run at once, wait for a person's decision, or are refused.
+    pub approvals: ApprovalsConfig,
 }
 
 impl Default for AgentConfig {
@@ -148,6 +154,7 @@ impl Default for AgentConfig {
             workspace: None,
             tools: AgentToolsConfig::default(),
             commands: AgentCommandsConfig::default(),
+            approvals: ApprovalsConfig::default(),
         }
     }
 }

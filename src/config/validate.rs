@@ -462,6 +462,9 @@ impl AgentConfig {
                 "must be greater than 0".into(),
             );
         }
+        if let Err((key, message)) = self.approvals.validate(&self.commands.allow) {
+            return invalid(key, message);
+        }
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use crate::agent::AgentCore;
 use crate::agent::status::{render_status, state_message};
 use crate::layers::tasks::{TaskBackend, Tracked};
 use crate::store::StoreError;
+use crate::task::input::{Action, Answer};
 use crate::task::{Task, TaskState};
 
 impl TaskBackend for AgentCore {
@@ -31,6 +32,35 @@ impl TaskBackend for AgentCore {
 
     async fn cancel(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
         AgentCore::cancel(self, id).await
+    }
+
+    async fn answer(
+        &self,
+        id: Uuid,
+        key: String,
+        action: Action,
+        by: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let answer = Answer {
+            action,
+            by: by.clone(),
+            at: std::time::SystemTime::now(),
+        };
+        let recorded = self.store.answer_input(id, &key, &answer).await?;
+        tracing::info!(
+            target: "agent_mcp::approvals",
+            task_id = %id,
+            %key,
+            action = action.as_str(),
+            by = by.as_deref().unwrap_or(""),
+            recorded,
+            "approval answered"
+        );
+        if recorded {
+            // The runner here wakes at once; another instance's hears the store's announcement.
+            self.notify_task_changed(id);
+        }
+        Ok(recorded)
     }
 
     fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{StoreError, TaskStore};
+use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 
 #[derive(Debug, Default)]
@@ -15,6 +16,8 @@ struct Inner {
     sessions: HashMap<Uuid, (Session, Vec<Turn>)>,
     tasks: HashMap<Uuid, (u64, Task)>,
     next_seq: u64,
+    /// The answers to tasks' input requests, by task and key.
+    answers: HashMap<(Uuid, String), Answer>,
 }
 
 /// Tasks and sessions in memory. Locks are never held across an await.
@@ -141,6 +144,24 @@ impl TaskStore for MemoryStore {
         Ok(found.into_iter().map(|(_, t)| t.clone()).collect())
     }
 
+    async fn answer_input(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError> {
+        let mut inner = self.write();
+        if !inner.tasks.contains_key(&id) {
+            return Err(StoreError::UnknownTask(id));
+        }
+        match inner.answers.entry((id, key.to_owned())) {
+            std::collections::hash_map::Entry::Occupied(_) => Ok(false),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(answer.clone());
+                Ok(true)
+            }
+        }
+    }
+
+    async fn input_answer(&self, id: Uuid, key: &str) -> Result<Option<Answer>, StoreError> {
+        Ok(self.read().answers.get(&(id, key.to_owned())).cloned())
+    }
+
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError> {
         let mut inner = self.write();
         let mut sessions = Vec::new();
@@ -153,6 +174,8 @@ impl TaskStore for MemoryStore {
         });
         let purged = sessions.len() as u64;
         if purged > 0 {
+            let Inner { tasks, answers, .. } = &mut *inner;
+            answers.retain(|(task, _), _| tasks.contains_key(task));
             // Sessions left without any task go, with their turns.
             let in_use: std::collections::HashSet<Uuid> =
                 inner.tasks.values().map(|(_, t)| t.session_id).collect();

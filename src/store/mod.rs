@@ -40,10 +40,12 @@ pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use recovery::{
-    INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST, fail_interrupted, purge_expired_periodically,
+    INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST, fail_interrupted, interrupted_result,
+    purge_expired_periodically,
 };
 pub use sqlite::SqliteStore;
 
+use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 
 /// Why the store could not do what was asked.
@@ -112,6 +114,13 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// (nor the other way round), and both are fenced alike. A retry of an outcome whose first
     /// try was stored (its answer lost with the connection) succeeds without storing it twice.
     async fn finish_task(&self, task: &Task, turns: &[Turn]) -> Result<(), StoreError>;
+    /// Records the answer to input request `key` of task `id` unless that key is answered
+    /// already: the first answer wins, a key is answered once. Returns whether this answer
+    /// was recorded. Kept apart from the task's row, which only its runner writes, so that an
+    /// answer sent to any instance reaches the one that runs the task.
+    async fn answer_input(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError>;
+    /// The answer recorded for input request `key` of task `id`, if any.
+    async fn input_answer(&self, id: Uuid, key: &str) -> Result<Option<Answer>, StoreError>;
     /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;
     /// Deletes terminal tasks that finished before `finished_before`, and the sessions (with
@@ -211,6 +220,7 @@ pub(crate) mod conformance {
         every_task_field_round_trips(store).await;
         sessions_keep_their_turns_in_order(store).await;
         tasks_in_a_state_come_in_acceptance_order(store).await;
+        an_input_request_is_answered_once(store).await;
         images_stay_until_the_task_is_terminal(store).await;
         sessions_go_with_their_last_task(store).await;
         an_outcome_comes_with_its_turns(store).await;
@@ -258,6 +268,13 @@ pub(crate) mod conformance {
         };
         t.critical_path_tokens = 999;
         t.result = "partial\nresult".into();
+        t.input.answer_path = Some(crate::task::input::AnswerPath::TasksElicitation);
+        t.input.pending.push(crate::task::input::InputRequest {
+            key: "approval-2".into(),
+            tool: "edit_file".into(),
+            summary: "src/lib.rs".into(),
+            detail: "--- a/src/lib.rs\n+++ b/src/lib.rs\n-a ✓\n+b".into(),
+        });
         t.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
         store.update_task(&t).await.unwrap();
         assert_eq!(
@@ -276,6 +293,56 @@ pub(crate) mod conformance {
         assert!(matches!(
             store.task_images(unknown).await,
             Err(StoreError::UnknownTask(_))
+        ));
+    }
+
+    /// The first answer to a key is kept; a second one, another key or another task's are
+    /// their own.
+    pub(crate) async fn an_input_request_is_answered_once(store: &dyn TaskStore) {
+        use crate::task::input::{Action, Answer};
+        let t = Task::new(uuid::Uuid::new_v4(), Some("alice".into()), "x".into(), None);
+        store.insert_task(&t).await.unwrap();
+        assert_eq!(store.input_answer(t.id, "approval-1").await.unwrap(), None);
+        let accept = Answer {
+            action: Action::Accept,
+            by: Some("alice".into()),
+            at: UNIX_EPOCH + Duration::new(1_786_000_000, 5_000_000),
+        };
+        let decline = Answer {
+            action: Action::Decline,
+            ..accept.clone()
+        };
+        assert!(
+            store
+                .answer_input(t.id, "approval-1", &accept)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .answer_input(t.id, "approval-1", &decline)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.input_answer(t.id, "approval-1").await.unwrap(),
+            Some(accept.clone())
+        );
+        assert_eq!(store.input_answer(t.id, "approval-2").await.unwrap(), None);
+        assert!(
+            store
+                .answer_input(t.id, "approval-2", &decline)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.input_answer(t.id, "approval-2").await.unwrap(),
+            Some(decline)
+        );
+        let unknown = uuid::Uuid::new_v4();
+        assert!(matches!(
+            store.answer_input(unknown, "approval-1", &accept).await,
+            Err(StoreError::UnknownTask(id)) if id == unknown
         ));
     }
 

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{StoreError, TaskStore};
-use crate::task::TaskState;
+use crate::task::{Task, TaskState};
 
 /// The result of a task that was planning or running when the process stopped.
 pub const INTERRUPTED_BY_RESTART: &str = "Interrupted by a restart: agent-mcp stopped while this \
@@ -21,13 +21,28 @@ pub const INTERRUPTED_INSTANCE_LOST: &str = "Interrupted: the agent-mcp instance
 task stopped answering (its lease lapsed), so it did not finish. Send the request again with \
 agent_run (pass the same session_id to keep the conversation).";
 
-/// Ends every task left `planning` or `running` as `failed` with [`INTERRUPTED_BY_RESTART`].
+/// [`INTERRUPTED_BY_RESTART`], saying what a task that waited for approval asked: the action
+/// was not run, and is not asked again.
+pub fn interrupted_result(task: &Task) -> String {
+    let mut text = INTERRUPTED_BY_RESTART.to_owned();
+    for request in &task.input.pending {
+        text.push_str(&format!(
+            " It was waiting for approval of {} ({}), which was not run.",
+            request.tool, request.summary
+        ));
+    }
+    text
+}
+
+/// Ends every task left `planning` or `running` as `failed` with [`INTERRUPTED_BY_RESTART`]
+/// (and what it waited for approval of, if it did: see [`interrupted_result`]).
 /// Call it once at start, before the worker takes tasks. Returns how many it ended.
 pub async fn fail_interrupted(store: &dyn TaskStore) -> Result<usize, StoreError> {
     let mut ended = 0;
     for state in [TaskState::Planning, TaskState::Running] {
         for mut task in store.tasks_in_state(state).await? {
-            if task.fail(INTERRUPTED_BY_RESTART) {
+            let result = interrupted_result(&task);
+            if task.fail(result) {
                 store.update_task(&task).await?;
                 warn!(task_id = %task.id, was = %state, "task interrupted by a restart ends failed");
                 ended += 1;

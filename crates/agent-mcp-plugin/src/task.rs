@@ -5,6 +5,7 @@
 //! plugin crate, so the compiler keeps it from depending on either.
 
 pub mod events;
+pub mod input;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -110,6 +111,8 @@ pub struct Task {
     /// there: the runner continues that trace, on whichever instance takes the task. Written
     /// once with the task, never changed.
     pub trace: Option<TraceCarrier>,
+    /// What the task asks its client (approvals) and what was decided; written by the runner.
+    pub input: input::TaskInput,
 }
 
 impl Task {
@@ -138,6 +141,7 @@ impl Task {
             created_at: now,
             updated_at: now,
             trace: None,
+            input: input::TaskInput::default(),
         }
     }
 
@@ -151,6 +155,8 @@ impl Task {
         self.updated_at = SystemTime::now();
         if state.is_terminal() {
             self.current_task.clear();
+            // A finished task asks nothing more; what was decided stays in its record.
+            self.input.pending.clear();
         }
         true
     }

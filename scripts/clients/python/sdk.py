@@ -21,7 +21,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, Implementation
+from mcp.types import CallToolResult, ElicitResult, Implementation
 
 T = TypeVar("T")
 
@@ -275,6 +275,48 @@ async def polite_polling() -> None:
     )
 
 
+async def approvals_mrtr() -> None:
+    """Approvals through MRTR: a server whose write_file asks, a model that writes two files;
+    the client has the Python SDK's elicitation_callback (and no Tasks extension), so
+    agent_status on the waiting task answers with an InputRequiredResult, which call_tool hands
+    to the callback (accept the first, decline the second) and retries with inputResponses."""
+    tag = "[http 2026-07-28]"
+    if not os.environ.get("MCP_URL_APPROVALS_PY"):
+        return
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept" if len(asked) == 1 else "decline")
+
+    async def body() -> bool:
+        async with Client(
+            env("MCP_URL_APPROVALS_PY"),
+            mode="auto",
+            client_info=CLIENT_INFO,
+            read_timeout_seconds=60,
+            elicitation_callback=elicit,
+        ) as client:
+            status = await run_task(client, {"request": "Say hello."}, max_polls=60)
+            # The whole text: the result spans several lines (the decisions follow the answer).
+            result = text_of(await client.call_tool("agent_status", {"task_id": status["task_id"]}))
+        expect(status.get("status") == "completed", f"the task ended {status.get('status')}")
+        expect(len(asked) == 2, f"{len(asked)} elicitations: {asked}")
+        expect(all("write_file: " in m for m in asked), f"messages {asked}")
+        expect("- approval-1 write_file (accepted.txt): accept" in result, result)
+        expect("- approval-2 write_file (declined.txt): decline" in result, result)
+        workspace = env("APPROVALS_PY_WORKSPACE")
+        expect(os.path.exists(os.path.join(workspace, "accepted.txt")), "accepted.txt is missing")
+        expect(not os.path.exists(os.path.join(workspace, "declined.txt")), "declined.txt was written")
+        return True
+
+    await check(
+        f"{tag} approvals by MRTR: elicitation_callback accepts one write_file and declines the other",
+        body,
+        timeout=120,
+    )
+
+
 async def main() -> None:
     log_path = os.path.join(env("CLIENTS_WORK"), "python-stdio-servers.log")
     with open(log_path, "a", encoding="utf-8") as errlog:
@@ -284,6 +326,7 @@ async def main() -> None:
             for transport in ("http", "stdio"):
                 for era in ERAS:
                     await one_combination(transport, era, errlog)
+            await approvals_mrtr()
     print(f"{passed} passed, {failed} failed", flush=True)
     sys.exit(0 if failed == 0 else 1)
 

@@ -100,7 +100,7 @@ export async function connect({ transport: kind, era, server = "fast", capabilit
     versionNegotiation: settings.versionNegotiation,
     capabilities,
   });
-  const suffix = { fast: "", hang: "_HANG", slow: "_SLOW" }[server];
+  const suffix = { fast: "", hang: "_HANG", slow: "_SLOW", approvals: "_APPROVALS" }[server];
   const transport =
     kind === "http"
       ? new StreamableHTTPClientTransport(new URL(env(`MCP_URL${suffix}`)))
@@ -184,8 +184,8 @@ export class RawWire {
   };
 
   /** The framing ext-tasks stamps on its raw 2026-07-28 requests. */
-  framing(version) {
-    return { protocolVersion: version, clientInfo: CLIENT_INFO, clientCapabilities: {} };
+  framing(version, clientCapabilities = {}) {
+    return { protocolVersion: version, clientInfo: CLIENT_INFO, clientCapabilities };
   }
 }
 

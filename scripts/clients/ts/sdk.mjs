@@ -3,6 +3,8 @@
 // stdio, in the 2026-07-28 era (server/discover, the io.modelcontextprotocol/tasks extension)
 // and the 2025-11-25 era (initialize, experimental tasks). One line per check, then the total.
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
+import fs from "node:fs";
+import path from "node:path";
 import { ERAS, UUID, assert, check, connect, fields, sleep, summary, textOf } from "./lib.mjs";
 
 const TRANSPORTS = ["http", "stdio"];
@@ -273,6 +275,72 @@ async function followByPush(transport) {
   }
 }
 
+/**
+ * Approvals through ext-tasks' onInputRequest: the server (agent.approvals.write_file: ask) has
+ * a model that writes two files, one call after the other; the task goes input_required twice,
+ * ext-tasks hands each new key to onInputRequest, which accepts the first and declines the
+ * second, and answers with tasks/update. Only the accepted file is written, and the task's
+ * record says who decided what.
+ */
+async function approvals() {
+  const tag = "[http 2026-07-28]";
+  if (!process.env.MCP_URL_APPROVALS) return;
+  const elicitation = { elicitation: { form: {} } };
+  const conn = await check(`${tag} connect to the server whose write_file asks`, () =>
+    connect({ transport: "http", era: "2026-07-28", server: "approvals", capabilities: elicitation }),
+  );
+  if (!conn) return;
+  const asked = [];
+  const session = createTaskSessionFromClient(conn.client, {
+    endpointId: "agent-mcp-ci-approvals",
+    rawDispatch: conn.wire.dispatch,
+    v2RequestFraming: conn.wire.framing(conn.client.getNegotiatedProtocolVersion(), elicitation),
+    onError: (error) => console.log(`     (ext-tasks onError: ${error.message})`),
+    onInputRequest: async (request, context) => {
+      asked.push({ key: context.inputId, request });
+      return { action: asked.length === 1 ? "accept" : "decline" };
+    },
+  });
+  try {
+    const execution = await check(`${tag} ext-tasks: agent_run with write_file asking comes back as a task`, async () => {
+      const execution = await session.callTool(
+        "agent_run",
+        { request: "Say hello." },
+        { task: { preference: "prefer" }, requestTimeoutMs: 60_000 },
+      );
+      assert(execution.kind === "task", `execution kind ${execution.kind}`);
+      return execution;
+    });
+    await check(`${tag} ext-tasks: onInputRequest accepts one write and declines the other; the task completes`, async () => {
+      assert(execution, "no task");
+      const { outcome } = await execution.settle();
+      if (outcome.status === "failed") throw outcome.error;
+      assert(outcome.status === "completed", `outcome ${outcome.status}`);
+      assert(asked.length === 2, `${asked.length} input requests: ${JSON.stringify(asked)}`);
+      assert(
+        asked.map((a) => a.key).join(",") === "approval-1,approval-2",
+        `keys ${asked.map((a) => a.key)}`,
+      );
+      for (const { request } of asked) {
+        assert(request.kind === "elicitation", `kind ${request.kind}`);
+        assert(request.params.mode === "form", `mode ${request.params.mode}`);
+        assert(request.params.message.includes("write_file: "), `message ${request.params.message}`);
+      }
+      const text = textOf(outcome.result);
+      assert(text.includes("- approval-1 write_file (accepted.txt): accept"), text);
+      assert(text.includes("- approval-2 write_file (declined.txt): decline"), text);
+    });
+    await check(`${tag} the accepted file is written, the declined one is not`, async () => {
+      const dir = process.env.APPROVALS_WORKSPACE;
+      assert(dir, "APPROVALS_WORKSPACE is not set");
+      assert(fs.existsSync(path.join(dir, "accepted.txt")), "accepted.txt is missing");
+      assert(!fs.existsSync(path.join(dir, "declined.txt")), "declined.txt was written");
+    });
+  } finally {
+    await close(conn, session);
+  }
+}
+
 // The minute of polite polling runs beside the other checks (on a server of its own).
 const polite = politePolling();
 for (const transport of TRANSPORTS) {
@@ -282,5 +350,6 @@ for (const transport of TRANSPORTS) {
   }
   await followByPush(transport);
 }
+await approvals();
 await polite;
 summary();

@@ -25,7 +25,8 @@ const SET: &str = "session_id = $2, owner = $3, request = $4, temperature = $5, 
                            ELSE COALESCE(finished_at_ns, $16::bigint) END, \
      lease_owner = CASE WHEN $16::bigint IS NULL THEN lease_owner END, \
      lease_until = CASE WHEN $16::bigint IS NULL THEN lease_until END, \
-     cancel_requested = CASE WHEN $16::bigint IS NULL THEN cancel_requested ELSE false END";
+     cancel_requested = CASE WHEN $16::bigint IS NULL THEN cancel_requested ELSE false END, \
+     input = $17";
 
 /// Writes `task` and appends `turns` to its session, in one transaction: both or neither.
 pub(super) async fn write(
@@ -46,8 +47,8 @@ pub(super) async fn write(
             // clock_timestamp(): the lease must still run when the row is written, not only
             // when the transaction began.
             let sql = format!(
-                "WITH u AS (UPDATE tasks SET {SET} WHERE id = $1 AND attempt = $17 \
-                 AND lease_owner = $18 AND lease_until > clock_timestamp() RETURNING id) \
+                "WITH u AS (UPDATE tasks SET {SET} WHERE id = $1 AND attempt = $18 \
+                 AND lease_owner = $19 AND lease_until > clock_timestamp() RETURNING id) \
                  SELECT pg_notify('{CHANNEL}', 'changed:' || id) FROM u"
             );
             let stmt = tx.prepare_cached(&sql).await.map_err(|e| store.err(e))?;

@@ -50,6 +50,7 @@ use super::lease::{Lease, LeaseTiming};
 use super::sqlite::queries::{from_ns, prepare_images, to_ns};
 use super::{SharedEvent, SharedQueue, StoreError, TaskStore};
 use crate::config::StoreConfig;
+use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn, TurnRole};
 use rows::{
     TASK_COLUMNS, TASK_READ_COLUMNS, TaskValues, bad_row, notify, release_images, task_from,
@@ -288,6 +289,9 @@ impl PostgresStore {
         sessions.sort_unstable();
         sessions.dedup();
         release_images(&tx, &ids).await.map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM input_answers WHERE task_id = ANY($1)", &[&ids])
+            .await
+            .map_err(|e| self.err(e))?;
         tx.execute(
             "WITH s AS (DELETE FROM sessions s WHERE s.id = ANY($1) \
                  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id) RETURNING id) \
@@ -485,8 +489,8 @@ impl TaskStore for PostgresStore {
             .map_err(|e| self.err(e))?;
             let insert = tx
                 .prepare_cached(&format!(
-                    "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, trace_context) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+                    "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, input, trace_context) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
                 ))
                 .await
                 .map_err(|e| self.err(e))?;
@@ -603,6 +607,57 @@ impl TaskStore for PostgresStore {
     async fn finish_task(&self, task: &Task, turns: &[Turn]) -> Result<(), StoreError> {
         self.bounded("save the task's outcome", fenced::write(self, task, turns))
             .await
+    }
+
+    /// The answer is announced (`changed:<id>`) in its own commit, so the instance that runs
+    /// the task wakes at once, as it does for a cancel; its poll is the backstop.
+    async fn answer_input(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError> {
+        let text = serde_json::to_string(answer)
+            .map_err(|e| StoreError::Unavailable(format!("cannot encode the answer: {e}")))?;
+        self.bounded("store the answer", async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(|e| self.err(e))?;
+            let id_text = id.to_string();
+            let known = tx
+                .query_opt("SELECT 1 FROM tasks WHERE id = $1 FOR SHARE", &[&id_text])
+                .await
+                .map_err(|e| self.err(e))?
+                .is_some();
+            if !known {
+                return Err(StoreError::UnknownTask(id));
+            }
+            let added = tx
+                .execute(
+                    "INSERT INTO input_answers (task_id, key, answer) VALUES ($1, $2, $3) \
+                     ON CONFLICT (task_id, key) DO NOTHING",
+                    &[&id_text, &key, &text],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            if added > 0 {
+                notify(&tx, &format!("changed:{id}"))
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+            tx.commit().await.map_err(|e| self.err(e))?;
+            Ok(added > 0)
+        })
+        .await
+    }
+
+    async fn input_answer(&self, id: Uuid, key: &str) -> Result<Option<Answer>, StoreError> {
+        self.bounded("read the answer", async {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT answer FROM input_answers WHERE task_id = $1 AND key = $2",
+                    &[&id.to_string(), &key],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            Ok(row.and_then(|r| serde_json::from_str(r.get::<_, &str>(0)).ok()))
+        })
+        .await
     }
 
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError> {

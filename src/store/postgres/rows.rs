@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::CHANNEL;
 use crate::store::StoreError;
 use crate::store::sqlite::queries::{
-    from_ns, state_from, to_i64, to_ns, trace_from_column, trace_to_column,
+    from_ns, input_from_column, input_to_column, state_from, to_i64, to_ns, trace_from_column,
+    trace_to_column,
 };
 use crate::task::{Task, TokenUsage};
 
@@ -17,12 +18,13 @@ pub(super) const TASK_COLUMNS: &str = "id, session_id, owner, request, temperatu
     result, created_at_ns, updated_at_ns";
 
 /// What a task read returns: [`TASK_COLUMNS`], then `trace_context` (written once, by the
-/// INSERT, never by the UPDATE of [`TaskValues`]), in [`task_from`]'s order.
+/// INSERT, never by the UPDATE of [`TaskValues`]) and `input`, in [`task_from`]'s order.
 pub(super) const TASK_READ_COLUMNS: &str = "id, session_id, owner, request, temperature, \
     state, steps_done, steps_total, current_task, input_tokens, output_tokens, \
-    critical_path_tokens, result, created_at_ns, updated_at_ns, trace_context";
+    critical_path_tokens, result, created_at_ns, updated_at_ns, trace_context, input";
 
-/// A task's columns as SQL values: `$1`..`$16` of both the INSERT and the UPDATE.
+/// A task's columns as SQL values: `$1`..`$17` of both the INSERT and the UPDATE
+/// ([`TASK_COLUMNS`], `finished_at_ns`, `input`).
 pub(super) struct TaskValues {
     pub(super) id: String,
     pub(super) session_id: String,
@@ -40,7 +42,9 @@ pub(super) struct TaskValues {
     pub(super) created: i64,
     pub(super) updated: i64,
     pub(super) finished: Option<i64>,
-    /// `$17` of the INSERT only.
+    /// The task's questions and decisions (JSON), `$17`.
+    pub(super) task_input: Option<String>,
+    /// `$18` of the INSERT only.
     pub(super) trace: Option<String>,
 }
 
@@ -63,11 +67,12 @@ impl TaskValues {
             created: to_ns(task.created_at),
             updated: to_ns(task.updated_at),
             finished: task.state.is_terminal().then(|| to_ns(task.updated_at)),
+            task_input: input_to_column(&task.input),
             trace: trace_to_column(task.trace.as_ref()),
         }
     }
 
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 16] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 17] {
         [
             &self.id,
             &self.session_id,
@@ -85,6 +90,7 @@ impl TaskValues {
             &self.created,
             &self.updated,
             &self.finished,
+            &self.task_input,
         ]
     }
 }
@@ -120,6 +126,7 @@ pub(super) fn task_from(row: &tokio_postgres::Row) -> Result<Task, StoreError> {
         created_at: from_ns(row.get(13)),
         updated_at: from_ns(row.get(14)),
         trace: trace_from_column(row.get::<_, Option<&str>>(15)),
+        input: input_from_column(row.get::<_, Option<&str>>(16)),
     })
 }
 

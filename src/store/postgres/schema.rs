@@ -102,6 +102,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 3: the trace context of the request that queued a task (the W3C strings as JSON), so
     // whichever instance runs it continues the caller's trace; NULL when export was off.
     "ALTER TABLE tasks ADD COLUMN trace_context TEXT;",
+    // 4: approvals. `input` is the task's questions and decisions (JSON; NULL when it has
+    // none), written by its runner under its claim; the answers are rows of their own,
+    // written by whichever instance a client sends them to, and read by the runner.
+    "ALTER TABLE tasks ADD COLUMN input TEXT;
+    CREATE TABLE input_answers (
+        task_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        PRIMARY KEY (task_id, key)
+    );",
 ];
 
 /// Brings the schema up to [`MIGRATIONS`]' version. Fails, changing nothing, on a database

@@ -33,6 +33,7 @@ use uuid::Uuid;
 
 use super::{StoreError, TaskStore};
 use crate::config::StoreConfig;
+use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 use cache::TaskCache;
 use thread::ConnectionThread;
@@ -353,6 +354,20 @@ impl TaskStore for SqliteStore {
             queries::Found::NoTask => Err(StoreError::UnknownTask(id)),
             queries::Found::NoSession => Err(StoreError::UnknownSession(session)),
         }
+    }
+
+    async fn answer_input(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        let answer = answer.clone();
+        self.write(move |conn| queries::answer_input(conn, id, &key, &answer))
+            .await?
+            .ok_or(StoreError::UnknownTask(id))
+    }
+
+    async fn input_answer(&self, id: Uuid, key: &str) -> Result<Option<Answer>, StoreError> {
+        let key = key.to_owned();
+        self.read(move |conn| queries::input_answer(conn, id, &key))
+            .await
     }
 
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError> {

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::store::StoreError;
+use crate::task::input::{Answer, TaskInput};
 use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
 use crate::telemetry::context::TraceCarrier;
 
@@ -75,6 +76,7 @@ pub(super) fn without_images(task: &Task) -> Task {
         created_at: task.created_at,
         updated_at: task.updated_at,
         trace: task.trace.clone(),
+        input: task.input.clone(),
     }
 }
 
@@ -83,10 +85,24 @@ const TASK_COLUMNS: &str = "id, session_id, owner, request, temperature, state, 
     created_at_ns, updated_at_ns";
 
 /// What a task read returns: [`TASK_COLUMNS`], then `trace_context` (written once, with the
-/// task; [`task_from`]'s order).
+/// task) and `input` ([`task_from`]'s order).
 const TASK_READ_COLUMNS: &str = "id, session_id, owner, request, temperature, state, \
     steps_done, steps_total, current_task, input_tokens, output_tokens, critical_path_tokens, \
-    result, created_at_ns, updated_at_ns, trace_context";
+    result, created_at_ns, updated_at_ns, trace_context, input";
+
+/// A task's questions and decisions as the `input` column holds them: JSON, NULL when empty.
+pub(in crate::store) fn input_to_column(input: &TaskInput) -> Option<String> {
+    (!input.is_empty())
+        .then(|| serde_json::to_string(input).ok())
+        .flatten()
+}
+
+/// The column back into the task's questions; a value that no longer reads is none (the
+/// runner of a waiting task then finds no answer and refuses at its timeout).
+pub(in crate::store) fn input_from_column(text: Option<&str>) -> TaskInput {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
 
 /// A task's stored trace context as the column holds it (the carrier's JSON).
 pub(in crate::store) fn trace_to_column(trace: Option<&TraceCarrier>) -> Option<String> {
@@ -173,12 +189,13 @@ fn task_from(row: &Row<'_>) -> rusqlite::Result<Task> {
         created_at: from_ns(row.get(13)?),
         updated_at: from_ns(row.get(14)?),
         trace: trace_from_column(row.get::<_, Option<String>>(15)?.as_deref()),
+        input: input_from_column(row.get::<_, Option<String>>(16)?.as_deref()),
     })
 }
 
-/// The values bound to `?1`..`?17` of the task INSERT, in that order ([`TASK_COLUMNS`], then
-/// `finished_at_ns`, `trace_context`).
-fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 17] {
+/// The values bound to `?1`..`?18` of the task INSERT, in that order ([`TASK_COLUMNS`], then
+/// `finished_at_ns`, `trace_context`, `input`).
+fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 18] {
     use rusqlite::types::Value;
     [
         Value::from(id.to_owned()),
@@ -198,6 +215,7 @@ fn row_values(id: &str, task: &Task) -> [rusqlite::types::Value; 17] {
         Value::from(to_ns(task.updated_at)),
         Value::from(finished_at(task)),
         Value::from(trace_to_column(task.trace.as_ref())),
+        Value::from(input_to_column(&task.input)),
     ]
 }
 
@@ -307,8 +325,8 @@ pub(super) fn insert_task(
         to_ns(task.created_at)
     ])?;
     tx.prepare_cached(&format!(
-        "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, trace_context) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+        "INSERT INTO tasks ({TASK_COLUMNS}, finished_at_ns, trace_context, input) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
     ))?
     .execute(rusqlite::params_from_iter(row_values(&id, task)))?;
     // A task that is already terminal holds no images (they would never be released).
@@ -374,7 +392,8 @@ fn update_row(tx: &Connection, task: &Task) -> rusqlite::Result<bool> {
              input_tokens = ?6, output_tokens = ?7, critical_path_tokens = ?8, result = ?9, \
              updated_at_ns = ?10, \
              finished_at_ns = CASE WHEN ?11 IS NULL THEN NULL \
-                                   ELSE COALESCE(finished_at_ns, ?11) END \
+                                   ELSE COALESCE(finished_at_ns, ?11) END, \
+             input = ?12 \
              WHERE id = ?1",
         )?
         .execute(params![
@@ -389,6 +408,7 @@ fn update_row(tx: &Connection, task: &Task) -> rusqlite::Result<bool> {
             task.result,
             to_ns(task.updated_at),
             finished_at(task),
+            input_to_column(&task.input),
         ])?;
     if changed == 0 {
         return Ok(false);
@@ -425,6 +445,45 @@ pub(super) fn finish_task(
     }
     tx.commit()?;
     Ok(Found::Both)
+}
+
+/// Records `answer` for `key` of task `id` unless the key has one: `Some(recorded)`, or
+/// `None` when the task is unknown.
+pub(super) fn answer_input(
+    conn: &Connection,
+    id: Uuid,
+    key: &str,
+    answer: &Answer,
+) -> rusqlite::Result<Option<bool>> {
+    let id = id.to_string();
+    let text = serde_json::to_string(answer).map_err(|e| bad_column(2, &e.to_string()))?;
+    let added = conn
+        .prepare_cached(
+            "INSERT INTO input_answers (task_id, key, answer) \
+             SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1) \
+             ON CONFLICT (task_id, key) DO NOTHING",
+        )?
+        .execute(params![id, key, text])?;
+    if added > 0 {
+        return Ok(Some(true));
+    }
+    let known = conn
+        .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+        .exists([&id])?;
+    Ok(known.then_some(false))
+}
+
+/// The answer recorded for `key` of task `id`; one that no longer reads is none.
+pub(super) fn input_answer(
+    conn: &Connection,
+    id: Uuid,
+    key: &str,
+) -> rusqlite::Result<Option<Answer>> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT answer FROM input_answers WHERE task_id = ?1 AND key = ?2")?
+        .query_row(params![id.to_string(), key], |row| row.get(0))
+        .optional()?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
 /// Unlinks a task's images and deletes those no other task refers to.
@@ -474,6 +533,8 @@ pub(super) fn purge_batch(
     let mut sessions: Vec<&str> = Vec::with_capacity(gone.len());
     for (id, session) in &gone {
         release_images(&tx, id)?;
+        tx.prepare_cached("DELETE FROM input_answers WHERE task_id = ?1")?
+            .execute([id])?;
         sessions.push(session);
     }
     sessions.sort_unstable();

@@ -67,6 +67,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 3: the trace context of the request that queued a task (the W3C strings as JSON), so
     // the runner continues the caller's trace; NULL when export was off.
     "ALTER TABLE tasks ADD COLUMN trace_context TEXT;",
+    // 4: approvals. `input` is the task's questions and decisions (JSON; NULL when it has
+    // none), written by its runner with the rest of the row; the answers are rows of their
+    // own, written by whoever answers, so a progress save never overwrites one.
+    "ALTER TABLE tasks ADD COLUMN input TEXT;
+    CREATE TABLE input_answers (
+        task_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        PRIMARY KEY (task_id, key)
+    ) WITHOUT ROWID;",
 ];
 
 /// How long a statement waits for a lock held by another connection (the other thread, or a

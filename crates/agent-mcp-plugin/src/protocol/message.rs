@@ -217,6 +217,8 @@ impl McpRequest {
 pub enum ResultKind {
     Complete,
     Task,
+    /// 2026-07-28 `InputRequiredResult` (multi-round-trip requests): modern era only.
+    InputRequired,
 }
 
 /// Cache hints of modern list/discover results.
@@ -467,6 +469,7 @@ fn write_rendered(out: &mut Vec<u8>, version: ProtocolVersion, result: &McpResul
     let kind = match result.kind {
         ResultKind::Complete => "complete",
         ResultKind::Task => "task",
+        ResultKind::InputRequired => "input_required",
     };
     // Sorted by key: `_` sorts before the lowercase letters.
     let mut added: [Option<(&'static str, Added<'_>)>; 4] = [None, None, None, None];
@@ -520,6 +523,7 @@ mod tests {
             let kind = match result.kind {
                 ResultKind::Complete => "complete",
                 ResultKind::Task => "task",
+                ResultKind::InputRequired => "input_required",
             };
             body.insert("resultType".into(), Value::from(kind));
             if let Some(cache) = result.cache {

@@ -56,6 +56,11 @@ pub struct ToolsCallParams {
     pub arguments: Option<Value>,
     /// `task` (2025-11-25 task augmentation) as sent: the Tasks layer checks its shape.
     pub task: Option<Value>,
+    /// `inputResponses` (2026-07-28 multi-round-trip requests): the answers to the
+    /// `inputRequests` of an earlier `InputRequiredResult`, as sent.
+    pub input_responses: Option<Value>,
+    /// `requestState`, echoed from that `InputRequiredResult` (untrusted client text).
+    pub request_state: Option<Value>,
 }
 
 /// The params of a method about one task.
@@ -119,6 +124,8 @@ impl Params {
                 name: take_string(&mut map, "name"),
                 arguments: map.remove("arguments"),
                 task: map.remove("task"),
+                input_responses: map.remove("inputResponses"),
+                request_state: map.remove("requestState"),
             }),
             Method::TasksGet | Method::TasksCancel | Method::TasksResult => {
                 Params::Task(TaskParams {
@@ -198,6 +205,7 @@ mod tests {
                     name: Some("agent_run".into()),
                     arguments: Some(json!({"request": "x"})),
                     task: Some(json!({})),
+                    ..Default::default()
                 }),
             ),
             (
