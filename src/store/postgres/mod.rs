@@ -31,6 +31,8 @@ mod queue;
 mod rows;
 mod schema;
 #[cfg(test)]
+mod test_server;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
