@@ -17,9 +17,10 @@ use agent_mcp::config::{Config, TokenConfig};
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
 use support::harness::{
-    ServeProcess, Spawn, Stderr, field, modern_meta, test_config, wait_terminal, write_config,
+    ServeProcess, Spawn, Stderr, field, modern_meta, spawn_stdio, test_config, wait_terminal,
+    write_config,
 };
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 const TOKEN: &str = "host-test-token";
 
@@ -183,21 +184,7 @@ async fn stdio_with_unread_stderr(
     tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 ) {
     let path = write_config(dir, config);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["stdio", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agent-mcp stdio");
-    let stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, stdin, stdout)
+    spawn_stdio(&path, dir.path(), "info", Stdio::piped())
 }
 
 /// Point 4 over stdio: with stderr a pipe nobody reads (audit lines go there by default), a

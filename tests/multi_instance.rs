@@ -9,23 +9,13 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use serde_json::json;
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_user};
 use support::harness::{HttpClient, ServeProcess};
 use support::instances::{LEASE, instances, shared_config, status, wait_holder, wait_state};
 use support::pg;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
-
-/// The request text of a chat body (the last user message).
-fn request_of(chat: &Value) -> String {
-    chat["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
@@ -58,7 +48,7 @@ async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
         .await;
     }
     assert_eq!(fake.max_concurrent_chats(), 1, "two chats overlapped");
-    let order: Vec<String> = fake.chat_requests().iter().map(request_of).collect();
+    let order: Vec<String> = fake.chat_requests().iter().map(last_user).collect();
     let want: Vec<String> = (0..60).map(|i| format!("task {i:02}")).collect();
     assert_eq!(order, want, "tasks started out of acceptance order");
 }

@@ -23,7 +23,8 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, HttpServer, MODERN, StdioServer, field, modern_meta, test_config, tool_text,
+    HttpClient, HttpServer, MODERN, StdioServer, eventually, field, modern_meta, test_config,
+    tool_text,
 };
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -43,25 +44,6 @@ async fn within<F: Future>(fut: F) -> F::Output {
     tokio::time::timeout(TEST_BUDGET, fut)
         .await
         .unwrap_or_else(|_| panic!("test did not finish within {TEST_BUDGET:?}"))
-}
-
-/// Polls `check` every 10 ms until it returns `Some`, failing after `budget`.
-async fn eventually<T, F, Fut>(budget: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + budget;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen within {budget:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn start(cfg: FakeConfig) -> (FakeOllama, HttpServer, HttpClient) {

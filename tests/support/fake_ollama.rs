@@ -62,6 +62,38 @@ pub fn first_request(body: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The content of a chat body's last user message (the request, or what the agent loop told
+/// the model last).
+pub fn last_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The content of a chat body's last `role: tool` message: the last tool result the model got.
+pub fn last_tool_result(body: &Value) -> String {
+    tool_results(body)
+        .pop()
+        .map(|(_, content)| content)
+        .unwrap_or_default()
+}
+
+/// `(tool_name, content)` of every `role: tool` message of a chat body, in order.
+pub fn tool_results(body: &Value) -> Vec<(String, String)> {
+    let Some(messages) = body["messages"].as_array() else {
+        return Vec::new();
+    };
+    let text = |m: &Value, key: &str| m[key].as_str().unwrap_or_default().to_owned();
+    messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (text(m, "tool_name"), text(m, "content")))
+        .collect()
+}
+
 /// A running fake server; stops on drop.
 pub struct FakeOllama {
     url: String,
@@ -140,6 +172,11 @@ impl FakeOllama {
     /// Queues a reply for the next `/api/chat` call that passes validation.
     pub fn push_reply(&self, reply: Reply) {
         lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Queues `replies`, in order.
+    pub fn push_replies(&self, replies: impl IntoIterator<Item = Reply>) {
+        lock(&self.shared.replies).extend(replies);
     }
 
     /// Drops the scripted replies not used yet.
