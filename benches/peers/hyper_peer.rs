@@ -6,6 +6,9 @@
 //! cargo bench --bench hyper_peer -- <body.json>   # prints http://127.0.0.1:PORT/mcp
 //! ```
 
+#[path = "../support/runtime.rs"]
+mod runtime;
+
 use std::convert::Infallible;
 use std::io::Write;
 
@@ -30,16 +33,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     runtime.block_on(serve(body));
 }
 

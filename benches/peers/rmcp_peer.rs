@@ -8,6 +8,9 @@
 //! cargo bench --bench rmcp_peer -- <task-uuid>   # prints http://127.0.0.1:PORT/mcp
 //! ```
 
+#[path = "../support/runtime.rs"]
+mod runtime;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, RwLock};
@@ -137,16 +140,7 @@ fn main() {
         tasks,
         tools: Arc::new(tools),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     runtime.block_on(serve(peer));
 }
 
