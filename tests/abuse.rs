@@ -412,19 +412,13 @@ async fn ten_thousand_requests_at_concurrency_256() {
                 let r = match i % 50 {
                     0 => {
                         client
-                            .modern(
-                                "tools/call",
-                                json!({"name": "agent_run", "arguments": {"request": format!("task {i}")}}),
-                            )
+                            .tool_call("agent_run", json!({"request": format!("task {i}")}))
                             .await
                     }
                     1..=24 => client.modern("tools/list", json!({})).await,
                     _ => {
                         client
-                            .modern(
-                                "tools/call",
-                                json!({"name": "agent_status", "arguments": {"task_id": uuid_like(i)}}),
-                            )
+                            .tool_call("agent_status", json!({"task_id": uuid_like(i)}))
                             .await
                     }
                 };
@@ -514,10 +508,7 @@ async fn commands_do_not_see_the_servers_environment() {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let client = HttpClient::new(&url);
     let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Show the environment."}}),
-        )
+        .tool_call("agent_run", json!({"request": "Show the environment."}))
         .await;
     let task_id = field(&tool_text(&r.body["result"]), "task_id");
     let done = wait_terminal(|| {
@@ -525,10 +516,7 @@ async fn commands_do_not_see_the_servers_environment() {
         let task_id = task_id.clone();
         async move {
             let r = client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-                )
+                .tool_call("agent_status", json!({"task_id": task_id}))
                 .await;
             tool_text(&r.body["result"])
         }

@@ -656,23 +656,16 @@ async fn cancelling_during_a_chat_aborts_the_stream() {
     fake.push_reply(Reply::Hang);
     let rig = Rig::start(&config(&fake, ws.path())).await;
     let id = rig.submit("Hang.").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "no chat started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "no chat started")
+        .await;
     rig.agent.core().cancel(id).await.unwrap();
     let done = rig
         .wait_until(id, "cancelled", |t| t.state.is_terminal())
         .await;
     assert_eq!(done.state, TaskState::Cancelled);
-    while fake.in_flight_chats() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the stream stayed open"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let budget = Duration::from_secs(10);
+    fake.until_chats_closed(budget, "the stream stayed open")
+        .await;
     rig.agent.shutdown().await;
 }
 
@@ -766,10 +759,10 @@ async fn images_with_a_non_vision_model_fail_before_planning() {
     let client = server.client();
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
     let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "What is this?",
-                   "images": [{"mime_type": "image/png", "data_base64": png}]}}),
+        .tool_call(
+            "agent_run",
+            json!({"request": "What is this?",
+                   "images": [{"mime_type": "image/png", "data_base64": png}]}),
         )
         .await;
     let id = field(&tool_text(&r.body["result"]), "task_id");

@@ -16,8 +16,8 @@ use agent_mcp::task::TaskState;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, MODERN, agent_mcp_command, eventually, field, modern_meta, result_of,
-    test_config_sqlite, tool_text, wait_terminal, write_config,
+    HttpClient, MODERN, agent_mcp_command, field, modern_meta, result_of, test_config_sqlite,
+    tool_text, wait_terminal, write_config,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -166,10 +166,10 @@ async fn sigkill_while_running_then_restart_loses_nothing() {
     assert_eq!(field(&status(c, &four).await, "status"), "queued");
     // `running` is saved before the step's first chat is sent (the task's workspace snapshot
     // comes between): killed only once that chat holds the scripted hang.
-    let what = "the second task's chat starting";
-    eventually(Duration::from_secs(10), what, || async {
-        (fake.in_flight_chats() > 0).then_some(())
-    })
+    fake.until_chat_started(
+        Duration::from_secs(10),
+        "the second task's chat never started",
+    )
     .await;
     assert_eq!(fake.chat_count(), 2);
     first.kill().await;
@@ -377,7 +377,7 @@ async fn in_process(config: &Config, store: Arc<SqliteStore>) -> (HttpClient, im
 
 #[tokio::test]
 async fn a_read_only_store_gives_a_tool_error_and_queues_nothing() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db: PathBuf = dir.path().join("agent-mcp.db");
     let config = sqlite_config(&fake, &db);

@@ -28,9 +28,9 @@ async fn modern_http_run_to_completion_with_exact_tokens() {
     assert_eq!(names, ["agent_run", "agent_status"]);
 
     let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Check whether the tests pass.", "temperature": 0.2}}),
+        .tool_call(
+            "agent_run",
+            json!({"request": "Check whether the tests pass.", "temperature": 0.2}),
         )
         .await;
     assert_eq!(run.status, 200, "{}", run.text);
@@ -264,10 +264,7 @@ async fn five_tasks_run_one_at_a_time_in_submission_order() {
     let mut ids = Vec::new();
     for i in 0..5 {
         let r = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": {"request": format!("request {i}")}}),
-            )
+            .tool_call("agent_run", json!({"request": format!("request {i}")}))
             .await;
         ids.push(field(&tool_text(&r.body["result"]), "task_id"));
     }
@@ -479,12 +476,7 @@ async fn one_run_each_ends_as_its_setup_requires() {
         if !images.is_empty() {
             arguments["images"] = json!(images);
         }
-        let run = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": arguments}),
-            )
-            .await;
+        let run = client.tool_call("agent_run", arguments).await;
         let task_id = field(&tool_text(&run.body["result"]), "task_id");
         let done = wait_terminal(|| client.agent_status(&task_id)).await;
         if let Some(status) = case.status {

@@ -301,9 +301,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
             let client = client.clone();
             tokio::spawn(async move {
                 for _ in 0..2200 {
-                    let r = client
-                        .modern("tools/call", json!({"name": "nope", "arguments": {}}))
-                        .await;
+                    let r = client.tool_call("nope", json!({})).await;
                     // An unknown tool: -32602 in a 200 (a tool-level error).
                     assert_eq!(r.status, 200, "{}", r.text);
                     assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
@@ -345,9 +343,7 @@ async fn with_stderr_closed_the_server_keeps_serving_and_exits_0_on_sigterm() {
     .await;
     let client = server.client();
     for _ in 0..200 {
-        let r = client
-            .modern("tools/call", json!({"name": "nope", "arguments": {}}))
-            .await;
+        let r = client.tool_call("nope", json!({})).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
     }

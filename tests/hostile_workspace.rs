@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agent_mcp::config::TokenConfig;
 use serde_json::json;
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::fake_ollama::FakeOllama;
 use support::harness::{HttpServer, field, run_rounds, test_config, tool_text};
 
 /// The request of every task here, and the time it has to end.
@@ -188,7 +188,7 @@ fn token(name: &str) -> TokenConfig {
 /// do, with nothing queued.
 #[tokio::test]
 async fn what_callers_may_queue_is_bounded_with_a_clear_error() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let mut config = test_config(&fake.url());
     config.rate_limit.enabled = false;
     config.mcp.max_queued_tasks = 5;
@@ -268,7 +268,7 @@ async fn wait_until_running(client: &support::harness::HttpClient, id: &str) {
 /// places its share has left, none more (each holds its place before its task is stored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_caps_hold_for_calls_that_arrive_together() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let mut config = test_config(&fake.url());
     config.rate_limit.enabled = false;
     config.mcp.max_queued_per_caller = 10;

@@ -79,11 +79,8 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
     .await;
     // Killed only once its chat holds the scripted hang: killed before that, the hang would
     // go to the next task's chat instead, which then waits out the request timeout.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(Instant::now() < deadline, "the chat never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
+        .await;
     let victim = servers
         .iter()
         .position(|s| s.child.id() == Some(pid))
@@ -138,11 +135,8 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
         Duration::from_secs(10),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(Instant::now() < deadline, "the chat never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
+        .await;
     let other_server = servers
         .iter()
         .find(|s| s.child.id() != Some(pid))
@@ -178,14 +172,11 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     wait_state(&other, &id, "cancelled", Duration::from_secs(2)).await;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while fake.in_flight_chats() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the fake Ollama's connection stayed open"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chats_closed(
+        Duration::from_secs(2),
+        "the fake Ollama's connection stayed open",
+    )
+    .await;
     eprintln!(
         "FIGURE cross-instance cancel: cancelled and connection closed {:.3} s after tasks/cancel",
         asked.elapsed().as_secs_f64()
@@ -210,10 +201,7 @@ async fn a_caller_spreading_61_agent_runs_over_three_instances_gets_one_429() {
     let mut refused = Vec::new();
     for i in 0..61 {
         let r = clients[i % 3]
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": {"request": format!("r{i}")}}),
-            )
+            .tool_call("agent_run", json!({"request": format!("r{i}")}))
             .await;
         match r.status.as_u16() {
             200 => {}

@@ -262,12 +262,7 @@ async fn a_valid_token_runs_tasks_for_its_own_identity_and_scope_is_enforced() {
         "Bearer error=\"insufficient_scope\", scope=\"agent:run\", resource_metadata=\"{}\"",
         rig.metadata_url()
     );
-    let modern = reader
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "x"}}),
-        )
-        .await;
+    let modern = reader.tool_call("agent_run", json!({"request": "x"})).await;
     assert_eq!(modern.status, 403, "{}", modern.text);
     assert!(
         www_authenticate(&modern).starts_with(&needs_run),
@@ -287,10 +282,7 @@ async fn a_valid_token_runs_tasks_for_its_own_identity_and_scope_is_enforced() {
     let none_token = rig.provider.token(CLIENT_A, &rig.resource, None).await;
     let nothing = rig.client(Some(&none_token));
     let refused = nothing
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task}}),
-        )
+        .tool_call("agent_status", json!({"task_id": task}))
         .await;
     assert_eq!(refused.status, 403, "{}", refused.text);
     assert!(
@@ -439,10 +431,7 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
         let client = rig.client(Some(token));
         for reply in [
             client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": "x"}}),
-                )
+                .tool_call("agent_status", json!({"task_id": "x"}))
                 .await,
             legacy_call(&client, "agent_status", json!({"task_id": "x"})).await,
         ] {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{ServeProcess, eventually, field, test_config};
+use support::harness::{ServeProcess, field, test_config};
 
 async fn get(url: &str) -> (u16, String) {
     let r = reqwest::get(url).await.expect("GET");
@@ -70,12 +70,7 @@ async fn metrics_after_a_task() {
     let done = client.run_to_end("count me").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     // An invalid call, to see a tool_error.
-    client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": " "}}),
-        )
-        .await;
+    client.tool_call("agent_run", json!({"request": " "})).await;
     let (status, text) = get(&format!("{}/metrics", server.base)).await;
     assert_eq!(status, 200);
     for (name, value) in [
@@ -222,10 +217,10 @@ async fn shutdown_ends_the_running_task_as_interrupted_and_keeps_the_queue() {
     let client = server.client();
     let running = client.agent_run("hangs").await;
     let queued = client.agent_run("waits").await;
-    let what = "the first task reaching the model";
-    eventually(Duration::from_secs(20), what, || async {
-        (fake.in_flight_chats() > 0).then_some(())
-    })
+    fake.until_chat_started(
+        Duration::from_secs(20),
+        "the first task never reached the model",
+    )
     .await;
     let started = std::time::Instant::now();
     assert!(server.terminate().await.success());

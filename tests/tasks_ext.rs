@@ -103,12 +103,7 @@ async fn get_legacy(c: &HttpClient, id: &str) -> Value {
 
 /// The `agent_status` text of a task (a plain, undeclared modern call).
 async fn status_text(c: &HttpClient, id: &str) -> String {
-    let r = c
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": id}}),
-        )
-        .await;
+    let r = c.tool_call("agent_status", json!({"task_id": id})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     tool_text(&r.body["result"])
 }

@@ -86,10 +86,7 @@ async fn queue_blocker(server: &HttpServer, fake: &FakeOllama, delay: Duration) 
     fake.push_reply(Reply::delayed(delay, Reply::text("Blocker done.", 5, 1)));
     let r = server
         .client()
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Block the queue."}}),
-        )
+        .tool_call("agent_run", json!({"request": "Block the queue."}))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
@@ -98,10 +95,7 @@ async fn queue_blocker(server: &HttpServer, fake: &FakeOllama, delay: Duration) 
 async fn status_text(server: &HttpServer, task_id: &str) -> String {
     let r = server
         .client()
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
+        .tool_call("agent_status", json!({"task_id": task_id}))
         .await;
     tool_text(&r.body["result"])
 }
@@ -300,11 +294,8 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
 
     let running = run_until_running(&server.url).await;
     // `running` is saved just before the chat starts; Ctrl-C once the model is busy.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "no chat started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "no chat started")
+        .await;
 
     let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(4));
@@ -329,11 +320,8 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
         "cancelled"
     );
     // The hanging Ollama request was dropped.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 0 {
-        assert!(tokio::time::Instant::now() < deadline, "chat still open");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    fake.until_chats_closed(Duration::from_secs(10), "chat still open")
+        .await;
 }
 
 #[tokio::test]
@@ -535,11 +523,8 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
         )
     );
     // It does continue: the model gets (and keeps) the request.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "the task stopped");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "the task stopped")
+        .await;
 }
 
 /// With the Tasks extension the client follows by push: one `subscriptions/listen`, no

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -105,6 +106,12 @@ impl FakeOllama {
     /// Model `test-model` with capabilities `completion` and `tools`.
     pub async fn start() -> FakeOllama {
         Self::spawn(FakeConfig::default())
+    }
+
+    /// A fake whose every chat hangs after its headers (unless a reply is queued): a task
+    /// that stays running until it is cancelled or the server stops.
+    pub async fn hanging() -> FakeOllama {
+        Self::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await
     }
 
     pub async fn start_with(cfg: FakeConfig) -> FakeOllama {
@@ -202,6 +209,29 @@ impl FakeOllama {
     /// Every `/api/chat` request received, valid or not.
     pub fn chat_count(&self) -> usize {
         self.shared.chats.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a chat is in flight (a task reached the model), failing after `budget` with
+    /// `failure` (what went wrong).
+    pub async fn until_chat_started(&self, budget: Duration, failure: &str) {
+        self.until(budget, failure, |n| n > 0).await;
+    }
+
+    /// Waits until no chat is in flight (every stream finished or was dropped), failing after
+    /// `budget` with `failure`.
+    pub async fn until_chats_closed(&self, budget: Duration, failure: &str) {
+        self.until(budget, failure, |n| n == 0).await;
+    }
+
+    async fn until(&self, budget: Duration, failure: &str, ready: impl Fn(usize) -> bool) {
+        let deadline = tokio::time::Instant::now() + budget;
+        while !ready(self.in_flight_chats()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{failure} (after {budget:?})"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// `/api/chat` requests whose response has not yet finished or been dropped.

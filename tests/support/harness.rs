@@ -190,6 +190,12 @@ impl HttpClient {
         }
     }
 
+    /// A modern `tools/call` of `name`: the reply as it came, whatever its status.
+    pub async fn tool_call(&self, name: &str, arguments: Value) -> Reply {
+        self.modern("tools/call", json!({"name": name, "arguments": arguments}))
+            .await
+    }
+
     /// A modern request with correct headers and `_meta`.
     pub async fn modern(&self, method: &str, params: Value) -> Reply {
         self.modern_with_caps(method, params, json!({})).await
@@ -219,9 +225,7 @@ impl HttpClient {
 
     /// A modern `tools/call` that must answer 200; its `result`.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Value {
-        let r = self
-            .modern("tools/call", json!({"name": name, "arguments": arguments}))
-            .await;
+        let r = self.tool_call(name, arguments).await;
         assert_eq!(r.status, 200, "{}", r.text);
         r.body["result"].clone()
     }
