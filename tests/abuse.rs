@@ -13,7 +13,7 @@ use agent_mcp::transport::server::{ServerOptions, serve_with_options};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
-use support::harness::{HttpClient, ServeProcess, test_config};
+use support::harness::{HttpClient, ServeProcess, listening_url, test_config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -461,7 +461,6 @@ fn uuid_like(i: usize) -> String {
 async fn commands_do_not_see_the_servers_environment() {
     use support::fake_ollama::Reply;
     use support::harness::{field, tool_text, wait_terminal, write_config};
-    use tokio::io::AsyncBufReadExt;
 
     let fake = FakeOllama::start().await;
     let ws = tempfile::tempdir().expect("workspace");
@@ -479,33 +478,14 @@ async fn commands_do_not_see_the_servers_environment() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_config(&dir, &config);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env("RUST_LOG", "info")
+    let args = ["serve", "--bind", "127.0.0.1:0"];
+    let mut child = support::harness::agent_mcp_command(&[], &args, &path, dir.path(), "info")
         .env("AGENT_MCP_TEST_SECRET", "hunter2-do-not-leak")
         .env("AWS_SECRET_ACCESS_KEY", "hunter3-do-not-leak")
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn agent-mcp serve");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                return rest
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-            }
-        }
-        panic!("agent-mcp serve exited before listening");
-    })
-    .await
-    .expect("listening within 20 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = listening_url(&mut child).await;
     let client = HttpClient::new(&url);
     let r = client
         .tool_call("agent_run", json!({"request": "Show the environment."}))

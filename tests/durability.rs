@@ -16,13 +16,10 @@ use agent_mcp::task::TaskState;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, MODERN, agent_mcp_command, field, modern_meta, result_of, test_config_sqlite,
-    tool_text, wait_terminal, write_config,
+    HttpClient, MODERN, agent_mcp_command, field, listening_url, modern_meta, result_of,
+    test_config_sqlite, tool_text, wait_terminal, write_config,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
-
-const START_BUDGET: Duration = Duration::from_secs(20);
 
 /// The SQLite configuration every test here uses, with limits that would get in the way off.
 fn sqlite_config(fake: &FakeOllama, db: &Path) -> Config {
@@ -47,19 +44,7 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn agent-mcp serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let url = tokio::time::timeout(START_BUDGET, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    return rest.split_whitespace().next().map(str::to_owned);
-                }
-            }
-            None
-        })
-        .await
-        .expect("listening within 20 s")
-        .expect("server exited before listening");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = listening_url(&mut child).await;
         Served {
             child,
             client: HttpClient::new(&url),

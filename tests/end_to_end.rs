@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpServer, StdioServer, field, modern_meta, result_of, test_config, tool_text, wait_terminal,
+    HttpServer, StdioServer, field, initialize_params, modern_meta, result_of, test_config,
+    tool_text, wait_terminal,
 };
 
 #[tokio::test]
@@ -82,13 +83,7 @@ async fn legacy_http_run_and_session_continuation() {
     let client = server.client();
     let v = Some("2025-11-25");
 
-    let init = client
-        .legacy(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-            None,
-        )
-        .await;
+    let init = client.initialize("2025-11-25").await;
     assert_eq!(init.status, 200);
     assert_eq!(init.body["result"]["protocolVersion"], "2025-11-25");
     assert!(init.body["result"].get("resultType").is_none());
@@ -158,10 +153,7 @@ async fn stdio_flow(modern: bool) {
 
     if !modern {
         let init = server
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-            )
+            .request("initialize", initialize_params("2025-06-18"))
             .await;
         assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
         server

@@ -13,22 +13,19 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
 use support::harness::{
-    ServeProcess, Spawn, Stderr, field, modern_meta, spawn_stdio, test_config, wait_terminal,
-    write_config,
+    ServeProcess, Spawn, Stderr, bearer, field, modern_meta, spawn_stdio, test_config,
+    wait_terminal, write_config,
 };
 use tokio::io::{AsyncWriteExt, BufReader};
 
 const TOKEN: &str = "host-test-token";
 
 fn with_token(mut config: Config) -> Config {
-    config.auth.tokens.push(TokenConfig {
-        name: "ci".into(),
-        sha256: agent_mcp::layers::auth::sha256_hex(TOKEN),
-    });
+    config.auth.tokens.push(bearer("ci", TOKEN));
     config
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use agent_mcp::config::TokenConfig;
 use serde_json::json;
 use support::fake_ollama::FakeOllama;
-use support::harness::{HttpServer, field, run_rounds, test_config, tool_text};
+use support::harness::{HttpServer, bearer, field, run_rounds, test_config, tool_text};
 
 /// The request of every task here, and the time it has to end.
 const REQUEST: &str = "Set up the repository.";
@@ -176,10 +176,7 @@ async fn an_allowed_python3_cannot_connect_to_a_listener_on_127_0_0_1() {
 }
 
 fn token(name: &str) -> TokenConfig {
-    TokenConfig {
-        name: name.into(),
-        sha256: agent_mcp::layers::auth::sha256_hex(&format!("{name}-token")),
-    }
+    bearer(name, &format!("{name}-token"))
 }
 
 /// Point 10: a request text over `mcp.max_request_bytes` is refused naming the key; the queue

@@ -7,10 +7,12 @@ mod support;
 use std::future::Future;
 use std::time::Duration;
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpClient, HttpServer, MODERN, StdioServer, modern_meta, test_config};
+use support::harness::{
+    HttpClient, HttpServer, MODERN, StdioServer, bearer, modern_meta, test_config,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -57,16 +59,9 @@ fn runs(states: &[&'static str]) -> Vec<&'static str> {
 }
 
 fn with_tokens(mut config: Config) -> Config {
-    let hash = agent_mcp::layers::auth::sha256_hex;
     config.auth.tokens = vec![
-        TokenConfig {
-            name: "alice".into(),
-            sha256: hash("alice-token-0123456789abcdef"),
-        },
-        TokenConfig {
-            name: "bob".into(),
-            sha256: hash("bob-token-0123456789abcdef01"),
-        },
+        bearer("alice", "alice-token-0123456789abcdef"),
+        bearer("bob", "bob-token-0123456789abcdef01"),
     ];
     config
 }

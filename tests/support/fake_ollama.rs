@@ -34,6 +34,8 @@ use tokio::sync::{mpsc, oneshot};
 
 mod script;
 
+use super::background::serve_in_background;
+
 use script::{CREATED_AT, details, stream_lines};
 pub use script::{FakeConfig, Reply};
 
@@ -143,27 +145,10 @@ impl FakeOllama {
             .route("/api/version", get(version))
             .route("/api/tags", get(tags))
             .with_state(Arc::clone(&shared));
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name(format!("fake-ollama-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("fake Ollama runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = stopped => {}
-                    }
-                });
-                // Drops every connection and stream task, hanging ones included.
-                runtime.shutdown_background();
-            })
-            .expect("spawn fake Ollama thread");
+        let name = format!("fake-ollama-{}", addr.port());
+        let shutdown = serve_in_background(name, 2, listener, |listener| async move {
+            let _ = axum::serve(listener, app).await;
+        });
         FakeOllama {
             url: format!("http://{addr}"),
             shared,

@@ -49,6 +49,14 @@ pub fn test_config_sqlite(ollama_url: &str, db_path: &std::path::Path) -> Config
     config
 }
 
+/// A static bearer token for the caller `name`: the configuration holds its SHA-256 only.
+pub fn bearer(name: &str, secret: &str) -> agent_mcp::config::TokenConfig {
+    agent_mcp::config::TokenConfig {
+        name: name.into(),
+        sha256: agent_mcp::layers::auth::sha256_hex(secret),
+    }
+}
+
 /// The same configuration as YAML, for the real binary.
 pub fn write_config(dir: &tempfile::TempDir, config: &Config) -> PathBuf {
     let path = dir.path().join("agent.yaml");
@@ -254,6 +262,12 @@ impl HttpClient {
         tool_text(&result)
     }
 
+    /// A legacy `initialize` asking for `version`, with no capabilities.
+    pub async fn initialize(&self, version: &str) -> Reply {
+        self.legacy("initialize", initialize_params(version), None)
+            .await
+    }
+
     /// A legacy request; `version` is the MCP-Protocol-Version header, if any.
     pub async fn legacy(&self, method: &str, params: Value, version: Option<&str>) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
@@ -263,6 +277,11 @@ impl HttpClient {
         }
         self.post_raw(&headers, body.to_string()).await
     }
+}
+
+/// The params of a legacy `initialize` asking for `version`, with no capabilities.
+pub fn initialize_params(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
 }
 
 /// The text of a `CallToolResult`'s first block.
@@ -420,6 +439,32 @@ pub fn process_gone(pid: u32) -> bool {
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
     }
+}
+
+/// The MCP URL a line of `agent-mcp serve`'s stderr announces (`… serving MCP at URL …`).
+pub fn served_url(line: &str) -> Option<&str> {
+    line.split("serving MCP at ")
+        .nth(1)?
+        .split_whitespace()
+        .next()
+}
+
+/// Reads the stderr of `agent-mcp serve` (piped) until it says where it listens, within 20 s,
+/// then keeps draining it so the server never blocks on a full pipe: the MCP URL.
+pub async fn listening_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = served_url(&line) {
+                return url.to_owned();
+            }
+        }
+        panic!("agent-mcp serve exited before listening");
+    })
+    .await
+    .expect("listening within 20 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
 }
 
 /// The agent-mcp binary (run under `prefix`, a program and its arguments, if any) with `args`
@@ -702,8 +747,7 @@ impl ServeProcess {
         let base = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(line) = rx.recv().await {
                 startup.push(line.clone());
-                if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or_default();
+                if let Some(url) = served_url(&line) {
                     return url.trim_end_matches("/mcp").to_owned();
                 }
             }

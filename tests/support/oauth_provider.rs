@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::Value;
 use tokio::process::{Child, ChildStdin, Command};
 
@@ -232,4 +232,20 @@ impl Provider {
             jwks: body["jwks"].as_u64().expect("jwks"),
         }
     }
+}
+
+/// The claims of a JWT (its payload, decoded; the signature is not checked).
+pub fn claims_of(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("three parts");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
+}
+
+/// `token` with its claims changed by `alter` and its header and signature kept: a forgery
+/// the signature check must catch.
+pub fn with_altered_claims(token: &str, alter: impl FnOnce(&mut Value)) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut claims = claims_of(token);
+    alter(&mut claims);
+    let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
+    format!("{}.{payload}.{}", parts[0], parts[2])
 }
