@@ -128,8 +128,7 @@ fn main() {
     print("export off: task tree (4 spans)", measure(&off, &task_tree));
     drop(off);
 
-    let runtime =
-        runtime::start(&mut tokio::runtime::Builder::new_multi_thread().worker_threads(2));
+    let runtime = runtime::start(tokio::runtime::Builder::new_multi_thread().worker_threads(2));
     let receiver = runtime.block_on(otlp_receiver::OtlpReceiver::start_counting());
     let hole = runtime.block_on(otlp_receiver::BlackHole::start());
     for (label, endpoint) in [

@@ -17,6 +17,24 @@ use support::pg;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
+/// Queues `request` on the first of `servers` and waits until its task runs and its chat is
+/// in flight (holding the fake's scripted hang): the task id and the pid of the instance that
+/// holds it.
+async fn hold_running(
+    servers: &[ServeProcess],
+    db: &tokio_postgres::Client,
+    fake: &FakeOllama,
+    request: &str,
+) -> (String, u32) {
+    let client = servers[0].client();
+    let id = client.agent_run(request).await;
+    let pid = wait_holder(db, &id).await;
+    wait_state(&client, &id, "running", Duration::from_secs(10)).await;
+    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
+        .await;
+    (id, pid)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
     let Some(url) = pg::fresh_database().await else {
@@ -64,23 +82,13 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
     let config = shared_config(&fake.url(), &url);
     let mut servers = instances(&config, 3).await;
     let db = pg::connect(&url).await;
-    let first = servers[0].client().agent_run("hangs").await;
-    let pid = wait_holder(&db, &first).await;
+    // Killed only once its chat holds the scripted hang: killed before that, the hang would
+    // go to the next task's chat instead, which then waits out the request timeout.
+    let (first, pid) = hold_running(&servers, &db, &fake, "hangs").await;
     let next: Vec<String> = vec![
         servers[1].client().agent_run("after one").await,
         servers[2].client().agent_run("after two").await,
     ];
-    wait_state(
-        &servers[0].client(),
-        &first,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
-    // Killed only once its chat holds the scripted hang: killed before that, the hang would
-    // go to the next task's chat instead, which then waits out the request timeout.
-    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
-        .await;
     let victim = servers
         .iter()
         .position(|s| s.child.id() == Some(pid))
@@ -126,17 +134,7 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
     fake.push_reply(Reply::Hang);
     let servers = instances(&shared_config(&fake.url(), &url), 3).await;
     let db = pg::connect(&url).await;
-    let id = servers[0].client().agent_run("hangs until cancelled").await;
-    let pid = wait_holder(&db, &id).await;
-    wait_state(
-        &servers[0].client(),
-        &id,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
-    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
-        .await;
+    let (id, pid) = hold_running(&servers, &db, &fake, "hangs until cancelled").await;
     let other_server = servers
         .iter()
         .find(|s| s.child.id() != Some(pid))

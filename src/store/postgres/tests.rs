@@ -34,6 +34,21 @@ async fn queued(store: &dyn TaskStore) -> Task {
     t
 }
 
+/// A queued task of `store`, claimed by it and saved `running`: the task as saved.
+async fn running(store: &PostgresStore) -> Task {
+    let a = queued(store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let mut t = store.task(a.id).await.unwrap().unwrap();
+    t.transition(TaskState::Running);
+    store.update_task(&t).await.unwrap();
+    t
+}
+
+/// A write refused because this instance no longer holds the task's lease.
+fn assert_fenced(result: Result<(), StoreError>) {
+    assert!(matches!(result, Err(StoreError::Fenced(_))), "{result:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shared_store_contract() {
     let Some(url) = fresh_database().await else {
@@ -114,10 +129,7 @@ async fn claims_are_fifo_and_one_at_a_time_across_instances() {
     t.transition(TaskState::Running);
     two.update_task(&t).await.unwrap();
     // Not this instance's task: its writes are refused.
-    assert!(matches!(
-        one.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(one.update_task(&t).await);
     t.transition(TaskState::Completed);
     two.update_task(&t).await.unwrap();
     two.shared().unwrap().release(ids[0]);
@@ -161,14 +173,8 @@ async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
     assert_eq!(lease.loss(), Some(crate::store::LeaseLoss::TakenOver));
     t.transition(TaskState::Completed);
     t.result = "the late answer".into();
-    assert!(matches!(
-        holder.finish_task(&t, &turns("the late answer")).await,
-        Err(StoreError::Fenced(_))
-    ));
-    assert!(matches!(
-        holder.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(holder.finish_task(&t, &turns("the late answer")).await);
+    assert_fenced(holder.update_task(&t).await);
     assert!(holder.session_turns(a.session_id).await.unwrap().is_empty());
     // Released, the claim is forgotten; a progress write arriving after that (the runner's
     // background writer) cannot bring the ended task back either.
@@ -176,10 +182,7 @@ async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
     let mut stale = t.clone();
     stale.state = TaskState::Running;
     stale.result.clear();
-    assert!(matches!(
-        holder.update_task(&stale).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(holder.update_task(&stale).await);
     assert_eq!(survivor.task(a.id).await.unwrap().unwrap(), failed);
 }
 
@@ -192,22 +195,15 @@ async fn a_write_after_the_lease_lapsed_is_refused_even_before_anyone_takes_over
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
-    lapse(&store, a.id).await;
+    let mut t = running(&store).await;
+    lapse(&store, t.id).await;
     t.transition(TaskState::Completed);
-    assert!(matches!(
-        store.finish_task(&t, &turns("late")).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(store.finish_task(&t, &turns("late")).await);
     assert_eq!(
-        store.task(a.id).await.unwrap().unwrap().state,
+        store.task(t.id).await.unwrap().unwrap().state,
         TaskState::Running
     );
-    assert!(store.session_turns(a.session_id).await.unwrap().is_empty());
+    assert!(store.session_turns(t.session_id).await.unwrap().is_empty());
 }
 
 /// Once this process gave a lease up, its writes are refused before they are sent, although
@@ -218,19 +214,12 @@ async fn writes_stop_the_moment_the_lease_is_given_up() {
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
-    let lease = store.shared().unwrap().lease(a.id).unwrap();
+    let mut t = running(&store).await;
+    let lease = store.shared().unwrap().lease(t.id).unwrap();
     lease.lose(crate::store::LeaseLoss::Unconfirmed(Duration::from_secs(9)));
     t.steps_done = 1;
-    assert!(matches!(
-        store.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
-    assert_eq!(store.task(a.id).await.unwrap().unwrap().steps_done, 0);
+    assert_fenced(store.update_task(&t).await);
+    assert_eq!(store.task(t.id).await.unwrap().unwrap().steps_done, 0);
 }
 
 /// The outcome and its turns are written together; a retry of an outcome that was written
@@ -241,25 +230,18 @@ async fn an_outcome_is_written_with_its_turns_once() {
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
+    let mut t = running(&store).await;
     t.transition(TaskState::Completed);
     t.result = "the answer".into();
     let answer = turns("the answer");
     store.finish_task(&t, &answer).await.unwrap();
     store.finish_task(&t, &answer).await.unwrap();
-    assert_eq!(store.session_turns(a.session_id).await.unwrap(), answer);
-    assert_eq!(store.task(a.id).await.unwrap().unwrap(), t);
+    assert_eq!(store.session_turns(t.session_id).await.unwrap(), answer);
+    assert_eq!(store.task(t.id).await.unwrap().unwrap(), t);
     // Another outcome is not a retry.
     t.result = "another answer".into();
-    assert!(matches!(
-        store.finish_task(&t, &turns("another answer")).await,
-        Err(StoreError::Fenced(_))
-    ));
-    store.shared().unwrap().release(a.id);
+    assert_fenced(store.finish_task(&t, &turns("another answer")).await);
+    store.shared().unwrap().release(t.id);
     assert_eq!(store.claim_next_for_test().await, Claim::Empty);
 }
 
