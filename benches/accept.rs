@@ -24,6 +24,9 @@
 //! skip a write. Between requests the benchmark waits until the worker has finished the
 //! previous task (no model answers, so it fails at once), so the store is idle at each send.
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 use std::convert::Infallible;
 use std::io::{Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
@@ -91,16 +94,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            return;
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     if let Err(e) = runtime.block_on(run()) {
         eprintln!("accept benchmark failed: {e}");
         std::process::exit(1);

@@ -14,6 +14,9 @@
 //! cargo bench --bench micro -- --warm-up-time 1 --measurement-time 3
 //! ```
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 use std::convert::Infallible;
 use std::hint::black_box;
 
@@ -103,13 +106,7 @@ fn chat_stream(chunks: usize) -> Vec<u8> {
 }
 
 fn main() {
-    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            return;
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_current_thread());
     let mut c = Criterion::default().configure_from_args();
 
     // Argument validation.

@@ -14,6 +14,9 @@
 //! (target ≥ 90 %). Last, each layer alone around the bare service (memory store).
 //! `bash scripts/stack-profile.sh` counts instructions per call of each variant instead.
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -221,16 +224,7 @@ fn compare(
 }
 
 fn main() {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            return;
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_current_thread());
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => {

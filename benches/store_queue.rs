@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpClient, field, test_config_sqlite, tool_text, write_config};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use support::fake_ollama::FakeOllama;
+use support::harness::{
+    HttpClient, agent_mcp_command, field, listening_url, test_config_sqlite, tool_text,
+    write_config,
+};
 
 const CONCURRENCY: usize = 16;
 const STATUS_SAMPLES: usize = 2_000;
@@ -142,7 +144,7 @@ async fn main() {
     }
     let tasks = env_usize("AGENT_MCP_BENCH_TASKS", 100_000);
     let image_kib = env_usize("AGENT_MCP_BENCH_IMAGE_KIB", 16);
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("state/agent-mcp.db");
     let mut config = test_config_sqlite(&fake.url(), &db);
@@ -153,29 +155,14 @@ async fn main() {
     config.mcp.max_queued_per_caller = usize::MAX;
     let config_path = write_config(&dir, &config);
 
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
-        .arg(&config_path)
-        .current_dir(dir.path())
-        .env("RUST_LOG", "info")
+    let args = ["serve", "--bind", "127.0.0.1:0"];
+    let mut child = agent_mcp_command(&[], &args, &config_path, dir.path(), "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn agent-mcp");
     let pid = child.id().expect("pid");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("stderr")
-            .expect("server exited before listening");
-        if let Some(rest) = line.split("serving MCP at ").nth(1) {
-            break rest.split_whitespace().next().expect("url").to_owned();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = listening_url(&mut child).await;
     let client = HttpClient::new(&url);
 
     println!(

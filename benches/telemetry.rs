@@ -14,6 +14,9 @@
 //! receiver share the cores; a silent collector leaves the export thread idle, and drops
 //! most spans at the full queue), and the spans the queue dropped.
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 #[path = "../tests/support/otlp_receiver.rs"]
 mod otlp_receiver;
 
@@ -125,17 +128,7 @@ fn main() {
     print("export off: task tree (4 spans)", measure(&off, &task_tree));
     drop(off);
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            return;
-        }
-    };
+    let runtime = runtime::start(tokio::runtime::Builder::new_multi_thread().worker_threads(2));
     let receiver = runtime.block_on(otlp_receiver::OtlpReceiver::start_counting());
     let hole = runtime.block_on(otlp_receiver::BlackHole::start());
     for (label, endpoint) in [

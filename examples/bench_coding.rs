@@ -29,7 +29,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, StoreBackend};
 use agent_mcp::task::{Task, TaskState};
 use bench_support::{Proxy, ShimLog, one_line, prompts_extended, run_session, tool_results};
 
@@ -998,18 +997,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::create_dir(&root)?;
         bench_support::write_files(outer.path(), &[OUTSIDE_SECRET])?;
         bench_support::write_files(&root, task.files)?;
-        let mut config = Config::default();
-        config.ollama.url = proxy_url.clone();
-        config.ollama.model = model.clone();
-        config.ollama.temperature = Some(0.0);
-        config.ollama.num_ctx = 8192;
-        config.store.backend = StoreBackend::Memory;
-        config.audit.enabled = false;
+        let commands = ["python3", "ls", "cat", "wc", "grep", "head"];
+        let mut config = bench_support::task_config(&proxy_url, &model, &root, &commands);
         config.agent.planning = task.planning;
-        config.agent.workspace = Some(root.clone());
-        config.agent.commands.allow = ["python3", "ls", "cat", "wc", "grep", "head"]
-            .map(String::from)
-            .to_vec();
         config.agent.commands.path = Some("/usr/bin:/bin".into());
         config.agent.commands.timeout = Duration::from_secs(60);
         if task.tested {

@@ -25,7 +25,6 @@ mod bench_support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, StoreBackend};
 use agent_mcp::task::TaskState;
 use bench_support::{Proxy, one_line, run_session, tool_results};
 
@@ -469,17 +468,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         let dir = tempfile::tempdir()?;
         bench_support::write_files(dir.path(), task.files)?;
-        let mut config = Config::default();
-        config.ollama.url = proxy_url.clone();
-        config.ollama.model = model.clone();
-        config.ollama.temperature = Some(0.0);
-        config.ollama.num_ctx = 8192;
-        config.store.backend = StoreBackend::Memory;
-        config.audit.enabled = false;
-        config.agent.workspace = Some(dir.path().to_path_buf());
-        config.agent.commands.allow = ["echo", "wc", "ls", "sort", "cat", "head"]
-            .map(String::from)
-            .to_vec();
+        let commands = ["echo", "wc", "ls", "sort", "cat", "head"];
+        let mut config = bench_support::task_config(&proxy_url, &model, dir.path(), &commands);
         config.agent.commands.timeout = Duration::from_secs(20);
         let _ = proxy.take();
         let started = Instant::now();

@@ -18,6 +18,7 @@
 
 #[path = "../tests/support"]
 mod support {
+    pub mod background;
     pub mod fake_ollama;
 }
 

@@ -28,12 +28,7 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 ensure_wrk
 
 # AGENT_MCP_BIN and FAKE_OLLAMA_BIN: other builds (both given: nothing is built here).
-if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
-  echo "== building release binaries"
-  cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
-fi
-BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
+build_release_binaries
 
 start_fake_ollama "$FAKE" fake
 
@@ -70,28 +65,18 @@ start_server() { # name port [VAR=value ...]
   local name="$1" port="$2"
   shift 2
   mkdir -p "$WORK/$name"
-  cat > "$WORK/$name/agent.yaml" <<YAML
-ollama:
-  url: $OLLAMA_URL
-  model: test-model
-http:
-  bind: 127.0.0.1:$port
-rate_limit:
-  enabled: true
-  per_minute: 4000000000
-  burst: 4000000000
-  reads:
-    per_minute: 4000000000
-    burst: 4000000000
+  {
+    bench_yaml "$port"
+    cat <<YAML
 audit:
   enabled: false
 store:
   backend: sqlite
   path: $WORK/$name/agent-mcp.db
 YAML
-  (cd "$WORK/$name" && exec env RUST_LOG=warn "$@" "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/$name/agent.yaml") 2> "$WORK/$name.log" &
-  PIDS+=($!)
-  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "http://127.0.0.1:$port/mcp" 2>/dev/null && break; sleep 0.1; done
+  } > "$WORK/$name/agent.yaml"
+  serve_agent_mcp "$WORK/$name" "$WORK/$name.log" "http://127.0.0.1:$port/mcp" "$@" \
+    -- --config "$WORK/$name/agent.yaml"
 }
 OFF_PORT="$(free_port)"
 start_server off "$OFF_PORT"
@@ -117,33 +102,9 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
   echo "the benchmark task on port $1 did not complete" >&2
   exit 1
 }
-lua_for() { # body file
-  local body_lua
-  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1")"
-  cat > "$2" <<LUA
-wrk.method = "POST"
-wrk.body = $body_lua
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "agent_status"
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.0f %.0f %.0f %d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout))
-end
-LUA
-}
-lua_for "$(task_of "$OFF_PORT")" "$WORK/off.lua"
-lua_for "$(task_of "$ON_PORT")" "$WORK/on.lua"
+wrk_lua tools/call agent_status "$(task_of "$OFF_PORT")" "$WORK/off.lua"
+wrk_lua tools/call agent_status "$(task_of "$ON_PORT")" "$WORK/on.lua"
 
-measure() { # port lua conns → "rps p50 p99 errors"
-  local url="http://127.0.0.1:$1/mcp"
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$url" > /dev/null 2>&1 || true
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${DURATION}s" --timeout 5s -s "$2" "$url" | awk '/^RESULT/ {print $2, $3, $4, $5}'
-}
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== load: $(uptime)"
@@ -157,7 +118,7 @@ for c in $CONNS; do
   for _ in $(seq 1 "$ROUNDS"); do
     for mode in off on; do
       port="$OFF_PORT"; [ "$mode" = on ] && port="$ON_PORT"
-      read -r rps p50 p99 err <<< "$(measure "$port" "$WORK/$mode.lua" "$c")"
+      read -r rps p50 p99 err <<< "$(wrk_measure "http://127.0.0.1:$port/mcp" "$WORK/$mode.lua" "$c")"
       echo "$rps" >> "$WORK/$mode.$c"
       echo "$p50 $p99" > "$WORK/$mode.$c.lat"
       errors=$((errors + err))

@@ -25,10 +25,7 @@ RATE_LIMIT="${RATE_LIMIT:-true}"
 . scripts/lib.sh
 ensure_wrk
 
-echo "== building release binaries"
-cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
-BIN="$PWD/target/release/agent-mcp"
-FAKE="$PWD/target/release/examples/fake_ollama"
+build_release_binaries
 
 
 start_fake_ollama "$FAKE" fake
@@ -40,32 +37,17 @@ PG_URL="${AGENT_MCP_TEST_PG_URL%/*}/$DB"
 start_server() { # name store-yaml → sets URL
   local name="$1" port
   port="$(free_port)"
-  cat > "$WORK/$name.yaml" <<YAML
-ollama:
-  url: $OLLAMA_URL
-  model: test-model
-http:
-  bind: 127.0.0.1:$port
-rate_limit:
-  enabled: $RATE_LIMIT
-  per_minute: 4000000000
-  burst: 4000000000
-  reads:
-    per_minute: 4000000000
-    burst: 4000000000
-# The queue caps out of the way too: the runs queue far more than the default 10,000 tasks.
-mcp:
-  max_queued_tasks: 1000000000
-  max_queued_per_caller: 1000000000
+  {
+    bench_yaml "$port" "$RATE_LIMIT"
+    cat <<YAML
 audit:
   enabled: false
 store:
 $2
 YAML
-  (cd "$WORK" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/$name.yaml") 2> "$WORK/$name.log" &
-  PIDS+=($!)
+  } > "$WORK/$name.yaml"
   URL="http://127.0.0.1:$port/mcp"
-  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$URL" 2>/dev/null && break; sleep 0.1; done
+  serve_agent_mcp "$WORK" "$WORK/$name.log" "$URL" -- --config "$WORK/$name.yaml"
 }
 
 start_server sqlite "  backend: sqlite
@@ -82,29 +64,6 @@ post() { # url name body
     -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: $2" --data-binary "$3"
 }
 RUN_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_run\",\"arguments\":{\"request\":\"benchmark task\"},$META}}"
-lua_for() { # name body file
-  local body_lua
-  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$2")"
-  cat > "$3" <<LUA
-wrk.method = "POST"
-wrk.body = $body_lua
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "$1"
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.0f %.0f %.0f %d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout))
-end
-LUA
-}
-measure() { # url lua → "rps p50 p99 errors"
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$CONC" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$CONC" -d"${DURATION}s" --timeout 5s -s "$2" "$1" | awk '/^RESULT/ {print $2, $3, $4, $5}'
-}
 
 declare -A R
 for store in sqlite postgres; do
@@ -118,10 +77,10 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
     sleep 0.1
   done
   post "$u" agent_status "$status_body" | grep -q 'status: completed' || { echo "$store: the first task did not complete" >&2; exit 1; }
-  lua_for agent_status "$status_body" "$WORK/$store-status.lua"
-  lua_for agent_run "$RUN_BODY" "$WORK/$store-run.lua"
-  R[$store,status]="$(measure "$u" "$WORK/$store-status.lua")"
-  R[$store,run]="$(measure "$u" "$WORK/$store-run.lua")"
+  wrk_lua tools/call agent_status "$status_body" "$WORK/$store-status.lua"
+  wrk_lua tools/call agent_run "$RUN_BODY" "$WORK/$store-run.lua"
+  R[$store,status]="$(wrk_measure "$u" "$WORK/$store-status.lua" "$CONC")"
+  R[$store,run]="$(wrk_measure "$u" "$WORK/$store-run.lua" "$CONC")"
 done
 
 fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }

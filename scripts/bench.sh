@@ -69,24 +69,9 @@ start_url_printer() {
 start_fake_ollama "$FAKE" fake
 
 PORT="$(free_port)"
-cat > "$WORK/agent.yaml" <<YAML
-ollama:
-  url: $OLLAMA_URL
-  model: test-model
-http:
-  bind: 127.0.0.1:$PORT
-# The limiter stays on (its cost is part of the figures) with both budgets out of the way.
-rate_limit:
-  enabled: true
-  per_minute: 4000000000
-  burst: 4000000000
-  reads:
-    per_minute: 4000000000
-    burst: 4000000000
-# The queue caps out of the way too: the runs queue far more than the default 10,000 tasks.
-mcp:
-  max_queued_tasks: 1000000000
-  max_queued_per_caller: 1000000000
+{
+  bench_yaml "$PORT"
+  cat <<YAML
 audit:
   enabled: true
   file: $WORK/audit.jsonl
@@ -95,10 +80,9 @@ store:
   path: $WORK/store/agent-mcp.db
   synchronous: FULL
 YAML
-(cd "$WORK" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/agent.yaml") 2> "$WORK/server.log" &
-PIDS+=($!)
+} > "$WORK/agent.yaml"
 AGENT_URL="http://127.0.0.1:$PORT/mcp"
-for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$AGENT_URL" 2>/dev/null && break; sleep 0.1; done
+serve_agent_mcp "$WORK" "$WORK/server.log" "$AGENT_URL" -- --config "$WORK/agent.yaml"
 
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 post() { # url method name body
@@ -135,36 +119,11 @@ for u in "$AGENT_URL" "$RMCP_URL"; do
     { echo "$u does not answer tools/list:" >&2; post "$u" tools/list "" "$LIST_BODY" >&2; exit 1; }
 done
 
-# wrk script per load: POST with the modern headers; prints "rps p50_us p99_us errors".
-lua_for() { # method name body file
-  local body_lua
-  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")"
-  cat > "$4" <<LUA
-wrk.method = "POST"
-wrk.body = $body_lua
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "$1"
-LUA
-  [ -n "$2" ] && echo "wrk.headers[\"Mcp-Name\"] = \"$2\"" >> "$4"
-  cat >> "$4" <<'LUA'
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.0f %.0f %.0f %d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout))
-end
-LUA
-}
-lua_for tools/call agent_status "$STATUS_BODY" "$WORK/status.lua"
-lua_for tools/list "" "$LIST_BODY" "$WORK/list.lua"
-lua_for tools/call agent_run "$RUN_BODY" "$WORK/run.lua"
+# wrk script per load (scripts/lib.sh).
+wrk_lua tools/call agent_status "$STATUS_BODY" "$WORK/status.lua"
+wrk_lua tools/list "" "$LIST_BODY" "$WORK/list.lua"
+wrk_lua tools/call agent_run "$RUN_BODY" "$WORK/run.lua"
 
-measure() { # url lua conns → "rps p50 p99 errors"
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
-  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${DURATION}s" --timeout 5s -s "$2" "$1" | awk '/^RESULT/ {print $2, $3, $4, $5}'
-}
 
 echo "== load: $(uptime)"
 echo "== $DURATION s per cell after $WARMUP s warm-up; servers on CPU ${PIN_SERVER[*]:-any}, wrk on ${PIN_CLIENT[*]:-any}"
@@ -173,16 +132,16 @@ if want status; then
 for load in status list; do
   for c in "${CONCURRENCY[@]}"; do
     if [ "$load" = status ]; then hyper="$HYPER_STATUS_URL"; else hyper="$HYPER_LIST_URL"; fi
-    R[agent,$load,$c]="$(measure "$AGENT_URL" "$WORK/$load.lua" "$c")"
-    R[rmcp,$load,$c]="$(measure "$RMCP_URL" "$WORK/$load.lua" "$c")"
-    R[hyper,$load,$c]="$(measure "$hyper" "$WORK/$load.lua" "$c")"
+    R[agent,$load,$c]="$(wrk_measure "$AGENT_URL" "$WORK/$load.lua" "$c")"
+    R[rmcp,$load,$c]="$(wrk_measure "$RMCP_URL" "$WORK/$load.lua" "$c")"
+    R[hyper,$load,$c]="$(wrk_measure "$hyper" "$WORK/$load.lua" "$c")"
   done
 done
 fi
 # agent_run accepted durably (answered after its commit, synchronous = FULL), c=16. The fake
 # Ollama finishes each task at once, so the worker's own writes compete with the accepts, as
 # they would in use. Only agent-mcp: the peers do not queue tasks.
-want run && R[agent,run,16]="$(measure "$AGENT_URL" "$WORK/run.lua" 16)"
+want run && R[agent,run,16]="$(wrk_measure "$AGENT_URL" "$WORK/run.lua" 16)"
 echo "== load after: $(uptime)"
 
 fmt_lat() { awk -v us="$1" 'BEGIN { if (us >= 1000) printf "%.2f ms", us/1000; else printf "%d µs", us }'; }
@@ -247,7 +206,7 @@ task_of() { python3 -c 'import json,re,sys
 t = json.load(sys.stdin)["result"]["content"][0]["text"]
 print(re.search(r"task_id: (\S+)", t).group(1))'; }
 status_lua_of() { # task_id file
-  lua_for tools/call agent_status "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$1\"},$META}}" "$2"
+  wrk_lua tools/call agent_status "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"agent_status\",\"arguments\":{\"task_id\":\"$1\"},$META}}" "$2"
 }
 FIRST="$(post "$Q_URL" tools/call agent_run "$RUN_BODY" | task_of)"
 status_lua_of "$FIRST" "$WORK/q/first.lua"
@@ -269,7 +228,7 @@ settle() {
   echo "settled in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'), SQLite writer thread CPU meanwhile $(( $(cpu_ms "$w") - w0 )) ms"
 }
 echo "before the empty-queue cell: $(settle)"
-R[q,0]="$(measure "$Q_URL" "$WORK/q/first.lua" 64)"
+R[q,0]="$(wrk_measure "$Q_URL" "$WORK/q/first.lua" 64)"
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$Q_PID/status" 2>/dev/null || echo 0; }
 RSS0="$(rss_kib)"
 # Fill the queue with agent_run from wrk until QUEUED tasks wait behind the running one.
@@ -285,7 +244,7 @@ print(m.group(1) if m else 0)')"
 done
 status_lua_of "$LAST" "$WORK/q/last.lua"
 echo "before the deep-queue cell: $(settle)"
-R[q,n]="$(measure "$Q_URL" "$WORK/q/last.lua" 64)"
+R[q,n]="$(wrk_measure "$Q_URL" "$WORK/q/last.lua" 64)"
 RSSN="$(rss_kib)"
 read -r q0_rps q0_50 q0_99 q0_err <<< "${R[q,0]}"
 read -r qn_rps qn_50 qn_99 qn_err <<< "${R[q,n]}"

@@ -37,14 +37,9 @@ PORT="$(free_port)"
 # SQLite store and audit log as shipped). Only the Ollama to talk to and its model are set,
 # the way a user sets them (OLLAMA_HOST, AGENT_MCP_OLLAMA_MODEL). The default store lives
 # under the state directory: a throwaway one here.
-(cd "$WORK" && RUST_LOG=warn OLLAMA_HOST="$OLLAMA_URL" AGENT_MCP_OLLAMA_MODEL=test-model \
-   XDG_STATE_HOME="$WORK/state" exec "$BIN" serve --bind "127.0.0.1:$PORT") 2> "$WORK/server.log" &
-PIDS+=($!)
 URL="http://127.0.0.1:$PORT/mcp"
-for _ in $(seq 1 100); do
-  curl -s -o /dev/null -X POST "$URL" 2>/dev/null && break
-  sleep 0.1
-done
+serve_agent_mcp "$WORK" "$WORK/server.log" "$URL" OLLAMA_HOST="$OLLAMA_URL" \
+  AGENT_MCP_OLLAMA_MODEL=test-model XDG_STATE_HOME="$WORK/state" -- --bind "127.0.0.1:$PORT"
 
 status=0
 for rev in 2026-07-28 2025-11-25; do

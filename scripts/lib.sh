@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared pieces of the scripts that start agent-mcp beside a fake Ollama (bench.sh, soak.sh,
-# bench-pg.sh, conformance.sh) or run the engine against a real model (bench-llm.sh,
+# bench-pg.sh, bench-otel.sh, conformance.sh) or run the engine against a real model (bench-llm.sh,
 # bench-coding.sh), which first cd to the repository root. Source it: `. scripts/lib.sh`.
 
 # A scratch folder ($WORK) and the background processes ($PIDS) to stop when the script ends.
@@ -68,4 +68,86 @@ run_llm_example() { # example [args ...]
   if [ -n "${BENCH_LLM_LOCK:-}" ]; then lock=(flock "$BENCH_LLM_LOCK"); fi
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+changes')"
   BENCH_LLM_URL="$url" BENCH_LLM_MODEL="$model" "${lock[@]}" "target/debug/examples/$example" "$@"
+}
+
+# The head of a benchmark server's agent.yaml on port $1: the fake Ollama at $OLLAMA_URL, the
+# limiter on (its cost is part of the figures; $2 false turns it off) with both budgets out of
+# the way, and the queue caps too (the runs queue far more than the default 10,000 tasks).
+# The caller appends its own audit and store sections.
+bench_yaml() { # port [rate-limit-enabled]
+  cat <<YAML
+ollama:
+  url: $OLLAMA_URL
+  model: test-model
+http:
+  bind: 127.0.0.1:$1
+rate_limit:
+  enabled: ${2:-true}
+  per_minute: 4000000000
+  burst: 4000000000
+  reads:
+    per_minute: 4000000000
+    burst: 4000000000
+mcp:
+  max_queued_tasks: 1000000000
+  max_queued_per_caller: 1000000000
+YAML
+}
+
+# Writes the wrk script $4: POST body $3 with the modern headers (Mcp-Method $1, Mcp-Name $2
+# unless empty); it prints "RESULT rps p50_us p99_us errors requests" at the end of a run.
+wrk_lua() { # method name body file
+  local body_lua
+  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")"
+  cat > "$4" <<LUA
+wrk.method = "POST"
+wrk.body = $body_lua
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "$1"
+LUA
+  [ -n "$2" ] && echo "wrk.headers[\"Mcp-Name\"] = \"$2\"" >> "$4"
+  cat >> "$4" <<'LUA'
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %.0f %.0f %.0f %d %d\n",
+    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout, summary.requests))
+end
+LUA
+}
+
+# One wrk cell on $CLIENT_CPU: $WARMUP s not counted, then $DURATION s of the script $2 against
+# $1 with $3 connections; prints "rps p50_us p99_us errors".
+wrk_measure() { # url lua conns
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$1" > /dev/null 2>&1 || true
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${DURATION}s" --timeout 5s -s "$2" "$1" | awk '/^RESULT/ {print $2, $3, $4, $5}'
+}
+
+# Builds the release server and fake Ollama, unless AGENT_MCP_BIN and FAKE_OLLAMA_BIN both
+# name other builds (e.g. an older commit's server under the same load); sets BIN and FAKE.
+build_release_binaries() {
+  if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
+    echo "== building release binaries"
+    cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+  fi
+  BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
+  FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
+}
+
+# Starts `$BIN serve` with the arguments after `--` in the folder $1 on $SERVER_CPU, logging
+# warnings to $2, with the VAR=value settings before `--` in its environment; waits until $3
+# answers a POST (the script ends, showing the log, when it never does).
+serve_agent_mcp() { # dir log url [VAR=value ...] -- [serve arguments ...]
+  local dir="$1" log="$2" url="$3" vars=()
+  shift 3
+  while [ "$#" -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+  [ "$#" -gt 0 ] && shift
+  (cd "$dir" && exec env RUST_LOG=warn "${vars[@]}" "${PIN_SERVER[@]}" "$BIN" serve "$@") 2> "$log" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$url" 2>/dev/null && return; sleep 0.1; done
+  echo "agent-mcp serve ($url) did not start:" >&2
+  cat "$log" >&2
+  exit 1
 }

@@ -29,11 +29,8 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 command -v wrk >/dev/null || { echo "soak.sh needs wrk (apt-get install wrk)" >&2; exit 2; }
 . scripts/lib.sh
 
-echo "== building release binaries"
-cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
 # AGENT_MCP_BIN: soak another build of the server (e.g. an older commit's) with the same load.
-BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-FAKE="$PWD/target/release/examples/fake_ollama"
+build_release_binaries
 
 
 start_fake_ollama "$FAKE" fake
@@ -53,22 +50,9 @@ start_server() {
   mkdir -p "$dir"
   local port
   port="$(free_port)"
-  cat > "$dir/agent.yaml" <<YAML
-ollama:
-  url: $OLLAMA_URL
-  model: test-model
-http:
-  bind: 127.0.0.1:$port
-rate_limit:
-  per_minute: 4000000000
-  burst: 4000000000
-  reads:
-    per_minute: 4000000000
-    burst: 4000000000
-# The queue caps out of the way too: the runs queue far more than the default 10,000 tasks.
-mcp:
-  max_queued_tasks: 1000000000
-  max_queued_per_caller: 1000000000
+  {
+    bench_yaml "$port"
+    cat <<YAML
 audit:
   file: $dir/audit.jsonl
   max_bytes: 256 MiB
@@ -76,6 +60,7 @@ audit:
 store:
   path: $dir/store/agent-mcp.db
 YAML
+  } > "$dir/agent.yaml"
   (cd "$dir" && RUST_LOG=warn exec "${PIN_SERVER[@]}" "$BIN" serve --config "$dir/agent.yaml") 2> "$dir/server.log" &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -97,24 +82,6 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
 }
 
 LUA="$WORK/status.lua"
-write_lua() {
-  local body_lua
-  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$STATUS_BODY")"
-  cat > "$LUA" <<LUA
-wrk.method = "POST"
-wrk.body = $body_lua
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "agent_status"
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.0f %d %d\n", summary.requests / (summary.duration / 1e6),
-    summary.requests, e.connect + e.read + e.write + e.status + e.timeout))
-end
-LUA
-}
 
 echo "== $(date -u +%FT%TZ); load: $(uptime)"
 echo "== server: $BIN"
@@ -122,7 +89,7 @@ echo "== $MINUTES min per mode, c=$CONNS; server on ${PIN_SERVER[*]:-any CPU}, w
 status=0
 for mode in $MODES; do
   start_server "$mode"
-  write_lua
+  wrk_lua tools/call agent_status "$STATUS_BODY" "$LUA"
   SCRAPER=""
   if [ "$mode" = scrape ]; then
     (while :; do curl -s -o /dev/null "$BASE_URL/metrics"; sleep 1; done) &
@@ -136,7 +103,7 @@ for mode in $MODES; do
   first_rps="" last_rps="" first_rss="" max_rss=0
   for minute in $(seq 1 "$MINUTES"); do
     read -r rps requests errors < <("${PIN_CLIENT[@]}" wrk -t1 -c"$CONNS" -d"${STEP}s" --timeout 5s -s "$LUA" "$AGENT_URL" |
-      awk '/^RESULT/ {print $2, $3, $4}')
+      awk '/^RESULT/ {print $2, $6, $5}')
     rss="$(rss_mib "$SERVER_PID")"
     echo "| $minute | $rps | $requests | $errors | $rss | $(loadavg) |"
     [ -z "$first_rps" ] && first_rps="$rps" && first_rss="$rss"

@@ -13,7 +13,7 @@ use agent_mcp::transport::server::{ServerOptions, serve_with_options};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
-use support::harness::{HttpClient, ServeProcess, test_config};
+use support::harness::{HttpClient, ServeProcess, listening_url, test_config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -412,19 +412,13 @@ async fn ten_thousand_requests_at_concurrency_256() {
                 let r = match i % 50 {
                     0 => {
                         client
-                            .modern(
-                                "tools/call",
-                                json!({"name": "agent_run", "arguments": {"request": format!("task {i}")}}),
-                            )
+                            .tool_call("agent_run", json!({"request": format!("task {i}")}))
                             .await
                     }
                     1..=24 => client.modern("tools/list", json!({})).await,
                     _ => {
                         client
-                            .modern(
-                                "tools/call",
-                                json!({"name": "agent_status", "arguments": {"task_id": uuid_like(i)}}),
-                            )
+                            .tool_call("agent_status", json!({"task_id": uuid_like(i)}))
                             .await
                     }
                 };
@@ -467,7 +461,6 @@ fn uuid_like(i: usize) -> String {
 async fn commands_do_not_see_the_servers_environment() {
     use support::fake_ollama::Reply;
     use support::harness::{field, tool_text, wait_terminal, write_config};
-    use tokio::io::AsyncBufReadExt;
 
     let fake = FakeOllama::start().await;
     let ws = tempfile::tempdir().expect("workspace");
@@ -485,39 +478,17 @@ async fn commands_do_not_see_the_servers_environment() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_config(&dir, &config);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env("RUST_LOG", "info")
+    let args = ["serve", "--bind", "127.0.0.1:0"];
+    let mut child = support::harness::agent_mcp_command(&[], &args, &path, dir.path(), "info")
         .env("AGENT_MCP_TEST_SECRET", "hunter2-do-not-leak")
         .env("AWS_SECRET_ACCESS_KEY", "hunter3-do-not-leak")
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn agent-mcp serve");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                return rest
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-            }
-        }
-        panic!("agent-mcp serve exited before listening");
-    })
-    .await
-    .expect("listening within 20 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = listening_url(&mut child).await;
     let client = HttpClient::new(&url);
     let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Show the environment."}}),
-        )
+        .tool_call("agent_run", json!({"request": "Show the environment."}))
         .await;
     let task_id = field(&tool_text(&r.body["result"]), "task_id");
     let done = wait_terminal(|| {
@@ -525,10 +496,7 @@ async fn commands_do_not_see_the_servers_environment() {
         let task_id = task_id.clone();
         async move {
             let r = client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-                )
+                .tool_call("agent_status", json!({"task_id": task_id}))
                 .await;
             tool_text(&r.body["result"])
         }

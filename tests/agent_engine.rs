@@ -12,20 +12,16 @@ use agent_mcp::config::Config;
 use agent_mcp::store::{MemoryStore, TaskStore};
 use agent_mcp::task::{Session, Task, TaskState};
 use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply, tool_results};
 use support::harness::{
-    HttpClient, HttpServer, field, is_terminal, result_of, test_config, tool_text,
+    HttpClient, HttpServer, eventually, field, is_terminal, process_gone, result_of, tool_text,
+    workspace_config,
 };
 
 const DELAY: Duration = Duration::from_millis(250);
 
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(workspace.to_path_buf());
-    // These tests poll agent_status quickly; limits and audit lines are other tests' concern.
-    config.rate_limit.enabled = false;
-    config.audit.enabled = false;
-    config
+    workspace_config(&fake.url(), workspace)
 }
 
 /// What `agent_status` showed while the task ran.
@@ -90,44 +86,12 @@ fn last_content(request: &Value) -> String {
         .to_owned()
 }
 
-/// `(tool_name, content)` of every `role: tool` message of a chat request body.
-fn tool_results(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .map(|messages| {
-            messages
-                .iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| {
-                    (
-                        m["tool_name"].as_str().unwrap_or_default().to_owned(),
-                        m["content"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // A zombie has been killed; only its parent has not reaped it yet.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
 async fn wait_gone(pid: u32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !process_gone(pid) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "process {pid} is still running"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("process {pid} ending");
+    eventually(Duration::from_secs(5), &what, || async {
+        process_gone(pid).then_some(())
+    })
+    .await;
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
@@ -692,23 +656,16 @@ async fn cancelling_during_a_chat_aborts_the_stream() {
     fake.push_reply(Reply::Hang);
     let rig = Rig::start(&config(&fake, ws.path())).await;
     let id = rig.submit("Hang.").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "no chat started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "no chat started")
+        .await;
     rig.agent.core().cancel(id).await.unwrap();
     let done = rig
         .wait_until(id, "cancelled", |t| t.state.is_terminal())
         .await;
     assert_eq!(done.state, TaskState::Cancelled);
-    while fake.in_flight_chats() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the stream stayed open"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let budget = Duration::from_secs(10);
+    fake.until_chats_closed(budget, "the stream stayed open")
+        .await;
     rig.agent.shutdown().await;
 }
 
@@ -802,10 +759,10 @@ async fn images_with_a_non_vision_model_fail_before_planning() {
     let client = server.client();
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
     let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "What is this?",
-                   "images": [{"mime_type": "image/png", "data_base64": png}]}}),
+        .tool_call(
+            "agent_run",
+            json!({"request": "What is this?",
+                   "images": [{"mime_type": "image/png", "data_base64": png}]}),
         )
         .await;
     let id = field(&tool_text(&r.body["result"]), "task_id");

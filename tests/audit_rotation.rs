@@ -38,10 +38,7 @@ async fn load(server: &ServeProcess) {
         calls.spawn(async move {
             let task = uuid::Uuid::new_v4().to_string();
             let reply = client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": task}}),
-                )
+                .tool_call("agent_status", json!({"task_id": task}))
                 .await;
             drop(permit);
             assert_eq!(reply.status, 200, "{}", reply.text);

@@ -5,6 +5,7 @@ mod support;
 use std::process::Command;
 
 use agent_mcp::config::Config;
+use support::harness::listening_url;
 
 fn agent_mcp() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
@@ -125,25 +126,6 @@ async fn start_serving(mut cmd: tokio::process::Command) -> (tokio::process::Chi
     let mut child = cmd.spawn().unwrap();
     let url = listening_url(&mut child).await;
     (child, url)
-}
-
-/// Reads the server's stderr until it says where it listens; the MCP URL.
-async fn listening_url(child: &mut tokio::process::Child) -> String {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("server exited before listening");
-    })
-    .await
-    .expect("listening within 20 s");
-    // Keep draining stderr so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    url
 }
 
 /// The README's first command, `agent-mcp serve`, answers MCP on loopback and stops cleanly on

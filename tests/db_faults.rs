@@ -90,10 +90,7 @@ async fn try_agent_run(client: &HttpClient, request: &str) -> (Option<Value>, Du
     let started = Instant::now();
     let answer = tokio::time::timeout(
         PATIENCE,
-        client.modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": request}}),
-        ),
+        client.tool_call("agent_run", json!({"request": request})),
     )
     .await
     .ok()
@@ -357,11 +354,8 @@ async fn a_database_restart_while_the_model_answers_loses_nothing() {
     let mut servers = instances(&config, 2).await;
     let clients: Vec<HttpClient> = servers.iter().map(ServeProcess::client).collect();
     let slow = clients[0].agent_run(SLOW).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(Instant::now() < deadline, "the chat never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
+        .await;
     let mut queued = Vec::new();
     for i in 0..10 {
         queued.push(clients[i % 2].agent_run(&format!("queued {i:02}")).await);

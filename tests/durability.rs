@@ -16,13 +16,10 @@ use agent_mcp::task::TaskState;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, MODERN, field, modern_meta, result_of, test_config_sqlite, tool_text,
-    wait_terminal, write_config,
+    HttpClient, MODERN, agent_mcp_command, field, listening_url, modern_meta, result_of,
+    test_config_sqlite, tool_text, wait_terminal, write_config,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const START_BUDGET: Duration = Duration::from_secs(20);
+use tokio::process::Child;
 
 /// The SQLite configuration every test here uses, with limits that would get in the way off.
 fn sqlite_config(fake: &FakeOllama, db: &Path) -> Config {
@@ -40,30 +37,14 @@ struct Served {
 
 impl Served {
     async fn start(config_path: &Path, cwd: &Path) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--config"])
-            .arg(config_path)
-            .current_dir(cwd)
-            .env("RUST_LOG", "info")
+        let args = ["serve", "--bind", "127.0.0.1:0"];
+        let mut child = agent_mcp_command(&[], &args, config_path, cwd, "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn agent-mcp serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let url = tokio::time::timeout(START_BUDGET, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    return rest.split_whitespace().next().map(str::to_owned);
-                }
-            }
-            None
-        })
-        .await
-        .expect("listening within 20 s")
-        .expect("server exited before listening");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = listening_url(&mut child).await;
         Served {
             child,
             client: HttpClient::new(&url),
@@ -80,27 +61,23 @@ impl Served {
     }
 }
 
+/// `agent_run` with these arguments, which must be accepted: the answer's text.
 async fn run(client: &HttpClient, args: Value) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": args}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
-    tool_text(&r.body["result"])
+    let result = client.call_tool("agent_run", args).await;
+    assert_eq!(result["isError"], json!(false), "{result}");
+    tool_text(&result)
 }
 
+/// [`run`] of `request` in `session`: the task_id.
+async fn queue(client: &HttpClient, request: &str, session: &str) -> String {
+    let args = json!({"request": request, "session_id": session});
+    field(&run(client, args).await, "task_id")
+}
+
+/// The agent_status text of `task_id`, whatever it says.
 async fn status(client: &HttpClient, task_id: &str) -> String {
-    let r = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    tool_text(&r.body["result"])
+    let args = json!({"task_id": task_id});
+    tool_text(&client.call_tool("agent_status", args).await)
 }
 
 async fn wait_status(client: &HttpClient, task_id: &str, wanted: &str) -> String {
@@ -163,31 +140,10 @@ async fn sigkill_while_running_then_restart_loses_nothing() {
     let session = field(&one, "session_id");
     let one = field(&one, "task_id");
     wait_status(c, &one, "completed").await;
-    let two = field(
-        &run(
-            c,
-            json!({"request": "second request", "session_id": session}),
-        )
-        .await,
-        "task_id",
-    );
+    let two = queue(c, "second request", &session).await;
     wait_status(c, &two, "running").await;
-    let three = field(
-        &run(
-            c,
-            json!({"request": "third request", "session_id": session}),
-        )
-        .await,
-        "task_id",
-    );
-    let four = field(
-        &run(
-            c,
-            json!({"request": "fourth request", "session_id": session}),
-        )
-        .await,
-        "task_id",
-    );
+    let three = queue(c, "third request", &session).await;
+    let four = queue(c, "fourth request", &session).await;
     let other = field(
         &run(c, json!({"request": "other session"})).await,
         "task_id",
@@ -195,14 +151,11 @@ async fn sigkill_while_running_then_restart_loses_nothing() {
     assert_eq!(field(&status(c, &four).await, "status"), "queued");
     // `running` is saved before the step's first chat is sent (the task's workspace snapshot
     // comes between): killed only once that chat holds the scripted hang.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second task's chat never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(
+        Duration::from_secs(10),
+        "the second task's chat never started",
+    )
+    .await;
     assert_eq!(fake.chat_count(), 2);
     first.kill().await;
     assert!(db.is_file());
@@ -240,14 +193,7 @@ async fn sigkill_while_running_then_restart_loses_nothing() {
             turn("user", "third request"),
         ]
     );
-    let six = field(
-        &run(
-            c,
-            json!({"request": "sixth request", "session_id": session}),
-        )
-        .await,
-        "task_id",
-    );
+    let six = queue(c, "sixth request", &session).await;
     wait_status(c, &six, "completed").await;
     let chats = fake.chat_requests();
     assert_eq!(
@@ -416,7 +362,7 @@ async fn in_process(config: &Config, store: Arc<SqliteStore>) -> (HttpClient, im
 
 #[tokio::test]
 async fn a_read_only_store_gives_a_tool_error_and_queues_nothing() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db: PathBuf = dir.path().join("agent-mcp.db");
     let config = sqlite_config(&fake, &db);
@@ -433,15 +379,9 @@ async fn a_read_only_store_gives_a_tool_error_and_queues_nothing() {
         json!({"request": "refused", "session_id": session}),
         json!({"request": "refused, new session"}),
     ] {
-        let r = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": args}),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.body["result"]["isError"], json!(true), "{}", r.text);
-        let text = tool_text(&r.body["result"]);
+        let result = client.call_tool("agent_run", args).await;
+        assert_eq!(result["isError"], json!(true), "{result}");
+        let text = tool_text(&result);
         assert!(text.contains("nothing was queued"), "{text}");
         assert!(text.contains("agent-mcp.db is read-only"), "{text}");
     }
@@ -459,9 +399,5 @@ async fn a_read_only_store_gives_a_tool_error_and_queues_nothing() {
     assert_eq!(tasks, 1);
     assert_eq!(field(&status(&client, &first).await, "task_id"), first);
     store.set_read_only(false).await.expect("writable");
-    run(
-        &client,
-        json!({"request": "accepted again", "session_id": session}),
-    )
-    .await;
+    queue(&client, "accepted again", &session).await;
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpServer, StdioServer, field, modern_meta, result_of, test_config, tool_text, wait_terminal,
+    HttpServer, StdioServer, field, initialize_params, modern_meta, result_of, test_config,
+    tool_text, wait_terminal,
 };
 
 #[tokio::test]
@@ -28,9 +29,9 @@ async fn modern_http_run_to_completion_with_exact_tokens() {
     assert_eq!(names, ["agent_run", "agent_status"]);
 
     let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Check whether the tests pass.", "temperature": 0.2}}),
+        .tool_call(
+            "agent_run",
+            json!({"request": "Check whether the tests pass.", "temperature": 0.2}),
         )
         .await;
     assert_eq!(run.status, 200, "{}", run.text);
@@ -82,13 +83,7 @@ async fn legacy_http_run_and_session_continuation() {
     let client = server.client();
     let v = Some("2025-11-25");
 
-    let init = client
-        .legacy(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-            None,
-        )
-        .await;
+    let init = client.initialize("2025-11-25").await;
     assert_eq!(init.status, 200);
     assert_eq!(init.body["result"]["protocolVersion"], "2025-11-25");
     assert!(init.body["result"].get("resultType").is_none());
@@ -158,10 +153,7 @@ async fn stdio_flow(modern: bool) {
 
     if !modern {
         let init = server
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-            )
+            .request("initialize", initialize_params("2025-06-18"))
             .await;
         assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
         server
@@ -264,10 +256,7 @@ async fn five_tasks_run_one_at_a_time_in_submission_order() {
     let mut ids = Vec::new();
     for i in 0..5 {
         let r = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": {"request": format!("request {i}")}}),
-            )
+            .tool_call("agent_run", json!({"request": format!("request {i}")}))
             .await;
         ids.push(field(&tool_text(&r.body["result"]), "task_id"));
     }
@@ -479,12 +468,7 @@ async fn one_run_each_ends_as_its_setup_requires() {
         if !images.is_empty() {
             arguments["images"] = json!(images);
         }
-        let run = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": arguments}),
-            )
-            .await;
+        let run = client.tool_call("agent_run", arguments).await;
         let task_id = field(&tool_text(&run.body["result"]), "task_id");
         let done = wait_terminal(|| client.agent_status(&task_id)).await;
         if let Some(status) = case.status {

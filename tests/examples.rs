@@ -43,10 +43,7 @@ async fn axum_app_keeps_its_routes_and_serves_mcp_under_a_prefix() {
     assert_eq!(list.status, 200, "{}", list.text);
     assert_eq!(list.body["result"]["tools"].as_array().unwrap().len(), 2);
     let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "hi"}}),
-        )
+        .tool_call("agent_run", json!({"request": "hi"}))
         .await;
     assert_eq!(field(&tool_text(&run.body["result"]), "status"), "queued");
 }
@@ -226,10 +223,7 @@ async fn composed_stacks_put_our_layers_around_your_service_and_yours_around_our
     assert_eq!(list.status, 200, "{}", list.text);
     assert_eq!(list.body["result"]["tools"][0]["name"], "agent_run");
     let run = agent_client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "hi"}}),
-        )
+        .tool_call("agent_run", json!({"request": "hi"}))
         .await;
     assert_eq!(run.status, 200, "{}", run.text);
     assert!(!field(&tool_text(&run.body["result"]), "task_id").is_empty());

@@ -11,17 +11,14 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use support::fake_ollama::FakeOllama;
-use support::harness::{ServeProcess, Spawn, test_config};
+use support::harness::{ServeProcess, Spawn, bearer, test_config};
 
 const TOKEN: &str = "edge-test-token";
 
 fn with_token(mut config: Config) -> Config {
-    config.auth.tokens.push(TokenConfig {
-        name: "ci".into(),
-        sha256: agent_mcp::layers::auth::sha256_hex(TOKEN),
-    });
+    config.auth.tokens.push(bearer("ci", TOKEN));
     config
 }
 

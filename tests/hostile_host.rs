@@ -13,21 +13,19 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
 use support::harness::{
-    ServeProcess, Spawn, Stderr, field, modern_meta, test_config, wait_terminal, write_config,
+    ServeProcess, Spawn, Stderr, bearer, field, modern_meta, spawn_stdio, test_config,
+    wait_terminal, write_config,
 };
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 const TOKEN: &str = "host-test-token";
 
 fn with_token(mut config: Config) -> Config {
-    config.auth.tokens.push(TokenConfig {
-        name: "ci".into(),
-        sha256: agent_mcp::layers::auth::sha256_hex(TOKEN),
-    });
+    config.auth.tokens.push(bearer("ci", TOKEN));
     config
 }
 
@@ -183,21 +181,7 @@ async fn stdio_with_unread_stderr(
     tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 ) {
     let path = write_config(dir, config);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-        .args(["stdio", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agent-mcp stdio");
-    let stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, stdin, stdout)
+    spawn_stdio(&path, dir.path(), "info", Stdio::piped())
 }
 
 /// Point 4 over stdio: with stderr a pipe nobody reads (audit lines go there by default), a
@@ -314,9 +298,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
             let client = client.clone();
             tokio::spawn(async move {
                 for _ in 0..2200 {
-                    let r = client
-                        .modern("tools/call", json!({"name": "nope", "arguments": {}}))
-                        .await;
+                    let r = client.tool_call("nope", json!({})).await;
                     // An unknown tool: -32602 in a 200 (a tool-level error).
                     assert_eq!(r.status, 200, "{}", r.text);
                     assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
@@ -358,9 +340,7 @@ async fn with_stderr_closed_the_server_keeps_serving_and_exits_0_on_sigterm() {
     .await;
     let client = server.client();
     for _ in 0..200 {
-        let r = client
-            .modern("tools/call", json!({"name": "nope", "arguments": {}}))
-            .await;
+        let r = client.tool_call("nope", json!({})).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
     }

@@ -9,58 +9,14 @@ mod support;
 
 use std::time::Duration;
 
-use agent_mcp::config::{Config, TokenConfig};
-use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpServer, field, test_config, tool_text, wait_terminal};
+use agent_mcp::config::TokenConfig;
+use serde_json::json;
+use support::fake_ollama::FakeOllama;
+use support::harness::{HttpServer, bearer, field, run_rounds, test_config, tool_text};
 
-/// `(tool_name, content)` of every `role: tool` message of a chat request body.
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .map(|messages| {
-            messages
-                .iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Runs one task whose model makes `rounds` of tool calls (one reply each), then answers;
-/// the text of every tool result, in order.
-async fn run_rounds(
-    fake: &FakeOllama,
-    mut config: Config,
-    rounds: &[Vec<(&str, Value)>],
-) -> Vec<String> {
-    config.agent.max_iterations = rounds.len() + 1;
-    for calls in rounds {
-        fake.push_reply(Reply::ToolCalls {
-            calls: calls
-                .iter()
-                .map(|(name, args)| ((*name).to_owned(), args.clone()))
-                .collect(),
-            prompt_eval_count: 1,
-            eval_count: 1,
-        });
-    }
-    fake.push_reply(Reply::text("done", 1, 1));
-    let before = fake.chat_count();
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Set up the repository.").await;
-    let done = tokio::time::timeout(
-        Duration::from_secs(60),
-        wait_terminal(|| client.agent_status(&id)),
-    )
-    .await
-    .expect("the task finished");
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let sent = fake.chat_requests();
-    tool_results(&sent[before + rounds.len()])
-}
+/// The request of every task here, and the time it has to end.
+const REQUEST: &str = "Set up the repository.";
+const BUDGET: Duration = Duration::from_secs(60);
 
 fn git_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -116,7 +72,7 @@ async fn vcs_metadata_writes_are_refused_by_write_file_edit_file_and_the_argumen
             ),
         ],
     ];
-    let results = run_rounds(&fake, config, &rounds).await;
+    let results = run_rounds(&fake, config, REQUEST, &rounds, BUDGET).await;
     assert_eq!(results.len(), 9, "{results:#?}");
     assert!(
         results[0].contains("bare = false"),
@@ -205,7 +161,7 @@ async fn an_allowed_python3_cannot_connect_to_a_listener_on_127_0_0_1() {
                 json!({"argv": ["python3", "-c", own_loopback]}),
             ),
         ]];
-        let results = run_rounds(&fake, config, &rounds).await;
+        let results = run_rounds(&fake, config, REQUEST, &rounds, BUDGET).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let reached = accepted(&listener);
         if network {
@@ -220,10 +176,7 @@ async fn an_allowed_python3_cannot_connect_to_a_listener_on_127_0_0_1() {
 }
 
 fn token(name: &str) -> TokenConfig {
-    TokenConfig {
-        name: name.into(),
-        sha256: agent_mcp::layers::auth::sha256_hex(&format!("{name}-token")),
-    }
+    bearer(name, &format!("{name}-token"))
 }
 
 /// Point 10: a request text over `mcp.max_request_bytes` is refused naming the key; the queue
@@ -232,7 +185,7 @@ fn token(name: &str) -> TokenConfig {
 /// do, with nothing queued.
 #[tokio::test]
 async fn what_callers_may_queue_is_bounded_with_a_clear_error() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let mut config = test_config(&fake.url());
     config.rate_limit.enabled = false;
     config.mcp.max_queued_tasks = 5;
@@ -312,7 +265,7 @@ async fn wait_until_running(client: &support::harness::HttpClient, id: &str) {
 /// places its share has left, none more (each holds its place before its task is stored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_caps_hold_for_calls_that_arrive_together() {
-    let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+    let fake = FakeOllama::hanging().await;
     let mut config = test_config(&fake.url());
     config.rate_limit.enabled = false;
     config.mcp.max_queued_per_caller = 10;

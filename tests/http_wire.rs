@@ -204,9 +204,7 @@ async fn tool_level_outcomes() {
         let c = c.clone();
         let name = name.to_owned();
         async move {
-            let r = c
-                .modern("tools/call", json!({"name": name, "arguments": args}))
-                .await;
+            let r = c.tool_call(&name, args).await;
             assert_eq!(r.status, 200, "{}", r.text);
             r.body["result"].clone()
         }

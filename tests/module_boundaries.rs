@@ -73,36 +73,7 @@ fn crate_modules(src: &Path) -> Vec<String> {
 /// crate, in code or in doc examples.
 #[test]
 fn oauth_imports_nothing_of_the_crate() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let forbidden: Vec<String> = crate_modules(&src)
-        .into_iter()
-        .filter(|m| m != "oauth")
-        .collect();
-    let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
-    let files = rust_files(&src.join("oauth"));
-    for expected in ["mod.rs", "validator.rs", "cache.rs"] {
-        assert!(
-            files.iter().any(|f| f.ends_with(expected)),
-            "src/oauth/{expected} was not read; the scan would pass without looking"
-        );
-    }
-    let mut offences = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).expect("read a source file");
-        let depth = module_depth(&src, file);
-        for (line, module, code) in find_imports(&text, &forbidden, depth) {
-            offences.push(format!(
-                "{}:{line}: imports crate::{module}: {code}",
-                file.strip_prefix(src.parent().unwrap()).unwrap().display()
-            ));
-        }
-    }
-    assert!(
-        offences.is_empty(),
-        "src/oauth uses only std, its crates and its own settings; these lines reach into \
-         the rest of the crate:\n{}",
-        offences.join("\n")
-    );
+    assert_stands_alone("oauth", &["mod.rs", "validator.rs", "cache.rs"]);
 }
 
 /// The telemetry module (`src/telemetry/`: export, span vocabulary, trace context) stands alone
@@ -111,23 +82,30 @@ fn oauth_imports_nothing_of_the_crate() {
 /// this crate, in code or in doc examples.
 #[test]
 fn telemetry_imports_nothing_of_the_crate() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let forbidden: Vec<String> = crate_modules(&src)
-        .into_iter()
-        .filter(|m| m != "telemetry")
-        .collect();
-    let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
-    let files = rust_files(&src.join("telemetry"));
-    for expected in [
+    let files = [
         "mod.rs",
         "semconv.rs",
         "spans.rs",
         "context.rs",
         "export.rs",
-    ] {
+    ];
+    assert_stands_alone("telemetry", &files);
+}
+
+/// No file of `src/<module>/` imports another module of the crate; `expected` are files the
+/// scan must have read (so that it cannot pass without looking).
+fn assert_stands_alone(module: &str, expected: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let forbidden: Vec<String> = crate_modules(&src)
+        .into_iter()
+        .filter(|m| m != module)
+        .collect();
+    let forbidden: Vec<&str> = forbidden.iter().map(String::as_str).collect();
+    let files = rust_files(&src.join(module));
+    for expected in expected {
         assert!(
             files.iter().any(|f| f.ends_with(expected)),
-            "src/telemetry/{expected} was not read; the scan would pass without looking"
+            "src/{module}/{expected} was not read; the scan would pass without looking"
         );
     }
     let mut offences = Vec::new();
@@ -143,7 +121,7 @@ fn telemetry_imports_nothing_of_the_crate() {
     }
     assert!(
         offences.is_empty(),
-        "src/telemetry uses only std, its crates and its own settings; these lines reach into \
+        "src/{module} uses only std, its crates and its own settings; these lines reach into \
          the rest of the crate:\n{}",
         offences.join("\n")
     );

@@ -9,22 +9,30 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
+use serde_json::json;
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_user};
 use support::harness::{HttpClient, ServeProcess};
 use support::instances::{LEASE, instances, shared_config, status, wait_holder, wait_state};
 use support::pg;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
-/// The request text of a chat body (the last user message).
-fn request_of(chat: &Value) -> String {
-    chat["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+/// Queues `request` on the first of `servers` and waits until its task runs and its chat is
+/// in flight (holding the fake's scripted hang): the task id and the pid of the instance that
+/// holds it.
+async fn hold_running(
+    servers: &[ServeProcess],
+    db: &tokio_postgres::Client,
+    fake: &FakeOllama,
+    request: &str,
+) -> (String, u32) {
+    let client = servers[0].client();
+    let id = client.agent_run(request).await;
+    let pid = wait_holder(db, &id).await;
+    wait_state(&client, &id, "running", Duration::from_secs(10)).await;
+    fake.until_chat_started(Duration::from_secs(10), "the chat never started")
+        .await;
+    (id, pid)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -58,7 +66,7 @@ async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
         .await;
     }
     assert_eq!(fake.max_concurrent_chats(), 1, "two chats overlapped");
-    let order: Vec<String> = fake.chat_requests().iter().map(request_of).collect();
+    let order: Vec<String> = fake.chat_requests().iter().map(last_user).collect();
     let want: Vec<String> = (0..60).map(|i| format!("task {i:02}")).collect();
     assert_eq!(order, want, "tasks started out of acceptance order");
 }
@@ -74,26 +82,13 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
     let config = shared_config(&fake.url(), &url);
     let mut servers = instances(&config, 3).await;
     let db = pg::connect(&url).await;
-    let first = servers[0].client().agent_run("hangs").await;
-    let pid = wait_holder(&db, &first).await;
+    // Killed only once its chat holds the scripted hang: killed before that, the hang would
+    // go to the next task's chat instead, which then waits out the request timeout.
+    let (first, pid) = hold_running(&servers, &db, &fake, "hangs").await;
     let next: Vec<String> = vec![
         servers[1].client().agent_run("after one").await,
         servers[2].client().agent_run("after two").await,
     ];
-    wait_state(
-        &servers[0].client(),
-        &first,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
-    // Killed only once its chat holds the scripted hang: killed before that, the hang would
-    // go to the next task's chat instead, which then waits out the request timeout.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(Instant::now() < deadline, "the chat never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let victim = servers
         .iter()
         .position(|s| s.child.id() == Some(pid))
@@ -139,20 +134,7 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
     fake.push_reply(Reply::Hang);
     let servers = instances(&shared_config(&fake.url(), &url), 3).await;
     let db = pg::connect(&url).await;
-    let id = servers[0].client().agent_run("hangs until cancelled").await;
-    let pid = wait_holder(&db, &id).await;
-    wait_state(
-        &servers[0].client(),
-        &id,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() == 0 {
-        assert!(Instant::now() < deadline, "the chat never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (id, pid) = hold_running(&servers, &db, &fake, "hangs until cancelled").await;
     let other_server = servers
         .iter()
         .find(|s| s.child.id() != Some(pid))
@@ -188,14 +170,11 @@ async fn cancel_through_another_instance_stops_the_running_task_within_two_secon
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     wait_state(&other, &id, "cancelled", Duration::from_secs(2)).await;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while fake.in_flight_chats() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the fake Ollama's connection stayed open"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chats_closed(
+        Duration::from_secs(2),
+        "the fake Ollama's connection stayed open",
+    )
+    .await;
     eprintln!(
         "FIGURE cross-instance cancel: cancelled and connection closed {:.3} s after tasks/cancel",
         asked.elapsed().as_secs_f64()
@@ -220,10 +199,7 @@ async fn a_caller_spreading_61_agent_runs_over_three_instances_gets_one_429() {
     let mut refused = Vec::new();
     for i in 0..61 {
         let r = clients[i % 3]
-            .modern(
-                "tools/call",
-                json!({"name": "agent_run", "arguments": {"request": format!("r{i}")}}),
-            )
+            .tool_call("agent_run", json!({"request": format!("r{i}")}))
             .await;
         match r.status.as_u16() {
             200 => {}

@@ -21,7 +21,9 @@ use support::fake_ollama::FakeOllama;
 use support::harness::{
     HttpClient, Reply, ServeProcess, Spawn, field, free_port, test_config, tool_text, wait_terminal,
 };
-use support::oauth_provider::{CLIENT_A, CLIENT_B, CLIENT_SHORT, Provider};
+use support::oauth_provider::{
+    CLIENT_A, CLIENT_B, CLIENT_SHORT, Provider, claims_of, with_altered_claims,
+};
 
 const BOTH: &str = "agent:run agent:status";
 const STATIC_TOKEN: &str = "static-ci-token-0123456789";
@@ -59,10 +61,10 @@ async fn rig(static_token: bool) -> Option<Rig> {
     config.audit.enabled = true;
     config.audit.file = Some(audit.clone());
     if static_token {
-        config.auth.tokens.push(agent_mcp::config::TokenConfig {
-            name: "ci".into(),
-            sha256: agent_mcp::layers::auth::sha256_hex(STATIC_TOKEN),
-        });
+        config
+            .auth
+            .tokens
+            .push(support::harness::bearer("ci", STATIC_TOKEN));
     }
     let server = ServeProcess::spawn_with(
         &config,
@@ -122,11 +124,6 @@ async fn legacy_call(client: &HttpClient, tool: &str, arguments: Value) -> Reply
             Some("2025-11-25"),
         )
         .await
-}
-
-fn claims_of(token: &str) -> Value {
-    let payload = token.split('.').nth(1).expect("three parts");
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
 }
 
 #[tokio::test]
@@ -262,12 +259,7 @@ async fn a_valid_token_runs_tasks_for_its_own_identity_and_scope_is_enforced() {
         "Bearer error=\"insufficient_scope\", scope=\"agent:run\", resource_metadata=\"{}\"",
         rig.metadata_url()
     );
-    let modern = reader
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "x"}}),
-        )
-        .await;
+    let modern = reader.tool_call("agent_run", json!({"request": "x"})).await;
     assert_eq!(modern.status, 403, "{}", modern.text);
     assert!(
         www_authenticate(&modern).starts_with(&needs_run),
@@ -287,10 +279,7 @@ async fn a_valid_token_runs_tasks_for_its_own_identity_and_scope_is_enforced() {
     let none_token = rig.provider.token(CLIENT_A, &rig.resource, None).await;
     let nothing = rig.client(Some(&none_token));
     let refused = nothing
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task}}),
-        )
+        .tool_call("agent_status", json!({"task_id": task}))
         .await;
     assert_eq!(refused.status, 403, "{}", refused.text);
     assert!(
@@ -398,17 +387,12 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
     .unwrap();
     cases.push(("another key", forged, "signature"));
     // The real token's payload altered (another subject), its signature kept.
-    let parts: Vec<&str> = good.split('.').collect();
-    let mut altered = claims_of(&good);
-    altered["sub"] = json!(CLIENT_B);
-    altered["client_id"] = json!(CLIENT_B);
-    let altered = format!(
-        "{}.{}.{}",
-        parts[0],
-        URL_SAFE_NO_PAD.encode(altered.to_string()),
-        parts[2]
-    );
+    let altered = with_altered_claims(&good, |claims| {
+        claims["sub"] = json!(CLIENT_B);
+        claims["client_id"] = json!(CLIENT_B);
+    });
     cases.push(("altered payload", altered, "signature"));
+    let parts: Vec<&str> = good.split('.').collect();
     // alg none.
     let none = format!(
         "{}.{}.",
@@ -439,10 +423,7 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
         let client = rig.client(Some(token));
         for reply in [
             client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": "x"}}),
-                )
+                .tool_call("agent_status", json!({"task_id": "x"}))
                 .await,
             legacy_call(&client, "agent_status", json!({"task_id": "x"})).await,
         ] {

@@ -195,6 +195,15 @@ async fn omitted_counts_are_zero() {
     assert_eq!((reply.prompt_eval_count, reply.eval_count), (0, 2));
 }
 
+/// The error of a chat with `test-model` the fake answers with `reply`.
+async fn chat_error(reply: Reply) -> OllamaError {
+    let fake = FakeOllama::start().await;
+    fake.push_reply(reply);
+    chat(&client(&fake), &hello("test-model"))
+        .await
+        .expect_err("the scripted reply is an error")
+}
+
 #[tokio::test]
 async fn error_line_mid_stream_is_a_stream_error() {
     let fake = FakeOllama::start().await;
@@ -218,14 +227,11 @@ async fn error_line_mid_stream_is_a_stream_error() {
 
 #[tokio::test]
 async fn stream_without_done_is_a_stream_error() {
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::Raw(vec![
+    let err = chat_error(Reply::Raw(vec![
         r#"{"model":"test-model","message":{"role":"assistant","content":"cut"},"done":false}"#
             .to_owned(),
-    ]));
-    let err = chat(&client(&fake), &hello("test-model"))
-        .await
-        .expect_err("no done");
+    ]))
+    .await;
     assert!(
         matches!(&err, OllamaError::Stream(text) if text == "stream ended before done"),
         "{err:?}"
@@ -250,14 +256,11 @@ async fn unknown_model_is_model_not_found() {
 
 #[tokio::test]
 async fn server_error_keeps_status_and_text() {
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::http_error(
+    let err = chat_error(Reply::http_error(
         500,
         "llama runner process has terminated: exit status 2",
-    ));
-    let err = chat(&client(&fake), &hello("test-model"))
-        .await
-        .expect_err("500");
+    ))
+    .await;
     assert!(
         matches!(&err, OllamaError::Status { status: 500, body } if body == "llama runner process has terminated: exit status 2"),
         "{err:?}"
@@ -266,14 +269,11 @@ async fn server_error_keeps_status_and_text() {
 
 #[tokio::test]
 async fn full_queue_is_busy() {
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::http_error(
+    let err = chat_error(Reply::http_error(
         503,
         "server busy, please try again.  maximum pending requests exceeded",
-    ));
-    let err = chat(&client(&fake), &hello("test-model"))
-        .await
-        .expect_err("503");
+    ))
+    .await;
     assert!(
         matches!(&err, OllamaError::Busy { body } if body.starts_with("server busy")),
         "{err:?}"
@@ -323,13 +323,10 @@ async fn connection_refused_is_unreachable_naming_the_url() {
 
 #[tokio::test]
 async fn malformed_line_is_a_decode_error() {
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::Malformed {
+    let err = chat_error(Reply::Malformed {
         after_chunks: vec!["a".to_owned(), "b".to_owned()],
-    });
-    let err = chat(&client(&fake), &hello("test-model"))
-        .await
-        .expect_err("malformed");
+    })
+    .await;
     assert!(
         matches!(&err, OllamaError::Decode { line, .. } if line == "{\"model\": this is not json"),
         "{err:?}"

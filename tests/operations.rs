@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{ServeProcess, field, test_config, tool_text};
+use support::harness::{ServeProcess, field, test_config};
 
 async fn get(url: &str) -> (u16, String) {
     let r = reqwest::get(url).await.expect("GET");
@@ -67,84 +67,33 @@ async fn metrics_after_a_task() {
     let config = test_config(&fake.url());
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
-    let run = client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "count me"}}),
-        )
-        .await;
-    let task_id = field(&tool_text(&run.body["result"]), "task_id");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = client
-            .modern(
-                "tools/call",
-                json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-            )
-            .await;
-        if field(&tool_text(&r.body["result"]), "status") == "completed" {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "task did not complete"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let done = client.run_to_end("count me").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
     // An invalid call, to see a tool_error.
-    client
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": " "}}),
-        )
-        .await;
+    client.tool_call("agent_run", json!({"request": " "})).await;
     let (status, text) = get(&format!("{}/metrics", server.base)).await;
     assert_eq!(status, 200);
-    assert_eq!(
-        series(
-            &text,
-            r#"agent_mcp_tasks_finished_total{outcome="completed"}"#
+    for (name, value) in [
+        (
+            r#"agent_mcp_tasks_finished_total{outcome="completed"}"#,
+            1.0,
         ),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        series(&text, "agent_mcp_tasks_created_total"),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        series(&text, r#"agent_mcp_tokens_total{direction="input"}"#),
-        Some(11.0),
-        "{text}"
-    );
-    assert_eq!(
-        series(&text, r#"agent_mcp_tokens_total{direction="output"}"#),
-        Some(4.0),
-        "{text}"
-    );
-    assert_eq!(
-        series(
-            &text,
-            r#"agent_mcp_ollama_request_duration_seconds_count{endpoint="chat",outcome="ok"}"#
+        ("agent_mcp_tasks_created_total", 1.0),
+        (r#"agent_mcp_tokens_total{direction="input"}"#, 11.0),
+        (r#"agent_mcp_tokens_total{direction="output"}"#, 4.0),
+        (
+            r#"agent_mcp_ollama_request_duration_seconds_count{endpoint="chat",outcome="ok"}"#,
+            1.0,
         ),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        series(&text, r#"agent_mcp_tasks{state="queued"}"#),
-        Some(0.0),
-        "{text}"
-    );
-    assert_eq!(series(&text, "agent_mcp_queue_depth"), Some(0.0), "{text}");
-    assert_eq!(
-        series(
-            &text,
-            r#"agent_mcp_requests_total{method="tools/call",outcome="tool_error"}"#
+        (r#"agent_mcp_tasks{state="queued"}"#, 0.0),
+        ("agent_mcp_queue_depth", 0.0),
+        (
+            r#"agent_mcp_requests_total{method="tools/call",outcome="tool_error"}"#,
+            1.0,
         ),
-        Some(1.0),
-        "{text}"
-    );
+    ] {
+        assert_eq!(series(&text, name), Some(value), "{name}: {text}");
+    }
     let ok_calls = series(
         &text,
         r#"agent_mcp_requests_total{method="tools/call",outcome="ok"}"#,
@@ -266,28 +215,13 @@ async fn shutdown_ends_the_running_task_as_interrupted_and_keeps_the_queue() {
     let config = support::harness::test_config_sqlite(&fake.url(), &dir.path().join("t.db"));
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
-    let submit = |request: &'static str| {
-        let client = client.clone();
-        async move {
-            let r = client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_run", "arguments": {"request": request}}),
-                )
-                .await;
-            field(&tool_text(&r.body["result"]), "task_id")
-        }
-    };
-    let running = submit("hangs").await;
-    let queued = submit("waits").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while fake.in_flight_chats() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the first task never reached the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let running = client.agent_run("hangs").await;
+    let queued = client.agent_run("waits").await;
+    fake.until_chat_started(
+        Duration::from_secs(20),
+        "the first task never reached the model",
+    )
+    .await;
     let started = std::time::Instant::now();
     assert!(server.terminate().await.success());
     assert!(
@@ -299,22 +233,10 @@ async fn shutdown_ends_the_running_task_as_interrupted_and_keeps_the_queue() {
     // The next start finds the running task failed as interrupted, and runs the queued one.
     let server = ServeProcess::spawn(&config).await;
     let client = server.client();
-    let status = |id: String| {
-        let client = client.clone();
-        async move {
-            let r = client
-                .modern(
-                    "tools/call",
-                    json!({"name": "agent_status", "arguments": {"task_id": id}}),
-                )
-                .await;
-            tool_text(&r.body["result"])
-        }
-    };
-    let text = status(running).await;
+    let text = client.agent_status(&running).await;
     assert_eq!(field(&text, "status"), "failed", "{text}");
     assert!(text.contains("Interrupted by a restart"), "{text}");
-    let done = support::harness::wait_terminal(|| status(queued.clone())).await;
+    let done = support::harness::wait_terminal(|| client.agent_status(&queued)).await;
     assert_eq!(
         support::harness::result_of(&done),
         "after restart",

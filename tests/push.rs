@@ -7,10 +7,12 @@ mod support;
 use std::future::Future;
 use std::time::Duration;
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpClient, HttpServer, MODERN, StdioServer, modern_meta, test_config};
+use support::harness::{
+    HttpClient, HttpServer, MODERN, StdioServer, bearer, modern_meta, test_config,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -57,16 +59,9 @@ fn runs(states: &[&'static str]) -> Vec<&'static str> {
 }
 
 fn with_tokens(mut config: Config) -> Config {
-    let hash = agent_mcp::layers::auth::sha256_hex;
     config.auth.tokens = vec![
-        TokenConfig {
-            name: "alice".into(),
-            sha256: hash("alice-token-0123456789abcdef"),
-        },
-        TokenConfig {
-            name: "bob".into(),
-            sha256: hash("bob-token-0123456789abcdef01"),
-        },
+        bearer("alice", "alice-token-0123456789abcdef"),
+        bearer("bob", "bob-token-0123456789abcdef01"),
     ];
     config
 }
@@ -275,46 +270,30 @@ async fn http_listen_acknowledges_only_the_callers_own_tasks() {
 #[tokio::test]
 async fn http_listen_refusals_say_what_to_do() {
     within(async {
-        let fake =
-            FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+        let fake = FakeOllama::hanging().await;
         let server = HttpServer::start(test_config(&fake.url())).await;
         let c = HttpClient::new(&server.url);
         let id = create(&server.url, None, "Hangs.").await;
-        // Without the extension declared: -32021.
-        let r = c
-            .modern(
-                "subscriptions/listen",
-                json!({"notifications": {"taskIds": [id]}}),
-            )
-            .await;
-        assert_eq!(
-            (r.status.as_u16(), &r.body["error"]["code"]),
-            (400, &json!(-32021)),
-            "{}",
-            r.text
-        );
-        // Nothing this server sends asked for: -32601 (404), as before.
-        let r = c
-            .modern_with_caps(
-                "subscriptions/listen",
-                json!({"notifications": {"toolsListChanged": true}}),
-                declared(),
-            )
-            .await;
-        assert_eq!(
-            (r.status.as_u16(), &r.body["error"]["code"]),
-            (404, &json!(-32601)),
-            "{}",
-            r.text
-        );
+        let listen_with = |notifications: Value, caps: Value| {
+            let params = json!({ "notifications": notifications });
+            c.modern_with_caps("subscriptions/listen", params, caps)
+        };
+        for (notifications, caps, status, code) in [
+            // Without the extension declared: -32021.
+            (json!({"taskIds": [id]}), json!({}), 400, -32021),
+            // Nothing this server sends asked for: -32601 (404), as before.
+            (json!({"toolsListChanged": true}), declared(), 404, -32601),
+        ] {
+            let r = listen_with(notifications, caps).await;
+            assert_eq!(
+                (r.status.as_u16(), &r.body["error"]["code"]),
+                (status, &json!(code)),
+                "{}",
+                r.text
+            );
+        }
         // Malformed taskIds: -32602 naming the field.
-        let r = c
-            .modern_with_caps(
-                "subscriptions/listen",
-                json!({"notifications": {"taskIds": [1]}}),
-                declared(),
-            )
-            .await;
+        let r = listen_with(json!({"taskIds": [1]}), declared()).await;
         assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
         assert!(r.text.contains("taskIds[0]"), "{}", r.text);
         // The cap on open streams per caller: 16 open, the 17th is refused, and closing one
@@ -336,13 +315,7 @@ async fn http_listen_refusals_say_what_to_do() {
             );
             open.push(s);
         }
-        let refused = c
-            .modern_with_caps(
-                "subscriptions/listen",
-                json!({"notifications": {"taskIds": [id]}}),
-                declared(),
-            )
-            .await;
+        let refused = listen_with(json!({"taskIds": [id]}), declared()).await;
         assert_eq!(refused.body["error"]["code"], -32600, "{}", refused.text);
         assert!(
             refused.text.contains("Too many open subscriptions"),
@@ -380,6 +353,20 @@ async fn http_listen_refusals_say_what_to_do() {
 /// state on resume", not coalescing: that is `an_unread_stream_skips_to_the_latest_state`
 /// below (and the broadcast's unit test in `src/task/events.rs`); the 30 s, 1,000-round stall
 /// with the server's memory measured is `scripts/bench-push.sh`.
+/// The configuration of a task of `rounds` tool rounds in `workspace`, queued on `fake`: each
+/// round lists the workspace by another spelling of its path (the engine answers an identical
+/// read-only call from memory, and these rounds must each run); the fake's default reply ends it.
+fn many_rounds(fake: &FakeOllama, rounds: usize, workspace: &std::path::Path) -> Config {
+    for round in 0..rounds {
+        let path = format!("{}.", "./".repeat(round));
+        fake.push_reply(Reply::tool_call("list_dir", json!({"path": path}), 5, 2));
+    }
+    let mut config = test_config(&fake.url());
+    config.agent.max_iterations = rounds + 5;
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config
+}
+
 #[tokio::test]
 async fn a_stalled_subscriber_holds_up_no_one_and_resumes_at_the_latest_state() {
     within(async {
@@ -390,16 +377,8 @@ async fn a_stalled_subscriber_holds_up_no_one_and_resumes_at_the_latest_state() 
                 .with_default_reply(Reply::text("All done.", 10, 3)),
         )
         .await;
-        // Each round lists the workspace by another spelling of its path: the engine answers an
-        // identical read-only call from memory, and these rounds must each run.
-        for round in 0..ROUNDS {
-            let path = format!("{}.", "./".repeat(round));
-            fake.push_reply(Reply::tool_call("list_dir", json!({"path": path}), 5, 2));
-        }
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = test_config(&fake.url());
-        config.agent.max_iterations = ROUNDS + 5;
-        config.agent.workspace = Some(dir.path().to_path_buf());
+        let config = many_rounds(&fake, ROUNDS, dir.path());
         let server = HttpServer::start(config).await;
         // Hold the worker until both subscribers are in place.
         let id = create(&server.url, None, "Look around a lot.").await;
@@ -572,8 +551,7 @@ async fn stdio_listen_follows_a_task_and_legacy_clients_get_status_notifications
 #[tokio::test]
 async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_the_task() {
     within(async {
-        let fake =
-            FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+        let fake = FakeOllama::hanging().await;
         let mut stdio = StdioServer::spawn(&test_config(&fake.url())).await;
         let create = |request: &str| {
             let mut params = json!({"name": "agent_run", "arguments": {"request": request}});
@@ -597,11 +575,8 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
         // Listen "a"; once the model call hangs nothing changes, and once a request has been
         // answered after that every notification of "a" so far has been read.
         stdio.send_line(&listen("a", &id)).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while fake.in_flight_chats() != 1 {
-            assert!(tokio::time::Instant::now() < deadline, "the task never ran");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        fake.until_chat_started(Duration::from_secs(20), "the task never ran")
+            .await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let listed = stdio.request("tools/list", with_meta(json!({}))).await;
         assert!(listed["result"]["tools"].is_array(), "{listed}");
@@ -669,7 +644,7 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
 #[tokio::test]
 async fn shutdown_ends_open_listens_gracefully() {
     within(async {
-        let fake = FakeOllama::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await;
+        let fake = FakeOllama::hanging().await;
         let server = support::harness::ServeProcess::spawn(&test_config(&fake.url())).await;
         let url = format!("{}/mcp", server.base);
         let id = create(&url, None, "Hang.").await;
@@ -707,16 +682,8 @@ async fn an_unread_stream_skips_to_the_latest_state() {
             3,
         )))
         .await;
-        // Each round lists the workspace by another spelling of its path: the engine answers an
-        // identical read-only call from memory, and these rounds must each run.
-        for round in 0..ROUNDS {
-            let path = format!("{}.", "./".repeat(round));
-            fake.push_reply(Reply::tool_call("list_dir", json!({"path": path}), 5, 2));
-        }
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = test_config(&fake.url());
-        config.agent.max_iterations = ROUNDS + 5;
-        config.agent.workspace = Some(dir.path().to_path_buf());
+        let config = many_rounds(&fake, ROUNDS, dir.path());
         let server = agent_mcp::AgentMcp::start(&config).await.expect("start");
         let request = |method: &str, params: Value| {
             let Value::Object(mut params) = params else {

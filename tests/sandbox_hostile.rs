@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 
 use agent_mcp::config::Config;
 use serde_json::{Value, json};
-use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{HttpServer, ServeProcess, field, is_terminal, test_config};
+use support::fake_ollama::FakeOllama;
+use support::harness::{
+    Rounds, ServeProcess, process_gone, run_rounds, test_config, workspace_config,
+};
 
 /// Hostile tool calls per test (each test asserts its own count).
 const PATH_TRICKS: usize = 29;
@@ -41,30 +43,7 @@ const ARG_OUTSIDE: &str = "names a path outside the workspace";
 const OWN_FILE: &str = "one of the agent server's own files";
 
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(workspace.to_path_buf());
-    config.rate_limit.enabled = false;
-    config.audit.enabled = false;
-    config
-}
-
-/// `(tool_name, content)` of every `role: tool` message of a chat request body.
-fn tool_results(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .map(|messages| {
-            messages
-                .iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| {
-                    (
-                        m["tool_name"].as_str().unwrap_or_default().to_owned(),
-                        m["content"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    workspace_config(&fake.url(), workspace)
 }
 
 /// Tool calls the agent runs from one model reply (src/agent/step.rs).
@@ -96,62 +75,18 @@ fn replies<'a>(calls: &'a [(&'a str, Value)]) -> Vec<&'a [(&'a str, Value)]> {
 
 /// Has the model send `calls` (16 to a reply, the most the agent runs from one, reads and
 /// writes in separate replies), runs the task on the in-process server, and returns the text
-/// of each call's result, in order. A task that does not finish within 60 s (a wedged worker)
+/// of each call's result, in order. A task that does not finish within 120 s (a wedged worker)
 /// fails the test.
-async fn run_calls(fake: &FakeOllama, mut config: Config, calls: &[(&str, Value)]) -> Vec<String> {
-    let replies = replies(calls);
-    let rounds = replies.len();
-    config.agent.max_iterations = rounds + 1;
-    for chunk in replies {
-        fake.push_reply(Reply::ToolCalls {
-            calls: chunk
-                .iter()
-                .map(|(name, args)| ((*name).to_owned(), args.clone()))
-                .collect(),
-            prompt_eval_count: 1,
-            eval_count: 1,
-        });
-    }
-    fake.push_reply(Reply::text("done", 1, 1));
-    let before = fake.chat_count();
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Try to get out.").await;
-    let done = tokio::time::timeout(
+async fn run_calls(fake: &FakeOllama, config: Config, calls: &[(&str, Value)]) -> Vec<String> {
+    let rounds = replies(calls);
+    run_rounds(
+        fake,
+        config,
+        "Try to get out.",
+        &rounds,
         Duration::from_secs(120),
-        wait_terminal_long(|| client.agent_status(&id)),
     )
     .await
-    .expect("the task did not finish within 120 s: a tool call wedged the worker");
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let sent = fake.chat_requests();
-    assert_eq!(
-        sent.len(),
-        before + rounds + 1,
-        "{rounds} tool rounds, then the answer"
-    );
-    // The last request carries the whole conversation, every tool result in order.
-    let results: Vec<(String, String)> = tool_results(&sent[before + rounds]);
-    assert_eq!(results.len(), calls.len());
-    for ((tool, _), (name, _)) in results.iter().zip(calls) {
-        assert_eq!(tool, name);
-    }
-    results.into_iter().map(|(_, text)| text).collect()
-}
-
-/// Polls `agent_status` until the task is terminal (the caller bounds the wait).
-async fn wait_terminal_long<F, Fut>(mut status: F) -> String
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = String>,
-{
-    loop {
-        let text = status().await;
-        if is_terminal(&field(&text, "status")) {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Asserts that each result refuses, with `why` in its text.
@@ -161,16 +96,6 @@ fn assert_refused(calls: &[(&str, Value)], results: &[String], why: &[&str]) {
             text.starts_with("error: ") && text.contains(why),
             "{tool} {args} should be refused with '{why}', got: {text}"
         );
-    }
-}
-
-fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // A zombie has been killed; only its parent has not reaped it yet.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
     }
 }
 
@@ -754,31 +679,13 @@ async fn the_real_server_refuses_its_config_file_and_a_fifo_and_stops_on_sigterm
     ];
     // mkfifo is the model's preparation, not an attack.
     assert_eq!(calls.len() - 1, REAL_SERVER);
-    let replies = replies(&calls);
-    for reply in &replies {
-        fake.push_reply(Reply::ToolCalls {
-            calls: reply
-                .iter()
-                .map(|(name, args)| ((*name).to_owned(), args.clone()))
-                .collect(),
-            prompt_eval_count: 1,
-            eval_count: 1,
-        });
-    }
-    fake.push_reply(Reply::text("done", 1, 1));
+    let rounds = replies(&calls);
+    let script = Rounds::queue(&fake, &mut config, &rounds);
     let server = ServeProcess::spawn(&config).await;
-    let client = server.client();
-    let id = client.agent_run("Read your configuration.").await;
-    let done = tokio::time::timeout(
-        Duration::from_secs(60),
-        wait_terminal_long(|| client.agent_status(&id)),
-    )
-    .await
-    .expect("the task did not finish within 60 s: a tool call wedged the worker");
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let results = tool_results(&fake.chat_requests()[replies.len()]);
-    let texts: Vec<String> = results.into_iter().map(|(_, t)| t).collect();
-    assert_eq!(texts.len(), calls.len());
+    let budget = Duration::from_secs(60);
+    let texts = script
+        .run(&fake, &server.client(), "Read your configuration.", budget)
+        .await;
     assert_refused(&calls[..2], &texts[..2], &[OWN_FILE, OWN_FILE]);
     assert!(texts[2].contains("exit status: 0"), "{}", texts[2]);
     assert_refused(&calls[3..], &texts[3..], &["FIFO"]);

@@ -9,15 +9,13 @@ use std::path::Path;
 
 use agent_mcp::config::Config;
 use serde_json::{Value, json};
-use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{HttpClient, HttpServer, field, result_of, test_config, wait_terminal};
+use support::fake_ollama::{FakeOllama, Reply, tool_results};
+use support::harness::{HttpClient, HttpServer, field, result_of, wait_terminal, workspace_config};
 
 /// The `small` policy: every rule on (the fake reports 8B, which `auto` would leave alone).
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(workspace.to_path_buf());
+    let mut config = workspace_config(&fake.url(), workspace);
     config.agent.steering = agent_mcp::agent::steering::SteeringMode::Small;
-    config.rate_limit.enabled = false;
     config
 }
 
@@ -52,28 +50,10 @@ async fn scripted_in(
     request: &str,
 ) -> (String, FakeOllama, HttpServer, tempfile::TempDir) {
     let fake = FakeOllama::start().await;
-    for reply in replies {
-        fake.push_reply(reply);
-    }
+    fake.push_replies(replies);
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), request).await;
     (done, fake, server, ws)
-}
-
-/// `(tool_name, content)` of every `role: tool` message of a chat request body.
-fn tool_results(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_name"].as_str().unwrap_or_default().to_owned(),
-                m["content"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
 }
 
 fn last_message(request: &Value) -> &Value {

@@ -23,7 +23,8 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{
-    HttpClient, HttpServer, MODERN, StdioServer, field, modern_meta, test_config, tool_text,
+    HttpClient, HttpServer, MODERN, StdioServer, eventually, field, initialize_params, modern_meta,
+    test_config, tool_text,
 };
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -43,25 +44,6 @@ async fn within<F: Future>(fut: F) -> F::Output {
     tokio::time::timeout(TEST_BUDGET, fut)
         .await
         .unwrap_or_else(|_| panic!("test did not finish within {TEST_BUDGET:?}"))
-}
-
-/// Polls `check` every 10 ms until it returns `Some`, failing after `budget`.
-async fn eventually<T, F, Fut>(budget: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + budget;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen within {budget:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn start(cfg: FakeConfig) -> (FakeOllama, HttpServer, HttpClient) {
@@ -121,12 +103,7 @@ async fn get_legacy(c: &HttpClient, id: &str) -> Value {
 
 /// The `agent_status` text of a task (a plain, undeclared modern call).
 async fn status_text(c: &HttpClient, id: &str) -> String {
-    let r = c
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": id}}),
-        )
-        .await;
+    let r = c.tool_call("agent_status", json!({"task_id": id})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     tool_text(&r.body["result"])
 }
@@ -627,13 +604,7 @@ async fn after_a_running_task_is_cancelled_the_next_queued_task_starts() {
 async fn legacy_initialize_advertises_tasks_without_list() {
     within(async {
         let (_f, _s, c) = start(FakeConfig::default()).await;
-        let r = c
-            .legacy(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-                None,
-            )
-            .await;
+        let r = c.initialize("2025-11-25").await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["protocolVersion"], "2025-11-25");
         let capabilities = &r.body["result"]["capabilities"];
@@ -645,16 +616,14 @@ async fn legacy_initialize_advertises_tasks_without_list() {
         assert!(capabilities.get("extensions").is_none(), "{capabilities}");
         assert!(r.body["result"].get("resultType").is_none());
         // An older revision never heard of tasks.
-        let r = c
-            .legacy(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-                None,
-            )
-            .await;
+        let r = c.initialize("2025-06-18").await;
         assert_eq!(r.status, 200);
         assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
-        assert!(r.body["result"]["capabilities"].get("tasks").is_none(), "{}", r.text);
+        assert!(
+            r.body["result"]["capabilities"].get("tasks").is_none(),
+            "{}",
+            r.text
+        );
     })
     .await;
 }
@@ -890,10 +859,7 @@ async fn stdio_cancelled_tasks_result_gets_no_response() {
         let fake = FakeOllama::start_with(hanging()).await;
         let mut server = StdioServer::spawn(&test_config(&fake.url())).await;
         let init = server
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-            )
+            .request("initialize", initialize_params("2025-11-25"))
             .await;
         assert_eq!(
             init["result"]["capabilities"]["tasks"],

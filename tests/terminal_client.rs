@@ -7,11 +7,13 @@ mod support;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use agent_mcp::config::{Config, TokenConfig};
+use agent_mcp::config::Config;
 use base64::Engine;
 use serde_json::json;
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpServer, field, result_of, test_config, tool_text, write_config};
+use support::harness::{
+    HttpServer, bearer, field, result_of, test_config, tool_text, write_config,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -82,26 +84,38 @@ fn assert_output(stdout: &[String], queued_optional: bool, expected: &[&str]) ->
 }
 
 /// Queues a task straight through MCP whose chat takes `delay`, so the next one waits.
-async fn queue_blocker(server: &HttpServer, fake: &FakeOllama, delay: Duration) {
-    fake.push_reply(Reply::delayed(delay, Reply::text("Blocker done.", 5, 1)));
+/// A server on a slow fake where the next task waits behind another for `blocked` (so the
+/// client sees it `queued`), then runs for 2.5 s (`running`) and gets `reply`.
+async fn behind_a_blocker(blocked: Duration, reply: Reply) -> (FakeOllama, HttpServer) {
+    let fake = FakeOllama::start_with(slow_fake()).await;
+    let server = HttpServer::start(test_config(&fake.url())).await;
+    fake.push_reply(Reply::delayed(blocked, Reply::text("Blocker done.", 5, 1)));
     let r = server
         .client()
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "Block the queue."}}),
-        )
+        .tool_call("agent_run", json!({"request": "Block the queue."}))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
+    fake.push_reply(Reply::delayed(Duration::from_millis(2500), reply));
+    (fake, server)
+}
+
+/// The tool of every audit record in the file at `path`, in order.
+fn audited_tools(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("audit file")
+        .lines()
+        .map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
+            record["tool"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
 }
 
 async fn status_text(server: &HttpServer, task_id: &str) -> String {
     let r = server
         .client()
-        .modern(
-            "tools/call",
-            json!({"name": "agent_status", "arguments": {"task_id": task_id}}),
-        )
+        .tool_call("agent_status", json!({"task_id": task_id}))
         .await;
     tool_text(&r.body["result"])
 }
@@ -112,14 +126,8 @@ fn slow_fake() -> FakeConfig {
 
 #[tokio::test]
 async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_text() {
-    let fake = FakeOllama::start_with(slow_fake()).await;
-    let server = HttpServer::start(test_config(&fake.url())).await;
-    // The client's task waits behind this one (queued), then runs for 2.5 s (running).
-    queue_blocker(&server, &fake, Duration::from_millis(1500)).await;
-    fake.push_reply(Reply::delayed(
-        Duration::from_millis(2500),
-        Reply::text("The tests pass now.", 1536, 284),
-    ));
+    let reply = Reply::text("The tests pass now.", 1536, 284);
+    let (fake, server) = behind_a_blocker(Duration::from_millis(1500), reply).await;
 
     let out = run_client(client(&[
         "run",
@@ -165,26 +173,20 @@ async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_t
     );
     // With the owning session, and with a session it does not belong to (the
     // not-found text of docs/contract.md §3.5, which is not a tool error).
-    let out = run_client(client(&[
-        "status",
-        &task_id,
-        "--url",
-        &server.url,
-        "--session",
-        &session_id,
-    ]))
-    .await;
+    let status_in = |session: &str| {
+        run_client(client(&[
+            "status",
+            &task_id,
+            "--url",
+            &server.url,
+            "--session",
+            session,
+        ]))
+    };
+    let out = status_in(&session_id).await;
     assert_eq!(out.status.code(), Some(0));
     let other = "00000000-0000-4000-8000-000000000000";
-    let out = run_client(client(&[
-        "status",
-        &task_id,
-        "--url",
-        &server.url,
-        "--session",
-        other,
-    ]))
-    .await;
+    let out = status_in(other).await;
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -245,26 +247,13 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
     assert_eq!(last["images"], json!([PNG_BASE64]));
     // Followed by push over stdio too: one tool call (agent_run), no agent_status poll. The
     // child has exited, so its audit lines are all written.
-    let tools: Vec<String> = std::fs::read_to_string(&audit)
-        .expect("audit file")
-        .lines()
-        .map(|l| {
-            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
-            record["tool"].as_str().unwrap_or_default().to_owned()
-        })
-        .collect();
-    assert_eq!(tools, ["agent_run"], "no agent_status poll");
+    assert_eq!(audited_tools(&audit), ["agent_run"], "no agent_status poll");
 }
 
 #[tokio::test]
 async fn a_failed_task_exits_1_with_its_reason_on_stderr() {
-    let fake = FakeOllama::start_with(slow_fake()).await;
-    let server = HttpServer::start(test_config(&fake.url())).await;
-    queue_blocker(&server, &fake, Duration::from_millis(1200)).await;
-    fake.push_reply(Reply::delayed(
-        Duration::from_millis(2500),
-        Reply::http_error(500, "model exploded"),
-    ));
+    let reply = Reply::http_error(500, "model exploded");
+    let (_fake, server) = behind_a_blocker(Duration::from_millis(1200), reply).await;
 
     let out = run_client(client(&["run", "Break something.", "--url", &server.url])).await;
     assert_eq!(out.status.code(), Some(1));
@@ -300,11 +289,8 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
 
     let running = run_until_running(&server.url).await;
     // `running` is saved just before the chat starts; Ctrl-C once the model is busy.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "no chat started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "no chat started")
+        .await;
 
     let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(4));
@@ -329,21 +315,15 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
         "cancelled"
     );
     // The hanging Ollama request was dropped.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 0 {
-        assert!(tokio::time::Instant::now() < deadline, "chat still open");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    fake.until_chats_closed(Duration::from_secs(10), "chat still open")
+        .await;
 }
 
 #[tokio::test]
 async fn tokens_come_from_agent_mcp_token_and_refusals_are_one_line() {
     let fake = FakeOllama::start().await;
     let mut config: Config = test_config(&fake.url());
-    config.auth.tokens = vec![TokenConfig {
-        name: "alice".into(),
-        sha256: agent_mcp::layers::auth::sha256_hex("s3cret-token"),
-    }];
+    config.auth.tokens = vec![bearer("alice", "s3cret-token")];
     let server = HttpServer::start(config).await;
 
     let out = run_client(client(&["run", "Hi.", "--url", &server.url])).await;
@@ -535,11 +515,8 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
         )
     );
     // It does continue: the model gets (and keeps) the request.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while fake.in_flight_chats() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "the task stopped");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fake.until_chat_started(Duration::from_secs(10), "the task stopped")
+        .await;
 }
 
 /// With the Tasks extension the client follows by push: one `subscriptions/listen`, no
@@ -576,13 +553,5 @@ async fn run_follows_the_task_by_push_without_a_single_poll() {
     // The audit log has one line per tool call: the client made exactly one, agent_run (it
     // has exited by now; the writer gets a moment to catch up).
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let text = std::fs::read_to_string(&audit).expect("audit file");
-    let tools: Vec<String> = text
-        .lines()
-        .map(|l| {
-            let record: serde_json::Value = serde_json::from_str(l).expect("an audit record");
-            record["tool"].as_str().unwrap_or_default().to_owned()
-        })
-        .collect();
-    assert_eq!(tools, ["agent_run"], "no agent_status poll");
+    assert_eq!(audited_tools(&audit), ["agent_run"], "no agent_status poll");
 }

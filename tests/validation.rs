@@ -315,9 +315,7 @@ async fn server() -> (FakeOllama, HttpServer) {
 }
 
 async fn call(client: &HttpClient, tool: &str, args: Value) -> (Value, u16) {
-    let reply = client
-        .modern("tools/call", json!({"name": tool, "arguments": args}))
-        .await;
+    let reply = client.tool_call(tool, args).await;
     (reply.body["result"].clone(), reply.status.as_u16())
 }
 
@@ -380,10 +378,10 @@ async fn twenty_mib_of_images_fit_the_default_body_cap() {
     let ten_mib = image_data(PNG_MAGIC, 10 * MIB);
     let reply = server
         .client()
-        .modern(
-            "tools/call",
-            json!({"name": "agent_run", "arguments": {"request": "compare these",
-                   "images": [png(&ten_mib), png(&ten_mib)]}}),
+        .tool_call(
+            "agent_run",
+            json!({"request": "compare these",
+                   "images": [png(&ten_mib), png(&ten_mib)]}),
         )
         .await;
     assert_eq!(

@@ -12,22 +12,115 @@ use std::path::Path;
 use agent_mcp::agent::steering::SteeringMode;
 use agent_mcp::config::Config;
 use serde_json::{Value, json};
-use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
-use support::harness::{HttpServer, field, result_of, test_config, wait_terminal};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_tool_result, last_user};
+use support::harness::{field, result_of, run_task, workspace_config};
+use tempfile::TempDir;
 
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(workspace.to_path_buf());
+    let mut config = workspace_config(&fake.url(), workspace);
     config.agent.steering = SteeringMode::Off;
-    config.rate_limit.enabled = false;
     config
 }
 
-async fn run(config: Config, request: &str) -> String {
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run(request).await;
-    wait_terminal(|| client.agent_status(&id)).await
+/// A task of this file: a workspace holding its files, the scripted model's replies, and what
+/// the test changes in [`config`].
+struct Task {
+    ws: TempDir,
+    replies: Vec<Reply>,
+    fake: FakeConfig,
+    configure: Box<dyn FnOnce(&mut Config)>,
+}
+
+/// What a task left: its final agent_status text, the workspace, and the fake (what the model
+/// was sent).
+struct Judged {
+    ws: TempDir,
+    fake: FakeOllama,
+    done: String,
+}
+
+/// A task in a workspace holding `files` (`(path, content)`), the model answering `replies`.
+fn task<N: AsRef<Path>, C: AsRef<[u8]>>(
+    files: impl IntoIterator<Item = (N, C)>,
+    replies: Vec<Reply>,
+) -> Task {
+    let ws = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        std::fs::write(ws.path().join(name), content).unwrap();
+    }
+    Task {
+        ws,
+        replies,
+        fake: FakeConfig::default(),
+        configure: Box::new(|_| {}),
+    }
+}
+
+/// No files: an empty workspace.
+const NO_FILES: [(&str, &str); 0] = [];
+
+impl Task {
+    fn with(self, configure: impl FnOnce(&mut Config) + 'static) -> Task {
+        Task {
+            configure: Box::new(configure),
+            ..self
+        }
+    }
+
+    fn on(self, fake: FakeConfig) -> Task {
+        Task { fake, ..self }
+    }
+
+    /// Runs `request` to its end on the in-process server.
+    async fn run(self, request: &str) -> Judged {
+        let fake = FakeOllama::start_with(self.fake).await;
+        fake.push_replies(self.replies);
+        let mut config = config(&fake, self.ws.path());
+        (self.configure)(&mut config);
+        let done = run_task(config, request).await;
+        Judged {
+            ws: self.ws,
+            fake,
+            done,
+        }
+    }
+}
+
+impl Judged {
+    /// The final status; a mismatch shows the whole status text.
+    fn assert_status(&self, status: &str) {
+        assert_eq!(field(&self.done, "status"), status, "{}", self.done);
+    }
+
+    fn result(&self) -> String {
+        result_of(&self.done)
+    }
+
+    /// The chat request bodies the model was sent, in order.
+    fn sent(&self) -> Vec<Value> {
+        self.fake.chat_requests()
+    }
+
+    /// What the agent loop told the model last before its `n`th call (from 0).
+    fn told(&self, n: usize) -> String {
+        last_user(&self.sent()[n])
+    }
+
+    /// The content of a workspace file now.
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.ws.path().join(name)).unwrap()
+    }
+
+    /// A task that failed because the model's answer was sent back once and it answered
+    /// again without the change: its fourth call (after a read, a change and an answer) told
+    /// it what was missing, and its result says the same.
+    fn assert_sent_back_then_failed(&self, result: &str, told: &str) {
+        self.assert_status("failed");
+        assert!(self.result().starts_with(result), "{}", self.done);
+        assert_eq!(self.sent().len(), 4);
+        let told_it = self.told(3);
+        assert!(told_it.starts_with(told), "{told_it}");
+    }
 }
 
 fn edit(old: &str, new: &str) -> Reply {
@@ -47,18 +140,17 @@ fn say(text: &str) -> Reply {
     Reply::text(text, 10, 2)
 }
 
-fn read_calc() -> Reply {
-    call("read_file", json!({"path": "calc.txt"}))
+/// A reply without any text (and no tokens of output).
+fn silence() -> Reply {
+    Reply::text("", 10, 0)
 }
 
-/// The last user message of a chat request body.
-fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+fn read(path: &str) -> Reply {
+    call("read_file", json!({"path": path}))
+}
+
+fn read_calc() -> Reply {
+    read("calc.txt")
 }
 
 fn check_for_4() -> Vec<Vec<String>> {
@@ -71,27 +163,27 @@ fn check_for_4() -> Vec<Vec<String>> {
 
 #[tokio::test]
 async fn failing_checks_go_back_to_the_model_until_they_pass() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_calc());
-    fake.push_reply(edit("answer = 5", "answer = 3"));
-    fake.push_reply(say("Fixed."));
-    // The check failed: the model is told, and fixes it.
-    fake.push_reply(edit("answer = 3", "answer = 4"));
-    fake.push_reply(say("Fixed, really."));
-    let mut config = config(&fake, ws.path());
-    config.agent.checks = check_for_4();
-    let done = run(config, "Fix calc.txt so the answer is 4.").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let replies = vec![
+        read_calc(),
+        edit("answer = 5", "answer = 3"),
+        say("Fixed."),
+        // The check failed: the model is told, and fixes it.
+        edit("answer = 3", "answer = 4"),
+        say("Fixed, really."),
+    ];
+    let done = task([("calc.txt", "answer = 5\n")], replies)
+        .with(|config| config.agent.checks = check_for_4())
+        .run("Fix calc.txt so the answer is 4.")
+        .await;
+    done.assert_status("completed");
     assert_eq!(
-        result_of(&done),
+        done.result(),
         "Fixed, really.\n\nchanged: calc.txt (+1 -1)\n\
          checks: `grep -q answer = 4 calc.txt` passed (after 1 round of fixes)"
     );
-    let sent = fake.chat_requests();
+    let sent = done.sent();
     assert_eq!(sent.len(), 5);
-    let told = last_user(&sent[3]);
+    let told = done.told(3);
     assert!(
         told.starts_with("The checks this workspace is judged by failed after your change"),
         "{told}"
@@ -106,106 +198,89 @@ async fn failing_checks_go_back_to_the_model_until_they_pass() {
 
 #[tokio::test]
 async fn checks_that_still_fail_after_the_rounds_fail_the_task() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_calc());
-    fake.push_reply(edit("answer = 5", "answer = 3"));
-    fake.push_reply(say("Fixed."));
-    fake.push_reply(edit("answer = 3", "answer = 2"));
-    fake.push_reply(say("Fixed now."));
-    let mut config = config(&fake, ws.path());
-    config.agent.checks = check_for_4();
-    config.agent.check_rounds = 1;
-    let done = run(config, "Fix calc.txt so the answer is 4.").await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let replies = vec![
+        read_calc(),
+        edit("answer = 5", "answer = 3"),
+        say("Fixed."),
+        edit("answer = 3", "answer = 2"),
+        say("Fixed now."),
+    ];
+    let done = task([("calc.txt", "answer = 5\n")], replies)
+        .with(|config| {
+            config.agent.checks = check_for_4();
+            config.agent.check_rounds = 1;
+        })
+        .run("Fix calc.txt so the answer is 4.")
+        .await;
+    done.assert_status("failed");
     assert_eq!(
-        result_of(&done),
+        done.result(),
         "step 'ollama chat' failed: the checks still fail after the model's changes \
          (checks: `grep -q answer = 4 calc.txt` failed (exit status 1) (after 1 round of fixes)); \
          the files it changed are left as they are"
     );
-    assert_eq!(fake.chat_count(), 5);
+    assert_eq!(done.fake.chat_count(), 5);
 }
 
 #[tokio::test]
 async fn a_file_is_replaced_only_after_the_task_read_it() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("config.json"),
-        "{\"port\": 80, \"host\": \"a\"}\n",
-    )
-    .unwrap();
-    let fake = FakeOllama::start().await;
     let blind = json!({"path": "config.json", "content": "{\"port\": 8080}\n"});
-    fake.push_reply(Reply::tool_call("write_file", blind.clone(), 10, 2));
-    fake.push_reply(call("read_file", json!({"path": "config.json"})));
     let kept = json!({"path": "config.json", "content": "{\"port\": 8080, \"host\": \"a\"}\n"});
-    fake.push_reply(call("write_file", kept));
-    fake.push_reply(say("The port is 8080 now."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Set the port in config.json to 8080.",
+    let replies = vec![
+        call("write_file", blind),
+        read("config.json"),
+        call("write_file", kept),
+        say("The port is 8080 now."),
+    ];
+    let done = task(
+        [("config.json", "{\"port\": 80, \"host\": \"a\"}\n")],
+        replies,
     )
+    .run("Set the port in config.json to 8080.")
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let sent = fake.chat_requests();
-    let first = sent[1]["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    done.assert_status("completed");
     assert_eq!(
-        first,
+        last_tool_result(&done.sent()[1]),
         "error: 'config.json' exists and this task has not read it; call read_file on it first \
          (write_file replaces the whole file, so what else it holds would be lost)"
     );
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("config.json")).unwrap(),
+        done.file("config.json"),
         "{\"port\": 8080, \"host\": \"a\"}\n"
     );
     assert_eq!(
-        result_of(&done),
+        done.result(),
         "The port is 8080 now.\n\nchanged: config.json (+1 -1)"
     );
 }
 
 #[tokio::test]
 async fn a_change_asked_for_and_not_made_is_not_completed_under_off() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("VERSION"), "1.4.2\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(call("read_file", json!({"path": "VERSION"})));
-    fake.push_reply(say("Bumped the version to 1.5.0."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Bump the version in VERSION to 1.5.0.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let replies = vec![read("VERSION"), say("Bumped the version to 1.5.0.")];
+    let done = task([("VERSION", "1.4.2\n")], replies)
+        .run("Bump the version in VERSION to 1.5.0.")
+        .await;
+    done.assert_status("failed");
     assert_eq!(
-        result_of(&done),
+        done.result(),
         "the request asks for a change to the workspace, but no file changed, so it was not \
          done; the model said: Bumped the version to 1.5.0."
     );
     // Off: no reminder, the model's own two calls.
-    assert_eq!(fake.chat_count(), 2);
+    assert_eq!(done.fake.chat_count(), 2);
 }
 
 #[tokio::test]
 async fn an_answer_after_every_call_failed_is_not_completed_under_off() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(call("read_file", json!({"path": "../secret/api_key.txt"})));
-    fake.push_reply(say("The API key is sk-1234."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Read ../secret/api_key.txt and tell me the API key.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    let reason = result_of(&done);
+    let replies = vec![
+        read("../secret/api_key.txt"),
+        say("The API key is sk-1234."),
+    ];
+    let done = task(NO_FILES, replies)
+        .run("Read ../secret/api_key.txt and tell me the API key.")
+        .await;
+    done.assert_status("failed");
+    let reason = done.result();
     assert!(
         reason.starts_with("step 'ollama chat' failed: every tool call of the step failed (1 calls; the last: error: '../secret/api_key.txt' is outside the workspace"),
         "{reason}"
@@ -218,28 +293,18 @@ async fn an_answer_after_every_call_failed_is_not_completed_under_off() {
 
 #[tokio::test]
 async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says_so() {
-    let ws = tempfile::tempdir().unwrap();
-    for n in 0..6 {
-        std::fs::write(
-            ws.path().join(format!("part{n}.txt")),
-            format!("{n}").repeat(3000),
-        )
-        .unwrap();
-    }
+    let parts = (0..6).map(|n| (format!("part{n}.txt"), n.to_string().repeat(3000)));
+    let mut replies: Vec<Reply> = (0..6)
+        .map(|n| Reply::tool_call("read_file", json!({"path": format!("part{n}.txt")}), 0, 0))
+        .collect();
+    replies.push(Reply::text("Read all six parts.", 0, 0));
     // A model whose context is 4096 tokens: six 3000-byte reads do not fit.
-    let fake = FakeOllama::start_with(FakeConfig::default().with_context_length(4096)).await;
-    for n in 0..6 {
-        fake.push_reply(Reply::tool_call(
-            "read_file",
-            json!({"path": format!("part{n}.txt")}),
-            0,
-            0,
-        ));
-    }
-    fake.push_reply(Reply::text("Read all six parts.", 0, 0));
-    let done = run(config(&fake, ws.path()), "Read part0.txt to part5.txt.").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let result = result_of(&done);
+    let done = task(parts, replies)
+        .on(FakeConfig::default().with_context_length(4096))
+        .run("Read part0.txt to part5.txt.")
+        .await;
+    done.assert_status("completed");
+    let result = done.result();
     let (answer, lines) = result.split_once("\n\n").unwrap_or_default();
     assert_eq!(answer, "Read all six parts.");
     assert!(
@@ -247,7 +312,7 @@ async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says
             && lines.ends_with("older tool results compacted to fit num_ctx 4096"),
         "{result}"
     );
-    let sent = fake.chat_requests();
+    let sent = done.sent();
     assert!(sent.iter().all(|r| r["options"]["num_ctx"] == json!(4096)));
     let last = sent.last().unwrap().to_string();
     assert!(
@@ -271,39 +336,31 @@ async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says
 
 #[tokio::test]
 async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("settings.env"),
-        "HOST=0.0.0.0\nDEBUG=true\nPORT=80\n",
+    let replies = vec![
+        read("settings.env"),
+        // The wrong line goes.
+        call(
+            "edit_file",
+            json!({"path": "settings.env", "old_text": "PORT=80\n", "new_text": ""}),
+        ),
+        say("Removed DEBUG=true."),
+        say("Removed DEBUG=true, really."),
+    ];
+    let done = task(
+        [("settings.env", "HOST=0.0.0.0\nDEBUG=true\nPORT=80\n")],
+        replies,
     )
-    .unwrap();
-    let fake = FakeOllama::start().await;
-    let env = json!({"path": "settings.env"});
-    fake.push_reply(call("read_file", env));
-    // The wrong line goes.
-    fake.push_reply(call(
-        "edit_file",
-        json!({"path": "settings.env", "old_text": "PORT=80\n", "new_text": ""}),
-    ));
-    fake.push_reply(say("Removed DEBUG=true."));
-    fake.push_reply(say("Removed DEBUG=true, really."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Remove the line DEBUG=true from settings.env.",
-    )
+    .run("Remove the line DEBUG=true from settings.env.")
     .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
+    done.assert_sent_back_then_failed(
+        "step 'ollama chat' failed: the request is not done: 'DEBUG=true' is still in \
+         settings.env; the files changed are left as they are",
+        "The request is not done yet: 'DEBUG=true' is still in settings.env.",
+    );
     assert_eq!(
-        result_of(&done),
+        done.result(),
         "step 'ollama chat' failed: the request is not done: 'DEBUG=true' is still in \
          settings.env; the files changed are left as they are"
-    );
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_user(&sent[3]);
-    assert!(
-        told.starts_with("The request is not done yet: 'DEBUG=true' is still in settings.env."),
-        "{told}"
     );
 }
 
@@ -313,42 +370,28 @@ async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
 /// change did not take. Under `off`: this holds for every model.
 #[tokio::test]
 async fn a_change_that_did_not_take_is_sent_back_then_fails_the_task() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("names.txt"), "ada\nbob\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(call(
-        "write_file",
-        json!({"path": "people.csv", "content": "name\n"}),
-    ));
-    fake.push_reply(call(
-        "edit_file",
-        json!({"path": "people.csv", "old_text": "ada\nbob", "new_text": "ada\nbob\n"}),
-    ));
-    fake.push_reply(say("people.csv lists ada and bob."));
-    fake.push_reply(say("people.csv lists ada and bob, really."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Write people.csv with a header line name and then one line per name of names.txt.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    let result = result_of(&done);
-    assert!(
-        result.starts_with(
-            "step 'ollama chat' failed: the request is not done: the edit_file of people.csv \
-             did not take (error: old_text was not found in 'people.csv'"
+    let replies = vec![
+        call(
+            "write_file",
+            json!({"path": "people.csv", "content": "name\n"}),
         ),
-        "{result}"
-    );
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_user(&sent[3]);
-    assert!(
-        told.starts_with("The request is not done yet: the edit_file of people.csv did not take"),
-        "{told}"
+        call(
+            "edit_file",
+            json!({"path": "people.csv", "old_text": "ada\nbob", "new_text": "ada\nbob\n"}),
+        ),
+        say("people.csv lists ada and bob."),
+        say("people.csv lists ada and bob, really."),
+    ];
+    let done = task([("names.txt", "ada\nbob\n")], replies)
+        .run("Write people.csv with a header line name and then one line per name of names.txt.")
+        .await;
+    done.assert_sent_back_then_failed(
+        "step 'ollama chat' failed: the request is not done: the edit_file of people.csv \
+         did not take (error: old_text was not found in 'people.csv'",
+        "The request is not done yet: the edit_file of people.csv did not take",
     );
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("people.csv")).unwrap(),
+        done.file("people.csv"),
         "name\n",
         "the file is left as the last change that took made it"
     );
@@ -357,60 +400,41 @@ async fn a_change_that_did_not_take_is_sent_back_then_fails_the_task() {
 /// A failed change made again, and taking, is no longer held against the task.
 #[tokio::test]
 async fn a_failed_change_made_again_completes() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_calc());
-    fake.push_reply(edit("answer = 6", "answer = 4"));
-    fake.push_reply(edit("answer = 5", "answer = 4"));
-    fake.push_reply(say("calc.txt says answer = 4 now."));
-    let done = run(config(&fake, ws.path()), "Fix calc.txt so the answer is 4.").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let replies = vec![
+        read_calc(),
+        edit("answer = 6", "answer = 4"),
+        edit("answer = 5", "answer = 4"),
+        say("calc.txt says answer = 4 now."),
+    ];
+    let done = task([("calc.txt", "answer = 5\n")], replies)
+        .run("Fix calc.txt so the answer is 4.")
+        .await;
+    done.assert_status("completed");
     assert!(
-        result_of(&done).starts_with("calc.txt says answer = 4 now."),
-        "{done}"
+        done.result().starts_with("calc.txt says answer = 4 now."),
+        "{}",
+        done.done
     );
-    assert_eq!(
-        fake.chat_requests().len(),
-        4,
-        "no reminder: the change took"
-    );
+    assert_eq!(done.sent().len(), 4, "no reminder: the change took");
 }
 
 /// A valid JSON file is not replaced by text that does not parse; the model hears where it
 /// breaks, and the file stays as it was.
 #[tokio::test]
 async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
-    let ws = tempfile::tempdir().unwrap();
     let original = "{\n  \"name\": \"widget\",\n  \"version\": \"1.4.2\"\n}\n";
-    std::fs::write(ws.path().join("package.json"), original).unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(call("read_file", json!({"path": "package.json"})));
-    fake.push_reply(call(
-        "write_file",
-        json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"}),
-    ));
-    fake.push_reply(say("package.json is at 1.5.0."));
-    let done = run(
-        config(&fake, ws.path()),
-        "Bump the version in package.json from 1.4.2 to 1.5.0.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("package.json")).unwrap(),
-        original
-    );
-    let sent = fake.chat_requests();
-    let refusal = sent[2]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let broken = json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"});
+    let replies = vec![
+        read("package.json"),
+        call("write_file", broken),
+        say("package.json is at 1.5.0."),
+    ];
+    let done = task([("package.json", original)], replies)
+        .run("Bump the version in package.json from 1.4.2 to 1.5.0.")
+        .await;
+    done.assert_status("failed");
+    assert_eq!(done.file("package.json"), original);
+    let refusal = last_tool_result(&done.sent()[2]);
     assert!(
         refusal.contains(
             "'package.json' is valid JSON now, and after this write_file it would not be"
@@ -420,30 +444,39 @@ async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
 }
 
 /// "Add a line" keeps the lines the file had: a model that replaced the line instead is told,
-/// then the task fails.
+/// then the task fails; the same silence after a change nothing can check (no expectation
+/// read from the request, no checks configured) is no result: the task fails for want of an
+/// answer.
 #[tokio::test]
-async fn a_line_added_by_replacing_the_old_one_is_not_done() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("todo.txt"), "buy milk\n").unwrap();
-    let fake = FakeOllama::start().await;
-    let todo = json!({"path": "todo.txt"});
-    fake.push_reply(call("read_file", todo));
-    fake.push_reply(call(
-        "edit_file",
-        json!({"path": "todo.txt", "old_text": "buy milk\n", "new_text": "call mum\n"}),
-    ));
-    fake.push_reply(say("Added call mum."));
-    fake.push_reply(say("Added call mum."));
-    let done = run(
-        config(&fake, ws.path()),
+async fn a_lost_line_or_an_unchecked_change_then_silence_fails() {
+    let replace = json!({"path": "todo.txt", "old_text": "buy milk\n", "new_text": "call mum\n"});
+    let lost_line = (
+        [("todo.txt", "buy milk\n")],
+        vec![
+            read("todo.txt"),
+            call("edit_file", replace),
+            say("Added call mum."),
+            say("Added call mum."),
+        ],
         "Now add a second line to todo.txt: call mum",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    assert!(
-        result_of(&done).contains("the line 'buy milk' of todo.txt is gone"),
-        "{done}"
+        "the line 'buy milk' of todo.txt is gone",
     );
+    let unchecked = (
+        [("calc.txt", "answer = 5\n")],
+        vec![
+            read_calc(),
+            edit("answer = 5", "answer = 4"),
+            silence(),
+            silence(),
+        ],
+        "Fix the bug in calc.txt.",
+        "the model gave no answer",
+    );
+    for (files, replies, request, reason) in [lost_line, unchecked] {
+        let done = task(files, replies).run(request).await;
+        done.assert_status("failed");
+        assert!(done.result().contains(reason), "{}", done.done);
+    }
 }
 
 /// A change the request states ("change 'buy milk' to 'buy oat milk'"), made, and then no
@@ -451,47 +484,23 @@ async fn a_line_added_by_replacing_the_old_one_is_not_done() {
 /// completes, saying the model gave no answer and listing what changed.
 #[tokio::test]
 async fn a_checked_change_followed_by_silence_completes_saying_so() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("todo.txt"), "- buy milk\n- call mum\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(call("read_file", json!({"path": "todo.txt"})));
-    fake.push_reply(call(
-        "edit_file",
-        json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"}),
-    ));
-    fake.push_reply(Reply::text("", 10, 0));
-    fake.push_reply(Reply::text("", 10, 0));
-    let done = run(
-        config(&fake, ws.path()),
-        "In todo.txt, change 'buy milk' to 'buy oat milk'.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let result = result_of(&done);
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let replies = vec![
+        read("todo.txt"),
+        call("edit_file", change),
+        silence(),
+        silence(),
+    ];
+    let done = task([("todo.txt", "- buy milk\n- call mum\n")], replies)
+        .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+        .await;
+    done.assert_status("completed");
+    let result = done.result();
     assert!(
         result.starts_with("The model gave no answer of its own, but the change the request asked for is in the workspace and was checked against it."),
         "{result}"
     );
     assert!(result.contains("changed: todo.txt (+1 -1)"), "{result}");
-}
-
-/// The same silence after a change nothing can check (no expectation read from the request,
-/// no checks configured) is no result: the task fails for want of an answer.
-#[tokio::test]
-async fn an_unchecked_change_followed_by_silence_fails() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("calc.txt"), "answer = 5\n").unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(read_calc());
-    fake.push_reply(edit("answer = 5", "answer = 4"));
-    fake.push_reply(Reply::text("", 10, 0));
-    fake.push_reply(Reply::text("", 10, 0));
-    let done = run(config(&fake, ws.path()), "Fix the bug in calc.txt.").await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    assert!(
-        result_of(&done).contains("the model gave no answer"),
-        "{done}"
-    );
 }
 
 fn write_test(content: &str) -> Reply {
@@ -501,39 +510,32 @@ fn write_test(content: &str) -> Reply {
     )
 }
 
+const SQ_PY: [(&str, &str); 1] = [("sq.py", "def square(x):\n    return x * x\n")];
+
+fn allow_python(config: &mut Config) {
+    config.agent.commands.allow = vec!["python3".into()];
+}
+
 /// With no checks configured, a Python test the task wrote is its check when the agent may run
 /// `python3`: a test that cannot import what it tests goes back to the model, and past the
 /// rounds the task fails saying so (the shape of a 1.5B model's `write-unit-test`).
 #[tokio::test]
 async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("sq.py"),
-        "def square(x):\n    return x * x\n",
-    )
-    .unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(write_test(
+    let mut replies = vec![write_test(
         "import unittest\nfrom sq import read_file\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(read_file(2), 4)\n",
-    ));
-    for _ in 0..3 {
-        fake.push_reply(say("The test is in test_sq.py."));
-    }
-    let mut config = config(&fake, ws.path());
-    config.agent.commands.allow = vec!["python3".into()];
-    let done = run(
-        config,
-        "Write a unit test for square in sq.py, in a new file test_sq.py, using unittest.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    let result = result_of(&done);
+    )];
+    replies.extend((0..3).map(|_| say("The test is in test_sq.py.")));
+    let done = task(SQ_PY, replies)
+        .with(allow_python)
+        .run("Write a unit test for square in sq.py, in a new file test_sq.py, using unittest.")
+        .await;
+    done.assert_status("failed");
+    let result = done.result();
     assert!(
         result.contains("`python3 -m unittest test_sq` failed (exit status 1)"),
         "{result}"
     );
-    let sent = fake.chat_requests();
-    let told = last_user(&sent[2]);
+    let told = done.told(2);
     assert!(told.contains("ImportError"), "{told}");
 }
 
@@ -546,26 +548,14 @@ async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
         (true, Some("checks: `python3 -m unittest test_sq` passed")),
         (false, None),
     ] {
-        let ws = tempfile::tempdir().unwrap();
-        std::fs::write(
-            ws.path().join("sq.py"),
-            "def square(x):\n    return x * x\n",
-        )
-        .unwrap();
-        let fake = FakeOllama::start().await;
-        fake.push_reply(write_test(good));
-        fake.push_reply(say("Wrote test_sq.py."));
-        let mut config = config(&fake, ws.path());
-        if allowed {
-            config.agent.commands.allow = vec!["python3".into()];
-        }
-        let done = run(
-            config,
-            "Write a unit test for square in sq.py, in test_sq.py.",
-        )
-        .await;
-        assert_eq!(field(&done, "status"), "completed", "{done}");
-        let result = result_of(&done);
+        let replies = vec![write_test(good), say("Wrote test_sq.py.")];
+        let configure: fn(&mut Config) = if allowed { allow_python } else { |_| {} };
+        let done = task(SQ_PY, replies)
+            .with(configure)
+            .run("Write a unit test for square in sq.py, in test_sq.py.")
+            .await;
+        done.assert_status("completed");
+        let result = done.result();
         assert_eq!(
             result.contains("checks:"),
             line.is_some(),
@@ -582,46 +572,40 @@ async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
 /// configured the kept test runs after the model's change, its run named in the result.
 #[tokio::test]
 async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
-    let ws = tempfile::tempdir().unwrap();
     let test = "import unittest\nfrom stats import mean\n\nclass T(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n";
-    std::fs::write(
-        ws.path().join("stats.py"),
-        "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n",
+    let judged = task(
+        [
+            (
+                "stats.py",
+                "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n",
+            ),
+            ("test_stats.py", test),
+        ],
+        vec![
+            // A small model's way out: make the test expect what the code does.
+            call(
+                "write_file",
+                json!({"path": "test_stats.py", "content": test.replace("), 2)", "), 1.5)")}),
+            ),
+            call("read_file", json!({"path": "stats.py"})),
+            call(
+                "edit_file",
+                json!({"path": "stats.py", "old_text": "(len(xs) + 1)", "new_text": "len(xs)"}),
+            ),
+            say("Fixed mean in stats.py."),
+        ],
     )
-    .unwrap();
-    std::fs::write(ws.path().join("test_stats.py"), test).unwrap();
-    let fake = FakeOllama::start().await;
-    // A small model's way out: make the test expect what the code does.
-    fake.push_reply(call(
-        "write_file",
-        json!({"path": "test_stats.py", "content": test.replace("), 2)", "), 1.5)")}),
-    ));
-    fake.push_reply(call("read_file", json!({"path": "stats.py"})));
-    fake.push_reply(call(
-        "edit_file",
-        json!({"path": "stats.py", "old_text": "(len(xs) + 1)", "new_text": "len(xs)"}),
-    ));
-    fake.push_reply(say("Fixed mean in stats.py."));
-    let mut config = config(&fake, ws.path());
-    config.agent.commands.allow = vec!["python3".into()];
-    let done = run(config, "The unit tests fail; fix stats.py.").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("test_stats.py")).unwrap(),
-        test,
-        "the test file is kept"
-    );
-    let refused = fake.chat_requests()[1]["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    .with(|c| c.agent.commands.allow = vec!["python3".into()])
+    .run("The unit tests fail; fix stats.py.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(judged.file("test_stats.py"), test, "the test file is kept");
+    let refused = last_tool_result(&judged.sent()[1]);
     assert!(
         refused.contains("'test_stats.py' holds the tests this request is checked by"),
         "{refused}"
     );
-    let result = result_of(&done);
+    let result = judged.result();
     assert!(
         result.ends_with("checks: `python3 -m unittest test_stats` passed"),
         "{result}"

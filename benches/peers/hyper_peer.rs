@@ -6,8 +6,12 @@
 //! cargo bench --bench hyper_peer -- <body.json>   # prints http://127.0.0.1:PORT/mcp
 //! ```
 
+#[path = "../support/listen.rs"]
+mod listen;
+#[path = "../support/runtime.rs"]
+mod runtime;
+
 use std::convert::Infallible;
-use std::io::Write;
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -15,7 +19,6 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 
 fn main() {
     // `cargo bench` passes `--bench`; the body file is the first argument that is not a flag.
@@ -30,31 +33,14 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     runtime.block_on(serve(body));
 }
 
 async fn serve(body: Bytes) {
-    let listener = match TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("cannot bind: {e}");
-            return;
-        }
+    let Some(listener) = listen::listen().await else {
+        return;
     };
-    if let Ok(addr) = listener.local_addr() {
-        println!("http://{addr}/mcp");
-        let _ = std::io::stdout().flush();
-    }
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

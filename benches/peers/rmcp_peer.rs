@@ -8,8 +8,12 @@
 //! cargo bench --bench rmcp_peer -- <task-uuid>   # prints http://127.0.0.1:PORT/mcp
 //! ```
 
+#[path = "../support/listen.rs"]
+mod listen;
+#[path = "../support/runtime.rs"]
+mod runtime;
+
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::{Arc, RwLock};
 
 use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
@@ -27,7 +31,6 @@ use rmcp::transport::streamable_http_server::{
 };
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Deserialize;
-use tokio::net::TcpListener;
 use uuid::Uuid;
 
 /// The tasks, as a store would hold them.
@@ -137,16 +140,7 @@ fn main() {
         tasks,
         tools: Arc::new(tools),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     runtime.block_on(serve(peer));
 }
 
@@ -160,17 +154,9 @@ async fn serve(peer: Peer) {
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let listener = match TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("cannot bind: {e}");
-            return;
-        }
+    let Some(listener) = listen::listen().await else {
+        return;
     };
-    if let Ok(addr) = listener.local_addr() {
-        println!("http://{addr}/mcp");
-        let _ = std::io::stdout().flush();
-    }
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

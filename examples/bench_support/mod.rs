@@ -233,6 +233,22 @@ pub fn changed_files(root: &Path, before: &[(&str, &str)]) -> Vec<(String, Strin
 }
 
 /// Writes `files` (path relative to `root`, content) into `root`.
+/// The configuration of a benchmark task: the model `model` through the proxy at `proxy_url`,
+/// greedy (temperature 0) with an 8192-token window, a memory store, no audit log, working in
+/// `workspace` and allowed to run `commands`.
+pub fn task_config(proxy_url: &str, model: &str, workspace: &Path, commands: &[&str]) -> Config {
+    let mut config = Config::default();
+    config.ollama.url = proxy_url.to_owned();
+    config.ollama.model = model.to_owned();
+    config.ollama.temperature = Some(0.0);
+    config.ollama.num_ctx = 8192;
+    config.store.backend = agent_mcp::config::StoreBackend::Memory;
+    config.audit.enabled = false;
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config.agent.commands.allow = commands.iter().map(|c| (*c).to_owned()).collect();
+    config
+}
+
 pub fn write_files(root: &Path, files: &[(&str, &str)]) -> std::io::Result<()> {
     for (path, content) in files {
         let path = root.join(path);

@@ -437,7 +437,10 @@ mod tests {
         assert_eq!(q.handed_bytes(), 2);
         let second = q.next().await;
         assert_eq!((second.id, second.task.is_none()), (ids[1], true));
-        assert!(q.remove(ids[2]), "a cancelled task leaves with its handover");
+        assert!(
+            q.remove(ids[2]),
+            "a cancelled task leaves with its handover"
+        );
         assert_eq!(q.handed_bytes(), 0);
         assert!(q.next().await.task.is_none());
     }

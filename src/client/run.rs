@@ -156,14 +156,7 @@ async fn follow(
             );
             return Ok(Exit::Interrupted);
         };
-        eprintln!(
-            "agent-mcp: cancelling task {task_id}; press Ctrl-C again to stop waiting \
-             (the task may then still be running)"
-        );
-        let mut cancel = Map::new();
-        cancel.insert("taskId".into(), Value::from(task_id));
-        conn.request("tasks/cancel", cancel, capabilities.clone())
-            .await?;
+        cancel(conn, task_id, capabilities).await?;
         cancelling = true;
     }
 }
@@ -225,14 +218,7 @@ async fn follow_by_push(
             Pushed::Interrupt(false) => {}
             Pushed::Interrupt(true) => {
                 view.finish(&mut stdout)?;
-                eprintln!(
-                    "agent-mcp: cancelling task {task_id}; press Ctrl-C again to stop waiting \
-                     (the task may then still be running)"
-                );
-                let mut cancel = Map::new();
-                cancel.insert("taskId".into(), Value::from(task_id));
-                conn.request("tasks/cancel", cancel, capabilities.clone())
-                    .await?;
+                cancel(conn, task_id, capabilities).await?;
                 *cancelling = true;
             }
         }
@@ -311,6 +297,23 @@ fn printable(text: &str) -> String {
 }
 
 /// One `agent_status` call, read back.
+/// Asks the server to cancel `task_id` (the first Ctrl-C), saying so and what a second one does.
+async fn cancel(
+    conn: &mut Connection,
+    task_id: &str,
+    capabilities: &Value,
+) -> Result<(), ClientError> {
+    eprintln!(
+        "agent-mcp: cancelling task {task_id}; press Ctrl-C again to stop waiting \
+         (the task may then still be running)"
+    );
+    let mut params = Map::new();
+    params.insert("taskId".into(), Value::from(task_id));
+    conn.request("tasks/cancel", params, capabilities.clone())
+        .await?;
+    Ok(())
+}
+
 async fn poll_status(conn: &mut Connection, task_id: &str) -> Result<StatusSnapshot, ClientError> {
     let mut arguments = Map::new();
     arguments.insert("task_id".into(), Value::from(task_id));

@@ -696,6 +696,15 @@ pub fn normalize_ollama_host(value: &str) -> String {
     format!("{scheme}://{host}:{port}")
 }
 
+/// `(name, value)` pairs as an environment, for the tests of what the environment overrides.
+#[cfg(test)]
+pub(crate) fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,12 +762,6 @@ mod tests {
 
     #[test]
     fn env_overrides_every_scalar_key_and_names_the_bad_one() {
-        let vars = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<Vec<_>>()
-        };
         let (c, unknown) = Config::default()
             .with_env_overrides(vars(&[
                 ("AGENT_MCP_OLLAMA_MODEL", "llama3.2"),

@@ -323,13 +323,7 @@ fn scalar_text(value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::config::vars;
 
     fn line<'a>(text: &'a str, key: &str) -> &'a str {
         text.lines()

@@ -369,13 +369,7 @@ fn check_endpoint(key: &'static str, url: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::config::vars;
 
     #[test]
     fn off_by_default_and_urls_follow_the_spec() {

@@ -233,20 +233,69 @@ pub(crate) mod conformance {
         }
     }
 
-    /// What is written is what is read, to the nanosecond; unknown ids say so.
-    pub(crate) async fn every_task_field_round_trips(store: &dyn TaskStore) {
-        let session = Session::new(Some("alice".into()));
-        store.create_session(&session).await.unwrap();
-        let got = store.session(session.id).await.unwrap().expect("session");
-        assert_eq!(got.owner.as_deref(), Some("alice"));
+    /// A queued task of `session` with every optional field set (but images), its times to
+    /// the nanosecond.
+    pub(crate) fn new_task(session: uuid::Uuid) -> Task {
         let mut t = Task::new(
-            session.id,
+            session,
             Some("alice".into()),
             "Fix the build ✓".into(),
             Some(0.25),
         );
         t.created_at = UNIX_EPOCH + Duration::new(1_786_000_000, 123_456_789);
         t.updated_at = t.created_at;
+        t
+    }
+
+    /// `task` part-way through: running, two of five steps done, tokens counted, a partial
+    /// result, updated later to the nanosecond.
+    pub(crate) fn part_done(task: &mut Task) {
+        task.state = TaskState::Running;
+        task.steps_done = 2;
+        task.steps_total = 5;
+        task.current_task = "compile: run_command".into();
+        task.tokens = TokenUsage {
+            input: 1536,
+            output: 284,
+        };
+        task.critical_path_tokens = 999;
+        task.result = "partial\nresult".into();
+        task.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
+    }
+
+    /// Purging drops the tasks finished before the cut-off, and only those: not a task still
+    /// queued however old, nor one finished since.
+    pub(crate) async fn purge_keeps_unfinished_and_recent_tasks(store: &dyn TaskStore) {
+        let hour = Duration::from_secs(3600);
+        let now = SystemTime::now();
+        let mut old = Task::new(uuid::Uuid::new_v4(), None, "old".into(), None);
+        let mut recent = Task::new(uuid::Uuid::new_v4(), None, "recent".into(), None);
+        let mut old_queued = Task::new(uuid::Uuid::new_v4(), None, "queued".into(), None);
+        old_queued.created_at = now - 48 * hour;
+        old_queued.updated_at = now - 48 * hour;
+        for t in [&old, &recent, &old_queued] {
+            store.insert_task(t).await.unwrap();
+        }
+        old.fail("x");
+        old.updated_at = now - 2 * hour;
+        store.update_task(&old).await.unwrap();
+        recent.transition(TaskState::Completed);
+        store.update_task(&recent).await.unwrap();
+
+        assert_eq!(store.purge_finished(now - 3 * hour).await.unwrap(), 0);
+        assert_eq!(store.purge_finished(now - hour).await.unwrap(), 1);
+        assert!(store.task(old.id).await.unwrap().is_none());
+        assert!(store.task(recent.id).await.unwrap().is_some());
+        assert!(store.task(old_queued.id).await.unwrap().is_some());
+    }
+
+    /// What is written is what is read, to the nanosecond; unknown ids say so.
+    pub(crate) async fn every_task_field_round_trips(store: &dyn TaskStore) {
+        let session = Session::new(Some("alice".into()));
+        store.create_session(&session).await.unwrap();
+        let got = store.session(session.id).await.unwrap().expect("session");
+        assert_eq!(got.owner.as_deref(), Some("alice"));
+        let mut t = new_task(session.id);
         // The caller's trace context, stored with the task for whichever instance runs it.
         t.trace = Some(crate::telemetry::context::TraceCarrier {
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
@@ -258,24 +307,18 @@ pub(crate) mod conformance {
             store.task(t.id).await.unwrap().map(|t| without_images(&t)),
             Some(t.clone())
         );
-        t.state = TaskState::Running;
-        t.steps_done = 2;
-        t.steps_total = 5;
-        t.current_task = "compile: run_command".into();
-        t.tokens = TokenUsage {
-            input: 1536,
-            output: 284,
-        };
-        t.critical_path_tokens = 999;
-        t.result = "partial\nresult".into();
+        part_done(&mut t);
         t.input.answer_path = Some(crate::task::input::AnswerPath::TasksElicitation);
         t.input.pending.push(crate::task::input::InputRequest {
             key: "approval-2".into(),
             tool: "edit_file".into(),
             summary: "src/lib.rs".into(),
-            detail: "--- a/src/lib.rs\n+++ b/src/lib.rs\n-a ✓\n+b".into(),
+            detail: "--- a/src/lib.rs
++++ b/src/lib.rs
+-a ✓
++b"
+            .into(),
         });
-        t.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
         store.update_task(&t).await.unwrap();
         assert_eq!(
             store.task(t.id).await.unwrap().map(|t| without_images(&t)),
@@ -415,7 +458,10 @@ pub(crate) mod conformance {
         store.insert_task(&a).await.unwrap();
         store.insert_task_owned(b.clone()).await.unwrap();
         let data = |images: Vec<TaskImage>| -> Vec<String> {
-            images.into_iter().map(|i| i.data_base64.to_string()).collect()
+            images
+                .into_iter()
+                .map(|i| i.data_base64.to_string())
+                .collect()
         };
         let want: Vec<String> = a.images.iter().map(|i| i.data_base64.to_string()).collect();
         assert_eq!(data(store.task_images(a.id).await.unwrap()), want);

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -32,6 +33,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 mod script;
+
+use super::background::serve_in_background;
 
 use script::{CREATED_AT, details, stream_lines};
 pub use script::{FakeConfig, Reply};
@@ -62,6 +65,38 @@ pub fn first_request(body: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The content of a chat body's last user message (the request, or what the agent loop told
+/// the model last).
+pub fn last_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The content of a chat body's last `role: tool` message: the last tool result the model got.
+pub fn last_tool_result(body: &Value) -> String {
+    tool_results(body)
+        .pop()
+        .map(|(_, content)| content)
+        .unwrap_or_default()
+}
+
+/// `(tool_name, content)` of every `role: tool` message of a chat body, in order.
+pub fn tool_results(body: &Value) -> Vec<(String, String)> {
+    let Some(messages) = body["messages"].as_array() else {
+        return Vec::new();
+    };
+    let text = |m: &Value, key: &str| m[key].as_str().unwrap_or_default().to_owned();
+    messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (text(m, "tool_name"), text(m, "content")))
+        .collect()
+}
+
 /// A running fake server; stops on drop.
 pub struct FakeOllama {
     url: String,
@@ -73,6 +108,12 @@ impl FakeOllama {
     /// Model `test-model` with capabilities `completion` and `tools`.
     pub async fn start() -> FakeOllama {
         Self::spawn(FakeConfig::default())
+    }
+
+    /// A fake whose every chat hangs after its headers (unless a reply is queued): a task
+    /// that stays running until it is cancelled or the server stops.
+    pub async fn hanging() -> FakeOllama {
+        Self::start_with(FakeConfig::default().with_default_reply(Reply::Hang)).await
     }
 
     pub async fn start_with(cfg: FakeConfig) -> FakeOllama {
@@ -104,27 +145,10 @@ impl FakeOllama {
             .route("/api/version", get(version))
             .route("/api/tags", get(tags))
             .with_state(Arc::clone(&shared));
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name(format!("fake-ollama-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("fake Ollama runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = stopped => {}
-                    }
-                });
-                // Drops every connection and stream task, hanging ones included.
-                runtime.shutdown_background();
-            })
-            .expect("spawn fake Ollama thread");
+        let name = format!("fake-ollama-{}", addr.port());
+        let shutdown = serve_in_background(name, 2, listener, |listener| async move {
+            let _ = axum::serve(listener, app).await;
+        });
         FakeOllama {
             url: format!("http://{addr}"),
             shared,
@@ -140,6 +164,11 @@ impl FakeOllama {
     /// Queues a reply for the next `/api/chat` call that passes validation.
     pub fn push_reply(&self, reply: Reply) {
         lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Queues `replies`, in order.
+    pub fn push_replies(&self, replies: impl IntoIterator<Item = Reply>) {
+        lock(&self.shared.replies).extend(replies);
     }
 
     /// Drops the scripted replies not used yet.
@@ -165,6 +194,29 @@ impl FakeOllama {
     /// Every `/api/chat` request received, valid or not.
     pub fn chat_count(&self) -> usize {
         self.shared.chats.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a chat is in flight (a task reached the model), failing after `budget` with
+    /// `failure` (what went wrong).
+    pub async fn until_chat_started(&self, budget: Duration, failure: &str) {
+        self.until(budget, failure, |n| n > 0).await;
+    }
+
+    /// Waits until no chat is in flight (every stream finished or was dropped), failing after
+    /// `budget` with `failure`.
+    pub async fn until_chats_closed(&self, budget: Duration, failure: &str) {
+        self.until(budget, failure, |n| n == 0).await;
+    }
+
+    async fn until(&self, budget: Duration, failure: &str, ready: impl Fn(usize) -> bool) {
+        let deadline = tokio::time::Instant::now() + budget;
+        while !ready(self.in_flight_chats()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{failure} (after {budget:?})"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// `/api/chat` requests whose response has not yet finished or been dropped.

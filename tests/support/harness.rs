@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -13,6 +13,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::fake_ollama::{FakeOllama, Reply as FakeReply, tool_results};
 
 pub const MODERN: &str = "2026-07-28";
 
@@ -31,11 +33,28 @@ pub fn test_config(ollama_url: &str) -> Config {
     config
 }
 
+/// [`test_config`] for an agent working in `workspace`, without the rate limit (the tests
+/// poll agent_status quickly; limits are other tests' concern).
+pub fn workspace_config(ollama_url: &str, workspace: &std::path::Path) -> Config {
+    let mut config = test_config(ollama_url);
+    config.agent.workspace = Some(workspace.to_path_buf());
+    config.rate_limit.enabled = false;
+    config
+}
+
 /// [`test_config`] with the SQLite store at `db_path`.
 pub fn test_config_sqlite(ollama_url: &str, db_path: &std::path::Path) -> Config {
     let mut config = test_config(ollama_url);
     config.store = agent_mcp::config::StoreConfig::sqlite_at(db_path);
     config
+}
+
+/// A static bearer token for the caller `name`: the configuration holds its SHA-256 only.
+pub fn bearer(name: &str, secret: &str) -> agent_mcp::config::TokenConfig {
+    agent_mcp::config::TokenConfig {
+        name: name.into(),
+        sha256: agent_mcp::layers::auth::sha256_hex(secret),
+    }
 }
 
 /// The same configuration as YAML, for the real binary.
@@ -88,6 +107,16 @@ impl Drop for HttpServer {
         }
         self.task.abort();
     }
+}
+
+/// Starts the in-process server with `config`, runs `request` to its end and stops the
+/// server: the final agent_status text.
+pub async fn run_task(config: Config, request: &str) -> String {
+    HttpServer::start(config)
+        .await
+        .client()
+        .run_to_end(request)
+        .await
 }
 
 /// `_meta` of a modern request.
@@ -169,6 +198,12 @@ impl HttpClient {
         }
     }
 
+    /// A modern `tools/call` of `name`: the reply as it came, whatever its status.
+    pub async fn tool_call(&self, name: &str, arguments: Value) -> Reply {
+        self.modern("tools/call", json!({"name": name, "arguments": arguments}))
+            .await
+    }
+
     /// A modern request with correct headers and `_meta`.
     pub async fn modern(&self, method: &str, params: Value) -> Reply {
         self.modern_with_caps(method, params, json!({})).await
@@ -198,9 +233,7 @@ impl HttpClient {
 
     /// A modern `tools/call` that must answer 200; its `result`.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Value {
-        let r = self
-            .modern("tools/call", json!({"name": name, "arguments": arguments}))
-            .await;
+        let r = self.tool_call(name, arguments).await;
         assert_eq!(r.status, 200, "{}", r.text);
         r.body["result"].clone()
     }
@@ -213,6 +246,13 @@ impl HttpClient {
         field(&tool_text(&result), "task_id")
     }
 
+    /// `agent_run` of `request`, then `agent_status` until the task is terminal: the final
+    /// agent_status text.
+    pub async fn run_to_end(&self, request: &str) -> String {
+        let id = self.agent_run(request).await;
+        wait_terminal(|| self.agent_status(&id)).await
+    }
+
     /// `agent_status` of `task_id` (modern era): its text, which must not be a tool error.
     pub async fn agent_status(&self, task_id: &str) -> String {
         let result = self
@@ -220,6 +260,12 @@ impl HttpClient {
             .await;
         assert_eq!(result["isError"], json!(false), "{result}");
         tool_text(&result)
+    }
+
+    /// A legacy `initialize` asking for `version`, with no capabilities.
+    pub async fn initialize(&self, version: &str) -> Reply {
+        self.legacy("initialize", initialize_params(version), None)
+            .await
     }
 
     /// A legacy request; `version` is the MCP-Protocol-Version header, if any.
@@ -231,6 +277,11 @@ impl HttpClient {
         }
         self.post_raw(&headers, body.to_string()).await
     }
+}
+
+/// The params of a legacy `initialize` asking for `version`, with no capabilities.
+pub fn initialize_params(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
 }
 
 /// The text of a `CallToolResult`'s first block.
@@ -263,12 +314,22 @@ pub fn is_terminal(status: &str) -> bool {
 }
 
 /// Polls `status` (which returns the agent_status text) until the task is terminal.
-pub async fn wait_terminal<F, Fut>(mut status: F) -> String
+pub async fn wait_terminal<F, Fut>(status: F) -> String
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = String>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    wait_terminal_within(Duration::from_secs(30), status).await
+}
+
+/// [`wait_terminal`] for a task given `budget` to end in (a task still running then fails
+/// the test, showing its last status).
+pub async fn wait_terminal_within<F, Fut>(budget: Duration, mut status: F) -> String
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = String>,
+{
+    let deadline = tokio::time::Instant::now() + budget;
     loop {
         let text = status().await;
         if is_terminal(&field(&text, "status")) {
@@ -276,10 +337,199 @@ where
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "task did not finish in time; last status:\n{text}"
+            "task did not finish within {budget:?} (a wedged worker?); last status:\n{text}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A task whose model makes rounds of tool calls (one reply each), then answers "done".
+pub struct Rounds<'r, R> {
+    rounds: &'r [R],
+    /// The model calls made before this task's.
+    before: usize,
+}
+
+impl<'r, 'a: 'r, R: AsRef<[(&'a str, Value)]>> Rounds<'r, R> {
+    /// Queues the replies of `rounds` on `fake`, and lets the agent make just those calls.
+    pub fn queue(fake: &FakeOllama, config: &mut Config, rounds: &'r [R]) -> Self {
+        config.agent.max_iterations = rounds.len() + 1;
+        fake.push_replies(
+            rounds
+                .iter()
+                .map(|r| FakeReply::tool_calls(r.as_ref(), 1, 1)),
+        );
+        fake.push_reply(FakeReply::text("done", 1, 1));
+        Rounds {
+            rounds,
+            before: fake.chat_count(),
+        }
+    }
+
+    /// Runs `request` through `client` to its end within `budget`. Asserts that it completed
+    /// after exactly the queued model calls and that every call reached its tool, in order;
+    /// returns the text of each tool result.
+    pub async fn run(
+        self,
+        fake: &FakeOllama,
+        client: &HttpClient,
+        request: &str,
+        budget: Duration,
+    ) -> Vec<String> {
+        let id = client.agent_run(request).await;
+        let done = wait_terminal_within(budget, || client.agent_status(&id)).await;
+        assert_eq!(field(&done, "status"), "completed", "{done}");
+        let sent = fake.chat_requests();
+        let rounds = self.rounds.len();
+        assert_eq!(
+            sent.len(),
+            self.before + rounds + 1,
+            "{rounds} tool rounds, then the answer"
+        );
+        // The last request carries the whole conversation, every tool result in order.
+        let results = tool_results(&sent[self.before + rounds]);
+        let calls = self.rounds.iter().flat_map(|r| r.as_ref());
+        assert_eq!(results.len(), calls.clone().count());
+        for ((tool, _), (name, _)) in results.iter().zip(calls) {
+            assert_eq!(tool, name);
+        }
+        results.into_iter().map(|(_, text)| text).collect()
+    }
+}
+
+/// [`Rounds`] on the in-process server started with `config`.
+pub async fn run_rounds<'a, R: AsRef<[(&'a str, Value)]>>(
+    fake: &FakeOllama,
+    mut config: Config,
+    request: &str,
+    rounds: &[R],
+    budget: Duration,
+) -> Vec<String> {
+    let script = Rounds::queue(fake, &mut config, rounds);
+    let server = HttpServer::start(config).await;
+    script.run(fake, &server.client(), request, budget).await
+}
+
+/// Polls `check` every 10 ms until it returns `Some`, failing after `budget` saying `what`
+/// did not happen.
+pub async fn eventually<T, F, Fut>(budget: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + budget;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not happen within {budget:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether process `pid` is gone (Linux: no `/proc/PID`, or a zombie: killed, only not yet
+/// reaped by its parent).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// The MCP URL a line of `agent-mcp serve`'s stderr announces (`… serving MCP at URL …`).
+pub fn served_url(line: &str) -> Option<&str> {
+    line.split("serving MCP at ")
+        .nth(1)?
+        .split_whitespace()
+        .next()
+}
+
+/// Reads the stderr of `agent-mcp serve` (piped) until it says where it listens, within 20 s,
+/// then keeps draining it so the server never blocks on a full pipe: the MCP URL.
+pub async fn listening_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = served_url(&line) {
+                return url.to_owned();
+            }
+        }
+        panic!("agent-mcp serve exited before listening");
+    })
+    .await
+    .expect("listening within 20 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
+}
+
+/// The agent-mcp binary (run under `prefix`, a program and its arguments, if any) with `args`
+/// then `--config <config>`, in `dir`: its default SQLite store under `dir/state`, none of the
+/// test's own OTEL_* variables (only a test that asks for OpenTelemetry export exports),
+/// logging at `log`, killed when dropped. Its standard I/O is the caller's to connect.
+pub fn agent_mcp_command(
+    prefix: &[String],
+    args: &[&str],
+    config: &Path,
+    dir: &Path,
+    log: &str,
+) -> Command {
+    let bin = env!("CARGO_BIN_EXE_agent-mcp");
+    let mut command = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    for (name, _) in agent_mcp::config::OTEL_VARIABLES {
+        command.env_remove(name);
+    }
+    command
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .current_dir(dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("RUST_LOG", log)
+        .kill_on_drop(true);
+    command
+}
+
+/// `agent-mcp stdio` with the configuration file `config`, in `dir` (see
+/// [`agent_mcp_command`]): the child, its stdin, and its stdout line by line; its stderr as
+/// `stderr` says.
+pub fn spawn_stdio(
+    config: &Path,
+    dir: &Path,
+    log: &str,
+    stderr: Stdio,
+) -> (Child, ChildStdin, Lines<BufReader<ChildStdout>>) {
+    let mut command = agent_mcp_command(&[], &["stdio"], config, dir, log);
+    spawn_piped(&mut command, stderr, "agent-mcp stdio")
+}
+
+/// Starts `command` (`what` it is, for the panic if it cannot) with its stdin and stdout
+/// piped: the child, its stdin, and its stdout line by line; its stderr as `stderr` says.
+pub fn spawn_piped(
+    command: &mut Command,
+    stderr: Stdio,
+    what: &str,
+) -> (Child, ChildStdin, Lines<BufReader<ChildStdout>>) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    (child, stdin, stdout)
 }
 
 /// The real `agent-mcp stdio` binary as a child process.
@@ -297,25 +547,10 @@ impl StdioServer {
     pub async fn spawn(config: &Config) -> StdioServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = write_config(&dir, config);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
-            .arg("stdio")
-            .arg("--config")
-            .arg(&path)
-            .current_dir(dir.path())
-            // A default SQLite store lives under the state directory: keep it in the temp dir.
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agent-mcp");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let (child, stdin, stdout) = spawn_stdio(&path, dir.path(), "warn", Stdio::inherit());
         StdioServer {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 0,
             notifications: Vec::new(),
@@ -456,31 +691,13 @@ impl ServeProcess {
             Stderr::Unread | Stderr::Closed if how.port != 0 => how.port,
             Stderr::Unread | Stderr::Closed => free_port(),
         };
-        let bin = env!("CARGO_BIN_EXE_agent-mcp");
-        let mut command = match how.prefix.split_first() {
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        // Any OTEL_* variable of the test's own environment: only a test that asks for
-        // OpenTelemetry export exports.
-        for (name, _) in agent_mcp::config::OTEL_VARIABLES {
-            command.env_remove(name);
-        }
-        command
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--config"])
-            .arg(&path)
-            .current_dir(dir.path())
-            // A default SQLite store lives under the state directory: keep it in the temp dir.
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("RUST_LOG", "info")
+        let bind = format!("127.0.0.1:{port}");
+        let args = ["serve", "--bind", &bind];
+        let mut child = agent_mcp_command(&how.prefix, &args, &path, dir.path(), "info")
             .envs(how.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn agent-mcp serve");
+            .spawn()
+            .expect("spawn agent-mcp serve");
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         if how.stderr != Stderr::Read {
             let pipe = child.stderr.take().expect("stderr");
@@ -530,8 +747,7 @@ impl ServeProcess {
         let base = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(line) = rx.recv().await {
                 startup.push(line.clone());
-                if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or_default();
+                if let Some(url) = served_url(&line) {
                     return url.trim_end_matches("/mcp").to_owned();
                 }
             }

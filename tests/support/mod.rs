@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+pub mod background;
 pub mod fake_ollama;
 pub mod harness;
 pub mod instances;

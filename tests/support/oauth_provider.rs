@@ -16,10 +16,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, ChildStdin, Command};
+
+use super::harness::spawn_piped;
 
 /// The clients the provider knows (see provider.mjs); the secret of each is `<id>-secret`.
 pub const CLIENT_A: &str = "client-a";
@@ -103,19 +104,14 @@ impl Provider {
             return None;
         };
         let program = place_program(&dir);
-        let mut child = Command::new(node)
+        let mut command = Command::new(node);
+        command
             .arg(program)
             .current_dir(&dir)
             .env("OAUTH_RESOURCES", resources.join(","))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the provider with the installed node");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
+            .kill_on_drop(true);
+        let what = "the provider with the installed node";
+        let (child, stdin, mut lines) = spawn_piped(&mut command, Stdio::inherit(), what);
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
             .await
             .expect("the provider said where it listens within 30 s")
@@ -236,4 +232,20 @@ impl Provider {
             jwks: body["jwks"].as_u64().expect("jwks"),
         }
     }
+}
+
+/// The claims of a JWT (its payload, decoded; the signature is not checked).
+pub fn claims_of(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("three parts");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
+}
+
+/// `token` with its claims changed by `alter` and its header and signature kept: a forgery
+/// the signature check must catch.
+pub fn with_altered_claims(token: &str, alter: impl FnOnce(&mut Value)) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut claims = claims_of(token);
+    alter(&mut claims);
+    let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
+    format!("{}.{payload}.{}", parts[0], parts[2])
 }

@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 
+use super::background::serve_in_background;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Pass,
@@ -41,25 +43,10 @@ impl Proxy {
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("proxy address");
         let (mode, watching) = watch::channel(Mode::Pass);
-        let (stop, stopped) = oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name(format!("tcp-proxy-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .expect("proxy runtime");
-                runtime.block_on(async move {
-                    let listener = TcpListener::from_std(listener).expect("tokio listener");
-                    tokio::select! {
-                        () = accept_loop(listener, target, watching) => {}
-                        _ = stopped => {}
-                    }
-                });
-                runtime.shutdown_background();
-            })
-            .expect("spawn the proxy thread");
+        let name = format!("tcp-proxy-{}", addr.port());
+        let stop = serve_in_background(name, 1, listener, move |listener| {
+            accept_loop(listener, target, watching)
+        });
         Proxy {
             addr,
             mode,

@@ -31,6 +31,8 @@ mod queue;
 mod rows;
 mod schema;
 #[cfg(test)]
+mod test_server;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
@@ -243,6 +245,20 @@ impl PostgresStore {
         describe(&self.shown, &e)
     }
 
+    /// Every row of `sql` (a cached statement) with `id` as `$1`.
+    async fn rows_by_id(
+        &self,
+        sql: &str,
+        id: Uuid,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(|e| self.err(e))?;
+        client
+            .query(&stmt, &[&id.to_string()])
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     fn claims(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Lease>> {
         // Every critical section is one map operation, so a poisoned lock holds a consistent map.
         self.claims.lock().unwrap_or_else(|e| e.into_inner())
@@ -396,15 +412,8 @@ impl TaskStore for PostgresStore {
 
     async fn session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
         self.bounded("read the session", async {
-            let client = self.client().await?;
-            let stmt = client
-                .prepare_cached("SELECT owner, created_at_ns FROM sessions WHERE id = $1")
-                .await
-                .map_err(|e| self.err(e))?;
-            let row = client
-                .query_opt(&stmt, &[&id.to_string()])
-                .await
-                .map_err(|e| self.err(e))?;
+            let sql = "SELECT owner, created_at_ns FROM sessions WHERE id = $1";
+            let row = self.rows_by_id(sql, id).await?.into_iter().next();
             Ok(row.map(|row| Session {
                 id,
                 owner: row.get(0),
@@ -416,16 +425,10 @@ impl TaskStore for PostgresStore {
 
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError> {
         self.bounded("read the session history", async {
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT t.role, t.content FROM sessions s \
-                     LEFT JOIN turns t ON t.session_id = s.id \
-                     WHERE s.id = $1 ORDER BY t.seq",
-                    &[&id.to_string()],
-                )
-                .await
-                .map_err(|e| self.err(e))?;
+            let sql = "SELECT t.role, t.content FROM sessions s \
+                       LEFT JOIN turns t ON t.session_id = s.id \
+                       WHERE s.id = $1 ORDER BY t.seq";
+            let rows = self.rows_by_id(sql, id).await?;
             if rows.is_empty() {
                 return Err(StoreError::UnknownSession(id));
             }
@@ -532,17 +535,8 @@ impl TaskStore for PostgresStore {
 
     async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
         self.bounded("read the task", async {
-            let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE id = $1"
-                ))
-                .await
-                .map_err(|e| self.err(e))?;
-            let row = client
-                .query_opt(&stmt, &[&id.to_string()])
-                .await
-                .map_err(|e| self.err(e))?;
+            let sql = format!("SELECT {TASK_READ_COLUMNS} FROM tasks WHERE id = $1");
+            let row = self.rows_by_id(&sql, id).await?.into_iter().next();
             row.as_ref().map(task_from).transpose()
         })
         .await
@@ -550,17 +544,11 @@ impl TaskStore for PostgresStore {
 
     async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
         self.bounded("read the task's images", async {
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT ti.mime_type, i.data FROM tasks t \
-                     LEFT JOIN task_images ti ON ti.task_id = t.id \
-                     LEFT JOIN images i ON i.sha256 = ti.sha256 \
-                     WHERE t.id = $1 ORDER BY ti.position",
-                    &[&id.to_string()],
-                )
-                .await
-                .map_err(|e| self.err(e))?;
+            let sql = "SELECT ti.mime_type, i.data FROM tasks t \
+                       LEFT JOIN task_images ti ON ti.task_id = t.id \
+                       LEFT JOIN images i ON i.sha256 = ti.sha256 \
+                       WHERE t.id = $1 ORDER BY ti.position";
+            let rows = self.rows_by_id(sql, id).await?;
             if rows.is_empty() {
                 return Err(StoreError::UnknownTask(id));
             }

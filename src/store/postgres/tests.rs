@@ -3,49 +3,13 @@
 
 use std::time::Duration;
 
-use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 use super::PostgresStore;
+use super::test_server::{fresh_database, server_url};
 use crate::config::{StoreBackend, StoreConfig};
 use crate::store::{Claim, SharedEvent, StoreError, TaskStore};
 use crate::task::{Session, Task, TaskState, Turn, TurnRole};
-
-/// The server the tests use. Without one the test is skipped with a loud note, except under
-/// CI (`CI` set), where a missing server fails it.
-pub(crate) fn server_url() -> Option<String> {
-    match std::env::var("AGENT_MCP_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "AGENT_MCP_TEST_PG_URL is not set, and CI must run the PostgreSQL tests: run them \
-             as `bash scripts/postgres.sh cargo test --locked`"
-        ),
-        _ => {
-            eprintln!(
-                "SKIPPED: no PostgreSQL for this test (AGENT_MCP_TEST_PG_URL is not set); run \
-                 `bash scripts/postgres.sh cargo test --locked` to include it"
-            );
-            None
-        }
-    }
-}
-
-/// A new empty database on the test server; its URL.
-pub(crate) async fn fresh_database() -> Option<String> {
-    let url = server_url()?;
-    let (client, conn) = tokio_postgres::connect(&url, NoTls)
-        .await
-        .expect("connect to AGENT_MCP_TEST_PG_URL");
-    tokio::spawn(conn);
-    let name = format!("agent_mcp_test_{}", Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create a test database");
-    let base = url.split('?').next().unwrap_or(&url);
-    let (server, _) = base.rsplit_once('/').expect("the URL names a database");
-    Some(format!("{server}/{name}"))
-}
 
 fn config(url: &str, lease: Duration) -> StoreConfig {
     StoreConfig {
@@ -68,6 +32,21 @@ async fn queued(store: &dyn TaskStore) -> Task {
     let t = Task::new(session.id, None, "r".into(), None);
     store.insert_task(&t).await.unwrap();
     t
+}
+
+/// A queued task of `store`, claimed by it and saved `running`: the task as saved.
+async fn running(store: &PostgresStore) -> Task {
+    let a = queued(store).await;
+    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
+    let mut t = store.task(a.id).await.unwrap().unwrap();
+    t.transition(TaskState::Running);
+    store.update_task(&t).await.unwrap();
+    t
+}
+
+/// A write refused because this instance no longer holds the task's lease.
+fn assert_fenced(result: Result<(), StoreError>) {
+    assert!(matches!(result, Err(StoreError::Fenced(_))), "{result:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -150,10 +129,7 @@ async fn claims_are_fifo_and_one_at_a_time_across_instances() {
     t.transition(TaskState::Running);
     two.update_task(&t).await.unwrap();
     // Not this instance's task: its writes are refused.
-    assert!(matches!(
-        one.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(one.update_task(&t).await);
     t.transition(TaskState::Completed);
     two.update_task(&t).await.unwrap();
     two.shared().unwrap().release(ids[0]);
@@ -197,14 +173,8 @@ async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
     assert_eq!(lease.loss(), Some(crate::store::LeaseLoss::TakenOver));
     t.transition(TaskState::Completed);
     t.result = "the late answer".into();
-    assert!(matches!(
-        holder.finish_task(&t, &turns("the late answer")).await,
-        Err(StoreError::Fenced(_))
-    ));
-    assert!(matches!(
-        holder.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(holder.finish_task(&t, &turns("the late answer")).await);
+    assert_fenced(holder.update_task(&t).await);
     assert!(holder.session_turns(a.session_id).await.unwrap().is_empty());
     // Released, the claim is forgotten; a progress write arriving after that (the runner's
     // background writer) cannot bring the ended task back either.
@@ -212,10 +182,7 @@ async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
     let mut stale = t.clone();
     stale.state = TaskState::Running;
     stale.result.clear();
-    assert!(matches!(
-        holder.update_task(&stale).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(holder.update_task(&stale).await);
     assert_eq!(survivor.task(a.id).await.unwrap().unwrap(), failed);
 }
 
@@ -228,22 +195,15 @@ async fn a_write_after_the_lease_lapsed_is_refused_even_before_anyone_takes_over
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
-    lapse(&store, a.id).await;
+    let mut t = running(&store).await;
+    lapse(&store, t.id).await;
     t.transition(TaskState::Completed);
-    assert!(matches!(
-        store.finish_task(&t, &turns("late")).await,
-        Err(StoreError::Fenced(_))
-    ));
+    assert_fenced(store.finish_task(&t, &turns("late")).await);
     assert_eq!(
-        store.task(a.id).await.unwrap().unwrap().state,
+        store.task(t.id).await.unwrap().unwrap().state,
         TaskState::Running
     );
-    assert!(store.session_turns(a.session_id).await.unwrap().is_empty());
+    assert!(store.session_turns(t.session_id).await.unwrap().is_empty());
 }
 
 /// Once this process gave a lease up, its writes are refused before they are sent, although
@@ -254,19 +214,12 @@ async fn writes_stop_the_moment_the_lease_is_given_up() {
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
-    let lease = store.shared().unwrap().lease(a.id).unwrap();
+    let mut t = running(&store).await;
+    let lease = store.shared().unwrap().lease(t.id).unwrap();
     lease.lose(crate::store::LeaseLoss::Unconfirmed(Duration::from_secs(9)));
     t.steps_done = 1;
-    assert!(matches!(
-        store.update_task(&t).await,
-        Err(StoreError::Fenced(_))
-    ));
-    assert_eq!(store.task(a.id).await.unwrap().unwrap().steps_done, 0);
+    assert_fenced(store.update_task(&t).await);
+    assert_eq!(store.task(t.id).await.unwrap().unwrap().steps_done, 0);
 }
 
 /// The outcome and its turns are written together; a retry of an outcome that was written
@@ -277,25 +230,18 @@ async fn an_outcome_is_written_with_its_turns_once() {
         return;
     };
     let store = open(&url).await;
-    let a = queued(&store).await;
-    assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
-    let mut t = store.task(a.id).await.unwrap().unwrap();
-    t.transition(TaskState::Running);
-    store.update_task(&t).await.unwrap();
+    let mut t = running(&store).await;
     t.transition(TaskState::Completed);
     t.result = "the answer".into();
     let answer = turns("the answer");
     store.finish_task(&t, &answer).await.unwrap();
     store.finish_task(&t, &answer).await.unwrap();
-    assert_eq!(store.session_turns(a.session_id).await.unwrap(), answer);
-    assert_eq!(store.task(a.id).await.unwrap().unwrap(), t);
+    assert_eq!(store.session_turns(t.session_id).await.unwrap(), answer);
+    assert_eq!(store.task(t.id).await.unwrap().unwrap(), t);
     // Another outcome is not a retry.
     t.result = "another answer".into();
-    assert!(matches!(
-        store.finish_task(&t, &turns("another answer")).await,
-        Err(StoreError::Fenced(_))
-    ));
-    store.shared().unwrap().release(a.id);
+    assert_fenced(store.finish_task(&t, &turns("another answer")).await);
+    store.shared().unwrap().release(t.id);
     assert_eq!(store.claim_next_for_test().await, Claim::Empty);
 }
 
@@ -384,16 +330,8 @@ async fn cancel_reaches_the_instance_that_holds_the_task() {
         TaskState::Queued,
         "claimed: marked, not ended"
     );
-    let heard = tokio::time::timeout(Duration::from_secs(2), async {
-        loop {
-            if let Ok(SharedEvent::Cancel(id)) = events.recv().await {
-                return id;
-            }
-        }
-    })
-    .await
-    .expect("the cancel notification within 2 s");
-    assert_eq!(heard, a.id);
+    let heard = next_cancel(&mut events, Duration::from_secs(2)).await;
+    assert_eq!(heard, Some(a.id), "the cancel notification within 2 s");
 }
 
 /// A cancel whose notification is lost: the holder's heartbeat reads the mark and announces
@@ -408,26 +346,10 @@ async fn the_heartbeat_announces_a_cancel_whose_notification_was_lost() {
     let a = queued(&runner).await;
     assert_eq!(runner.claim_next_for_test().await, Claim::Claimed(a.id));
     // Marked without a NOTIFY, as if the notification never arrived.
-    runner
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE tasks SET cancel_requested = true WHERE id = $1",
-            &[&a.id.to_string()],
-        )
-        .await
-        .unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(3), async {
-        loop {
-            if let Ok(SharedEvent::Cancel(id)) = events.recv().await {
-                return id;
-            }
-        }
-    })
-    .await
-    .expect("the heartbeat's cancel within 3 s");
-    assert_eq!(heard, a.id);
+    let mark = "UPDATE tasks SET cancel_requested = true WHERE id = $1";
+    update_task(&runner, mark, a.id).await;
+    let heard = next_cancel(&mut events, Duration::from_secs(3)).await;
+    assert_eq!(heard, Some(a.id), "the heartbeat's cancel within 3 s");
 }
 
 /// The shared GCRA bucket: `burst` at once, then one per emission interval, with the wait
@@ -439,32 +361,17 @@ async fn rate_buckets_allow_the_burst_then_say_how_long_to_wait() {
     };
     let (a, b) = (open(&url).await, open(&url).await);
     for store in [&a, &b, &a] {
-        assert_eq!(
-            store.shared().unwrap().take_cell("k", 60, 3).await.unwrap(),
-            None
-        );
+        assert_eq!(take_cell(store, "k").await, None);
     }
-    let wait = b
-        .shared()
-        .unwrap()
-        .take_cell("k", 60, 3)
-        .await
-        .unwrap()
-        .expect("over the burst");
+    let wait = take_cell(&b, "k").await.expect("over the burst");
     // At most one emission interval (less by however long the four calls took).
     assert!(
         wait > Duration::ZERO && wait <= Duration::from_secs(1),
         "{wait:?}"
     );
-    assert_eq!(
-        a.shared().unwrap().take_cell("other", 60, 3).await.unwrap(),
-        None
-    );
+    assert_eq!(take_cell(&a, "other").await, None);
     tokio::time::sleep(wait).await;
-    assert_eq!(
-        a.shared().unwrap().take_cell("k", 60, 3).await.unwrap(),
-        None
-    );
+    assert_eq!(take_cell(&a, "k").await, None);
 }
 
 /// The password is not in any message, even when the server refuses it.
@@ -502,16 +409,35 @@ fn turns(answer: &str) -> Vec<Turn> {
 
 /// Ends task `id`'s lease now, on the database: what a holder that stopped renewing leaves.
 async fn lapse(store: &PostgresStore, id: Uuid) {
-    store
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE tasks SET lease_until = now() - interval '1 second' WHERE id = $1",
-            &[&id.to_string()],
-        )
-        .await
-        .unwrap();
+    let sql = "UPDATE tasks SET lease_until = now() - interval '1 second' WHERE id = $1";
+    update_task(store, sql, id).await;
+}
+
+/// Runs the statement `sql` with task `id` as `$1` on the store's database.
+async fn update_task(store: &PostgresStore, sql: &str, id: Uuid) {
+    let client = store.client().await.unwrap();
+    client.execute(sql, &[&id.to_string()]).await.unwrap();
+}
+
+/// The next cancel announced on `events` within `budget`, if one is.
+async fn next_cancel(
+    events: &mut tokio::sync::broadcast::Receiver<SharedEvent>,
+    budget: Duration,
+) -> Option<Uuid> {
+    let cancel = async {
+        loop {
+            if let Ok(SharedEvent::Cancel(id)) = events.recv().await {
+                return id;
+            }
+        }
+    };
+    tokio::time::timeout(budget, cancel).await.ok()
+}
+
+/// One cell of the shared bucket `key` (60 a minute, a burst of 3): `None` when taken, else
+/// how long to wait.
+async fn take_cell(store: &PostgresStore, key: &str) -> Option<Duration> {
+    store.shared().unwrap().take_cell(key, 60, 3).await.unwrap()
 }
 
 /// When task `id`'s lease ends, in seconds on the database clock.

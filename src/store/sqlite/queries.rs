@@ -364,7 +364,9 @@ pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Optio
         .query_map([id.to_string()], |row| {
             Ok(TaskImage {
                 mime_type: row.get(0)?,
-                data_base64: Arc::new(String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned()),
+                data_base64: Arc::new(
+                    String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned(),
+                ),
                 sha256: None,
             })
         })?

@@ -5,7 +5,8 @@ use base64::engine::general_purpose::STANDARD;
 
 use super::*;
 use crate::config::{StoreConfig, Synchronous};
-use crate::task::{TokenUsage, TurnRole};
+use crate::store::conformance;
+use crate::task::TurnRole;
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&StoreConfig::sqlite_at(dir.path().join("db/tasks.db")))
@@ -28,24 +29,8 @@ fn image(bytes: &[u8]) -> TaskImage {
 }
 
 fn full_task(session: Uuid) -> Task {
-    let mut t = Task::new(
-        session,
-        Some("alice".into()),
-        "Fix the build ✓".into(),
-        Some(0.25),
-    );
-    t.state = TaskState::Running;
-    t.steps_done = 2;
-    t.steps_total = 5;
-    t.current_task = "compile: run_command".into();
-    t.tokens = TokenUsage {
-        input: 1536,
-        output: 284,
-    };
-    t.critical_path_tokens = 999;
-    t.result = "partial\nresult".into();
-    t.created_at = UNIX_EPOCH + Duration::new(1_786_000_000, 123_456_789);
-    t.updated_at = UNIX_EPOCH + Duration::new(1_786_000_100, 987_654_321);
+    let mut t = conformance::new_task(session);
+    conformance::part_done(&mut t);
     t
 }
 
@@ -247,34 +232,13 @@ async fn an_image_is_stored_once_and_released_with_its_last_unfinished_task() {
 #[tokio::test]
 async fn purge_respects_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let hour = Duration::from_secs(3600);
-    let now = SystemTime::now();
-    let mut old = Task::new(Uuid::new_v4(), None, "old".into(), None);
-    let mut recent = Task::new(Uuid::new_v4(), None, "recent".into(), None);
-    let mut old_queued = Task::new(Uuid::new_v4(), None, "queued".into(), None);
-    old_queued.created_at = now - 48 * hour;
-    old_queued.updated_at = now - 48 * hour;
-    for t in [&old, &recent, &old_queued] {
-        store.insert_task(t).await.unwrap();
-    }
-    old.fail("x");
-    old.updated_at = now - 2 * hour;
-    store.update_task(&old).await.unwrap();
-    recent.transition(TaskState::Completed);
-    store.update_task(&recent).await.unwrap();
-
-    assert_eq!(store.purge_finished(now - 3 * hour).await.unwrap(), 0);
-    assert_eq!(store.purge_finished(now - hour).await.unwrap(), 1);
-    assert!(store.task(old.id).await.unwrap().is_none());
-    assert!(store.task(recent.id).await.unwrap().is_some());
-    assert!(store.task(old_queued.id).await.unwrap().is_some());
+    conformance::purge_keeps_unfinished_and_recent_tasks(&open(&dir).await).await;
 }
 
 #[tokio::test]
 async fn the_shared_store_contract() {
     let dir = tempfile::tempdir().unwrap();
-    crate::store::conformance::all(&open(&dir).await).await;
+    conformance::all(&open(&dir).await).await;
 }
 
 #[tokio::test]

@@ -73,6 +73,18 @@ impl Reply {
         }
     }
 
+    /// A reply calling every tool of `calls`, in order.
+    pub fn tool_calls(calls: &[(&str, Value)], prompt_eval_count: u64, eval_count: u64) -> Reply {
+        Reply::ToolCalls {
+            calls: calls
+                .iter()
+                .map(|(name, args)| ((*name).to_owned(), args.clone()))
+                .collect(),
+            prompt_eval_count,
+            eval_count,
+        }
+    }
+
     pub fn http_error(status: u16, error: &str) -> Reply {
         Reply::HttpError {
             status,
