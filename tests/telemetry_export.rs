@@ -8,12 +8,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use agent_mcp::telemetry::context::{TraceCarrier, continue_trace, set_remote_parent};
+use agent_mcp::telemetry::context::{RemoteParent, TraceCarrier, continue_trace};
 use agent_mcp::telemetry::duration::{OperationAttributes, record_server_operation};
 use agent_mcp::telemetry::semconv::{attr, metric};
 use agent_mcp::telemetry::spans::{
-    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_rpc_error,
-    record_usage,
+    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_usage,
 };
 use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
 use agent_mcp::telemetry::{Telemetry, TelemetryError, TelemetrySettings};
@@ -61,12 +60,12 @@ async fn a_task_trace_reaches_the_collector_as_the_conventions_say() {
             .with_request_id("1")
             .with_protocol_version("2026-07-28")
             .with_network(Network::Http { peer: None })
-            .start();
-        assert!(set_remote_parent(&server, meta.as_object(), None));
+            .start_in(RemoteParent::of_request(meta.as_object(), None));
         // What a task stores: the strings, through JSON as a database row would hold them.
-        let stored =
-            serde_json::to_string(&TraceCarrier::of_span(&server).expect("carrier")).expect("json");
-        server.in_scope(|| tracing::info!(request = request_text, "queued"));
+        let context = server.context().expect("export is on");
+        let stored = serde_json::to_string(&TraceCarrier::from_context(&context).expect("carrier"))
+            .expect("json");
+        tracing::info!(request = request_text, "queued");
         drop(server);
 
         // The runner, later: the task continues the caller's trace.
@@ -86,10 +85,10 @@ async fn a_task_trace_reaches_the_collector_as_the_conventions_say() {
         record_usage(&agent, 230, 27);
         drop(agent);
 
-        let failed = McpServerSpan::new("tools/call")
+        let mut failed = McpServerSpan::new("tools/call")
             .with_tool("agent_status")
             .start();
-        record_rpc_error(&failed, -32602, Some("invalid params"));
+        failed.record_rpc_error(-32602, Some("invalid params"));
     });
     shutdown(telemetry, Duration::from_secs(5))
         .await

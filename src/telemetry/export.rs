@@ -25,9 +25,11 @@ use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
+use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{FilterFn, Filtered, filter_fn};
+use tracing_subscriber::filter::Filtered;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use super::health::CountedMetricExporter;
@@ -39,11 +41,33 @@ use super::{TelemetryError, TelemetrySettings};
 
 /// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
 /// nothing but the spans built in [`spans`](super::spans) reaches a collector.
-pub type ExportLayer<S> = Filtered<
-    tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>,
-    FilterFn<fn(&Metadata<'_>) -> bool>,
-    S,
->;
+pub type ExportLayer<S> =
+    Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
+
+/// The export layer's filter ([`TARGET`] spans only), which also holds the layer's tracer so
+/// that the per-request server span can be built with the OpenTelemetry API directly
+/// ([`ServerSpan`](super::spans::ServerSpan)): it is found through the current dispatcher
+/// (`Dispatch::downcast_ref`), so it follows the subscriber that is in force, as the
+/// `tracing` spans do.
+#[derive(Debug, Clone)]
+pub struct ExportFilter {
+    pub(super) tracer: SdkTracer,
+}
+
+impl<S> Filter<S> for ExportFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        is_exported(meta)
+    }
+
+    // The decision reads the metadata alone, so each call site is asked once.
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if is_exported(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+}
 
 /// Running export (see the module docs). Call [`Telemetry::shutdown`] before the runtime ends,
 /// so the last spans are sent.
@@ -253,7 +277,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     tracing_opentelemetry::layer()
-        .with_tracer(tracer)
+        .with_tracer(tracer.clone())
         // Code locations, thread ids, targets and busy/idle times are not in the conventions
         // and cost a little on every span.
         .with_location(false)
@@ -264,5 +288,5 @@ where
         // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
         // which this server has none of, at a cost on every enter.
         .with_context_activation(false)
-        .with_filter(filter_fn(is_exported as fn(&Metadata<'_>) -> bool))
+        .with_filter(ExportFilter { tracer })
 }

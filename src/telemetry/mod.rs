@@ -59,7 +59,7 @@ pub mod subscriber;
 mod testing;
 
 pub use error::TelemetryError;
-pub use export::{ExportLayer, Telemetry};
+pub use export::{ExportFilter, ExportLayer, Telemetry};
 pub use queue::QueueStats;
 pub use settings::{ResourceAttributesError, TelemetrySettings, parse_resource_attributes};
 
