@@ -34,6 +34,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::health::CountedMetricExporter;
 use super::http_client::RuntimeHttpClient;
+use super::otlp::OtlpSpanExporter;
 use super::queue::{CountedExporter, GatedProcessor, QueueStats};
 use super::semconv::{SCOPE, TARGET};
 use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
@@ -115,17 +116,12 @@ impl Telemetry {
         let client = RuntimeHttpClient::new(runtime, settings.export_timeout)?;
         let resource = resource(settings);
 
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(client.clone())
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(traces_endpoint.clone())
-            .with_timeout(settings.export_timeout)
-            .build()
-            .map_err(|e| TelemetryError::Exporter {
-                signal: "traces",
-                message: e.to_string(),
-            })?;
+        // Our own OTLP/HTTP protobuf encoding of the spans (see `otlp`), on the same client.
+        let exporter = OtlpSpanExporter::new(
+            client.clone(),
+            &traces_endpoint,
+            super::otlp::headers_from_env(),
+        )?;
         let capacity = settings.max_queue_size.max(1);
         let stats = QueueStats::new(capacity);
         let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))

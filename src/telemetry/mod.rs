@@ -50,6 +50,7 @@ mod error;
 mod export;
 mod health;
 mod http_client;
+mod otlp;
 mod queue;
 pub mod semconv;
 mod settings;
