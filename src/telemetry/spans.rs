@@ -47,7 +47,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::trace::{
@@ -236,7 +236,7 @@ impl<'a> McpServerSpan<'a> {
                 Value::from(value::PROTOCOL_HTTP),
             );
             if let Some(peer) = peer {
-                push(attr::CLIENT_ADDRESS, Value::from(peer.ip().to_string()));
+                push(attr::CLIENT_ADDRESS, Value::from(ip_text(peer.ip())));
                 push(attr::CLIENT_PORT, Value::I64(i64::from(peer.port())));
             }
         }
@@ -247,6 +247,30 @@ impl<'a> McpServerSpan<'a> {
             builder = builder.with_links(vec![Link::with_context(link)]);
         }
         builder
+    }
+}
+
+/// An address as text. IPv4 by hand: `Display` for `IpAddr` took 1 500 instructions, a
+/// third of the server span's own cost.
+fn ip_text(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut text = String::with_capacity(15);
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    text.push('.');
+                }
+                if octet >= 100 {
+                    text.push(char::from(b'0' + octet / 100));
+                }
+                if octet >= 10 {
+                    text.push(char::from(b'0' + octet / 10 % 10));
+                }
+                text.push(char::from(b'0' + octet % 10));
+            }
+            text
+        }
+        IpAddr::V6(v6) => v6.to_string(),
     }
 }
 
@@ -597,6 +621,21 @@ mod tests {
             !keys.iter().any(|k| k.starts_with("otel.")),
             "the otel.* fields steer the span, they are not attributes: {keys:?}"
         );
+    }
+
+    #[test]
+    fn addresses_read_as_display_writes_them() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.20.100.255",
+            "192.168.9.99",
+            "::1",
+            "fe80::1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_text(ip), ip.to_string());
+        }
     }
 
     #[test]
