@@ -134,6 +134,9 @@ impl Telemetry {
             )
             .build();
         let tracer_provider = SdkTracerProvider::builder()
+            // Ours, so the SDK's own reading of OTEL_TRACES_SAMPLER (which the configuration
+            // has already merged with agent.yaml) does not apply.
+            .with_sampler(settings.sampler.to_sdk())
             .with_resource(resource.clone())
             .with_span_processor(GatedProcessor::new(batch, stats.clone()))
             .build();
