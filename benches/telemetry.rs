@@ -23,10 +23,9 @@ mod otlp_receiver;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use agent_mcp::telemetry::context::set_remote_parent;
+use agent_mcp::telemetry::context::RemoteParent;
 use agent_mcp::telemetry::spans::{
-    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_rpc_error,
-    record_usage,
+    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_usage,
 };
 use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
 use agent_mcp::telemetry::{Telemetry, TelemetrySettings};
@@ -42,11 +41,10 @@ fn request_span(meta: &Map<String, Value>) {
         .with_tool("agent_status")
         .with_request_id("17")
         .with_protocol_version("2026-07-28")
-        .with_network(Network::Http { peer: None })
-        .start();
-    set_remote_parent(&span, Some(meta), None);
-    span.in_scope(|| black_box(()));
-    record_rpc_error(&span, -32602, None);
+        .with_network(Network::Http { peer: None });
+    let mut span = span.start_in(RemoteParent::of_request(Some(meta), None));
+    black_box(&span);
+    span.record_rpc_error(-32602, None);
 }
 
 fn task_tree() {

@@ -4,8 +4,10 @@
 # to an OTLP/HTTP receiver that accepts every batch, measured in the same run, alternating
 # (off, on, off, on, …) so the machine's load falls on both alike. Every request carries a
 # caller's `traceparent` in `_meta`, so the exporting server parents and exports one server
-# span per request. Prints the median req/s of each, their ratio, what the receiver got and
-# the spans the server's queue dropped.
+# span per request. Prints the median req/s of each, their ratio, the CPU time each server
+# process (all its threads, the export thread included) spent per request, what the receiver
+# got and the spans the server's queue dropped. The CPU time per request depends little on
+# what else the machine runs, so it is the figure to read when `uptime` shows other load.
 #
 # On a 2-core machine both servers run on CPU 0 (each with one tokio worker, its export thread
 # beside it) and wrk and the receiver on CPU 1.
@@ -28,7 +30,12 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 ensure_wrk
 
 # AGENT_MCP_BIN and FAKE_OLLAMA_BIN: other builds (both given: nothing is built here).
-build_release_binaries
+if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
+  echo "== building release binaries"
+  cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+fi
+BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
+FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
 
 start_fake_ollama "$FAKE" fake
 
@@ -65,18 +72,29 @@ start_server() { # name port [VAR=value ...]
   local name="$1" port="$2"
   shift 2
   mkdir -p "$WORK/$name"
-  {
-    bench_yaml "$port"
-    cat <<YAML
+  cat > "$WORK/$name/agent.yaml" <<YAML
+ollama:
+  url: $OLLAMA_URL
+  model: test-model
+http:
+  bind: 127.0.0.1:$port
+rate_limit:
+  enabled: true
+  per_minute: 4000000000
+  burst: 4000000000
+  reads:
+    per_minute: 4000000000
+    burst: 4000000000
 audit:
   enabled: false
 store:
   backend: sqlite
   path: $WORK/$name/agent-mcp.db
 YAML
-  } > "$WORK/$name/agent.yaml"
-  serve_agent_mcp "$WORK/$name" "$WORK/$name.log" "http://127.0.0.1:$port/mcp" "$@" \
-    -- --config "$WORK/$name/agent.yaml"
+  (cd "$WORK/$name" && exec env RUST_LOG=warn "$@" "${PIN_SERVER[@]}" "$BIN" serve --config "$WORK/$name/agent.yaml") 2> "$WORK/$name.log" &
+  PIDS+=($!)
+  echo $! > "$WORK/$name.pid"
+  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "http://127.0.0.1:$port/mcp" 2>/dev/null && break; sleep 0.1; done
 }
 OFF_PORT="$(free_port)"
 start_server off "$OFF_PORT"
@@ -102,32 +120,66 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
   echo "the benchmark task on port $1 did not complete" >&2
   exit 1
 }
-wrk_lua tools/call agent_status "$(task_of "$OFF_PORT")" "$WORK/off.lua"
-wrk_lua tools/call agent_status "$(task_of "$ON_PORT")" "$WORK/on.lua"
+lua_for() { # body file
+  local body_lua
+  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1")"
+  cat > "$2" <<LUA
+wrk.method = "POST"
+wrk.body = $body_lua
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "tools/call"
+wrk.headers["Mcp-Name"] = "agent_status"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %.0f %.0f %.0f %d %d\n",
+    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout, summary.requests))
+end
+LUA
+}
+lua_for "$(task_of "$OFF_PORT")" "$WORK/off.lua"
+lua_for "$(task_of "$ON_PORT")" "$WORK/on.lua"
 
+cpu_ticks() { # pid → utime + stime of the whole process, in clock ticks
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+measure() { # port lua conns pid → "rps p50 p99 errors cpu-µs-per-request"
+  local url="http://127.0.0.1:$1/mcp" before after
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${WARMUP}s" -s "$2" "$url" > /dev/null 2>&1 || true
+  before="$(cpu_ticks "$4")"
+  "${PIN_CLIENT[@]}" wrk -t1 -c"$3" -d"${DURATION}s" --timeout 5s -s "$2" "$url" > "$WORK/wrk.out"
+  after="$(cpu_ticks "$4")"
+  awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" \
+    '/^RESULT/ {printf "%s %s %s %s %.2f\n", $2, $3, $4, $5, ($6 > 0) ? t / hz * 1e6 / $6 : 0}' "$WORK/wrk.out"
+}
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== load: $(uptime)"
 echo "== $ROUNDS rounds of $DURATION s per server and concurrency, alternating; servers on CPU ${PIN_SERVER[*]:-any}, wrk and the receiver on ${PIN_CLIENT[*]:-any}"
 echo
-echo "| conc | export off req/s (median) | p50 / p99 (last) | export on req/s (median) | p50 / p99 (last) | on / off | errors |"
-echo "|---:|---:|---|---:|---|---:|---:|"
+echo "| conc | export off req/s (median) | p50 / p99 (last) | export on req/s (median) | p50 / p99 (last) | on / off | CPU µs/request off → on (median) | off / on CPU | errors |"
+echo "|---:|---:|---|---:|---|---:|---:|---:|---:|"
 for c in $CONNS; do
-  : > "$WORK/off.$c"; : > "$WORK/on.$c"
+  : > "$WORK/off.$c"; : > "$WORK/on.$c"; : > "$WORK/off.$c.cpu"; : > "$WORK/on.$c.cpu"
   errors=0
   for _ in $(seq 1 "$ROUNDS"); do
     for mode in off on; do
       port="$OFF_PORT"; [ "$mode" = on ] && port="$ON_PORT"
-      read -r rps p50 p99 err <<< "$(wrk_measure "http://127.0.0.1:$port/mcp" "$WORK/$mode.lua" "$c")"
+      read -r rps p50 p99 err cpu <<< "$(measure "$port" "$WORK/$mode.lua" "$c" "$(cat "$WORK/$mode.pid")")"
       echo "$rps" >> "$WORK/$mode.$c"
+      echo "$cpu" >> "$WORK/$mode.$c.cpu"
       echo "$p50 $p99" > "$WORK/$mode.$c.lat"
       errors=$((errors + err))
     done
   done
   off="$(median < "$WORK/off.$c")"; on="$(median < "$WORK/on.$c")"
+  off_cpu="$(median < "$WORK/off.$c.cpu")"; on_cpu="$(median < "$WORK/on.$c.cpu")"
   read -r o50 o99 < "$WORK/off.$c.lat"; read -r n50 n99 < "$WORK/on.$c.lat"
   ratio="$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.1f %%", 100*a/b }')"
-  echo "| $c | $off ($(paste -sd/ "$WORK/off.$c")) | ${o50} µs / ${o99} µs | $on ($(paste -sd/ "$WORK/on.$c")) | ${n50} µs / ${n99} µs | $ratio | $errors |"
+  cpu_ratio="$(awk -v a="$off_cpu" -v b="$on_cpu" 'BEGIN { printf "%.1f %%", (b > 0) ? 100*a/b : 0 }')"
+  echo "| $c | $off ($(paste -sd/ "$WORK/off.$c")) | ${o50} µs / ${o99} µs | $on ($(paste -sd/ "$WORK/on.$c")) | ${n50} µs / ${n99} µs | $ratio | $off_cpu → $on_cpu | $cpu_ratio | $errors |"
 done
 echo
 echo "== load after: $(uptime)"

@@ -8,17 +8,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use agent_mcp::telemetry::context::{
-    TraceCarrier, TraceCarrierExt, continue_trace, set_remote_parent,
-};
+use agent_mcp::telemetry::context::{RemoteParent, TraceCarrier, TraceCarrierExt, continue_trace};
 use agent_mcp::telemetry::duration::{OperationAttributes, record_server_operation};
 use agent_mcp::telemetry::semconv::{attr, metric};
 use agent_mcp::telemetry::spans::{
-    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_rpc_error,
-    record_usage,
+    ChatSpan, ExecuteToolSpan, InvokeAgentSpan, McpServerSpan, Network, record_usage,
 };
 use agent_mcp::telemetry::subscriber::{LogFormat, dispatch};
-use agent_mcp::telemetry::{Telemetry, TelemetryError, TelemetrySettings};
+use agent_mcp::telemetry::{Telemetry, TelemetryError, TelemetrySettings, TraceSampler};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use serde_json::json;
@@ -63,12 +60,12 @@ async fn a_task_trace_reaches_the_collector_as_the_conventions_say() {
             .with_request_id("1")
             .with_protocol_version("2026-07-28")
             .with_network(Network::Http { peer: None })
-            .start();
-        assert!(set_remote_parent(&server, meta.as_object(), None));
+            .start_in(RemoteParent::of_request(meta.as_object(), None));
         // What a task stores: the strings, through JSON as a database row would hold them.
-        let stored =
-            serde_json::to_string(&TraceCarrier::of_span(&server).expect("carrier")).expect("json");
-        server.in_scope(|| tracing::info!(request = request_text, "queued"));
+        let context = server.context().expect("export is on");
+        let stored = serde_json::to_string(&TraceCarrier::from_context(&context).expect("carrier"))
+            .expect("json");
+        tracing::info!(request = request_text, "queued");
         drop(server);
 
         // The runner, later: the task continues the caller's trace.
@@ -88,10 +85,10 @@ async fn a_task_trace_reaches_the_collector_as_the_conventions_say() {
         record_usage(&agent, 230, 27);
         drop(agent);
 
-        let failed = McpServerSpan::new("tools/call")
+        let mut failed = McpServerSpan::new("tools/call")
             .with_tool("agent_status")
             .start();
-        record_rpc_error(&failed, -32602, Some("invalid params"));
+        failed.record_rpc_error(-32602, Some("invalid params"));
     });
     shutdown(telemetry, Duration::from_secs(5))
         .await
@@ -285,5 +282,74 @@ async fn the_duration_metric_reaches_the_collector_with_its_unit_and_buckets() {
     assert_eq!(
         failed.attributes.get(attr::ERROR_TYPE),
         Some(&Attr::Str("-32601".into()))
+    );
+}
+
+/// One server span per caller's `traceparent`, parented on it, under `settings`' sampler;
+/// returns the trace ids the collector received, once everything is flushed.
+async fn exported_traces(settings: TelemetrySettings, receiver: &OtlpReceiver) -> Vec<String> {
+    let telemetry = Telemetry::start(&settings, tokio::runtime::Handle::current())
+        .expect("starts")
+        .expect("an endpoint is set");
+    tracing::dispatcher::with_default(&subscriber(&telemetry), || {
+        for traceparent in [
+            // Sampled by the caller…
+            "00-11111111111111111111111111111111-1111111111111111-01",
+            // …not sampled by the caller…
+            "00-22222222222222222222222222222222-2222222222222222-00",
+        ] {
+            let meta = json!({ "traceparent": traceparent });
+            let span = McpServerSpan::new("tools/call")
+                .with_tool("agent_status")
+                .start_in(RemoteParent::of_request(meta.as_object(), None));
+            assert!(!span.is_disabled(), "export is on");
+            // An unsampled span still carries the caller's trace (to a task).
+            let context = span.context().expect("a context");
+            assert!(TraceCarrier::from_context(&context).is_some());
+        }
+        // …and a request with no caller's context: a root.
+        drop(McpServerSpan::new("tools/list").start());
+    });
+    shutdown(telemetry, Duration::from_secs(5))
+        .await
+        .expect("flushed in time");
+    let mut traces: Vec<String> = receiver.spans().into_iter().map(|s| s.trace_id).collect();
+    traces.sort();
+    traces
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sampler_follows_the_callers_flag_by_default_and_a_zero_ratio_exports_nothing() {
+    let settings = |receiver: &OtlpReceiver| {
+        TelemetrySettings::new("agent-mcp-test")
+            .with_traces_endpoint(format!("{}/v1/traces", receiver.endpoint()))
+    };
+
+    // The default, parentbased_always_on: the caller's unsampled trace is not exported, the
+    // sampled one and the root are.
+    let receiver = OtlpReceiver::start().await;
+    let traces = exported_traces(settings(&receiver), &receiver).await;
+    assert_eq!(traces.len(), 2, "{traces:?}");
+    assert_eq!(traces[0], "11111111111111111111111111111111");
+    assert!(
+        !traces.contains(&"22222222222222222222222222222222".to_owned()),
+        "{traces:?}"
+    );
+
+    // traceidratio 0 (not parent-based): nothing, whatever the caller says; not even a request.
+    let receiver = OtlpReceiver::start().await;
+    let none = TraceSampler::parse("traceidratio", Some(0.0)).expect("a sampler");
+    let traces = exported_traces(settings(&receiver).with_sampler(none), &receiver).await;
+    assert!(traces.is_empty(), "{traces:?}");
+    assert_eq!(receiver.requests(), 0);
+
+    // always_on: the caller's unsampled trace too.
+    let receiver = OtlpReceiver::start().await;
+    let all = TraceSampler::parse("always_on", None).expect("a sampler");
+    let traces = exported_traces(settings(&receiver).with_sampler(all), &receiver).await;
+    assert_eq!(traces.len(), 3, "{traces:?}");
+    assert!(
+        traces.contains(&"22222222222222222222222222222222".to_owned()),
+        "{traces:?}"
     );
 }

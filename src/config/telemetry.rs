@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 use crate::serde_with::humantime_serde_compat;
-use crate::telemetry::{TelemetrySettings, parse_resource_attributes, semconv};
+use crate::telemetry::{TelemetrySettings, TraceSampler, parse_resource_attributes, semconv};
 
 /// `telemetry` (see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -54,6 +54,13 @@ pub struct TelemetryConfig {
     /// counts and timings only. On, the collector and everyone who can read it sees the
     /// requests' text and whatever the agent read or ran (secrets, personal data).
     pub capture_content: bool,
+    /// Which traces are exported (`OTEL_TRACES_SAMPLER`): `parentbased_always_on` (the
+    /// default: all, but a caller's unsampled trace stays unsampled), `always_on`,
+    /// `always_off`, `traceidratio`, `parentbased_always_off`, `parentbased_traceidratio`.
+    pub sampler: String,
+    /// The share of traces the ratio samplers keep, 0 to 1; 1 when unset
+    /// (`OTEL_TRACES_SAMPLER_ARG`).
+    pub sampler_arg: Option<f64>,
 }
 
 impl Default for TelemetryConfig {
@@ -70,9 +77,14 @@ impl Default for TelemetryConfig {
             max_queue_size: 2048,
             metrics_interval: Duration::from_secs(60),
             capture_content: false,
+            sampler: DEFAULT_SAMPLER.into(),
+            sampler_arg: None,
         }
     }
 }
+
+/// `telemetry.sampler` by default, as the specification says.
+const DEFAULT_SAMPLER: &str = "parentbased_always_on";
 
 /// The `OTEL_*` variables read, each with the key it sets.
 pub const OTEL_VARIABLES: &[(&str, &str)] = &[
@@ -92,6 +104,8 @@ pub const OTEL_VARIABLES: &[(&str, &str)] = &[
     ("OTEL_EXPORTER_OTLP_TIMEOUT", "telemetry.export_timeout"),
     ("OTEL_BSP_MAX_QUEUE_SIZE", "telemetry.max_queue_size"),
     ("OTEL_METRIC_EXPORT_INTERVAL", "telemetry.metrics_interval"),
+    ("OTEL_TRACES_SAMPLER", "telemetry.sampler"),
+    ("OTEL_TRACES_SAMPLER_ARG", "telemetry.sampler_arg"),
 ];
 
 /// What [`TelemetryConfig::apply_otel_env`] changed.
@@ -187,6 +201,21 @@ impl TelemetryConfig {
                         set = false;
                     }
                 },
+                "OTEL_TRACES_SAMPLER" => match TraceSampler::parse(value, Some(1.0)) {
+                    Ok(_) => self.sampler = value.to_owned(),
+                    Err(why) => {
+                        out.warnings.push(ignored(&why));
+                        set = false;
+                    }
+                },
+                "OTEL_TRACES_SAMPLER_ARG" => match value.parse::<f64>() {
+                    Ok(ratio) if (0.0..=1.0).contains(&ratio) => self.sampler_arg = Some(ratio),
+                    _ => {
+                        out.warnings
+                            .push(ignored("write a number between 0 and 1, e.g. 0.25"));
+                        set = false;
+                    }
+                },
                 _ => set = false,
             }
             if set {
@@ -247,6 +276,16 @@ impl TelemetryConfig {
                 ),
             );
         }
+        if let Err(why) = TraceSampler::parse(&self.sampler, self.sampler_arg) {
+            return invalid(
+                if TraceSampler::parse(&self.sampler, None).is_ok() {
+                    "telemetry.sampler_arg"
+                } else {
+                    "telemetry.sampler"
+                },
+                why,
+            );
+        }
         if self.metrics_interval < Duration::from_secs(1) {
             return invalid(
                 "telemetry.metrics_interval",
@@ -297,7 +336,9 @@ impl TelemetryConfig {
             .with_export_timeout(self.export_timeout)
             .with_max_queue_size(self.max_queue_size)
             .with_metrics_interval(self.metrics_interval)
-            .with_capture_content(self.capture_content);
+            .with_capture_content(self.capture_content)
+            // `validate` has refused a sampler that does not parse.
+            .with_sampler(TraceSampler::parse(&self.sampler, self.sampler_arg).unwrap_or_default());
         if let Some(url) = self.traces_url() {
             settings = settings.with_traces_endpoint(url);
         }
@@ -494,6 +535,74 @@ mod tests {
         ]))
         .unwrap();
         assert!(!c.enabled && !c.metrics);
+    }
+
+    #[test]
+    fn the_sampler_is_parent_based_by_default_and_read_from_the_standard_variables() {
+        let default = TelemetryConfig::default();
+        assert_eq!(default.settings().sampler, TraceSampler::default());
+        assert!(default.settings().sampler.parent_based);
+
+        let mut c = TelemetryConfig::default();
+        let out = c
+            .apply_otel_env(&vars(&[
+                ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "0"),
+            ]))
+            .unwrap();
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        c.validate().unwrap();
+        assert_eq!(
+            c.settings().sampler,
+            TraceSampler {
+                parent_based: false,
+                root: crate::telemetry::RootSampler::TraceIdRatio(0.0)
+            }
+        );
+
+        // Unreadable values are ignored with a warning that says what to write.
+        let mut c = TelemetryConfig::default();
+        let out = c
+            .apply_otel_env(&vars(&[
+                ("OTEL_TRACES_SAMPLER", "sometimes"),
+                ("OTEL_TRACES_SAMPLER_ARG", "1.5"),
+            ]))
+            .unwrap();
+        assert_eq!(c.sampler, "parentbased_always_on");
+        assert_eq!(c.sampler_arg, None);
+        assert_eq!(out.warnings.len(), 2, "{:?}", out.warnings);
+        assert!(
+            out.warnings[0].starts_with("OTEL_TRACES_SAMPLER=\"sometimes\" is ignored")
+                && out.warnings[0].contains("parentbased_traceidratio"),
+            "{}",
+            out.warnings[0]
+        );
+        assert!(
+            out.warnings[1].contains("between 0 and 1"),
+            "{}",
+            out.warnings[1]
+        );
+
+        // In agent.yaml they are errors naming the key.
+        let bad_name = TelemetryConfig {
+            sampler: "never".into(),
+            ..TelemetryConfig::default()
+        };
+        let err = bad_name.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("telemetry.sampler") && err.contains("always_off"),
+            "{err}"
+        );
+        let bad_ratio = TelemetryConfig {
+            sampler: "parentbased_traceidratio".into(),
+            sampler_arg: Some(-1.0),
+            ..TelemetryConfig::default()
+        };
+        let err = bad_ratio.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("telemetry.sampler_arg") && err.contains("between 0 and 1"),
+            "{err}"
+        );
     }
 
     #[test]

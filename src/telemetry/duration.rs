@@ -49,7 +49,7 @@ pub struct OperationAttributes<'a> {
     method: &'static str,
     tool: Option<&'static str>,
     error_type: Option<&'a str>,
-    protocol_version: Option<&'a str>,
+    protocol_version: Option<&'static str>,
     network: Network,
 }
 
@@ -76,7 +76,7 @@ impl<'a> OperationAttributes<'a> {
         self
     }
 
-    pub fn with_protocol_version(mut self, version: &'a str) -> Self {
+    pub fn with_protocol_version(mut self, version: &'static str) -> Self {
         self.protocol_version = Some(version);
         self
     }
@@ -87,7 +87,9 @@ impl<'a> OperationAttributes<'a> {
     }
 
     fn key_values(&self) -> Vec<KeyValue> {
-        let mut kv = vec![KeyValue::new(attr::MCP_METHOD_NAME, self.method)];
+        // Keys and values are `'static` (no copy) but for an error's token.
+        let mut kv = Vec::with_capacity(6);
+        kv.push(KeyValue::new(attr::MCP_METHOD_NAME, self.method));
         if let Some(tool) = self.tool {
             kv.push(KeyValue::new(attr::GEN_AI_TOOL_NAME, tool));
             kv.push(KeyValue::new(
@@ -102,10 +104,7 @@ impl<'a> OperationAttributes<'a> {
             ));
         }
         if let Some(version) = self.protocol_version {
-            kv.push(KeyValue::new(
-                attr::MCP_PROTOCOL_VERSION,
-                version.to_owned(),
-            ));
+            kv.push(KeyValue::new(attr::MCP_PROTOCOL_VERSION, version));
         }
         match self.network {
             Network::Http { .. } => {

@@ -25,13 +25,16 @@ use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
+use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{FilterFn, Filtered, filter_fn};
+use tracing_subscriber::filter::Filtered;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use super::health::CountedMetricExporter;
 use super::http_client::RuntimeHttpClient;
+use super::otlp::OtlpSpanExporter;
 use super::queue::{CountedExporter, GatedProcessor, QueueStats};
 use super::semconv::{SCOPE, TARGET};
 use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
@@ -39,11 +42,33 @@ use super::{TelemetryError, TelemetrySettings};
 
 /// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
 /// nothing but the spans built in [`spans`](super::spans) reaches a collector.
-pub type ExportLayer<S> = Filtered<
-    tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>,
-    FilterFn<fn(&Metadata<'_>) -> bool>,
-    S,
->;
+pub type ExportLayer<S> =
+    Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
+
+/// The export layer's filter ([`TARGET`] spans only), which also holds the layer's tracer so
+/// that the per-request server span can be built with the OpenTelemetry API directly
+/// ([`ServerSpan`](super::spans::ServerSpan)): it is found through the current dispatcher
+/// (`Dispatch::downcast_ref`), so it follows the subscriber that is in force, as the
+/// `tracing` spans do.
+#[derive(Debug, Clone)]
+pub struct ExportFilter {
+    pub(super) tracer: SdkTracer,
+}
+
+impl<S> Filter<S> for ExportFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        is_exported(meta)
+    }
+
+    // The decision reads the metadata alone, so each call site is asked once.
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if is_exported(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+}
 
 /// Running export (see the module docs). Call [`Telemetry::shutdown`] before the runtime ends,
 /// so the last spans are sent.
@@ -91,17 +116,12 @@ impl Telemetry {
         let client = RuntimeHttpClient::new(runtime, settings.export_timeout)?;
         let resource = resource(settings);
 
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(client.clone())
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(traces_endpoint.clone())
-            .with_timeout(settings.export_timeout)
-            .build()
-            .map_err(|e| TelemetryError::Exporter {
-                signal: "traces",
-                message: e.to_string(),
-            })?;
+        // Our own OTLP/HTTP protobuf encoding of the spans (see `otlp`), on the same client.
+        let exporter = OtlpSpanExporter::new(
+            client.clone(),
+            &traces_endpoint,
+            super::otlp::headers_from_env(),
+        )?;
         let capacity = settings.max_queue_size.max(1);
         let stats = QueueStats::new(capacity);
         let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))
@@ -114,6 +134,9 @@ impl Telemetry {
             )
             .build();
         let tracer_provider = SdkTracerProvider::builder()
+            // Ours, so the SDK's own reading of OTEL_TRACES_SAMPLER (which the configuration
+            // has already merged with agent.yaml) does not apply.
+            .with_sampler(settings.sampler.to_sdk())
             .with_resource(resource.clone())
             .with_span_processor(GatedProcessor::new(batch, stats.clone()))
             .build();
@@ -253,7 +276,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     tracing_opentelemetry::layer()
-        .with_tracer(tracer)
+        .with_tracer(tracer.clone())
         // Code locations, thread ids, targets and busy/idle times are not in the conventions
         // and cost a little on every span.
         .with_location(false)
@@ -264,5 +287,5 @@ where
         // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
         // which this server has none of, at a cost on every enter.
         .with_context_activation(false)
-        .with_filter(filter_fn(is_exported as fn(&Metadata<'_>) -> bool))
+        .with_filter(ExportFilter { tracer })
 }

@@ -1,6 +1,9 @@
 //! OpenTelemetry: traces (and the MCP duration metric) exported over OTLP/HTTP with protobuf
 //! bodies to any collector (the OpenTelemetry Collector, Jaeger, Tempo, Honeycomb, …), bridged
-//! from `tracing` by `tracing-opentelemetry`.
+//! from `tracing` by `tracing-opentelemetry` — except the per-request MCP server span, built
+//! with the OpenTelemetry API on the same tracer for its cost ([`spans::ServerSpan`]). The
+//! spans' protobuf is written by this module's exporter, straight from the SDK's span data;
+//! the metrics go through `opentelemetry-otlp`.
 //!
 //! - [`Telemetry`] is the running export: started from [`TelemetrySettings`] (which the
 //!   configuration resolves from `agent.yaml`'s `telemetry` section and the standard `OTEL_*`
@@ -8,10 +11,11 @@
 //!   process's subscriber) and is shut down with a bound. **Off, with no cost, when no endpoint
 //!   is set**: nothing is built or started, and the spans below are disabled at their call
 //!   sites.
-//! - Export never holds a request: finished spans go to a bounded queue drained by the SDK's
-//!   own thread; when it is full a span is dropped and counted ([`SPANS_DROPPED`] in
-//!   `/metrics`, [`QueueStats`]); a collector that does not answer costs the export thread at
-//!   most the export timeout per batch, and shutdown at most its bound.
+//! - Export never holds a request: finished spans (sampled as `OTEL_TRACES_SAMPLER` says,
+//!   [`TraceSampler`]) go to a bounded queue drained by the SDK's own thread; when it is full a
+//!   span is dropped and counted ([`SPANS_DROPPED`] in `/metrics`, [`QueueStats`]); a
+//!   collector that does not answer costs the export thread at most the export timeout per
+//!   batch, and shutdown at most its bound.
 //! - [`semconv`] names what is emitted (the MCP and GenAI semantic conventions), [`spans`]
 //!   builds the spans and records usage, errors and (opt-in only) content, [`context`] reads the
 //!   caller's W3C trace context from `params._meta` or HTTP headers and carries a span's
@@ -50,6 +54,7 @@ mod error;
 mod export;
 mod health;
 mod http_client;
+mod otlp;
 mod queue;
 pub mod semconv;
 mod settings;
@@ -59,9 +64,12 @@ pub mod subscriber;
 mod testing;
 
 pub use error::TelemetryError;
-pub use export::{ExportLayer, Telemetry};
+pub use export::{ExportFilter, ExportLayer, Telemetry};
 pub use queue::QueueStats;
-pub use settings::{ResourceAttributesError, TelemetrySettings, parse_resource_attributes};
+pub use settings::{
+    ResourceAttributesError, RootSampler, TelemetrySettings, TraceSampler,
+    parse_resource_attributes,
+};
 
 /// Spans dropped because the export queue was full (Prometheus, `/metrics`).
 pub const SPANS_DROPPED: &str = "agent_mcp_otel_spans_dropped_total";

@@ -42,6 +42,94 @@ pub struct TelemetrySettings {
     pub metrics_interval: Duration,
     /// Whether prompts, tool arguments and outputs may be recorded on spans.
     pub capture_content: bool,
+    /// Which traces are recorded and exported.
+    pub sampler: TraceSampler,
+}
+
+/// The trace sampler of the OpenTelemetry specification's `OTEL_TRACES_SAMPLER` (and
+/// `OTEL_TRACES_SAMPLER_ARG` for a ratio). The default, `parentbased_always_on`, records every
+/// trace that has no caller's context, and follows the caller's sampled flag when there is one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TraceSampler {
+    /// A span with a parent (the caller's, or the request's a task continues) takes its
+    /// parent's decision; only a root uses [`Self::root`].
+    pub parent_based: bool,
+    pub root: RootSampler,
+}
+
+/// How a [`TraceSampler`] decides for a trace's root span.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RootSampler {
+    AlwaysOn,
+    AlwaysOff,
+    /// This share of the trace ids, 0 to 1 (`traceidratio`).
+    TraceIdRatio(f64),
+}
+
+impl Default for TraceSampler {
+    fn default() -> Self {
+        Self {
+            parent_based: true,
+            root: RootSampler::AlwaysOn,
+        }
+    }
+}
+
+impl TraceSampler {
+    /// The names `OTEL_TRACES_SAMPLER` takes here.
+    pub const NAMES: &[&str] = &[
+        "always_on",
+        "always_off",
+        "traceidratio",
+        "parentbased_always_on",
+        "parentbased_always_off",
+        "parentbased_traceidratio",
+    ];
+
+    /// The sampler `name` (one of [`Self::NAMES`]) with `ratio` for the ratio samplers (1 when
+    /// not given, as the specification says). The error says what to write.
+    pub fn parse(name: &str, ratio: Option<f64>) -> Result<Self, String> {
+        let (parent_based, root) = match name.strip_prefix("parentbased_") {
+            Some(root) => (true, root),
+            None => (false, name),
+        };
+        let root = match root {
+            "always_on" => RootSampler::AlwaysOn,
+            "always_off" => RootSampler::AlwaysOff,
+            "traceidratio" => {
+                let ratio = ratio.unwrap_or(1.0);
+                if !(0.0..=1.0).contains(&ratio) {
+                    return Err(format!(
+                        "the ratio must be between 0 and 1 (got {ratio}); 0.25 keeps a quarter \
+                         of the traces"
+                    ));
+                }
+                RootSampler::TraceIdRatio(ratio)
+            }
+            _ => {
+                return Err(format!(
+                    "{name:?} is not a sampler agent-mcp knows; write one of {}",
+                    Self::NAMES.join(", ")
+                ));
+            }
+        };
+        Ok(Self { parent_based, root })
+    }
+
+    /// The SDK's sampler.
+    pub(super) fn to_sdk(self) -> opentelemetry_sdk::trace::Sampler {
+        use opentelemetry_sdk::trace::Sampler;
+        let root = match self.root {
+            RootSampler::AlwaysOn => Sampler::AlwaysOn,
+            RootSampler::AlwaysOff => Sampler::AlwaysOff,
+            RootSampler::TraceIdRatio(ratio) => Sampler::TraceIdRatioBased(ratio),
+        };
+        if self.parent_based {
+            Sampler::ParentBased(Box::new(root))
+        } else {
+            root
+        }
+    }
 }
 
 /// Spans a batch holds at most (the SDK's default), and the wait before a partial batch is
@@ -62,6 +150,7 @@ impl TelemetrySettings {
             export_timeout: Duration::from_secs(10),
             metrics_interval: Duration::from_secs(60),
             capture_content: false,
+            sampler: TraceSampler::default(),
         }
     }
 
@@ -97,6 +186,11 @@ impl TelemetrySettings {
 
     pub fn with_capture_content(mut self, capture: bool) -> Self {
         self.capture_content = capture;
+        self
+    }
+
+    pub fn with_sampler(mut self, sampler: TraceSampler) -> Self {
+        self.sampler = sampler;
         self
     }
 

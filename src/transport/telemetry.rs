@@ -19,15 +19,15 @@ use serde_json::{Map, Value};
 use crate::protocol::{
     McpResponse, Method, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
-use crate::telemetry::context::{TraceCarrier, TraceCarrierExt, set_remote_parent};
+use crate::telemetry::context::{RemoteParent, TraceCarrier, TraceCarrierExt};
 use crate::telemetry::duration::{self, OperationAttributes};
 use crate::telemetry::semconv::value;
-use crate::telemetry::spans::{self, McpServerSpan, Network};
+use crate::telemetry::spans::{self, McpServerSpan, Network, ServerSpan};
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
 /// One request being traced and timed.
 pub(crate) struct ServerOperation {
-    span: tracing::Span,
+    span: ServerSpan,
     started: Instant,
     method: &'static str,
     tool: Option<&'static str>,
@@ -87,15 +87,18 @@ impl ServerOperation {
         if let Some(id) = id_text.as_deref() {
             builder = builder.with_request_id(id);
         }
-        let span = builder.start();
-        let meta = match params.get("_meta") {
-            Some(Value::Object(meta)) => Some(meta),
-            _ => None,
+        let span = if spans::export_enabled() {
+            let meta = match params.get("_meta") {
+                Some(Value::Object(meta)) => Some(meta),
+                _ => None,
+            };
+            builder.start_in(RemoteParent::of_request(meta, headers))
+        } else {
+            builder.start()
         };
-        set_remote_parent(&span, meta, headers);
         // Only a task carries the trace further (the other requests end here).
         if tool == Some(AGENT_RUN)
-            && let Some(carrier) = TraceCarrier::of_span(&span)
+            && let Some(carrier) = span.context().as_ref().and_then(TraceCarrier::from_context)
         {
             ctx.extensions.insert(carrier);
         }
@@ -110,18 +113,18 @@ impl ServerOperation {
     }
 
     /// Ends the span with the response's outcome and records the duration.
-    pub(crate) fn finish(self, response: &McpResponse) {
+    pub(crate) fn finish(mut self, response: &McpResponse) {
         let error_type = match &response.payload {
             Payload::Error(e) | Payload::ToolCallError(e) => {
-                spans::record_rpc_error(&self.span, e.code, None);
+                self.span.record_rpc_error(e.code, None);
                 Some(e.code.to_string())
             }
             Payload::Refused(refusal) => {
-                spans::record_rpc_error(&self.span, refusal.code(), None);
+                self.span.record_rpc_error(refusal.code(), None);
                 Some(refusal.code().to_string())
             }
             Payload::Result(result) if result.is_tool_error() => {
-                spans::record_tool_error(&self.span);
+                self.span.record_tool_error();
                 Some(value::TOOL_ERROR.to_owned())
             }
             _ => None,
