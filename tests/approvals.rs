@@ -240,7 +240,11 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
         if answer.is_some() {
             approvals.timeout = Duration::from_secs(60);
         }
-        let server = HttpServer::start(config(&fake, ws.path(), approvals)).await;
+        let mut config = config(&fake, ws.path(), approvals);
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, answering(), "Run the touch program on made.txt.").await;
         if let Some(action) = answer {
@@ -262,7 +266,33 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
             )),
             "{done}"
         );
+        // The decision is an audit line of its own, the timeout's too (by nobody).
+        let line = approval_line(&audit).await;
+        assert_eq!(
+            line,
+            json!({"event": "approval", "task_id": id, "key": "approval-1",
+                   "tool": "run_command", "decision": action, "by": null}),
+            "{answer:?}"
+        );
     }
+}
+
+/// The `{"event":"approval"}` line of the audit file, without its `time`.
+async fn approval_line(audit: &Path) -> Value {
+    eventually("the approval's audit line", || async {
+        let text = std::fs::read_to_string(audit).unwrap_or_default();
+        let mut line = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["event"] == "approval")?;
+        assert!(
+            line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{line}"
+        );
+        line.as_object_mut()?.remove("time");
+        Some(line)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -347,6 +377,11 @@ async fn only_the_tasks_owner_can_answer() {
     assert_eq!(updates[1]["identity"], "alice");
     assert_eq!(updates[1]["answers"], json!({"approval-1": "accept"}));
     assert_eq!(updates[1]["task_id"], id);
+    // And the runner's decision names the identity whose answer counted.
+    let line = approval_line(&audit).await;
+    assert_eq!(line["decision"], "accept", "{line}");
+    assert_eq!(line["by"], "alice", "{line}");
+    assert_eq!(line["task_id"], id);
 }
 
 /// The policy per tool and per command: `allow` runs at once (never `input_required`),
@@ -365,13 +400,14 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
         }),
         ..ApprovalsConfig::default()
     };
-    for (caps, call, args, heard, made) in [
+    for (caps, call, args, heard, made, decision) in [
         (
             answering(),
             "run_command",
             json!({"argv": ["touch", "allowed.txt"]}),
             "",
             Some("allowed.txt"),
+            None,
         ),
         (
             answering(),
@@ -379,6 +415,7 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             json!({"argv": ["touch", "other.txt"]}),
             "is denied by the server's policy (agent.approvals.run_command)",
             None,
+            Some("deny"),
         ),
         (
             answering(),
@@ -386,6 +423,7 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             json!({"path": "new.txt", "content": "x"}),
             "write_file (new.txt) is denied by the server's policy (agent.approvals.write_file)",
             None,
+            Some("deny"),
         ),
         (
             // The Tasks extension without elicitation: nobody can be asked.
@@ -397,13 +435,18 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
              let it run without asking by setting agent.approvals.run_command (or a pattern \
              under agent.approvals.run_command.allow) to allow",
             None,
+            Some("refused"),
         ),
     ] {
         let ws = tempfile::tempdir().unwrap();
         let fake = FakeOllama::start().await;
         fake.push_reply(Reply::tool_call(call, args.clone(), 10, 1));
         fake.push_reply(Reply::text("Done.", 10, 1));
-        let server = HttpServer::start(config(&fake, ws.path(), approvals.clone())).await;
+        let mut config = config(&fake, ws.path(), approvals.clone());
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, caps, "Run the touch program.").await;
         let mut statuses = Vec::new();
@@ -433,6 +476,16 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             for f in ["other.txt", "new.txt", "asked.txt"] {
                 assert!(!ws.path().join(f).exists(), "{f}");
             }
+        }
+        // A refusal nobody was asked for is a decision in the audit log too (no key, no one).
+        if let Some(decision) = decision {
+            let line = approval_line(&audit).await;
+            assert_eq!(
+                line,
+                json!({"event": "approval", "task_id": id, "key": null, "tool": call,
+                       "decision": decision, "by": null}),
+                "{call} {args}"
+            );
         }
     }
 }

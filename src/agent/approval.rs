@@ -30,7 +30,9 @@ use super::tools::{Toolbox, parse_arguments};
 use crate::config::{Approval, ApprovalsConfig};
 use crate::ollama::ToolCall;
 use crate::store::TaskStore;
-use crate::task::input::{Action, Answer, AnswerPath, Decision, InputRequest};
+use crate::task::input::{
+    Action, Answer, AnswerPath, ApprovalEvent, Decision, DecisionLog, InputRequest,
+};
 
 /// How often a waiting call looks for its answer when no change signal came (the backstop
 /// for a missed announcement).
@@ -60,6 +62,8 @@ pub(crate) struct ApprovalGate {
     task: Uuid,
     path: Option<AnswerPath>,
     asked: AtomicU32,
+    /// Where each decision is recorded besides the task (the audit log).
+    decisions: Option<Arc<dyn DecisionLog>>,
 }
 
 impl ApprovalGate {
@@ -77,7 +81,32 @@ impl ApprovalGate {
             task,
             path,
             asked: AtomicU32::new(0),
+            decisions: None,
         }
+    }
+
+    /// Sends every decision to `decisions` too (the audit log).
+    pub fn with_decision_log(mut self, decisions: Option<Arc<dyn DecisionLog>>) -> Self {
+        self.decisions = decisions;
+        self
+    }
+
+    fn log(&self, event: ApprovalEvent) {
+        if let Some(log) = &self.decisions {
+            log.record(&event);
+        }
+    }
+
+    /// Records a refusal nobody was asked for (`deny`, or `refused`: no path to ask).
+    fn refused_unasked(&self, tool: &str, decision: &'static str, why: String) -> Gate {
+        self.log(ApprovalEvent {
+            task_id: self.task,
+            key: None,
+            tool: tool.to_owned(),
+            decision,
+            by: None,
+        });
+        Gate::Refuse(why)
     }
 
     /// Whether `call` would run without asking anyone (the policy allows it): a call the
@@ -116,20 +145,28 @@ impl ApprovalGate {
         let summary = summary(tool, &args, argv.as_deref());
         match self.policy.decide(tool, argv.as_deref()) {
             Approval::Allow => Gate::Run,
-            Approval::Deny => Gate::Refuse(format!(
-                "not run: {tool} ({summary}) is denied by the server's policy ({}); do not try \
+            Approval::Deny => self.refused_unasked(
+                tool,
+                "deny",
+                format!(
+                    "not run: {tool} ({summary}) is denied by the server's policy ({}); do not try \
                  it again, go another way, or say in your answer what would be needed",
-                policy_key(tool)
-            )),
-            Approval::Ask if self.path.is_none() => Gate::Refuse(format!(
-                "not run: {tool} ({summary}) needs a person's approval ({}: ask), and the \
+                    policy_key(tool)
+                ),
+            ),
+            Approval::Ask if self.path.is_none() => self.refused_unasked(
+                tool,
+                "refused",
+                format!(
+                    "not run: {tool} ({summary}) needs a person's approval ({}: ask), and the \
                  client that queued this task cannot be asked (it did not declare the Tasks \
                  extension io.modelcontextprotocol/tasks with form elicitation); the server's \
                  operator can let it run without asking by setting {} to allow; do not try it \
                  again, go another way or say in your answer what would be needed",
-                policy_key(tool),
-                allow_key(tool)
-            )),
+                    policy_key(tool),
+                    allow_key(tool)
+                ),
+            ),
             Approval::Ask => {
                 let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
                 let request = InputRequest {
@@ -178,6 +215,7 @@ impl ApprovalGate {
             by = decision.answer.by.as_deref().unwrap_or(""),
             "approval decided"
         );
+        self.log(ApprovalEvent::decided(self.task, &decision));
         let _ = events.send(StepEvent::Decided {
             step,
             decision: decision.clone(),
