@@ -220,6 +220,12 @@ impl AgentMcp {
         ops
     }
 
+    /// What [`transport::stdio::serve_asking`] needs to ask a 2025 stdio session for
+    /// approvals (server→client `elicitation/create`).
+    pub fn stdio_asker(&self) -> transport::stdio::StdioAsker {
+        transport::stdio::StdioAsker::new(self.agent.core().clone())
+    }
+
     /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
     /// it after rotating `audit.file` (the server does on SIGHUP).
     pub fn audit_sink(&self) -> Option<&crate::layers::audit::AuditSink> {

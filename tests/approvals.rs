@@ -19,7 +19,8 @@ use agent_mcp::config::{
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeOllama, Reply};
 use support::harness::{
-    HttpClient, HttpServer, ServeProcess, field, result_of, test_config, test_config_sqlite,
+    HttpClient, HttpServer, ServeProcess, StdioServer, field, result_of, test_config,
+    test_config_sqlite, tool_text,
 };
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -431,7 +432,8 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             "run_command",
             json!({"argv": ["touch", "asked.txt"]}),
             "cannot be asked (it did not declare the Tasks extension \
-             io.modelcontextprotocol/tasks with form elicitation); the server's operator can \
+             io.modelcontextprotocol/tasks with form elicitation, nor form elicitation for \
+             agent_status, nor elicitation at a 2025 initialize over stdio); the server's operator can \
              let it run without asking by setting agent.approvals.run_command (or a pattern \
              under agent.approvals.run_command.allow) to allow",
             None,
@@ -846,5 +848,97 @@ async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
             )
             .await;
         assert_eq!(plain.body["result"]["resultType"], "complete");
+    }
+}
+
+/// A 2025 client over stdio that declared `elicitation` at `initialize` is asked by a
+/// server→client `elicitation/create` request (form mode, the Tasks path's message and flat
+/// schema) while the task waits, and its response decides; one that did not declare it has
+/// the action refused at once, with nothing sent to it. Through the real binary.
+#[tokio::test]
+async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
+    for (caps, action) in [
+        (json!({"elicitation": {}}), Some("accept")),
+        (json!({"elicitation": {}}), Some("decline")),
+        (json!({}), None),
+    ] {
+        let ws = tempfile::tempdir().unwrap();
+        let fake = FakeOllama::start().await;
+        script(&fake, "made.txt");
+        let mut server = StdioServer::spawn(&config(&fake, ws.path(), ask_commands())).await;
+        let init = server
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": caps,
+                       "clientInfo": {"name": "t", "version": "1"}}),
+            )
+            .await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        server
+            .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        let run = server
+            .request(
+                "tools/call",
+                json!({"name": "agent_run",
+                       "arguments": {"request": "Run the touch program on made.txt."}}),
+            )
+            .await;
+        let id = field(&tool_text(&run["result"]), "task_id");
+        if let Some(action) = action {
+            let ask = server.read_message().await;
+            assert_eq!(ask["method"], "elicitation/create", "{ask}");
+            assert_eq!(ask["params"]["mode"], "form", "{ask}");
+            assert_eq!(
+                ask["params"]["requestedSchema"],
+                json!({"type": "object", "properties": {}})
+            );
+            let message = ask["params"]["message"].as_str().unwrap();
+            assert!(message.contains("run_command: touch made.txt"), "{message}");
+            assert!(
+                !ws.path().join("made.txt").exists(),
+                "ran before the answer"
+            );
+            let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": action}});
+            server.send_line(&answer.to_string()).await;
+        }
+        let deadline = tokio::time::Instant::now() + BUDGET;
+        let done = loop {
+            let r = server
+                .request(
+                    "tools/call",
+                    json!({"name": "agent_status", "arguments": {"task_id": id}}),
+                )
+                .await;
+            let text = tool_text(&r["result"]);
+            if field(&text, "status") == "completed" {
+                break text;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{text}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let seen = tool_result_seen(&fake);
+        match action {
+            Some("accept") => {
+                assert!(ws.path().join("made.txt").exists(), "{done}");
+                assert!(
+                    result_of(&done)
+                        .ends_with("approval-1 run_command (touch made.txt): accept by stdio"),
+                    "{done}"
+                );
+            }
+            Some(_) => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(
+                    seen.contains("declined run_command (touch made.txt)"),
+                    "{seen}"
+                );
+            }
+            None => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(seen.contains("cannot be asked"), "{seen}");
+            }
+        }
+        assert!(server.close().await.success());
     }
 }

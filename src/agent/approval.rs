@@ -10,8 +10,10 @@
 //! `accept` runs the call; `decline`, `cancel` (a client whose host has no way to ask answers
 //! that) and the timeout refuse it, and the model is told why, so it can go another way. A
 //! cancel of the task while it waits cancels the task. A task queued by a client that cannot
-//! be asked (no Tasks extension with form elicitation) has every `ask` refused at once, with
-//! the policy key that would let it run.
+//! be asked (no Tasks extension with form elicitation, no form elicitation for MRTR, no
+//! `elicitation` at a 2025 stdio `initialize`) has every `ask` refused at once, with the
+//! policy key that would let it run. Every decision but `allow` also goes to the
+//! [`DecisionLog`] (the audit log) as an [`ApprovalEvent`].
 //!
 //! A restart while a task waits never runs the action: the recovered task ends `failed` as
 //! interrupted (see [`crate::store::fail_interrupted`]); the request is not asked again.
@@ -160,7 +162,9 @@ impl ApprovalGate {
                 format!(
                     "not run: {tool} ({summary}) needs a person's approval ({}: ask), and the \
                  client that queued this task cannot be asked (it did not declare the Tasks \
-                 extension io.modelcontextprotocol/tasks with form elicitation); the server's \
+                 extension io.modelcontextprotocol/tasks with form elicitation, nor form \
+                 elicitation for agent_status, nor elicitation at a 2025 initialize over \
+                 stdio); the server's \
                  operator can let it run without asking by setting {} to allow; do not try it \
                  again, go another way or say in your answer what would be needed",
                     policy_key(tool),

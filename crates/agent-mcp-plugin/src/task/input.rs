@@ -31,6 +31,9 @@ pub enum AnswerPath {
     /// 2026-07-28 with form elicitation but without the Tasks extension: `agent_status` on the
     /// waiting task answers with an `InputRequiredResult`, answered by its retry (MRTR).
     Mrtr,
+    /// A 2025 session over stdio that declared `elicitation` at `initialize`: the transport
+    /// sends a server→client `elicitation/create` request; its response is the answer.
+    StdioElicitation,
 }
 
 /// One outstanding question: may this tool call run?
