@@ -857,15 +857,24 @@ async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
 /// the action refused at once, with nothing sent to it. Through the real binary.
 #[tokio::test]
 async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
-    for (caps, action) in [
-        (json!({"elicitation": {}}), Some("accept")),
-        (json!({"elicitation": {}}), Some("decline")),
-        (json!({}), None),
+    // (declared capabilities, the response's action or none sent, the audit's decision)
+    for (caps, action, decision) in [
+        (json!({"elicitation": {}}), Some("accept"), "accept"),
+        (json!({"elicitation": {}}), Some("decline"), "decline"),
+        (json!({"elicitation": {}}), None, "timeout"),
+        (json!({}), None, "refused"),
     ] {
+        let asked = caps != json!({});
         let ws = tempfile::tempdir().unwrap();
         let fake = FakeOllama::start().await;
         script(&fake, "made.txt");
-        let mut server = StdioServer::spawn(&config(&fake, ws.path(), ask_commands())).await;
+        let mut approvals = ask_commands();
+        approvals.timeout = Duration::from_millis(if action.is_some() { 60_000 } else { 300 });
+        let mut config = config(&fake, ws.path(), approvals);
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let mut server = StdioServer::spawn(&config).await;
         let init = server
             .request(
                 "initialize",
@@ -885,7 +894,7 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
             )
             .await;
         let id = field(&tool_text(&run["result"]), "task_id");
-        if let Some(action) = action {
+        if asked {
             let ask = server.read_message().await;
             assert_eq!(ask["method"], "elicitation/create", "{ask}");
             assert_eq!(ask["params"]["mode"], "form", "{ask}");
@@ -899,8 +908,11 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
                 !ws.path().join("made.txt").exists(),
                 "ran before the answer"
             );
-            let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": action}});
-            server.send_line(&answer.to_string()).await;
+            if let Some(action) = action {
+                let answer =
+                    json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": action}});
+                server.send_line(&answer.to_string()).await;
+            }
         }
         let deadline = tokio::time::Instant::now() + BUDGET;
         let done = loop {
@@ -934,11 +946,24 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
                     "{seen}"
                 );
             }
+            None if asked => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(seen.contains("no decision on run_command"), "{seen}");
+            }
             None => {
                 assert!(!ws.path().join("made.txt").exists(), "{done}");
                 assert!(seen.contains("cannot be asked"), "{seen}");
             }
         }
+        let line = approval_line(&audit).await;
+        assert_eq!(line["decision"], decision, "{line}");
+        assert_eq!(line["task_id"], id, "{line}");
+        let by = if action.is_some() {
+            json!("stdio")
+        } else {
+            Value::Null
+        };
+        assert_eq!(line["by"], by, "{line}");
         assert!(server.close().await.success());
     }
 }
