@@ -753,6 +753,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_approval_is_a_line_of_its_own_with_a_capped_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sink = AuditSink::file(&path).unwrap();
+        let log: &dyn DecisionLog = &sink;
+        let task = uuid::Uuid::new_v4();
+        log.record(&ApprovalEvent {
+            task_id: task,
+            key: Some("approval-1".into()),
+            tool: "run_command".into(),
+            decision: "accept",
+            by: Some("a".repeat(500)),
+        });
+        log.record(&ApprovalEvent {
+            task_id: task,
+            key: None,
+            tool: "write_file".into(),
+            decision: "deny",
+            by: None,
+        });
+        assert!(sink.flush(Duration::from_secs(10)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["event"], "approval");
+        assert_eq!(lines[0]["task_id"], task.to_string());
+        assert_eq!(lines[0]["key"], "approval-1");
+        assert_eq!(lines[0]["decision"], "accept");
+        let by = lines[0]["by"].as_str().unwrap();
+        assert!(by.len() < 200 && by.starts_with("aaaa"), "{by}");
+        assert_eq!(
+            lines[1],
+            serde_json::json!({"time": lines[1]["time"], "event": "approval", "task_id": task,
+                               "key": null, "tool": "write_file", "decision": "deny", "by": null})
+        );
+    }
+
     /// Every id in the lines of `files`, each line checked to be whole JSON.
     fn ids_in(files: &[PathBuf]) -> Vec<i64> {
         let mut ids = Vec::new();
