@@ -134,7 +134,11 @@ impl AgentMcp {
         // before the agent records the identity of the server's files: they exist by now.
         let audit = stack::audit_layer(&config.audit).map_err(AgentError::Audit)?;
         let oauth = stack::oauth_validator(&config.auth.oauth).map_err(AgentError::OAuth)?;
-        let agent = Agent::start_protecting(config, store, protect).await?;
+        // Approval decisions go to the audit log as their own lines.
+        let decisions = audit.as_ref().map(|audit| {
+            Arc::new(audit.around_ref().sink().clone()) as Arc<dyn crate::task::input::DecisionLog>
+        });
+        let agent = Agent::start_logging(config, store, protect, decisions).await?;
         Ok(AgentMcp {
             agent,
             config: config.clone(),
@@ -214,6 +218,12 @@ impl AgentMcp {
             ops = ops.with_metrics_admission(admission);
         }
         ops
+    }
+
+    /// What [`transport::stdio::serve_asking`] needs to ask a 2025 stdio session for
+    /// approvals (server→client `elicitation/create`).
+    pub fn stdio_asker(&self) -> transport::stdio::StdioAsker {
+        transport::stdio::StdioAsker::new(self.agent.core().clone())
     }
 
     /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)

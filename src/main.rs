@@ -267,8 +267,9 @@ async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(),
     info!(ollama = %agent_mcp::redact::redact_url(&config.ollama.url), model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
-        served = agent_mcp::transport::stdio::serve(
+        served = agent_mcp::transport::stdio::serve_asking(
             server.stack(),
+            server.stdio_asker(),
             tokio::io::stdin(),
             tokio::io::stdout(),
         ) => served?,

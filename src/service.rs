@@ -497,7 +497,19 @@ const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 ///
 /// Without the extension, a 2026-07-28 request with form elicitation is asked through
 /// `agent_status` (an `InputRequiredResult`, MRTR).
+///
+/// A 2025 session over stdio whose `initialize` declared `elicitation` is asked by the stdio
+/// transport itself (a server→client `elicitation/create`, see
+/// [`crate::transport::stdio::SessionElicits`]).
 fn answer_path(ctx: &crate::protocol::RequestContext) -> Option<AnswerPath> {
+    if ctx.era() == Era::Legacy
+        && ctx
+            .extensions
+            .get::<crate::transport::stdio::SessionElicits>()
+            .is_some()
+    {
+        return Some(AnswerPath::StdioElicitation);
+    }
     if !declares_form_elicitation(ctx) || ctx.era() != Era::Modern {
         return None;
     }

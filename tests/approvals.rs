@@ -19,7 +19,8 @@ use agent_mcp::config::{
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeOllama, Reply};
 use support::harness::{
-    HttpClient, HttpServer, ServeProcess, field, result_of, test_config, test_config_sqlite,
+    HttpClient, HttpServer, ServeProcess, StdioServer, field, result_of, test_config,
+    test_config_sqlite, tool_text,
 };
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -240,7 +241,11 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
         if answer.is_some() {
             approvals.timeout = Duration::from_secs(60);
         }
-        let server = HttpServer::start(config(&fake, ws.path(), approvals)).await;
+        let mut config = config(&fake, ws.path(), approvals);
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, answering(), "Run the touch program on made.txt.").await;
         if let Some(action) = answer {
@@ -262,7 +267,33 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
             )),
             "{done}"
         );
+        // The decision is an audit line of its own, the timeout's too (by nobody).
+        let line = approval_line(&audit).await;
+        assert_eq!(
+            line,
+            json!({"event": "approval", "task_id": id, "key": "approval-1",
+                   "tool": "run_command", "decision": action, "by": null}),
+            "{answer:?}"
+        );
     }
+}
+
+/// The `{"event":"approval"}` line of the audit file, without its `time`.
+async fn approval_line(audit: &Path) -> Value {
+    eventually("the approval's audit line", || async {
+        let text = std::fs::read_to_string(audit).unwrap_or_default();
+        let mut line = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["event"] == "approval")?;
+        assert!(
+            line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{line}"
+        );
+        line.as_object_mut()?.remove("time");
+        Some(line)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -347,6 +378,11 @@ async fn only_the_tasks_owner_can_answer() {
     assert_eq!(updates[1]["identity"], "alice");
     assert_eq!(updates[1]["answers"], json!({"approval-1": "accept"}));
     assert_eq!(updates[1]["task_id"], id);
+    // And the runner's decision names the identity whose answer counted.
+    let line = approval_line(&audit).await;
+    assert_eq!(line["decision"], "accept", "{line}");
+    assert_eq!(line["by"], "alice", "{line}");
+    assert_eq!(line["task_id"], id);
 }
 
 /// The policy per tool and per command: `allow` runs at once (never `input_required`),
@@ -365,13 +401,14 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
         }),
         ..ApprovalsConfig::default()
     };
-    for (caps, call, args, heard, made) in [
+    for (caps, call, args, heard, made, decision) in [
         (
             answering(),
             "run_command",
             json!({"argv": ["touch", "allowed.txt"]}),
             "",
             Some("allowed.txt"),
+            None,
         ),
         (
             answering(),
@@ -379,6 +416,7 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             json!({"argv": ["touch", "other.txt"]}),
             "is denied by the server's policy (agent.approvals.run_command)",
             None,
+            Some("deny"),
         ),
         (
             answering(),
@@ -386,6 +424,7 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             json!({"path": "new.txt", "content": "x"}),
             "write_file (new.txt) is denied by the server's policy (agent.approvals.write_file)",
             None,
+            Some("deny"),
         ),
         (
             // The Tasks extension without elicitation: nobody can be asked.
@@ -393,17 +432,23 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             "run_command",
             json!({"argv": ["touch", "asked.txt"]}),
             "cannot be asked (it did not declare the Tasks extension \
-             io.modelcontextprotocol/tasks with form elicitation); the server's operator can \
+             io.modelcontextprotocol/tasks with form elicitation, nor form elicitation for \
+             agent_status, nor elicitation at a 2025 initialize over stdio); the server's operator can \
              let it run without asking by setting agent.approvals.run_command (or a pattern \
              under agent.approvals.run_command.allow) to allow",
             None,
+            Some("refused"),
         ),
     ] {
         let ws = tempfile::tempdir().unwrap();
         let fake = FakeOllama::start().await;
         fake.push_reply(Reply::tool_call(call, args.clone(), 10, 1));
         fake.push_reply(Reply::text("Done.", 10, 1));
-        let server = HttpServer::start(config(&fake, ws.path(), approvals.clone())).await;
+        let mut config = config(&fake, ws.path(), approvals.clone());
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, caps, "Run the touch program.").await;
         let mut statuses = Vec::new();
@@ -433,6 +478,16 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
             for f in ["other.txt", "new.txt", "asked.txt"] {
                 assert!(!ws.path().join(f).exists(), "{f}");
             }
+        }
+        // A refusal nobody was asked for is a decision in the audit log too (no key, no one).
+        if let Some(decision) = decision {
+            let line = approval_line(&audit).await;
+            assert_eq!(
+                line,
+                json!({"event": "approval", "task_id": id, "key": null, "tool": call,
+                       "decision": decision, "by": null}),
+                "{call} {args}"
+            );
         }
     }
 }
@@ -793,5 +848,122 @@ async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
             )
             .await;
         assert_eq!(plain.body["result"]["resultType"], "complete");
+    }
+}
+
+/// A 2025 client over stdio that declared `elicitation` at `initialize` is asked by a
+/// server→client `elicitation/create` request (form mode, the Tasks path's message and flat
+/// schema) while the task waits, and its response decides; one that did not declare it has
+/// the action refused at once, with nothing sent to it. Through the real binary.
+#[tokio::test]
+async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
+    // (declared capabilities, the response's action or none sent, the audit's decision)
+    for (caps, action, decision) in [
+        (json!({"elicitation": {}}), Some("accept"), "accept"),
+        (json!({"elicitation": {}}), Some("decline"), "decline"),
+        (json!({"elicitation": {}}), None, "timeout"),
+        (json!({}), None, "refused"),
+    ] {
+        let asked = caps != json!({});
+        let ws = tempfile::tempdir().unwrap();
+        let fake = FakeOllama::start().await;
+        script(&fake, "made.txt");
+        let mut approvals = ask_commands();
+        approvals.timeout = Duration::from_millis(if action.is_some() { 60_000 } else { 300 });
+        let mut config = config(&fake, ws.path(), approvals);
+        let audit = ws.path().join("audit.log");
+        config.audit.enabled = true;
+        config.audit.file = Some(audit.clone());
+        let mut server = StdioServer::spawn(&config).await;
+        let init = server
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": caps,
+                       "clientInfo": {"name": "t", "version": "1"}}),
+            )
+            .await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        server
+            .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        let run = server
+            .request(
+                "tools/call",
+                json!({"name": "agent_run",
+                       "arguments": {"request": "Run the touch program on made.txt."}}),
+            )
+            .await;
+        let id = field(&tool_text(&run["result"]), "task_id");
+        if asked {
+            let ask = server.read_message().await;
+            assert_eq!(ask["method"], "elicitation/create", "{ask}");
+            assert_eq!(ask["params"]["mode"], "form", "{ask}");
+            assert_eq!(
+                ask["params"]["requestedSchema"],
+                json!({"type": "object", "properties": {}})
+            );
+            let message = ask["params"]["message"].as_str().unwrap();
+            assert!(message.contains("run_command: touch made.txt"), "{message}");
+            assert!(
+                !ws.path().join("made.txt").exists(),
+                "ran before the answer"
+            );
+            if let Some(action) = action {
+                let answer =
+                    json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": action}});
+                server.send_line(&answer.to_string()).await;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + BUDGET;
+        let done = loop {
+            let r = server
+                .request(
+                    "tools/call",
+                    json!({"name": "agent_status", "arguments": {"task_id": id}}),
+                )
+                .await;
+            let text = tool_text(&r["result"]);
+            if field(&text, "status") == "completed" {
+                break text;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{text}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let seen = tool_result_seen(&fake);
+        match action {
+            Some("accept") => {
+                assert!(ws.path().join("made.txt").exists(), "{done}");
+                assert!(
+                    result_of(&done)
+                        .ends_with("approval-1 run_command (touch made.txt): accept by stdio"),
+                    "{done}"
+                );
+            }
+            Some(_) => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(
+                    seen.contains("declined run_command (touch made.txt)"),
+                    "{seen}"
+                );
+            }
+            None if asked => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(seen.contains("no decision on run_command"), "{seen}");
+            }
+            None => {
+                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(seen.contains("cannot be asked"), "{seen}");
+            }
+        }
+        let line = approval_line(&audit).await;
+        assert_eq!(line["decision"], decision, "{line}");
+        assert_eq!(line["task_id"], id, "{line}");
+        let by = if action.is_some() {
+            json!("stdio")
+        } else {
+            Value::Null
+        };
+        assert_eq!(line["by"], by, "{line}");
+        assert!(server.close().await.success());
     }
 }

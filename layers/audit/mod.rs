@@ -22,6 +22,13 @@
 //! | `suppressed` | on a refusal line only, when some were: refusals of this peer counted but not written since its previous line |
 //! | `answers` | on a `tasks/update` line, and a `tools/call` retry carrying `inputResponses` (MRTR): each input request key answered and its action (`accept`, `decline`, `cancel`, `invalid`); with `identity`, who decided an approval |
 //!
+//! Approval decisions (issue 29) are lines of their own, sent by the agent's runner through
+//! [`DecisionLog`](crate::plugin::task::input::DecisionLog) (the sink implements it):
+//! `{"time","event":"approval","task_id","key","tool","decision","by"}`, with `decision` one of
+//! `accept`, `decline`, `cancel`, `timeout`, `deny` (the policy) or `refused` (the client can be
+//! asked by no path; `key` is `null` then), and `by` the identity whose answer counted (`null`
+//! for an anonymous caller, the timeout or a refusal).
+//!
 //! What is never written: a token (auth never puts one in a message), image data, a URL's
 //! password, or the request text unless `audit.include_request` is on. Every field a client
 //! chooses is capped ([`MAX_ID_BYTES`], [`MAX_NAME_BYTES`]): a string id longer than 128 bytes

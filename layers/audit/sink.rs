@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::time::{Instant, SystemTime};
 
-use super::record::AuditRecord;
+use crate::plugin::task::input::{ApprovalEvent, DecisionLog};
+
+use super::record::{AuditRecord, MAX_NAME_BYTES, capped, name_field};
 
 /// Records waiting for the writer before new ones are dropped.
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -47,6 +49,12 @@ struct SinkInner {
     dropped: Arc<AtomicU64>,
     /// Set by [`AuditSink::reopen`]; the writer reopens its file before the next batch.
     reopen: Arc<AtomicBool>,
+}
+
+impl DecisionLog for AuditSink {
+    fn record(&self, event: &ApprovalEvent) {
+        self.send_approval(event);
+    }
 }
 
 /// Size-based rotation of a file sink: before a line would take the file past `max_bytes`,
@@ -80,6 +88,8 @@ enum Queued {
         peer: String,
         count: u64,
     },
+    /// An approval decided by the core (see [`DecisionLog`]).
+    Approval(ApprovalEvent),
 }
 
 impl AuditSink {
@@ -183,6 +193,12 @@ impl AuditSink {
             peer: peer.to_owned(),
             count,
         });
+    }
+
+    /// Queues the line of one approval decision:
+    /// `{"time","event":"approval","task_id","key","tool","decision","by"}`.
+    pub fn send_approval(&self, event: &ApprovalEvent) {
+        self.queue(Queued::Approval(event.clone()));
     }
 
     /// Waits until every record queued before this call is written (or its write failed and
@@ -467,6 +483,7 @@ impl Writer {
                 let _ = done.try_send(());
             }
             Queued::Wake => {}
+            Queued::Approval(event) => self.write_approval(event),
             Queued::Suppressed { peer, count } => {
                 let note = serde_json::json!({
                     "time": humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
@@ -479,6 +496,24 @@ impl Writer {
                     self.lines += 1;
                 }
             }
+        }
+    }
+
+    fn write_approval(&mut self, event: &ApprovalEvent) {
+        // The key and tool are the server's own names; the identity is capped like a
+        // request line's.
+        let note = serde_json::json!({
+            "time": humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            "event": "approval",
+            "task_id": event.task_id,
+            "key": event.key.as_deref().map(|k| capped(k, MAX_NAME_BYTES)),
+            "tool": name_field(&event.tool),
+            "decision": event.decision,
+            "by": event.by.as_deref().map(|b| capped(b, MAX_NAME_BYTES)),
+        });
+        if serde_json::to_writer(&mut self.buf, &note).is_ok() {
+            self.buf.push(b'\n');
+            self.lines += 1;
         }
     }
 
@@ -716,6 +751,47 @@ mod tests {
         for (file, id) in files.iter().zip([1, 2, 3]) {
             assert_eq!(ids_in(std::slice::from_ref(file)), [id], "{file:?}");
         }
+    }
+
+    #[test]
+    fn an_approval_is_a_line_of_its_own_with_a_capped_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sink = AuditSink::file(&path).unwrap();
+        let log: &dyn DecisionLog = &sink;
+        let task = uuid::Uuid::new_v4();
+        log.record(&ApprovalEvent {
+            task_id: task,
+            key: Some("approval-1".into()),
+            tool: "run_command".into(),
+            decision: "accept",
+            by: Some("a".repeat(500)),
+        });
+        log.record(&ApprovalEvent {
+            task_id: task,
+            key: None,
+            tool: "write_file".into(),
+            decision: "deny",
+            by: None,
+        });
+        assert!(sink.flush(Duration::from_secs(10)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["event"], "approval");
+        assert_eq!(lines[0]["task_id"], task.to_string());
+        assert_eq!(lines[0]["key"], "approval-1");
+        assert_eq!(lines[0]["decision"], "accept");
+        let by = lines[0]["by"].as_str().unwrap();
+        assert!(by.len() < 200 && by.starts_with("aaaa"), "{by}");
+        assert_eq!(
+            lines[1],
+            serde_json::json!({"time": lines[1]["time"], "event": "approval", "task_id": task,
+                               "key": null, "tool": "write_file", "decision": "deny", "by": null})
+        );
     }
 
     /// Every id in the lines of `files`, each line checked to be whole JSON.

@@ -10,8 +10,10 @@
 //! `accept` runs the call; `decline`, `cancel` (a client whose host has no way to ask answers
 //! that) and the timeout refuse it, and the model is told why, so it can go another way. A
 //! cancel of the task while it waits cancels the task. A task queued by a client that cannot
-//! be asked (no Tasks extension with form elicitation) has every `ask` refused at once, with
-//! the policy key that would let it run.
+//! be asked (no Tasks extension with form elicitation, no form elicitation for MRTR, no
+//! `elicitation` at a 2025 stdio `initialize`) has every `ask` refused at once, with the
+//! policy key that would let it run. Every decision but `allow` also goes to the
+//! [`DecisionLog`] (the audit log) as an [`ApprovalEvent`].
 //!
 //! A restart while a task waits never runs the action: the recovered task ends `failed` as
 //! interrupted (see [`crate::store::fail_interrupted`]); the request is not asked again.
@@ -30,7 +32,9 @@ use super::tools::{Toolbox, parse_arguments};
 use crate::config::{Approval, ApprovalsConfig};
 use crate::ollama::ToolCall;
 use crate::store::TaskStore;
-use crate::task::input::{Action, Answer, AnswerPath, Decision, InputRequest};
+use crate::task::input::{
+    Action, Answer, AnswerPath, ApprovalEvent, Decision, DecisionLog, InputRequest,
+};
 
 /// How often a waiting call looks for its answer when no change signal came (the backstop
 /// for a missed announcement).
@@ -60,6 +64,8 @@ pub(crate) struct ApprovalGate {
     task: Uuid,
     path: Option<AnswerPath>,
     asked: AtomicU32,
+    /// Where each decision is recorded besides the task (the audit log).
+    decisions: Option<Arc<dyn DecisionLog>>,
 }
 
 impl ApprovalGate {
@@ -77,7 +83,32 @@ impl ApprovalGate {
             task,
             path,
             asked: AtomicU32::new(0),
+            decisions: None,
         }
+    }
+
+    /// Sends every decision to `decisions` too (the audit log).
+    pub fn with_decision_log(mut self, decisions: Option<Arc<dyn DecisionLog>>) -> Self {
+        self.decisions = decisions;
+        self
+    }
+
+    fn log(&self, event: ApprovalEvent) {
+        if let Some(log) = &self.decisions {
+            log.record(&event);
+        }
+    }
+
+    /// Records a refusal nobody was asked for (`deny`, or `refused`: no path to ask).
+    fn refused_unasked(&self, tool: &str, decision: &'static str, why: String) -> Gate {
+        self.log(ApprovalEvent {
+            task_id: self.task,
+            key: None,
+            tool: tool.to_owned(),
+            decision,
+            by: None,
+        });
+        Gate::Refuse(why)
     }
 
     /// Whether `call` would run without asking anyone (the policy allows it): a call the
@@ -116,20 +147,30 @@ impl ApprovalGate {
         let summary = summary(tool, &args, argv.as_deref());
         match self.policy.decide(tool, argv.as_deref()) {
             Approval::Allow => Gate::Run,
-            Approval::Deny => Gate::Refuse(format!(
-                "not run: {tool} ({summary}) is denied by the server's policy ({}); do not try \
+            Approval::Deny => self.refused_unasked(
+                tool,
+                "deny",
+                format!(
+                    "not run: {tool} ({summary}) is denied by the server's policy ({}); do not try \
                  it again, go another way, or say in your answer what would be needed",
-                policy_key(tool)
-            )),
-            Approval::Ask if self.path.is_none() => Gate::Refuse(format!(
-                "not run: {tool} ({summary}) needs a person's approval ({}: ask), and the \
+                    policy_key(tool)
+                ),
+            ),
+            Approval::Ask if self.path.is_none() => self.refused_unasked(
+                tool,
+                "refused",
+                format!(
+                    "not run: {tool} ({summary}) needs a person's approval ({}: ask), and the \
                  client that queued this task cannot be asked (it did not declare the Tasks \
-                 extension io.modelcontextprotocol/tasks with form elicitation); the server's \
+                 extension io.modelcontextprotocol/tasks with form elicitation, nor form \
+                 elicitation for agent_status, nor elicitation at a 2025 initialize over \
+                 stdio); the server's \
                  operator can let it run without asking by setting {} to allow; do not try it \
                  again, go another way or say in your answer what would be needed",
-                policy_key(tool),
-                allow_key(tool)
-            )),
+                    policy_key(tool),
+                    allow_key(tool)
+                ),
+            ),
             Approval::Ask => {
                 let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
                 let request = InputRequest {
@@ -178,6 +219,7 @@ impl ApprovalGate {
             by = decision.answer.by.as_deref().unwrap_or(""),
             "approval decided"
         );
+        self.log(ApprovalEvent::decided(self.task, &decision));
         let _ = events.send(StepEvent::Decided {
             step,
             decision: decision.clone(),

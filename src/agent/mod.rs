@@ -40,6 +40,7 @@ use uuid::Uuid;
 use crate::config::{AgentConfig, Config, OllamaConfig};
 use crate::ollama::{OllamaClient, OllamaError};
 use crate::store::{StoreError, TaskStore};
+use crate::task::input::DecisionLog;
 use crate::task::{Task, TaskState};
 use queue::TaskQueue;
 
@@ -101,6 +102,8 @@ pub struct AgentCore {
     wake_queued: tokio::sync::Notify,
     /// ...or the active task ended somewhere.
     wake_freed: tokio::sync::Notify,
+    /// Where approval decisions are recorded besides the task (the audit log), if anywhere.
+    pub(crate) decisions: Option<Arc<dyn DecisionLog>>,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
@@ -273,6 +276,17 @@ impl Agent {
         store: Arc<dyn TaskStore>,
         protect: Vec<std::path::PathBuf>,
     ) -> Result<Agent, AgentError> {
+        Self::start_logging(config, store, protect, None).await
+    }
+
+    /// [`Agent::start_protecting`], sending every approval decision to `decisions` (the
+    /// server gives its audit writer, when `audit.enabled`).
+    pub async fn start_logging(
+        config: &Config,
+        store: Arc<dyn TaskStore>,
+        protect: Vec<std::path::PathBuf>,
+        decisions: Option<Arc<dyn DecisionLog>>,
+    ) -> Result<Agent, AgentError> {
         let ollama = OllamaClient::new(
             &config.ollama.url,
             config.ollama.request_timeout,
@@ -302,6 +316,7 @@ impl Agent {
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             wake_queued: tokio::sync::Notify::new(),
             wake_freed: tokio::sync::Notify::new(),
+            decisions,
         });
         // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
         // so it is asked beside the start, not before it.

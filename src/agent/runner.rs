@@ -263,7 +263,8 @@ async fn drive(
             core.subscribe_task_changes(),
             progress.task.id,
             progress.task.input.answer_path,
-        ),
+        )
+        .with_decision_log(core.decisions.clone()),
     });
 
     let plan = if settings.agent.planning {

@@ -4,4 +4,5 @@ pub mod connections;
 pub mod http;
 pub mod server;
 pub mod stdio;
+mod stdio_ask;
 mod telemetry;

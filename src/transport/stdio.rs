@@ -43,6 +43,7 @@ use crate::protocol::{
     ErrorObject, Incoming, McpRequest, McpResponse, Method, Payload, ProtocolVersion,
     RequestContext, RequestId, Transport, VersionHints, classify,
 };
+pub use crate::transport::stdio_ask::{SessionElicits, StdioAsker};
 use crate::transport::telemetry::ServerOperation;
 
 /// The longest line accepted; longer ones are answered with an error and skipped.
@@ -80,6 +81,39 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    serve_inner(service, input, output, max_line_bytes, None).await
+}
+
+/// [`serve`], asking a 2025 session that declared `elicitation` for approvals with
+/// server→client `elicitation/create` requests (see [`StdioAsker`]).
+pub async fn serve_asking<S, R, W>(
+    service: S,
+    asker: StdioAsker,
+    input: R,
+    output: W,
+) -> std::io::Result<()>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_inner(service, input, output, DEFAULT_MAX_LINE_BYTES, Some(asker)).await
+}
+
+async fn serve_inner<S, R, W>(
+    service: S,
+    input: R,
+    output: W,
+    max_line_bytes: usize,
+    asker: Option<StdioAsker>,
+) -> std::io::Result<()>
+where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
     let writer = tokio::spawn(write_lines(output, rx));
     let handlers = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -87,6 +121,8 @@ where
     // Fired at end of input: the client is gone, so open streams end.
     let input_ended = CancellationToken::new();
     let mut negotiated: Option<ProtocolVersion> = None;
+    // The 2025 session's initialize declared `elicitation` (and this transport can ask).
+    let mut session_elicits = false;
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
@@ -110,7 +146,12 @@ where
         let (id, method, params) = match Incoming::from_slice(text) {
             Ok(Incoming::Request { id, method, params }) => (Some(id), method, params),
             Ok(Incoming::Notification { method, params }) => (None, method, params),
-            Ok(Incoming::Response { .. }) => continue,
+            Ok(Incoming::Response { .. }) => {
+                if let Some(asker) = &asker {
+                    asker.answered(text).await;
+                }
+                continue;
+            }
             Err(EnvelopeError { id, error }) => {
                 send(&tx, &response_json(id.as_ref(), Err(&error))).await;
                 continue;
@@ -134,7 +175,15 @@ where
                 continue;
             }
         };
+        let declares_elicitation = method == Method::Initialize
+            && params
+                .get("capabilities")
+                .and_then(|c| c.get("elicitation"))
+                .is_some_and(Value::is_object);
         let mut ctx = RequestContext::new(classified.version, Transport::Stdio);
+        if session_elicits && ctx.era() == crate::protocol::Era::Legacy {
+            ctx.extensions.insert(SessionElicits);
+        }
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
         let is_initialize = method == Method::Initialize;
@@ -149,6 +198,7 @@ where
             // The service answers in the version it negotiated.
             if matches!(response.payload, Payload::Result(_)) {
                 negotiated = Some(response.version);
+                session_elicits = declares_elicitation && asker.is_some();
             }
             send_line(&tx, response.to_bytes()).await;
             continue;
@@ -164,9 +214,14 @@ where
         let tx = tx.clone();
         let in_flight = in_flight.clone();
         let ended = input_ended.clone();
+        let asker = asker.clone().filter(|_| session_elicits);
         tasks.spawn(async move {
             let cancel = request.ctx.cancel.clone();
             let Ok(response) = service.oneshot(request).await;
+            if let (Some(asker), Some(task)) = (&asker, response.ids.task_id) {
+                // A task of this session: its approvals are asked here while it waits.
+                asker.follow(task, tx.clone(), ended.clone());
+            }
             if let Some(operation) = operation {
                 operation.finish(&response);
             }

@@ -31,6 +31,9 @@ pub enum AnswerPath {
     /// 2026-07-28 with form elicitation but without the Tasks extension: `agent_status` on the
     /// waiting task answers with an `InputRequiredResult`, answered by its retry (MRTR).
     Mrtr,
+    /// A 2025 session over stdio that declared `elicitation` at `initialize`: the transport
+    /// sends a server→client `elicitation/create` request; its response is the answer.
+    StdioElicitation,
 }
 
 /// One outstanding question: may this tool call run?
@@ -113,6 +116,43 @@ impl Decision {
             self.answer.action.as_str()
         )
     }
+}
+
+/// What was decided about one tool call that needed a decision, as the audit log records it
+/// (one `{"event":"approval",…}` line each): a person's answer, the timeout, or a refusal
+/// without asking (the policy's `deny`, or a client that can answer no path). A call the
+/// policy allows is not a decision and is not recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalEvent {
+    pub task_id: uuid::Uuid,
+    /// The input request's key; `None` when nobody was asked.
+    pub key: Option<String>,
+    pub tool: String,
+    /// `accept`, `decline`, `cancel`, `timeout` ([`Action`]), or `deny` (the policy) and
+    /// `refused` (the client that queued the task can be asked by no path).
+    pub decision: &'static str,
+    /// The identity that answered; `None` for an anonymous caller, the timeout and a refusal.
+    pub by: Option<String>,
+}
+
+impl ApprovalEvent {
+    /// The event of a decided question.
+    pub fn decided(task_id: uuid::Uuid, decision: &Decision) -> Self {
+        Self {
+            task_id,
+            key: Some(decision.request.key.clone()),
+            tool: decision.request.tool.clone(),
+            decision: decision.answer.action.as_str(),
+            by: decision.answer.by.clone(),
+        }
+    }
+}
+
+/// Where the core sends each [`ApprovalEvent`]: the audit writer when `audit.enabled` (the
+/// stack hands it to the core, which does not know the layers). Must not block: a decision
+/// is recorded on the task's path.
+pub trait DecisionLog: Send + Sync + std::fmt::Debug {
+    fn record(&self, event: &ApprovalEvent);
 }
 
 /// The task's questions: how its client can answer, what waits now, what was decided.
