@@ -950,6 +950,177 @@ const TASKS: &[CodingTask] = &[
         tested: true,
         judge: |o| o.tests_pass() && o.unchanged("test_inventory.py"),
     },
+    // The fourth held-out set, `holdout-4-*`, written (2026-12-02, second session) after the
+    // third had been run, before the engine learned change requests in languages other than
+    // English and Japanese, and before any run of these: fix, add, rename and update requests
+    // in French, Portuguese, German, Chinese, Italian, Russian and Spanish, and questions in
+    // Korean and Spanish that must change nothing. Run once, at the end
+    // (`scripts/bench-coding.sh holdout-4`).
+    CodingTask {
+        name: "holdout-4-fix-counter-fr",
+        files: &[
+            (
+                "counter.py",
+                "def count_even(xs):\n    return len([x for x in xs if x % 2 == 1])\n",
+            ),
+            (
+                "test_counter.py",
+                "import unittest\n\nfrom counter import count_even\n\n\nclass T(unittest.TestCase):\n    def test_count_even(self):\n        self.assertEqual(count_even([1, 2, 3, 4, 6]), 3)\n",
+            ),
+        ],
+        requests: &["Les tests échouent. Corrigez le bug dans counter.py."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_counter.py"),
+    },
+    CodingTask {
+        name: "holdout-4-add-double-pt",
+        files: &[(
+            "mathx.py",
+            "def half(x):\n    return x / 2\n",
+        )],
+        requests: &["Adicione uma função double(x) que retorna x * 2 em mathx.py."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from mathx import double, half; assert double(21) == 42; assert half(8) == 4",
+            ])
+            .0
+        },
+    },
+    CodingTask {
+        name: "holdout-4-rename-de",
+        files: &[
+            (
+                "utils.py",
+                "def calc_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n",
+            ),
+            (
+                "main.py",
+                "from utils import calc_sum\n\nprint(calc_sum([1, 2, 3]))\n",
+            ),
+        ],
+        requests: &["Benenne die Funktion calc_sum in sum_all um, in utils.py und in main.py."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let sources = o.python_sources();
+            !sources.contains("calc_sum")
+                && sources.contains("sum_all")
+                && o.python(&["main.py"]).1.trim() == "6"
+        },
+    },
+    CodingTask {
+        name: "holdout-4-fix-discount-zh",
+        files: &[
+            (
+                "discount.py",
+                "def apply(price, percent):\n    return price * percent / 100\n",
+            ),
+            (
+                "test_discount.py",
+                "import unittest\n\nfrom discount import apply\n\n\nclass T(unittest.TestCase):\n    def test_ten_percent_off(self):\n        self.assertEqual(apply(200, 10), 180)\n",
+            ),
+        ],
+        requests: &["测试失败了，请修复 discount.py 中的错误。"],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_discount.py"),
+    },
+    CodingTask {
+        name: "holdout-4-question-ko",
+        files: &[(
+            "parse.py",
+            "def split_csv(line):\n    return [part.strip() for part in line.split(\",\")]\n",
+        )],
+        requests: &["parse.py의 함수 split_csv는 무엇을 하나요? 한 문장으로 설명해 주세요."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let answer = o.answer();
+            o.completed()
+                && o.all_unchanged()
+                && [",", "쉼표", "콤마", "CSV", "csv", "split", "strip", "분리", "나누"]
+                    .iter()
+                    .any(|w| answer.contains(w))
+        },
+    },
+    CodingTask {
+        name: "holdout-4-version-it",
+        files: &[
+            ("VERSION", "0.3.1\n"),
+            ("app.py", "print(open(\"VERSION\").read().strip())\n"),
+        ],
+        requests: &["Aggiorna la versione nel file VERSION da 0.3.1 a 0.4.0."],
+        planning: false,
+        tested: false,
+        judge: |o| o.lines("VERSION") == ["0.4.0"] && o.unchanged("app.py"),
+    },
+    CodingTask {
+        name: "holdout-4-fix-temp-ru",
+        files: &[
+            (
+                "temp.py",
+                "def to_fahrenheit(c):\n    return c * 9 / 5 - 32\n",
+            ),
+            (
+                "test_temp.py",
+                "import unittest\n\nfrom temp import to_fahrenheit\n\n\nclass T(unittest.TestCase):\n    def test_boiling(self):\n        self.assertEqual(to_fahrenheit(100), 212)\n\n    def test_freezing(self):\n        self.assertEqual(to_fahrenheit(0), 32)\n",
+            ),
+        ],
+        requests: &["Тесты падают. Исправь ошибку в temp.py."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_temp.py"),
+    },
+    CodingTask {
+        name: "holdout-4-question-es",
+        files: &[(
+            "utils.py",
+            "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+        )],
+        requests: &["¿Qué hace la función clamp de utils.py? Responde en una frase."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let answer = o.answer();
+            o.completed()
+                && o.all_unchanged()
+                && ["rango", "límite", "limita", "entre", "lo", "hi", "clamp"]
+                    .iter()
+                    .any(|w| answer.contains(w))
+        },
+    },
+    CodingTask {
+        name: "holdout-4-add-line-es",
+        files: &[(
+            "todo.txt",
+            "comprar pan\n",
+        )],
+        requests: &["Añade una segunda línea a todo.txt: llamar a mamá"],
+        planning: false,
+        tested: false,
+        judge: |o| o.lines("todo.txt") == ["comprar pan", "llamar a mamá"],
+    },
+    CodingTask {
+        name: "holdout-4-fix-emoji-en",
+        files: &[
+            (
+                "shout.py",
+                "def shout(text):\n    return text.lower() + \"!\"\n",
+            ),
+            (
+                "test_shout.py",
+                "import unittest\n\nfrom shout import shout\n\n\nclass T(unittest.TestCase):\n    def test_shout(self):\n        self.assertEqual(shout(\"hey 👋\"), \"HEY 👋!\")\n",
+            ),
+        ],
+        requests: &["The tests fail 😢 — please fix shout.py so they pass 🙏"],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_shout.py"),
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
