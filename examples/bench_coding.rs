@@ -975,10 +975,7 @@ const TASKS: &[CodingTask] = &[
     },
     CodingTask {
         name: "holdout-4-add-double-pt",
-        files: &[(
-            "mathx.py",
-            "def half(x):\n    return x / 2\n",
-        )],
+        files: &[("mathx.py", "def half(x):\n    return x / 2\n")],
         requests: &["Adicione uma função double(x) que retorna x * 2 em mathx.py."],
         planning: false,
         tested: false,
@@ -1042,9 +1039,11 @@ const TASKS: &[CodingTask] = &[
             let answer = o.answer();
             o.completed()
                 && o.all_unchanged()
-                && [",", "쉼표", "콤마", "CSV", "csv", "split", "strip", "분리", "나누"]
-                    .iter()
-                    .any(|w| answer.contains(w))
+                && [
+                    ",", "쉼표", "콤마", "CSV", "csv", "split", "strip", "분리", "나누",
+                ]
+                .iter()
+                .any(|w| answer.contains(w))
         },
     },
     CodingTask {
@@ -1095,10 +1094,7 @@ const TASKS: &[CodingTask] = &[
     },
     CodingTask {
         name: "holdout-4-add-line-es",
-        files: &[(
-            "todo.txt",
-            "comprar pan\n",
-        )],
+        files: &[("todo.txt", "comprar pan\n")],
         requests: &["Añade una segunda línea a todo.txt: llamar a mamá"],
         planning: false,
         tested: false,

@@ -320,28 +320,40 @@ pub(crate) fn tests_kept(request: &str, ws: &Workspace) -> Vec<String> {
 }
 
 /// Where `request` speaks of tests: (byte offset, the word) for each test file it names and
-/// each of the words test, tests, unittest, pytest (whole words, any case) and テスト.
+/// each of the lexicon's words for tests (whole words, any case: test, tests, unittest,
+/// pruebas, тесты …; テスト, 测试, 테스트 wherever they stand).
 fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a str)> {
     let mut found: Vec<(usize, &str)> = Vec::new();
     for file in files {
         found.extend(request.match_indices(file.as_str()));
     }
-    found.extend(request.match_indices("テスト"));
-    let boundary = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    for (at, word) in request.char_indices().filter_map(|(at, _)| {
-        let rest = &request[at..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let word = &rest[..end];
-        let starts = boundary(request[..at].chars().next_back());
-        (starts && !word.is_empty()).then_some((at, word))
-    }) {
-        let lower = word.to_ascii_lowercase();
-        if ["test", "tests", "unittest", "pytest"].contains(&lower.as_str())
-            && !found.iter().any(|(f, w)| (*f..f + w.len()).contains(&at))
+    for language in &super::lexicon::UNSPACED {
+        for word in language.tests {
+            found.extend(request.match_indices(word));
+        }
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut at = 0;
+    for word in request.split(|c: char| !is_word(c)) {
+        let start = at;
+        at += word.len()
+            + request[at + word.len()..]
+                .chars()
+                .next()
+                .map_or(0, char::len_utf8);
+        if word.is_empty()
+            || found
+                .iter()
+                .any(|(f, w)| (*f..f + w.len()).contains(&start))
         {
-            found.push((at, word));
+            continue;
+        }
+        let lower = word.to_lowercase();
+        if super::lexicon::SPACED
+            .iter()
+            .any(|l| l.tests.contains(&lower.as_str()))
+        {
+            found.push((start, word));
         }
     }
     found.sort_unstable();
@@ -349,33 +361,36 @@ fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a 
 }
 
 /// Whether the words after a mention of tests make them the check ("… fail", "… expects",
-/// "… must pass", "… が期待する") rather than what is to be changed.
+/// "… must pass", "… が期待する", "… fallan", "… 失败") rather than what is to be changed.
 fn is_reference(after: &str) -> bool {
     let after = after.trim_start();
-    if let Some(first) = after.chars().next()
-        && "がはの".contains(first)
+    if super::lexicon::UNSPACED
+        .iter()
+        .any(|l| l.checked.iter().any(|w| after.starts_with(w)))
     {
         return true;
     }
-    const PREDICATES: [&str; 22] = [
-        "fail", "fails", "failed", "failing", "expect", "expects", "expected", "pass", "passes",
-        "passed", "check", "checks", "import", "imports", "call", "calls", "use", "uses", "run",
-        "runs", "must", "should",
-    ];
-    let mut words = after.split_whitespace().map(|w| {
+    let words = after.split_whitespace().map(|w| {
         w.trim_matches(|c: char| !c.is_alphanumeric())
-            .to_ascii_lowercase()
+            .to_lowercase()
     });
-    // "the unit tests in test_x.py fail": a location between the mention and its verb.
-    let mut first = words.next().unwrap_or_default();
-    if ["in", "of", "from"].contains(&first.as_str()) {
-        let _place = words.next();
-        first = words.next().unwrap_or_default();
+    let lexicon = &super::lexicon::SPACED;
+    // "the unit tests in test_x.py still fail": places ("in test_x.py") and adverbs ("still")
+    // may stand between the mention and its verb.
+    let mut after_between = false;
+    for word in words.take(6) {
+        if lexicon.iter().any(|l| l.checked.contains(&word.as_str())) {
+            return true;
+        }
+        if lexicon.iter().any(|l| l.between.contains(&word.as_str())) {
+            after_between = true;
+        } else if after_between && !word.is_empty() {
+            after_between = false;
+        } else {
+            return false;
+        }
     }
-    if ["still", "now", "all", "currently"].contains(&first.as_str()) {
-        first = words.next().unwrap_or_default();
-    }
-    PREDICATES.contains(&first.as_str())
+    false
 }
 
 /// A request's clauses.
@@ -577,21 +592,19 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
     }
 }
 
-/// Whether `clause` starts (after fillers) with a verb that changes the files it names: fix,
-/// correct, repair, patch, edit, modify, update, change.
+/// Whether `clause` starts (after fillers) with a verb that changes the files it names (fix,
+/// correct, update, corrige, behebe, исправь …, see the lexicon), or, in Japanese, Chinese or
+/// Korean, carries such a verb's stem outside a question (修正して, 修复, 수정해).
 fn fixes(clause: &str) -> bool {
-    const VERBS: [&str; 8] = [
-        "fix", "correct", "repair", "patch", "edit", "modify", "update", "change",
-    ];
-    const LEADING: [&str; 6] = ["please", "now", "then", "also", "and", "just"];
     clause
         .split_whitespace()
         .map(|w| {
             w.trim_matches(|c: char| !c.is_alphanumeric())
                 .to_lowercase()
         })
-        .find(|w| !LEADING.contains(&w.as_str()))
-        .is_some_and(|w| VERBS.contains(&w.as_str()))
+        .find(|w| !w.is_empty() && !super::lexicon::is_filler(w))
+        .is_some_and(|w| super::lexicon::is_fix_verb(&w))
+        || super::intent::unspaced_fix(clause)
 }
 
 /// Whether `clause` asks for something to be added ("add", "append", "insert").

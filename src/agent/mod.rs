@@ -11,6 +11,7 @@ mod claim;
 mod context;
 mod expect;
 mod intent;
+mod lexicon;
 mod model;
 pub mod plan;
 pub mod queue;

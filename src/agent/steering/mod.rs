@@ -36,7 +36,6 @@ use crate::ollama::{ShowResponse, ToolCall};
 pub use text::{calls_in_text, clean_answer};
 pub(crate) use text::{
     echo as echo_request, missing_file as missing_file_in, named_files as named_files_in,
-    names_word,
 };
 
 /// `agent.steering`, a configuration value (it lives with the configuration).
