@@ -353,6 +353,58 @@ fn cases() -> Vec<Case> {
             results: &[],
         },
         Case {
+            // A question in Spanish that names a file: read, answered, nothing written.
+            name: "question-es",
+            files: &[("config.yaml", "server:\n  port: 8080\n")],
+            request: "¿Qué puerto configura config.yaml para el servidor?",
+            turns: vec![
+                calls(&[("read_file", json!({"path": "config.yaml"}))]),
+                Turn::Answer("El puerto es 8080."),
+            ],
+            allow: &[],
+            after: &[("config.yaml", "server:\n  port: 8080\n")],
+            changes: None,
+            checks: &[],
+            results: &[(0, "server:\n  port: 8080\n")],
+        },
+        Case {
+            // A fix asked in Chinese: read, edited, reported with what changed.
+            name: "fix-zh",
+            files: &[("calc.py", "def add(a, b):\n    return a - b\n")],
+            request: "修复 calc.py 中 add 的错误：它在做减法。",
+            turns: vec![
+                calls(&[("read_file", json!({"path": "calc.py"}))]),
+                calls(&[(
+                    "edit_file",
+                    json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}),
+                )]),
+                Turn::Answer("add 现在返回 a + b。"),
+            ],
+            allow: &[],
+            after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
+            changes: Some("changed: calc.py (+1 -1)"),
+            checks: &[],
+            results: &[],
+        },
+        Case {
+            // A Russian request to explain code, answered from the file alone.
+            name: "explain-ru",
+            files: &[(
+                "slug.py",
+                "def slug(s):\n    return s.lower().replace(' ', '-')\n",
+            )],
+            request: "Объясни одним предложением, что делает функция slug в slug.py.",
+            turns: vec![
+                calls(&[("read_file", json!({"path": "slug.py"}))]),
+                Turn::Answer("Она переводит строку в нижний регистр и заменяет пробелы дефисами."),
+            ],
+            allow: &[],
+            after: &[],
+            changes: None,
+            checks: &[],
+            results: &[],
+        },
+        Case {
             name: "missing-file-then-its-look-alike",
             files: &[("notes-2024.txt", "juniper\n")],
             request: "Read notes.txt, or the notes file that is there instead, and tell me the \
