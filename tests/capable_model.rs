@@ -43,6 +43,23 @@ struct Case {
     results: &'static [(usize, &'static str)],
 }
 
+impl Default for Case {
+    /// No files, no turns, nothing allowed or checked: each case sets what it needs.
+    fn default() -> Self {
+        Case {
+            name: "",
+            files: &[],
+            request: "",
+            turns: Vec::new(),
+            allow: &[],
+            after: &[],
+            changes: None,
+            checks: &[],
+            results: &[],
+        }
+    }
+}
+
 fn calls(list: &[(&'static str, Value)]) -> Turn {
     Turn::Calls(list.to_vec())
 }
@@ -54,22 +71,14 @@ fn cases() -> Vec<Case> {
             files: &[("a.txt", "alpha\n")],
             request: "What is 2 + 2?",
             turns: vec![Turn::Answer("4.")],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "direct-answer-ja",
             files: &[("a.txt", "alpha\n")],
             request: "この関数が何をするか一文で説明してください。def add(a, b): return a + b",
             turns: vec![Turn::Answer("二つの引数を足した値を返す関数です。")],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "question-about-tools",
@@ -78,11 +87,7 @@ fn cases() -> Vec<Case> {
             turns: vec![Turn::Answer(
                 "Run `echo '{}' > data.json`, or `touch data.json` for an empty file.",
             )],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "which-tool-would-you-use",
@@ -91,11 +96,7 @@ fn cases() -> Vec<Case> {
             turns: vec![Turn::Answer(
                 "I would use read_file: it returns the file's text.",
             )],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "named-stem-without-tools",
@@ -104,22 +105,14 @@ fn cases() -> Vec<Case> {
             turns: vec![Turn::Answer(
                 "A good summary lets a reader take in the point without reading everything.",
             )],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "carries-its-own-answer",
             files: &[("ticket.md", "# Tickets\n- 1200: done\n")],
             request: "My ticket is 4410. Reply with the ticket number only.",
             turns: vec![Turn::Answer("4410")],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "json-example-in-the-answer",
@@ -129,11 +122,7 @@ fn cases() -> Vec<Case> {
             turns: vec![Turn::Answer(
                 r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#,
             )],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "read-and-answer",
@@ -143,11 +132,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "config.yaml"}))]),
                 Turn::Answer("7421"),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "read-and-answer-ja",
@@ -157,11 +142,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "NOTE.txt"}))]),
                 Turn::Answer("秘密の言葉は marigold です。"),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "tool-word-quoted-from-a-file",
@@ -174,11 +155,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "README.md"}))]),
                 Turn::Answer("It says to run `list_dir` first, to see the layout."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "users-function-named-read-file",
@@ -193,11 +170,7 @@ fn cases() -> Vec<Case> {
                     "main calls read_file('config.txt'), which returns the file's lines as a list.",
                 ),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "list-then-read",
@@ -211,11 +184,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "xq7_memo.txt"}))]),
                 Turn::Answer("The password is copperleaf."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "exact-search-without-matches",
@@ -225,11 +194,8 @@ fn cases() -> Vec<Case> {
                 calls(&[("search_text", json!({"pattern": "FIXME"}))]),
                 Turn::Answer("No: no file contains FIXME in upper case."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
             results: &[(0, "no matches for 'FIXME'")],
+            ..Case::default()
         },
         Case {
             name: "missing-file-listed",
@@ -239,11 +205,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("list_dir", json!({"path": "."}))]),
                 Turn::Answer("No. The folder holds only notes-2024.txt."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "batched-read-and-write",
@@ -259,11 +221,9 @@ fn cases() -> Vec<Case> {
                 ]),
                 Turn::Answer("The port is 8080. I created notes/todo.md with the line start."),
             ],
-            allow: &[],
             after: &[("notes/todo.md", "start\n")],
             changes: Some("changed: notes/todo.md (new, +1)"),
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "create-a-file",
@@ -276,11 +236,9 @@ fn cases() -> Vec<Case> {
                 )]),
                 Turn::Answer("Created hello.txt with the line hi."),
             ],
-            allow: &[],
             after: &[("hello.txt", "hi\n")],
             changes: Some("changed: hello.txt (new, +1)"),
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "read-then-edit",
@@ -294,11 +252,9 @@ fn cases() -> Vec<Case> {
                 )]),
                 Turn::Answer("config.yaml now sets port 9090."),
             ],
-            allow: &[],
             after: &[("config.yaml", "server:\n  port: 9090\n")],
             changes: Some("changed: config.yaml (+1 -1)"),
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "run-a-command",
@@ -309,10 +265,7 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("It printed hello-agent-42."),
             ],
             allow: &["echo"],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "emoji-and-right-to-left",
@@ -322,11 +275,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "greeting.md"}))]),
                 Turn::Answer("It holds שלום 👋 مرحبا: hello in Hebrew and Arabic."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "fix-the-tests-ja",
@@ -346,11 +295,9 @@ fn cases() -> Vec<Case> {
                 )]),
                 Turn::Answer("calc.py の add が引き算をしていたので、足し算に直しました。"),
             ],
-            allow: &[],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
             changes: Some("changed: calc.py (+1 -1)"),
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             // A question in Spanish that names a file: read, answered, nothing written.
@@ -361,11 +308,9 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "config.yaml"}))]),
                 Turn::Answer("El puerto es 8080."),
             ],
-            allow: &[],
             after: &[("config.yaml", "server:\n  port: 8080\n")],
-            changes: None,
-            checks: &[],
             results: &[(0, "server:\n  port: 8080\n")],
+            ..Case::default()
         },
         Case {
             // A fix asked in Chinese: read, edited, reported with what changed.
@@ -380,11 +325,9 @@ fn cases() -> Vec<Case> {
                 )]),
                 Turn::Answer("add 现在返回 a + b。"),
             ],
-            allow: &[],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
             changes: Some("changed: calc.py (+1 -1)"),
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             // A Russian request to explain code, answered from the file alone.
@@ -398,11 +341,7 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "slug.py"}))]),
                 Turn::Answer("Она переводит строку в нижний регистр и заменяет пробелы дефисами."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
-            results: &[],
+            ..Case::default()
         },
         Case {
             name: "missing-file-then-its-look-alike",
@@ -414,10 +353,6 @@ fn cases() -> Vec<Case> {
                 calls(&[("read_file", json!({"path": "notes-2024.txt"}))]),
                 Turn::Answer("notes.txt is not there; notes-2024.txt says juniper."),
             ],
-            allow: &[],
-            after: &[],
-            changes: None,
-            checks: &[],
             results: &[
                 (
                     0,
@@ -426,6 +361,7 @@ fn cases() -> Vec<Case> {
                 ),
                 (1, "juniper\n"),
             ],
+            ..Case::default()
         },
         Case {
             name: "fix-judged-by-the-checks",
@@ -439,13 +375,12 @@ fn cases() -> Vec<Case> {
                 )]),
                 Turn::Answer("add now returns a + b."),
             ],
-            allow: &[],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
             changes: Some(
                 "changed: calc.py (+1 -1)\nchecks: `grep -q return a + b calc.py` passed",
             ),
             checks: &[&["grep", "-q", "return a + b", "calc.py"]],
-            results: &[],
+            ..Case::default()
         },
     ]
 }

@@ -120,25 +120,23 @@ fn unspaced_language(sentence: &str) -> Option<&'static Unspaced> {
 /// Japanese, Chinese, Korean: a sentence that carries a change stem and no question marker
 /// of its language.
 fn unspaced_change(request: &str) -> bool {
-    request
-        .split_inclusive(['。', '！', '!', '\n', '？', '?'])
-        .any(|sentence| {
-            unspaced_language(sentence).is_some_and(|l| {
-                !l.question.iter().any(|q| sentence.contains(q))
-                    && l.change.iter().any(|v| sentence.contains(v))
-            })
-        })
+    unspaced_sentence_with(request, |l| l.change)
 }
 
 /// Whether `clause` asks, in a language without spaces, for the files it names to be fixed in
 /// place (修正して, 修复, 수정해): a sentence of it carries a fix stem and no question marker.
 pub(crate) fn unspaced_fix(clause: &str) -> bool {
-    clause
-        .split_inclusive(['。', '！', '!', '\n', '？', '?'])
+    unspaced_sentence_with(clause, |l| l.fix)
+}
+
+/// Whether a sentence of `text` in a language without spaces holds one of the stems `stems`
+/// picks from its language, and none of its question markers.
+fn unspaced_sentence_with(text: &str, stems: fn(&Unspaced) -> &'static [&'static str]) -> bool {
+    text.split_inclusive(['。', '！', '!', '\n', '？', '?'])
         .any(|sentence| {
             unspaced_language(sentence).is_some_and(|l| {
                 !l.question.iter().any(|q| sentence.contains(q))
-                    && l.fix.iter().any(|v| sentence.contains(v))
+                    && stems(l).iter().any(|v| sentence.contains(v))
             })
         })
 }

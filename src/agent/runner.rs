@@ -303,7 +303,7 @@ async fn drive(
 }
 
 /// `text` on one line, at most `max` characters.
-fn one_line(text: &str, max: usize) -> String {
+pub(super) fn one_line(text: &str, max: usize) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if joined.chars().count() <= max {
         return joined;

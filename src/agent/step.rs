@@ -32,6 +32,7 @@ use super::claim::TaskClaim;
 use super::context::Window;
 use super::expect::Expectations;
 use super::model::ModelProfile;
+use super::runner::one_line;
 use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
 use super::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{
@@ -804,15 +805,4 @@ async fn plain_chat(
         tools_ran: false,
         calls: 2,
     })
-}
-
-/// `text` on one line, at most `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        return joined;
-    }
-    let mut cut: String = joined.chars().take(max).collect();
-    cut.push('…');
-    cut
 }
