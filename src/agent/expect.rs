@@ -23,6 +23,7 @@
 
 use std::path::Path;
 
+use super::lexicon::{ENGLISH, Spaced};
 use super::tools::Workspace;
 
 /// What the workspace must show.
@@ -399,6 +400,7 @@ fn clauses(request: &str) -> Vec<String> {
         .split(['\n', ';', '!', '?'])
         .flat_map(|s| s.split(". "))
         .flat_map(|s| s.split(", "))
+        .flat_map(|s| s.split([';', '—', '–']))
         .flat_map(|s| s.split(" and then "))
         .map(|s| s.trim().trim_end_matches('.').to_owned())
         .filter(|s| !s.is_empty())
@@ -454,9 +456,11 @@ fn object(rest: &str) -> Option<Object<'_>> {
     })
 }
 
-/// `text` with its first words dropped while they are one of [`FILLERS`] or [`CODE_NOUNS`]
-/// (lowercase); whether a code noun was among them ("the function f": f names code).
-fn skip_words(mut text: &str) -> (&str, bool) {
+/// `text` with its first words dropped while they are articles or nouns of code of the verb's
+/// language (`the`, `la`, `die`; `function`, `Funktion`, `функцию`: one language only, since
+/// the Portuguese article `os` is the English word `os`); whether a noun of code was among
+/// them ("the function f": f names code).
+fn skip_words<'a>(mut text: &'a str, language: &Spaced) -> (&'a str, bool) {
     let mut named_code = false;
     loop {
         let trimmed = text.trim_start();
@@ -465,76 +469,80 @@ fn skip_words(mut text: &str) -> (&str, bool) {
         if end == 0 {
             return (trimmed, named_code);
         }
-        if CODE_NOUNS.contains(&word.as_str()) {
+        if language.identifiers.contains(&word.as_str()) {
             named_code = true;
-        } else if !FILLERS.contains(&word.as_str()) {
+        } else if !language.articles.contains(&word.as_str()) {
             return (trimmed, named_code);
         }
         text = &trimmed[end..];
     }
 }
 
-/// Articles and adjectives between a verb and its object.
-const FILLERS: [&str; 9] = [
-    "the", "a", "an", "every", "all", "each", "unused", "old", "dead",
-];
-/// Nouns after which the object names code or a line of text.
-const CODE_NOUNS: [&str; 11] = [
-    "word", "words", "text", "line", "function", "method", "class", "variable", "string",
-    "constant", "import",
-];
-
-/// The text after the first occurrence of `word` (a lowercase word) in `clause`.
+/// The text after the first occurrence of `word` (a lowercase word) in `clause`, compared
+/// without case, as a whole word.
 fn after_word<'a>(clause: &'a str, word: &str) -> Option<&'a str> {
-    // Lowercasing keeps byte offsets only for ASCII; other text is not read here.
-    if !clause.is_ascii() {
-        return None;
-    }
-    let lower = clause.to_ascii_lowercase();
-    lower
-        .match_indices(word)
-        .find(|(at, _)| {
-            let before = lower[..*at].chars().next_back();
-            let after = lower[at + word.len()..].chars().next();
-            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-        })
-        .map(|(at, _)| &clause[at + word.len()..])
+    let chars = word.chars().count();
+    let first = word.chars().next()?;
+    clause.char_indices().find_map(|(at, c)| {
+        if c.to_lowercase().next() != Some(first) {
+            return None;
+        }
+        let rest = &clause[at..];
+        let end = rest
+            .char_indices()
+            .nth(chars)
+            .map_or(rest.len(), |(i, _)| i);
+        let candidate = &rest[..end];
+        let before = clause[..at].chars().next_back();
+        let after = rest[end..].chars().next();
+        (candidate.chars().count() == chars
+            && candidate.to_lowercase() == word
+            && !before.is_some_and(char::is_alphanumeric)
+            && !after.is_some_and(char::is_alphanumeric))
+        .then_some(&rest[end..])
+    })
 }
 
 fn read_clause(clause: &str, out: &mut Vec<Expect>) {
     // `verb OLD link NEW`; `plain`: a plain word will do for OLD (replace), else it must look
     // like code or follow a code noun (rename the class Cart).
-    let pair = |verb: &str, link: &str, plain: bool, out: &mut Vec<Expect>| -> bool {
-        let Some(rest) = after_word(clause, verb) else {
-            return false;
+    let pair =
+        |language: &Spaced, verb: &str, link: &str, plain: bool, out: &mut Vec<Expect>| -> bool {
+            let Some(rest) = after_word(clause, verb) else {
+                return false;
+            };
+            let (rest, named_code) = skip_words(rest, language);
+            let Some(old) = object(rest) else {
+                return false;
+            };
+            if !(plain || named_code || old.code_like()) {
+                return false;
+            }
+            let Some(rest) = old
+                .rest
+                .trim_start()
+                .strip_prefix(link)
+                .filter(|r| r.starts_with(char::is_whitespace))
+            else {
+                return false;
+            };
+            let Some(new) = object(rest) else {
+                return false;
+            };
+            if old.text != new.text {
+                out.push(Expect::Gone(old.text));
+                out.push(Expect::There(new.text));
+            }
+            true
         };
-        let (rest, named_code) = skip_words(rest);
-        let Some(old) = object(rest) else {
-            return false;
-        };
-        if !(plain || named_code || old.code_like()) {
-            return false;
-        }
-        let Some(rest) = old
-            .rest
-            .trim_start()
-            .strip_prefix(link)
-            .filter(|r| r.starts_with(char::is_whitespace))
-        else {
-            return false;
-        };
-        let Some(new) = object(rest) else {
-            return false;
-        };
-        if old.text != new.text {
-            out.push(Expect::Gone(old.text));
-            out.push(Expect::There(new.text));
-        }
-        true
-    };
-    if pair("rename", "to", false, out)
-        || pair("replace", "with", true, out)
-        || pair("change", "to", false, out)
+    let renamed = super::lexicon::SPACED.iter().any(|l| {
+        l.rename
+            .iter()
+            .any(|(verb, link)| pair(l, verb, link, false, out))
+    });
+    if renamed
+        || pair(&ENGLISH, "replace", "with", true, out)
+        || pair(&ENGLISH, "change", "to", false, out)
     {
         return;
     }
@@ -552,7 +560,7 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
     }
     for verb in ["remove", "delete"] {
         if let Some(rest) = after_word(clause, verb) {
-            let (rest, named_code) = skip_words(rest);
+            let (rest, named_code) = skip_words(rest, &ENGLISH);
             if let Some(gone) = object(rest).filter(|o| named_code || o.code_like()) {
                 out.push(Expect::Gone(gone.text));
                 return;
@@ -906,6 +914,33 @@ mod tests {
                 vec![gone("greet"), there("welcome")],
             ),
             ("README.md を読んでください。", vec![]),
+            // Renames in the other languages of the lexicon.
+            (
+                "Benenne die Funktion calc_sum in sum_all um, in utils.py und in main.py.",
+                vec![gone("calc_sum"), there("sum_all")],
+            ),
+            (
+                "Renombra la función fetch_data a load_data.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            (
+                "Renommez la fonction fetch_data en load_data.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            (
+                "Renomeie a função fetch_data para load_data.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            (
+                "Rinomina la funzione fetch_data in load_data.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            (
+                "Переименуйте функцию fetch_data в load_data.",
+                vec![gone("fetch_data"), there("load_data")],
+            ),
+            // A plain word after the verb names no code: nothing is read.
+            ("Renombra la carpeta docs a manual.", vec![]),
         ] {
             assert_eq!(expects(request), wanted, "{request}");
         }

@@ -164,10 +164,11 @@ fn sentences(text: &str) -> impl Iterator<Item = (&str, bool)> {
     out.into_iter()
 }
 
-/// The clauses of a sentence: split at `, `, ` and `, ` then `` and `:`.
+/// The clauses of a sentence: split at `,`, `:`, `、`, a dash (`—`, `–`), ` and ` and
+/// ` then `.
 fn clauses(sentence: &str) -> impl Iterator<Item = &str> {
     sentence
-        .split([',', ':', '、'])
+        .split([',', ':', '、', '—', '–'])
         .flat_map(|part| part.split(" and "))
         .flat_map(|part| part.split(" then "))
 }
@@ -314,6 +315,11 @@ mod tests {
                 true,
             ),
             ("Why should count in inventory.py return 0?", false),
+            // A dash starts a clause.
+            (
+                "The tests fail 😢 — please fix shout.py so they pass 🙏",
+                true,
+            ),
             ("You must not use tools: say what README.md is for.", false),
         ] {
             assert_eq!(asks_for_change(request), change, "{request}");

@@ -38,6 +38,13 @@ pub(crate) struct Spaced {
     /// Words that may stand between a mention of the tests and its verb: places ("in",
     /// "of") and adverbs ("still").
     pub between: &'static [&'static str],
+    /// How a rename is said: (verb, the word between the old name and the new), as in
+    /// "rename X to Y", "benenne X in Y um", "переименуй X в Y".
+    pub rename: &'static [(&'static str, &'static str)],
+    /// Articles that may stand before a verb's object ("the", "la", "die").
+    pub articles: &'static [&'static str],
+    /// Nouns after which the object names code: "the function f", "la función f".
+    pub identifiers: &'static [&'static str],
 }
 
 /// The words of one language read by the stems its sentences contain.
@@ -90,7 +97,8 @@ pub(crate) fn is_modal(word: &str) -> bool {
     SPACED.iter().any(|l| l.modal.contains(&word))
 }
 
-const ENGLISH: Spaced = Spaced {
+/// English, the language of the engine's own patterns (see `expect`).
+pub(crate) const ENGLISH: Spaced = Spaced {
     change: &[
         "add",
         "append",
@@ -184,6 +192,14 @@ const ENGLISH: Spaced = Spaced {
         "runs", "must", "should",
     ],
     between: &["in", "of", "from", "still", "now", "all", "currently"],
+    rename: &[("rename", "to")],
+    articles: &[
+        "the", "a", "an", "every", "all", "each", "unused", "old", "dead",
+    ],
+    identifiers: &[
+        "word", "words", "text", "line", "function", "method", "class", "variable", "string",
+        "constant", "import",
+    ],
 };
 
 const SPANISH: Spaced = Spaced {
@@ -325,6 +341,16 @@ const SPANISH: Spaced = Spaced {
         "debe", "importan", "importa", "llaman", "llama", "usan", "usa", "no",
     ],
     between: &["de", "en", "del", "todavía", "aún", "ya", "todas", "todos"],
+    rename: &[
+        ("renombra", "a"),
+        ("renombre", "a"),
+        ("renombra", "como"),
+        ("renombre", "como"),
+    ],
+    articles: &["el", "la", "los", "las", "un", "una"],
+    identifiers: &[
+        "función", "funcion", "método", "clase", "variable", "palabra", "línea",
+    ],
 };
 
 const FRENCH: Spaced = Spaced {
@@ -450,6 +476,9 @@ const FRENCH: Spaced = Spaced {
         "ne",
     ],
     between: &["de", "du", "dans", "en", "encore", "toujours", "tous"],
+    rename: &[("renomme", "en"), ("renommez", "en")],
+    articles: &["le", "la", "les", "l'", "un", "une"],
+    identifiers: &["fonction", "méthode", "classe", "variable", "mot", "ligne"],
 };
 
 const GERMAN: Spaced = Spaced {
@@ -580,6 +609,9 @@ const GERMAN: Spaced = Spaced {
         "ist",
     ],
     between: &["in", "im", "von", "aus", "noch", "immer", "alle", "jetzt"],
+    rename: &[("benenne", "in"), ("benennen", "in"), ("benenne", "zu")],
+    articles: &["der", "die", "das", "den", "dem", "eine", "einen"],
+    identifiers: &["funktion", "methode", "klasse", "variable", "wort", "zeile"],
 };
 
 const PORTUGUESE: Spaced = Spaced {
@@ -699,6 +731,21 @@ const PORTUGUESE: Spaced = Spaced {
         "importam", "importa", "chamam", "chama", "não",
     ],
     between: &["de", "em", "do", "no", "ainda", "todos"],
+    rename: &[
+        ("renomeie", "para"),
+        ("renomeia", "para"),
+        ("renomear", "para"),
+    ],
+    articles: &["o", "a", "os", "as", "um", "uma"],
+    identifiers: &[
+        "função",
+        "funcao",
+        "método",
+        "classe",
+        "variável",
+        "palavra",
+        "linha",
+    ],
 };
 
 const ITALIAN: Spaced = Spaced {
@@ -813,6 +860,16 @@ const ITALIAN: Spaced = Spaced {
         "non",
     ],
     between: &["di", "in", "del", "nel", "ancora", "tutti"],
+    rename: &[("rinomina", "in"), ("rinomini", "in"), ("rinomina", "come")],
+    articles: &["il", "lo", "la", "i", "gli", "le", "l'", "un", "una"],
+    identifiers: &[
+        "funzione",
+        "metodo",
+        "classe",
+        "variabile",
+        "parola",
+        "riga",
+    ],
 };
 
 const RUSSIAN: Spaced = Spaced {
@@ -919,6 +976,17 @@ const RUSSIAN: Spaced = Spaced {
         "вызывают",
     ],
     between: &["в", "из", "всё", "все", "еще", "ещё"],
+    rename: &[("переименуй", "в"), ("переименуйте", "в")],
+    articles: &[],
+    identifiers: &[
+        "функцию",
+        "функция",
+        "метод",
+        "класс",
+        "переменную",
+        "слово",
+        "строку",
+    ],
 };
 
 const JAPANESE: Unspaced = Unspaced {
