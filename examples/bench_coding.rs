@@ -1117,6 +1117,171 @@ const TASKS: &[CodingTask] = &[
         tested: true,
         judge: |o| o.tests_pass() && o.unchanged("test_shout.py"),
     },
+    // The fifth held-out set, `holdout-5-*`, written (2026-12-03) after set 4 had been run
+    // once and had prompted two rules (a dash starts a clause; renames in the lexicon's
+    // languages), and before any run of its own: the kinds of the other sets, in ten
+    // languages, none of its sentences seen by a rule. Run once (`scripts/bench-coding.sh
+    // holdout-5`).
+    CodingTask {
+        name: "holdout-5-rename-es",
+        files: &[
+            (
+                "cart.py",
+                "def get_total(prices):\n    return sum(prices)\n",
+            ),
+            (
+                "app.py",
+                "from cart import get_total\n\nprint(get_total([2, 3]))\n",
+            ),
+        ],
+        requests: &["Renombra la función get_total a compute_total en cart.py y en app.py."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let sources = o.python_sources();
+            !sources.contains("get_total")
+                && sources.contains("compute_total")
+                && o.python(&["app.py"]).1.trim() == "5"
+        },
+    },
+    CodingTask {
+        name: "holdout-5-fix-dash-en",
+        files: &[
+            ("parity.py", "def is_even(n):\n    return n % 2 == 1\n"),
+            (
+                "test_parity.py",
+                "import unittest\n\nfrom parity import is_even\n\n\nclass T(unittest.TestCase):\n    def test_even(self):\n        self.assertTrue(is_even(4))\n        self.assertFalse(is_even(7))\n",
+            ),
+        ],
+        requests: &[
+            "Something is off with is_even – could be a typo; fix parity.py so the tests pass",
+        ],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_parity.py"),
+    },
+    CodingTask {
+        name: "holdout-5-fix-de",
+        files: &[
+            ("geom.py", "def area(w, h):\n    return w + h\n"),
+            (
+                "test_geom.py",
+                "import unittest\n\nfrom geom import area\n\n\nclass T(unittest.TestCase):\n    def test_area(self):\n        self.assertEqual(area(3, 4), 12)\n",
+            ),
+        ],
+        requests: &["Die Tests schlagen fehl. Bitte korrigiere die Funktion area in geom.py."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_geom.py"),
+    },
+    CodingTask {
+        name: "holdout-5-add-ja",
+        files: &[("text.py", "def shout(s):\n    return s.upper()\n")],
+        requests: &["text.py に、文字列を逆順にして返す関数 reverse_text を追加してください。"],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from text import reverse_text, shout; assert reverse_text('abc') == 'cba'; assert shout('a') == 'A'",
+            ])
+            .0
+        },
+    },
+    CodingTask {
+        name: "holdout-5-question-fr",
+        files: &[(
+            "net.py",
+            "def parse_port(text):\n    return int(text.strip())\n",
+        )],
+        requests: &[
+            "Que renvoie la fonction parse_port de net.py pour ' 8080 ' ? Réponds en une phrase.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| o.completed() && o.all_unchanged() && o.answer().contains("8080"),
+    },
+    CodingTask {
+        name: "holdout-5-bump-zh",
+        files: &[
+            ("VERSION", "1.2.0\n"),
+            ("setup.cfg", "[metadata]\nname = demo\nversion = 1.2.0\n"),
+        ],
+        requests: &["把 VERSION 和 setup.cfg 里的版本从 1.2.0 更新到 1.3.0。"],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            o.lines("VERSION") == ["1.3.0"]
+                && o.lines("setup.cfg") == ["[metadata]", "name = demo", "version = 1.3.0"]
+        },
+    },
+    CodingTask {
+        name: "holdout-5-fix-ko",
+        files: &[
+            (
+                "price.py",
+                "def with_tax(amount):\n    return amount * 0.1\n",
+            ),
+            (
+                "test_price.py",
+                "import unittest\n\nfrom price import with_tax\n\n\nclass T(unittest.TestCase):\n    def test_tax(self):\n        self.assertAlmostEqual(with_tax(100), 110.0)\n",
+            ),
+        ],
+        requests: &["test_price.py 테스트가 실패합니다. price.py 의 버그를 고쳐 주세요."],
+        planning: false,
+        tested: true,
+        judge: |o| o.tests_pass() && o.unchanged("test_price.py"),
+    },
+    CodingTask {
+        name: "holdout-5-rename-ru",
+        files: &[
+            ("config.py", "def load():\n    return {\"debug\": False}\n"),
+            (
+                "main.py",
+                "from config import load\n\nprint(load()[\"debug\"])\n",
+            ),
+        ],
+        requests: &["Переименуйте функцию load в read_config в config.py и main.py."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            let sources = o.python_sources();
+            !sources.contains("load(")
+                && !sources.contains("import load")
+                && sources.contains("read_config")
+                && o.python(&["main.py"]).1.trim() == "False"
+        },
+    },
+    CodingTask {
+        name: "holdout-5-question-en",
+        files: &[(
+            "shapes.py",
+            "def area(w, h):\n    return w * h\n\n\ndef edge_sum(w, h):\n    return 2 * (w + h)\n",
+        )],
+        requests: &[
+            "Which function in shapes.py computes the perimeter? Answer with its name only.",
+        ],
+        planning: false,
+        tested: false,
+        judge: |o| o.completed() && o.all_unchanged() && o.answer().contains("edge_sum"),
+    },
+    CodingTask {
+        name: "holdout-5-remove-it",
+        files: &[(
+            "tools.py",
+            "def debug_dump(x):\n    print(repr(x))\n\n\ndef double(x):\n    return x * 2\n",
+        )],
+        requests: &["Rimuovi la funzione inutile debug_dump da tools.py, lascia double."],
+        planning: false,
+        tested: false,
+        judge: |o| {
+            !o.read("tools.py")
+                .unwrap_or_default()
+                .contains("debug_dump")
+                && o.python(&["-c", "from tools import double; assert double(4) == 8"])
+                    .0
+        },
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
