@@ -14,8 +14,9 @@ const OFFERED: [&str; 4] = ["list_dir", "read_file", "write_file", "run_command"
 
 /// Pieces the generated texts are made of: Japanese, emoji (with joiners and skin tones),
 /// combining marks, right-to-left text and its override marks, and the ASCII the helpers look
-/// for (paths, backticks, JSON, tags, fences).
-const PIECES: [&str; 36] = [
+/// for (paths, backticks, JSON, tags, fences), and the lexicon's words in its other languages
+/// (with letters whose lower case is longer than they are: `İ`, `ẞ`).
+const PIECES: [&str; 50] = [
     "プロジェクトのテスト失敗を調査し、原因を修正してください。",
     "この関数が何をするか",
     "ファイル",
@@ -52,6 +53,20 @@ const PIECES: [&str; 36] = [
     "<tool_call>",
     "</tool_response>",
     "```json\n",
+    "Renombra la función ",
+    " a ",
+    "Переименуйте функцию ",
+    " в ",
+    "Benenne die Funktion ",
+    " in ",
+    "修复",
+    "测试失败",
+    "수정해 주세요",
+    "테스트가 ",
+    " — ",
+    "İ",
+    "ẞ",
+    "the tests fail",
 ];
 
 /// Any text: pieces of [`PIECES`] and arbitrary characters, in any order.
@@ -96,6 +111,13 @@ proptest! {
         }
         prop_assert!(echo(&text).chars().count() <= 301);
         let _ = crate::agent::asks_for_change(&text);
+    }
+
+    #[test]
+    fn expectations_of_any_text_never_panic(text in any_text()) {
+        let (_dir, ws) = workspace();
+        let _ = crate::agent::expect::Expectations::of(&text, &ws);
+        let _ = crate::agent::expect::tests_kept(&text, &ws);
     }
 
     #[test]
