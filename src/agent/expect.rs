@@ -400,7 +400,7 @@ fn clauses(request: &str) -> Vec<String> {
         .split(['\n', ';', '!', '?'])
         .flat_map(|s| s.split(". "))
         .flat_map(|s| s.split(", "))
-        .flat_map(|s| s.split([';', '—', '–']))
+        .flat_map(|s| s.split(['—', '–']))
         .flat_map(|s| s.split(" and then "))
         .map(|s| s.trim().trim_end_matches('.').to_owned())
         .filter(|s| !s.is_empty())
