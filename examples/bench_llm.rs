@@ -44,6 +44,26 @@ enum Check {
     },
 }
 
+impl Check {
+    /// The file holds `contains` afterwards.
+    const fn written(path: &'static str, contains: &'static str) -> Self {
+        Check::File {
+            path,
+            contains,
+            absent: None,
+        }
+    }
+
+    /// The file holds `new` afterwards and `old` no more.
+    const fn replaced(path: &'static str, old: &'static str, new: &'static str) -> Self {
+        Check::File {
+            path,
+            contains: new,
+            absent: Some(old),
+        }
+    }
+}
+
 struct BenchTask {
     name: &'static str,
     files: &'static [(&'static str, &'static str)],
@@ -213,41 +233,25 @@ const TASKS: &[BenchTask] = &[
         name: "edit-replace",
         files: &[("greeting.txt", "Hello, world!\n")],
         request: "In greeting.txt, replace the word Hello with Goodbye.",
-        check: Check::File {
-            path: "greeting.txt",
-            contains: "Goodbye",
-            absent: Some("Hello"),
-        },
+        check: Check::replaced("greeting.txt", "Hello", "Goodbye"),
     },
     BenchTask {
         name: "write-new-file",
         files: &[("README.md", "demo\n")],
         request: "Create a file named result.txt containing exactly the text: done-17",
-        check: Check::File {
-            path: "result.txt",
-            contains: "done-17",
-            absent: None,
-        },
+        check: Check::written("result.txt", "done-17"),
     },
     BenchTask {
         name: "edit-config-port",
         files: &[("config.yaml", "server:\n  port: 8080\n")],
         request: "Change the port in config.yaml from 8080 to 9090.",
-        check: Check::File {
-            path: "config.yaml",
-            contains: "9090",
-            absent: Some("8080"),
-        },
+        check: Check::replaced("config.yaml", "8080", "9090"),
     },
     BenchTask {
         name: "read-then-write",
         files: &[("VERSION", "2.4.1\n")],
         request: "Read the file VERSION, then write its version number followed by -final into a new file release.txt (for example 1.0-final).",
-        check: Check::File {
-            path: "release.txt",
-            contains: "2.4.1-final",
-            absent: None,
-        },
+        check: Check::written("release.txt", "2.4.1-final"),
     },
     BenchTask {
         name: "line-of-poem",
@@ -287,11 +291,7 @@ const TASKS: &[BenchTask] = &[
         name: "ja-write-file",
         files: &[("README.md", "demo\n")],
         request: "result.txt というファイルを作り、中身を done-17 だけにしてください。",
-        check: Check::File {
-            path: "result.txt",
-            contains: "done-17",
-            absent: None,
-        },
+        check: Check::written("result.txt", "done-17"),
     },
     // Held out: written after the engine's steering was tuned on the 24 tasks above, and run
     // once to see whether it carries over (`scripts/bench-llm.sh holdout`).
@@ -329,21 +329,13 @@ const TASKS: &[BenchTask] = &[
         name: "holdout-edit-todo",
         files: &[("todo.txt", "- buy milk\n- call mum\n")],
         request: "In todo.txt, change 'buy milk' to 'buy oat milk'.",
-        check: Check::File {
-            path: "todo.txt",
-            contains: "buy oat milk",
-            absent: None,
-        },
+        check: Check::written("todo.txt", "buy oat milk"),
     },
     BenchTask {
         name: "holdout-count-then-write",
         files: &[("names.txt", "ada\nbob\ncy\ndee\n")],
         request: "Count the lines of names.txt with wc -l and write just the number into count.txt.",
-        check: Check::File {
-            path: "count.txt",
-            contains: "4",
-            absent: None,
-        },
+        check: Check::written("count.txt", "4"),
     },
     BenchTask {
         name: "holdout-test-file",
@@ -398,21 +390,13 @@ const TASKS: &[BenchTask] = &[
         name: "holdout-2-edit-yaml",
         files: &[("app.yaml", "name: shop\nreplicas: 2\n")],
         request: "In app.yaml, change replicas from 2 to 3.",
-        check: Check::File {
-            path: "app.yaml",
-            contains: "replicas: 3",
-            absent: Some("replicas: 2"),
-        },
+        check: Check::replaced("app.yaml", "replicas: 2", "replicas: 3"),
     },
     BenchTask {
         name: "holdout-2-write-from-read",
         files: &[("NAME.txt", "orion\n")],
         request: "Read NAME.txt and write its word in capitals into upper.txt.",
-        check: Check::File {
-            path: "upper.txt",
-            contains: "ORION",
-            absent: None,
-        },
+        check: Check::written("upper.txt", "ORION"),
     },
 ];
 
