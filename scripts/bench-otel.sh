@@ -120,27 +120,8 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
   echo "the benchmark task on port $1 did not complete" >&2
   exit 1
 }
-lua_for() { # body file
-  local body_lua
-  body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1")"
-  cat > "$2" <<LUA
-wrk.method = "POST"
-wrk.body = $body_lua
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "agent_status"
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.0f %.0f %.0f %d %d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout, summary.requests))
-end
-LUA
-}
-lua_for "$(task_of "$OFF_PORT")" "$WORK/off.lua"
-lua_for "$(task_of "$ON_PORT")" "$WORK/on.lua"
+wrk_lua tools/call agent_status "$(task_of "$OFF_PORT")" "$WORK/off.lua"
+wrk_lua tools/call agent_status "$(task_of "$ON_PORT")" "$WORK/on.lua"
 
 cpu_ticks() { # pid → utime + stime of the whole process, in clock ticks
   awk '{print $14 + $15}' "/proc/$1/stat"
