@@ -34,8 +34,9 @@ if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
   echo "== building release binaries"
   cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
 fi
-BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
+# Absolute: the servers run in their own folders.
+BIN="$(realpath "${AGENT_MCP_BIN:-target/release/agent-mcp}")"
+FAKE="$(realpath "${FAKE_OLLAMA_BIN:-target/release/examples/fake_ollama}")"
 
 start_fake_ollama "$FAKE" fake
 

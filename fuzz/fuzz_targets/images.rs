@@ -6,17 +6,17 @@
 
 #![no_main]
 
+mod common;
+
 use std::convert::Infallible;
-use std::sync::OnceLock;
 
 use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::{ImageRules, ImagesLayer};
+use agent_mcp::protocol::{McpRequest, McpResult, Payload};
 use agent_mcp::tools::ToolCall;
-use agent_mcp::protocol::{
-    McpRequest, McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
-};
 use base64::Engine;
 use bytesize::ByteSize;
+use common::{runtime, tool_call};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -28,15 +28,6 @@ const MIMES: [&str; 5] = [
     "image/gif",
     "text/plain",
 ];
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime")
-    })
-}
 
 fn limits() -> ImageLimits {
     ImageLimits {
@@ -74,15 +65,7 @@ fuzz_target!(|data: &[u8]| {
     let mut args = Map::new();
     args.insert("request".into(), "look".into());
     args.insert("images".into(), images);
-    let mut params = Map::new();
-    params.insert("name".into(), "agent_run".into());
-    params.insert("arguments".into(), Value::Object(args));
-    let req = McpRequest::new(
-        Some(RequestId::Number(1)),
-        "tools/call",
-        params,
-        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-    );
+    let req = tool_call("agent_run", Value::Object(args));
     let mut svc = ServiceBuilder::new()
         .layer(ImagesLayer::new(ImageRules(limits())))
         .service_fn(|req: McpRequest| async move {

@@ -5,25 +5,16 @@
 
 #![no_main]
 
+mod common;
+
 use std::convert::Infallible;
-use std::sync::OnceLock;
 
 use agent_mcp::layers::validate::ValidateLayer;
-use agent_mcp::protocol::{
-    McpRequest, McpResult, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
-};
+use agent_mcp::protocol::{McpRequest, McpResult, Payload};
+use common::{runtime, tool_call};
 use libfuzzer_sys::fuzz_target;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tower::{Service, ServiceBuilder, ServiceExt};
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime")
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
@@ -38,15 +29,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(v) => v,
         Err(_) => json!({"request": String::from_utf8_lossy(rest)}),
     };
-    let mut params = Map::new();
-    params.insert("name".into(), tool.into());
-    params.insert("arguments".into(), arguments.clone());
-    let req = McpRequest::new(
-        Some(RequestId::Number(1)),
-        "tools/call",
-        params,
-        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-    );
+    let req = tool_call(tool, arguments.clone());
     let mut svc = ServiceBuilder::new()
         .layer(ValidateLayer::default())
         .service_fn(|req: McpRequest| async move {
