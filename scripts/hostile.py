@@ -53,6 +53,8 @@ class Fake:
         e.update({k: str(v) for k, v in env.items()})
         self.proc = subprocess.Popen([FAKE], stdout=subprocess.PIPE, env=e)
         self.url = self.proc.stdout.readline().decode().strip()
+        # What a server needs to talk to this fake.
+        self.env = {"OLLAMA_HOST": self.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
 
     def stop(self):
         self.proc.kill()
@@ -228,10 +230,9 @@ def refusal_latency(port, headers):
 
 def memory():
     fake = Fake()
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
     for label, config in [("tokens set, none sent", f"auth:\n  tokens: [{{name: ci, sha256: {TOKEN_SHA}}}]\n"),
                           ("no tokens (default)", "")]:
-        srv = Server(config, env)
+        srv = Server(config, fake.env)
         stop, sent = threading.Event(), []
         threads = [threading.Thread(target=hold_body, args=(srv.port, BODY_CAP - 1, mcp_headers("tools/list"), sent, stop), daemon=True) for _ in range(40)]
         for t in threads:
@@ -248,9 +249,8 @@ def memory():
 
 def fds():
     fake = Fake()
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
     for limit in ["1024:1024", "1024:4096"]:
-        srv = Server("", env, prefix=["prlimit", f"--nofile={limit}", "--"])
+        srv = Server("", fake.env, prefix=["prlimit", f"--nofile={limit}", "--"])
         idle = []
         for _ in range(1100):
             try:
@@ -279,8 +279,7 @@ def fds():
 
 def audit():
     fake = Fake()
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
-    srv = Server(f"auth:\n  tokens: [{{name: ci, sha256: {TOKEN_SHA}}}]\naudit:\n  file: ../audit.jsonl\n", env)
+    srv = Server(f"auth:\n  tokens: [{{name: ci, sha256: {TOKEN_SHA}}}]\naudit:\n  file: ../audit.jsonl\n", fake.env)
     path = os.path.join(srv.dir, "audit.jsonl")
     size = lambda: os.path.getsize(path) if os.path.exists(path) else 0
     t = time.time()
@@ -321,7 +320,7 @@ def audit():
 
 def stderr():
     fake = Fake()
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
+    env = fake.env
     # stdio, stderr a pipe nobody reads.
     d = tempfile.mkdtemp(prefix="hostile-")
     e = dict(BASE_ENV, XDG_STATE_HOME=os.path.join(d, "state"), RUST_LOG="info", **env)
@@ -401,8 +400,7 @@ def vcs():
         [["run_command", {"argv": ["cp", "evil", ".git/config"]}], ["run_command", {"argv": ["cp", "evil", ".git/hooks/pre-commit"]}]],
     ]
     fake = Fake(FAKE_OLLAMA_TOOL_CALLS=json.dumps(calls))
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
-    srv = Server("agent:\n  commands:\n    allow: [cp]\n", env)
+    srv = Server("agent:\n  commands:\n    allow: [cp]\n", fake.env)
     subprocess.run(["git", "init", "-q", srv.ws], check=True)
     with open(os.path.join(srv.ws, "notes.txt"), "w") as f:
         f.write("notes\n")
@@ -418,8 +416,7 @@ def vcs():
 
 def bind():
     fake = Fake()
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
-    srv = Server("", env, bind="0.0.0.0", wait=False)
+    srv = Server("", fake.env, bind="0.0.0.0", wait=False)
     time.sleep(3)
     running = srv.proc.poll() is None
     print(f"bind: serve --bind 0.0.0.0 without tokens: {'running' if running else 'exited ' + str(srv.proc.returncode)}; "
@@ -519,8 +516,7 @@ def identity():
 
 def queue():
     fake = Fake(FAKE_OLLAMA_REPLY="hang")
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
-    srv = Server("", env)
+    srv = Server("", fake.env)
     db = os.path.join(srv.dir, "state")
     def db_size():
         total = 0
@@ -567,8 +563,7 @@ def network():
     code = f"import socket; socket.create_connection(('127.0.0.1', {port}), 3); print('CONNECTED')"
     calls = [[["run_command", {"argv": ["python3", "-c", code]}]]]
     fake = Fake(FAKE_OLLAMA_TOOL_CALLS=json.dumps(calls))
-    env = {"OLLAMA_HOST": fake.url, "AGENT_MCP_OLLAMA_MODEL": "test-model"}
-    srv = Server("agent:\n  commands:\n    allow: [python3]\n", env)
+    srv = Server("agent:\n  commands:\n    allow: [python3]\n", fake.env)
     state, _ = run_task(srv.port)
     got = 0
     deadline = time.time() + 2
