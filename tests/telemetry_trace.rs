@@ -11,6 +11,7 @@ mod support;
 
 use std::time::Duration;
 
+use agent_mcp::config::Config;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use serde_json::{Value, json};
@@ -56,6 +57,96 @@ async fn call(
     reply.body["result"].clone()
 }
 
+fn caller_traceparent() -> String {
+    format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01")
+}
+
+/// A server exporting to `receiver`, on a workspace holding `FILE_NAME`, whose model first lists
+/// the folder (31 in, 7 out) and then answers (43 in, 11 out); `tweak` adjusts the config.
+async fn serve_list_dir(
+    receiver: &OtlpReceiver,
+    fake: &FakeOllama,
+    ws: &tempfile::TempDir,
+    tweak: impl FnOnce(&mut Config),
+) -> ServeProcess {
+    fake.push_reply(Reply::tool_call("list_dir", json!({}), 31, 7));
+    fake.push_reply(Reply::text("The folder holds one file.", 43, 11));
+    std::fs::write(ws.path().join(FILE_NAME), "contents\n").unwrap();
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(ws.path().to_path_buf());
+    config.agent.planning = false;
+    tweak(&mut config);
+    let endpoint = receiver.endpoint();
+    ServeProcess::spawn_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await
+}
+
+/// Polls `agent_status` until the task ends, and asserts it completed.
+async fn wait_completed(client: &HttpClient, task_id: &str) {
+    let done = wait_terminal(|| {
+        let (client, task_id) = (client.clone(), task_id.to_owned());
+        async move { client.agent_status(&task_id).await }
+    })
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+}
+
+/// Starts a task the fake never answers (it holds the one active slot) and waits until it runs.
+async fn hold_the_queue(client: &HttpClient, fake: &FakeOllama) {
+    fake.push_reply(Reply::delayed(
+        Duration::from_secs(60),
+        Reply::text("never", 1, 1),
+    ));
+    call(
+        client,
+        1,
+        "agent_run",
+        json!({"request": "hold the queue"}),
+        json!({}),
+        &[],
+    )
+    .await;
+    fake.until_chat_started(Duration::from_secs(20), "the first task never ran")
+        .await;
+}
+
+/// Queues `REQUEST_TEXT` with the caller's trace context; returns its task id.
+async fn queue_caller_task(client: &HttpClient) -> String {
+    let accepted = call(
+        client,
+        2,
+        "agent_run",
+        json!({"request": REQUEST_TEXT}),
+        json!({"traceparent": caller_traceparent()}),
+        &[],
+    )
+    .await;
+    field(&tool_text(&accepted), "task_id")
+}
+
+/// The first span named `name`, or a panic naming `what`.
+fn span_named<'s>(spans: &'s [ReceivedSpan], name: &str, what: &str) -> &'s ReceivedSpan {
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no {what} span"))
+}
+
+/// The `invoke_agent` span of task `task_id`.
+fn run_of<'s>(spans: &'s [ReceivedSpan], task_id: &str) -> Option<&'s ReceivedSpan> {
+    spans.iter().find(|s| {
+        s.name == "invoke_agent agent-mcp" && s.str_attr("gen_ai.agent.id") == Some(task_id)
+    })
+}
+
+/// `run` is in the caller's trace, a child of `server_span`.
+fn assert_continues(run: &ReceivedSpan, server_span: &ReceivedSpan) {
+    assert_eq!(run.trace_id, CALLER_TRACE, "{run:?}");
+    assert_eq!(
+        run.parent_span_id.as_deref(),
+        Some(server_span.span_id.as_str())
+    );
+}
+
 fn all_text(span: &ReceivedSpan) -> String {
     span.attributes
         .values()
@@ -68,20 +159,11 @@ fn all_text(span: &ReceivedSpan) -> String {
 async fn one_agent_run_is_one_trace_from_the_caller_to_every_model_and_tool_call() {
     let receiver = OtlpReceiver::start().await;
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call("list_dir", json!({}), 31, 7));
-    fake.push_reply(Reply::text("The folder holds one file.", 43, 11));
     let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join(FILE_NAME), "contents\n").unwrap();
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(ws.path().to_path_buf());
-    config.agent.planning = false;
-    config.rate_limit.enabled = false;
-    let endpoint = receiver.endpoint();
-    let server =
-        ServeProcess::spawn_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let server = serve_list_dir(&receiver, &fake, &ws, |c| c.rate_limit.enabled = false).await;
     let client = server.client();
 
-    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let traceparent = caller_traceparent();
     let accepted = call(
         &client,
         1,
@@ -123,10 +205,7 @@ async fn one_agent_run_is_one_trace_from_the_caller_to_every_model_and_tool_call
         .await;
     let spans = receiver.spans();
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    let server_span = spans
-        .iter()
-        .find(|s| s.name == "tools/call agent_run")
-        .unwrap_or_else(|| panic!("no server span of agent_run in {names:?}"));
+    let server_span = span_named(&spans, "tools/call agent_run", "agent_run server");
     assert_eq!(server_span.kind, SpanKind::Server);
     assert_eq!(server_span.trace_id, CALLER_TRACE, "the caller's trace");
     assert_eq!(server_span.parent_span_id.as_deref(), Some(CALLER_SPAN));
@@ -142,10 +221,7 @@ async fn one_agent_run_is_one_trace_from_the_caller_to_every_model_and_tool_call
     assert!(server_span.attr("mcp.session.id").is_none());
     assert!(server_span.attr("error.type").is_none(), "{server_span:?}");
 
-    let agent = spans
-        .iter()
-        .find(|s| s.name == "invoke_agent agent-mcp")
-        .expect("invoke_agent");
+    let agent = span_named(&spans, "invoke_agent agent-mcp", "invoke_agent");
     assert_eq!(agent.kind, SpanKind::Internal);
     assert_eq!(agent.trace_id, CALLER_TRACE, "the trace crosses the queue");
     assert_eq!(
@@ -199,10 +275,7 @@ async fn one_agent_run_is_one_trace_from_the_caller_to_every_model_and_tool_call
     assert_eq!(tool.status, StatusCode::Unset);
 
     // agent_status: the header's context is the parent when `_meta` has none.
-    let status = spans
-        .iter()
-        .find(|s| s.name == "tools/call agent_status")
-        .expect("agent_status span");
+    let status = span_named(&spans, "tools/call agent_status", "agent_status");
     assert_eq!(status.trace_id, HEADER_TRACE);
     assert_eq!(status.parent_span_id.as_deref(), Some(HEADER_SPAN));
 
@@ -238,52 +311,19 @@ async fn a_queued_task_continues_its_trace_from_the_sqlite_store_after_a_restart
 
     // The first instance runs a task that never gets an answer, queues a second one behind it
     // with the caller's context, and stops: the second stays queued in the file.
-    fake.push_reply(Reply::delayed(
-        Duration::from_secs(60),
-        Reply::text("never", 1, 1),
-    ));
     let first = ServeProcess::spawn_with_env(&config, &env).await;
     let client = first.client();
-    call(
-        &client,
-        1,
-        "agent_run",
-        json!({"request": "hold the queue"}),
-        json!({}),
-        &[],
-    )
-    .await;
-    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
-    let accepted = call(
-        &client,
-        2,
-        "agent_run",
-        json!({"request": REQUEST_TEXT}),
-        json!({"traceparent": traceparent}),
-        &[],
-    )
-    .await;
-    let task_id = field(&tool_text(&accepted), "task_id");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while fake.in_flight_chats() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the first task never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    hold_the_queue(&client, &fake).await;
+    let task_id = queue_caller_task(&client).await;
     assert!(first.terminate().await.success());
-    let server_span = receiver
-        .spans()
-        .into_iter()
+    let flushed = receiver.spans();
+    let server_span = flushed
+        .iter()
         .find(|s| s.name == "tools/call agent_run" && s.trace_id == CALLER_TRACE)
-        .expect("the second agent_run's server span was flushed at exit");
+        .expect("the second agent_run's server span was flushed at exit")
+        .clone();
     assert!(
-        !receiver
-            .spans()
-            .iter()
-            .any(|s| s.name == "invoke_agent agent-mcp"
-                && s.str_attr("gen_ai.agent.id") == Some(task_id.as_str())),
+        run_of(&flushed, &task_id).is_none(),
         "the second task did not run on the first instance"
     );
 
@@ -291,30 +331,13 @@ async fn a_queued_task_continues_its_trace_from_the_sqlite_store_after_a_restart
     fake.clear_replies();
     fake.push_reply(Reply::text("done", 5, 3));
     let second = ServeProcess::spawn_with_env(&config, &env).await;
-    let client = second.client();
-    let done = wait_terminal(|| {
-        let (client, task_id) = (client.clone(), task_id.clone());
-        async move { client.agent_status(&task_id).await }
-    })
-    .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    wait_completed(&second.client(), &task_id).await;
     assert!(second.terminate().await.success());
-    let run = receiver
-        .spans()
-        .into_iter()
-        .find(|s| {
-            s.name == "invoke_agent agent-mcp"
-                && s.str_attr("gen_ai.agent.id") == Some(task_id.as_str())
-        })
-        .expect("the task's invoke_agent span");
-    assert_eq!(run.trace_id, CALLER_TRACE, "{run:?}");
-    assert_eq!(
-        run.parent_span_id.as_deref(),
-        Some(server_span.span_id.as_str())
-    );
-    let chat = receiver
-        .spans()
-        .into_iter()
+    let spans = receiver.spans();
+    let run = run_of(&spans, &task_id).expect("the task's invoke_agent span");
+    assert_continues(run, &server_span);
+    let chat = spans
+        .iter()
         .find(|s| s.name == "chat test-model" && s.parent_span_id.as_deref() == Some(&run.span_id))
         .expect("its chat span");
     assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some(&Attr::Int(3)));
@@ -330,7 +353,7 @@ async fn stdio_requests_get_server_spans_too() {
     let mut server = support::harness::StdioServer::spawn(&config).await;
     let mut params = json!({});
     params["_meta"] = modern_meta(json!({}));
-    params["_meta"]["traceparent"] = json!(format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"));
+    params["_meta"]["traceparent"] = json!(caller_traceparent());
     let listed = server.request("tools/list", params).await;
     assert!(listed["result"]["tools"].is_array(), "{listed}");
     let unknown = server
@@ -346,20 +369,15 @@ async fn stdio_requests_get_server_spans_too() {
         .wait_until(Duration::from_secs(10), |r| r.spans().len() >= 3)
         .await;
     let spans = receiver.spans();
-    let list = spans
-        .iter()
-        .find(|s| s.name == "tools/list")
-        .expect("tools/list span");
+    let list = span_named(&spans, "tools/list", "tools/list");
     assert_eq!(list.kind, SpanKind::Server);
     assert_eq!(list.trace_id, CALLER_TRACE);
     assert_eq!(list.parent_span_id.as_deref(), Some(CALLER_SPAN));
     assert_eq!(list.str_attr("network.transport"), Some("pipe"));
     assert_eq!(list.str_attr("mcp.method.name"), Some("tools/list"));
     assert!(list.attr("gen_ai.tool.name").is_none());
-    let failed = spans
-        .iter()
-        .find(|s| s.name == "tools/call _OTHER")
-        .expect("the unknown tool's span, named without the client's text");
+    // The unknown tool's span is named without the client's text.
+    let failed = span_named(&spans, "tools/call _OTHER", "unknown tool's");
     assert_eq!(
         failed.str_attr("error.type"),
         Some(code.to_string().as_str())
@@ -386,68 +404,32 @@ async fn another_instance_on_postgres_continues_the_trace_of_a_task_queued_elsew
     let mut config = support::instances::shared_config(&fake.url(), &url);
     config.agent.planning = false;
     let endpoint = receiver.endpoint();
+    let spawn = |instance: &'static str| {
+        let (config, endpoint) = (config.clone(), endpoint.clone());
+        async move {
+            let resource = format!("instance={instance}");
+            ServeProcess::spawn_with_env(
+                &config,
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+                    ("OTEL_RESOURCE_ATTRIBUTES", &resource),
+                ],
+            )
+            .await
+        }
+    };
 
     // Instance a runs a task that never gets an answer (the one active task of the whole
     // application), and queues the caller's task behind it.
-    fake.push_reply(Reply::delayed(
-        Duration::from_secs(60),
-        Reply::text("never", 1, 1),
-    ));
-    let a = ServeProcess::spawn_with_env(
-        &config,
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_RESOURCE_ATTRIBUTES", "instance=a"),
-        ],
-    )
-    .await;
+    let a = spawn("a").await;
     let client = a.client();
-    call(
-        &client,
-        1,
-        "agent_run",
-        json!({"request": "hold the queue"}),
-        json!({}),
-        &[],
-    )
-    .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while fake.in_flight_chats() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the first task never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
-    let accepted = call(
-        &client,
-        2,
-        "agent_run",
-        json!({"request": REQUEST_TEXT}),
-        json!({"traceparent": traceparent}),
-        &[],
-    )
-    .await;
-    let task_id = field(&tool_text(&accepted), "task_id");
+    hold_the_queue(&client, &fake).await;
+    let task_id = queue_caller_task(&client).await;
 
     // Instance b starts, and a stops: b takes the queued task from the database.
-    let b = ServeProcess::spawn_with_env(
-        &config,
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_RESOURCE_ATTRIBUTES", "instance=b"),
-        ],
-    )
-    .await;
+    let b = spawn("b").await;
     assert!(a.terminate().await.success());
-    let client = b.client();
-    let done = wait_terminal(|| {
-        let (client, task_id) = (client.clone(), task_id.clone());
-        async move { client.agent_status(&task_id).await }
-    })
-    .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    wait_completed(&b.client(), &task_id).await;
     assert!(b.terminate().await.success());
 
     let spans = receiver.spans();
@@ -462,48 +444,27 @@ async fn another_instance_on_postgres_continues_the_trace_of_a_task_queued_elsew
         .find(|s| s.name == "tools/call agent_run" && s.trace_id == CALLER_TRACE)
         .expect("the caller's agent_run span");
     assert_eq!(instance(server_span).as_deref(), Some("a"));
-    let run = spans
-        .iter()
-        .find(|s| {
-            s.name == "invoke_agent agent-mcp"
-                && s.str_attr("gen_ai.agent.id") == Some(task_id.as_str())
-        })
-        .expect("the task's invoke_agent span");
+    let run = run_of(&spans, &task_id).expect("the task's invoke_agent span");
     assert_eq!(
         instance(run).as_deref(),
         Some("b"),
         "run by the other instance"
     );
-    assert_eq!(run.trace_id, CALLER_TRACE);
-    assert_eq!(
-        run.parent_span_id.as_deref(),
-        Some(server_span.span_id.as_str())
-    );
+    assert_continues(run, server_span);
 }
 
 #[tokio::test]
 async fn content_is_on_the_spans_only_when_capture_is_asked_for() {
     let receiver = OtlpReceiver::start().await;
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call("list_dir", json!({}), 31, 7));
-    fake.push_reply(Reply::text("The folder holds one file.", 43, 11));
     let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join(FILE_NAME), "contents\n").unwrap();
-    let mut config = test_config(&fake.url());
-    config.agent.workspace = Some(ws.path().to_path_buf());
-    config.agent.planning = false;
-    config.telemetry.capture_content = true;
-    let endpoint = receiver.endpoint();
-    let server =
-        ServeProcess::spawn_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
-    let client = server.client();
-    let task_id = client.agent_run(REQUEST_TEXT).await;
-    let done = wait_terminal(|| {
-        let (client, task_id) = (client.clone(), task_id.clone());
-        async move { client.agent_status(&task_id).await }
+    let server = serve_list_dir(&receiver, &fake, &ws, |c| {
+        c.telemetry.capture_content = true
     })
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let client = server.client();
+    let task_id = client.agent_run(REQUEST_TEXT).await;
+    wait_completed(&client, &task_id).await;
     assert!(server.terminate().await.success());
     let spans = receiver.spans();
     let chats: Vec<&ReceivedSpan> = spans
@@ -522,19 +483,13 @@ async fn content_is_on_the_spans_only_when_capture_is_asked_for() {
             .any(|c| c.str_attr("gen_ai.output.messages") == Some("The folder holds one file.")),
         "{chats:#?}"
     );
-    let tool = spans
-        .iter()
-        .find(|s| s.name == "execute_tool list_dir")
-        .expect("the tool span");
+    let tool = span_named(&spans, "execute_tool list_dir", "list_dir tool");
     assert!(
         tool.str_attr("gen_ai.tool.call.result")
             .is_some_and(|r| r.contains(FILE_NAME)),
         "{tool:?}"
     );
     // The server span still holds none of it: content is the agent's spans' opt-in only.
-    let server_span = spans
-        .iter()
-        .find(|s| s.name == "tools/call agent_run")
-        .expect("server span");
+    let server_span = span_named(&spans, "tools/call agent_run", "agent_run server");
     assert!(!all_text(server_span).contains("zebra-request-marker"));
 }
