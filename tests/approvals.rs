@@ -9,8 +9,7 @@
 
 mod support;
 
-use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent_mcp::config::{
@@ -22,6 +21,7 @@ use support::harness::{
     HttpClient, HttpServer, ServeProcess, StdioServer, field, result_of, test_config,
     test_config_sqlite, tool_text,
 };
+use tempfile::TempDir;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 const BUDGET: Duration = Duration::from_secs(30);
@@ -59,22 +59,56 @@ fn script(fake: &FakeOllama, file: &str) {
     fake.push_reply(Reply::text("Done.", 10, 1));
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Audit logging on, into the workspace: the log's path.
+fn audited(config: &mut Config, ws: &Path) -> PathBuf {
+    let audit = ws.join("audit.log");
+    config.audit.enabled = true;
+    config.audit.file = Some(audit.clone());
+    audit
+}
+
+/// Whether `touch made.txt` ran.
+fn made(ws: &TempDir) -> bool {
+    ws.path().join("made.txt").exists()
+}
+
+/// A workspace, a fake whose model runs `touch made.txt`, and a server asking for every
+/// command.
+async fn asking_server() -> (TempDir, FakeOllama, HttpServer) {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    script(&fake, "made.txt");
+    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+    (ws, fake, server)
+}
+
+/// `asking_server` with the task started by an answering client: also that client and the
+/// task's id.
+async fn asking_task() -> (TempDir, FakeOllama, HttpServer, HttpClient, String) {
+    let (ws, fake, server) = asking_server().await;
+    let c = server.client();
+    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    (ws, fake, server, c, id)
+}
+
+/// The checks of a form `elicitation/create` for `touch made.txt`, in `request`.
+fn assert_asks_for_touch(request: &Value) {
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    assert_eq!(request["params"]["mode"], "form", "{request}");
+    assert_eq!(
+        request["params"]["requestedSchema"],
+        json!({"type": "object", "properties": {}})
+    );
+    let message = request["params"]["message"].as_str().unwrap();
+    assert!(message.contains("run_command: touch made.txt"), "{message}");
+}
+
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
+    Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + BUDGET;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen within {BUDGET:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    support::harness::eventually(BUDGET, what, check).await
 }
 
 /// `agent_run` as a task (the Tasks extension declared with `caps`): its taskId.
@@ -163,24 +197,11 @@ fn tool_result_seen(fake: &FakeOllama) -> String {
 
 #[tokio::test]
 async fn accept_runs_the_action_after_the_task_waited_in_input_required() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    script(&fake, "made.txt");
-    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
-    let c = server.client();
-    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    let (ws, fake, _server, c, id) = asking_task().await;
 
     let (body, key) = waiting(&c, &id).await;
     assert_eq!(key, "approval-1");
-    let request = &body["inputRequests"][&key];
-    assert_eq!(request["method"], "elicitation/create", "{body}");
-    assert_eq!(request["params"]["mode"], "form");
-    assert_eq!(
-        request["params"]["requestedSchema"],
-        json!({"type": "object", "properties": {}})
-    );
-    let message = request["params"]["message"].as_str().unwrap();
-    assert!(message.contains("run_command: touch made.txt"), "{message}");
+    assert_asks_for_touch(&body["inputRequests"][&key]);
     assert!(
         body["statusMessage"]
             .as_str()
@@ -197,7 +218,7 @@ async fn accept_runs_the_action_after_the_task_waited_in_input_required() {
         "ollama chat (waiting for approval: run_command: touch made.txt)"
     );
     // Nothing ran yet, and the model was not called again.
-    assert!(!ws.path().join("made.txt").exists());
+    assert!(!made(&ws));
     assert_eq!(fake.chat_count(), 1);
 
     let ack = update(&c, &id, &key, "accept").await;
@@ -211,7 +232,7 @@ async fn accept_runs_the_action_after_the_task_waited_in_input_required() {
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
     let done = finished(&c, &id).await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert!(ws.path().join("made.txt").exists());
+    assert!(made(&ws));
     assert!(
         result_of(&done).ends_with(
             "approvals:\n- approval-1 run_command (touch made.txt): accept by an anonymous caller"
@@ -242,9 +263,7 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
             approvals.timeout = Duration::from_secs(60);
         }
         let mut config = config(&fake, ws.path(), approvals);
-        let audit = ws.path().join("audit.log");
-        config.audit.enabled = true;
-        config.audit.file = Some(audit.clone());
+        let audit = audited(&mut config, ws.path());
         let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, answering(), "Run the touch program on made.txt.").await;
@@ -254,7 +273,7 @@ async fn decline_cancel_and_the_timeout_refuse_and_the_model_hears_why() {
         }
         let done = finished(&c, &id).await;
         assert_eq!(field(&done, "status"), "completed", "{answer:?}: {done}");
-        assert!(!ws.path().join("made.txt").exists(), "{answer:?}");
+        assert!(!made(&ws), "{answer:?}");
         let seen = tool_result_seen(&fake);
         assert!(
             seen.starts_with("error: not run: ") && seen.contains(heard),
@@ -298,12 +317,7 @@ async fn approval_line(audit: &Path) -> Value {
 
 #[tokio::test]
 async fn a_cancel_while_waiting_cancels_the_task() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    script(&fake, "made.txt");
-    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
-    let c = server.client();
-    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    let (ws, fake, _server, c, id) = asking_task().await;
     let (_, key) = waiting(&c, &id).await;
     let r = c
         .modern_with_caps("tasks/cancel", json!({"taskId": id}), answering())
@@ -312,11 +326,8 @@ async fn a_cancel_while_waiting_cancels_the_task() {
     let done = finished(&c, &id).await;
     assert_eq!(field(&done, "status"), "cancelled", "{done}");
     // A late answer changes nothing.
-    update(&c, &id, &key, "accept").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!ws.path().join("made.txt").exists());
+    late_accept_runs_nothing(&c, &id, &key, &ws, &fake).await;
     assert_eq!(get(&c, &id).await["status"], "cancelled");
-    assert_eq!(fake.chat_count(), 1);
 }
 
 #[tokio::test]
@@ -325,9 +336,7 @@ async fn only_the_tasks_owner_can_answer() {
     let fake = FakeOllama::start().await;
     script(&fake, "made.txt");
     let mut config = config(&fake, ws.path(), ask_commands());
-    let audit = ws.path().join("audit.log");
-    config.audit.enabled = true;
-    config.audit.file = Some(audit.clone());
+    let audit = audited(&mut config, ws.path());
     for name in ["alice", "mallory"] {
         config.auth.tokens.push(TokenConfig {
             name: name.into(),
@@ -352,7 +361,7 @@ async fn only_the_tasks_owner_can_answer() {
     assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(get(&alice, &id).await["status"], "input_required");
-    assert!(!ws.path().join("made.txt").exists());
+    assert!(!made(&ws));
 
     update(&alice, &id, &key, "accept").await;
     let done = finished(&alice, &id).await;
@@ -360,7 +369,7 @@ async fn only_the_tasks_owner_can_answer() {
         result_of(&done).ends_with("approval-1 run_command (touch made.txt): accept by alice"),
         "{done}"
     );
-    assert!(ws.path().join("made.txt").exists());
+    assert!(made(&ws));
     // The audit log says who answered what, the refused attempt included.
     let updates: Vec<Value> = eventually("the audit lines", || async {
         let text = std::fs::read_to_string(&audit).unwrap_or_default();
@@ -383,6 +392,21 @@ async fn only_the_tasks_owner_can_answer() {
     assert_eq!(line["decision"], "accept", "{line}");
     assert_eq!(line["by"], "alice", "{line}");
     assert_eq!(line["task_id"], id);
+}
+
+/// An accept after the task ended: after a while, still nothing ran and the model was called
+/// once.
+async fn late_accept_runs_nothing(
+    c: &HttpClient,
+    id: &str,
+    key: &str,
+    ws: &TempDir,
+    fake: &FakeOllama,
+) {
+    update(c, id, key, "accept").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!made(ws));
+    assert_eq!(fake.chat_count(), 1);
 }
 
 /// The policy per tool and per command: `allow` runs at once (never `input_required`),
@@ -445,9 +469,7 @@ async fn the_policy_decides_per_tool_and_per_command_without_pausing() {
         fake.push_reply(Reply::tool_call(call, args.clone(), 10, 1));
         fake.push_reply(Reply::text("Done.", 10, 1));
         let mut config = config(&fake, ws.path(), approvals.clone());
-        let audit = ws.path().join("audit.log");
-        config.audit.enabled = true;
-        config.audit.file = Some(audit.clone());
+        let audit = audited(&mut config, ws.path());
         let server = HttpServer::start(config).await;
         let c = server.client();
         let id = create(&c, caps, "Run the touch program.").await;
@@ -523,10 +545,7 @@ async fn a_restart_while_waiting_ends_the_task_and_runs_nothing() {
         ),
         "{done}"
     );
-    update(&c, &id, &key, "accept").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!ws.path().join("made.txt").exists());
-    assert_eq!(fake.chat_count(), 1);
+    late_accept_runs_nothing(&c, &id, &key, &ws, &fake).await;
     let body = get(&c, &id).await;
     assert_eq!(body["status"], "completed", "{body}");
     assert!(body.get("inputRequests").is_none());
@@ -536,12 +555,7 @@ async fn a_restart_while_waiting_ends_the_task_and_runs_nothing() {
 /// still acknowledged; a malformed answer to an outstanding key says what to send.
 #[tokio::test]
 async fn unknown_keys_are_ignored_and_a_bad_answer_says_what_to_send() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    script(&fake, "made.txt");
-    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
-    let c = server.client();
-    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    let (ws, _fake, _server, c, id) = asking_task().await;
     let (_, key) = waiting(&c, &id).await;
     let ack = update(&c, &id, "approval-9", "accept").await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
@@ -558,24 +572,19 @@ async fn unknown_keys_are_ignored_and_a_bad_answer_says_what_to_send() {
     assert_eq!(get(&c, &id).await["status"], "input_required");
     update(&c, &id, &key, "decline").await;
     let done = finished(&c, &id).await;
-    assert!(!ws.path().join("made.txt").exists(), "{done}");
+    assert!(!made(&ws), "{done}");
 }
 
 /// Push: a `subscriptions/listen` stream on the task shows it go `input_required` (with its
 /// `inputRequests`) and back to `working` once answered, then `completed`.
 #[tokio::test]
 async fn push_shows_input_required_and_back() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    script(&fake, "made.txt");
-    let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
-    let c = server.client();
-    let id = create(&c, answering(), "Run the touch program on made.txt.").await;
+    let (ws, _fake, _server, c, id) = asking_task().await;
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
         "notifications": {"taskIds": [id]},
         "_meta": support::harness::modern_meta(answering())}});
     let resp = reqwest::Client::new()
-        .post(&server.url)
+        .post(&c.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", support::harness::MODERN)
@@ -625,7 +634,7 @@ async fn push_shows_input_required_and_back() {
         asked["inputRequests"][&key]["method"], "elicitation/create",
         "{asked}"
     );
-    assert!(ws.path().join("made.txt").exists());
+    assert!(made(&ws));
 }
 
 /// A file change that asks shows the file and a short diff of the change.
@@ -634,19 +643,16 @@ async fn a_file_change_asks_with_its_diff() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "one\ntwo\nthree\n").unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "read_file",
-        json!({"path": "notes.txt"}),
-        10,
-        1,
-    ));
-    fake.push_reply(Reply::tool_call(
-        "edit_file",
-        json!({"path": "notes.txt", "old_text": "two\n", "new_text": "2\n"}),
-        10,
-        1,
-    ));
-    fake.push_reply(Reply::text("Done.", 10, 1));
+    fake.push_replies([
+        Reply::tool_call("read_file", json!({"path": "notes.txt"}), 10, 1),
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "notes.txt", "old_text": "two\n", "new_text": "2\n"}),
+            10,
+            1,
+        ),
+        Reply::text("Done.", 10, 1),
+    ]);
     let approvals = ApprovalsConfig {
         edit_file: Approval::Ask,
         ..ApprovalsConfig::default()
@@ -701,7 +707,7 @@ async fn on_postgres_an_answer_sent_to_another_instance_reaches_the_runner() {
         .expect("an instance that does not run the task")
         .client();
     let (_, key) = waiting(&other, &id).await;
-    assert!(!ws.path().join("made.txt").exists());
+    assert!(!made(&ws));
     let answered = std::time::Instant::now();
     update(&other, &id, &key, "accept").await;
     let done = finished(&other, &id).await;
@@ -710,7 +716,7 @@ async fn on_postgres_an_answer_sent_to_another_instance_reaches_the_runner() {
         answered.elapsed()
     );
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert!(ws.path().join("made.txt").exists());
+    assert!(made(&ws));
     let stored: Option<String> = db
         .query_one(
             "SELECT answer FROM input_answers WHERE task_id = $1 AND key = $2",
@@ -728,10 +734,7 @@ async fn on_postgres_an_answer_sent_to_another_instance_reaches_the_runner() {
 #[tokio::test]
 async fn the_terminal_client_asks_y_or_n() {
     for (typed, runs) in [("y\n", true), ("n\n", false), ("", false)] {
-        let ws = tempfile::tempdir().unwrap();
-        let fake = FakeOllama::start().await;
-        script(&fake, "made.txt");
-        let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+        let (ws, _fake, server) = asking_server().await;
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-mcp"))
             .args([
                 "run",
@@ -764,11 +767,7 @@ async fn the_terminal_client_asks_y_or_n() {
                 && stderr.contains("agent-mcp: allow it? [y/N] "),
             "{typed:?}: {stderr}"
         );
-        assert_eq!(
-            ws.path().join("made.txt").exists(),
-            runs,
-            "{typed:?}: {stdout}"
-        );
+        assert_eq!(made(&ws), runs, "{typed:?}: {stdout}");
         let action = if runs { "accept" } else { "decline" };
         assert!(
             stdout.contains(&format!(
@@ -786,10 +785,7 @@ async fn the_terminal_client_asks_y_or_n() {
 #[tokio::test]
 async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
     for (action, runs) in [("accept", true), ("decline", false)] {
-        let ws = tempfile::tempdir().unwrap();
-        let fake = FakeOllama::start().await;
-        script(&fake, "made.txt");
-        let server = HttpServer::start(config(&fake, ws.path(), ask_commands())).await;
+        let (ws, _fake, server) = asking_server().await;
         let c = server.client();
         let caps = json!({"elicitation": {}});
         let run = c
@@ -833,7 +829,7 @@ async fn mrtr_on_agent_status_asks_and_the_retry_answers() {
         assert_eq!(retried["resultType"], "complete", "{retried}");
         let done = finished(&c, &id).await;
         assert_eq!(field(&done, "status"), "completed", "{done}");
-        assert_eq!(ws.path().join("made.txt").exists(), runs, "{action}");
+        assert_eq!(made(&ws), runs, "{action}");
         assert!(
             result_of(&done).contains(&format!(
                 "approval-1 run_command (touch made.txt): {action}"
@@ -871,21 +867,15 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
         let mut approvals = ask_commands();
         approvals.timeout = Duration::from_millis(if action.is_some() { 60_000 } else { 300 });
         let mut config = config(&fake, ws.path(), approvals);
-        let audit = ws.path().join("audit.log");
-        config.audit.enabled = true;
-        config.audit.file = Some(audit.clone());
+        let audit = audited(&mut config, ws.path());
         let mut server = StdioServer::spawn(&config).await;
         let init = server
-            .request(
-                "initialize",
+            .initialize_2025(
                 json!({"protocolVersion": "2025-11-25", "capabilities": caps,
-                       "clientInfo": {"name": "t", "version": "1"}}),
+                                    "clientInfo": {"name": "t", "version": "1"}}),
             )
             .await;
         assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-        server
-            .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await;
         let run = server
             .request(
                 "tools/call",
@@ -896,18 +886,8 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
         let id = field(&tool_text(&run["result"]), "task_id");
         if asked {
             let ask = server.read_message().await;
-            assert_eq!(ask["method"], "elicitation/create", "{ask}");
-            assert_eq!(ask["params"]["mode"], "form", "{ask}");
-            assert_eq!(
-                ask["params"]["requestedSchema"],
-                json!({"type": "object", "properties": {}})
-            );
-            let message = ask["params"]["message"].as_str().unwrap();
-            assert!(message.contains("run_command: touch made.txt"), "{message}");
-            assert!(
-                !ws.path().join("made.txt").exists(),
-                "ran before the answer"
-            );
+            assert_asks_for_touch(&ask);
+            assert!(!made(&ws), "ran before the answer");
             if let Some(action) = action {
                 let answer =
                     json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": action}});
@@ -932,7 +912,7 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
         let seen = tool_result_seen(&fake);
         match action {
             Some("accept") => {
-                assert!(ws.path().join("made.txt").exists(), "{done}");
+                assert!(made(&ws), "{done}");
                 assert!(
                     result_of(&done)
                         .ends_with("approval-1 run_command (touch made.txt): accept by stdio"),
@@ -940,18 +920,18 @@ async fn a_2025_stdio_client_with_elicitation_is_asked_by_elicitation_create() {
                 );
             }
             Some(_) => {
-                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(!made(&ws), "{done}");
                 assert!(
                     seen.contains("declined run_command (touch made.txt)"),
                     "{seen}"
                 );
             }
             None if asked => {
-                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(!made(&ws), "{done}");
                 assert!(seen.contains("no decision on run_command"), "{seen}");
             }
             None => {
-                assert!(!ws.path().join("made.txt").exists(), "{done}");
+                assert!(!made(&ws), "{done}");
                 assert!(seen.contains("cannot be asked"), "{seen}");
             }
         }

@@ -594,6 +594,15 @@ impl StdioServer {
         resp
     }
 
+    /// A 2025 `initialize` with `params` followed by `notifications/initialized`: the
+    /// `initialize` response.
+    pub async fn initialize_2025(&mut self, params: Value) -> Value {
+        let init = self.request("initialize", params).await;
+        self.send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        init
+    }
+
     pub async fn modern(&mut self, method: &str, mut params: Value) -> Value {
         params["_meta"] = modern_meta(json!({}));
         self.request(method, params).await
