@@ -59,6 +59,15 @@ fn secs(from: SystemTime, to: SystemTime) -> f64 {
     }
 }
 
+/// When the `WORKER` task's chats that started after `since` started, in seconds from `from`.
+fn worker_chats_after(fake: &FakeOllama, since: SystemTime, from: SystemTime) -> Vec<f64> {
+    chats_of(fake, WORKER)
+        .iter()
+        .filter(|c| c.at > since)
+        .map(|c| secs(from, c.at))
+        .collect()
+}
+
 /// What the instance has logged so far (for failure messages).
 fn log_of(server: &mut ServeProcess) -> String {
     let mut lines = Vec::new();
@@ -96,6 +105,86 @@ async fn try_agent_run(client: &HttpClient, request: &str) -> (Option<Value>, Du
     .ok()
     .map(|r| r.body["result"].clone());
     (answer, started.elapsed())
+}
+
+/// Waits (polling every `poll`, failing with `failure` once `deadline` passes) until `ready`
+/// holds for the number of chats of the `WORKER` task.
+async fn until_worker_chats(
+    fake: &FakeOllama,
+    deadline: Instant,
+    poll: Duration,
+    failure: &str,
+    ready: impl Fn(usize) -> bool,
+) {
+    while !ready(chats_of(fake, WORKER).len()) {
+        assert!(Instant::now() < deadline, "{failure}");
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Waits up to 10 s until the `WORKER` task made `n` chats.
+async fn until_worker_made(fake: &FakeOllama, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    until_worker_chats(
+        fake,
+        deadline,
+        Duration::from_millis(20),
+        "the task is not calling the model",
+        |seen| seen >= n,
+    )
+    .await;
+}
+
+/// Starts the `WORKER` task on `server` and waits until it runs: its id.
+async fn start_worker(server: &ServeProcess) -> String {
+    let client = server.client();
+    let worker = client.agent_run(WORKER).await;
+    wait_state(&client, &worker, "running", Duration::from_secs(10)).await;
+    worker
+}
+
+/// A fake Ollama that answers the `WORKER` task with `reply` and no other request.
+async fn worker_fake(reply: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> FakeOllama {
+    FakeOllama::start_with(
+        FakeConfig::default()
+            .with_responder(move |body| (first_request(body) == WORKER).then(|| reply(body))),
+    )
+    .await
+}
+
+/// Waits up to 20 s until task `id` is `completed`, asking `server`.
+async fn completes_on(server: &ServeProcess, id: &str) {
+    wait_state(&server.client(), id, "completed", Duration::from_secs(20)).await;
+}
+
+/// `agent_run`'s answer is the store's failure, naming PostgreSQL.
+fn assert_store_failed(run: &Value) {
+    let text = tool_text(run);
+    assert!(
+        text.starts_with("The task store failed (") && text.contains("PostgreSQL at"),
+        "{text}"
+    );
+}
+
+/// Task `worker` failed for its lapsed lease as `failed_row` says, and stayed so: the row did
+/// not change (it did not fail twice) and no late write landed in its session.
+async fn assert_failed_once_and_untouched(
+    db: &tokio_postgres::Client,
+    worker: &str,
+    failed_row: &(String, String, i64),
+    log: &str,
+) {
+    assert!(failed_row.1.contains("lease lapsed"), "{}", failed_row.1);
+    assert_eq!(
+        &stored(db, worker).await,
+        failed_row,
+        "the failed task changed (failed twice?):\n{log}"
+    );
+    assert_eq!(
+        session_turns(db, worker).await,
+        0,
+        "a late write landed:\n{log}"
+    );
 }
 
 /// `/readyz` says the store is not ready, with the database's error.
@@ -167,18 +256,16 @@ async fn partition_of_the_running_instance(cut: Cut, answer_at: Answer) {
         return;
     };
     let answer = Arc::new(AtomicBool::new(false));
-    let fake = FakeOllama::start_with(FakeConfig::default().with_responder({
+    let fake = worker_fake({
         let answer = answer.clone();
         move |body| {
-            (first_request(body) == WORKER).then(|| {
-                if answer.load(Ordering::SeqCst) {
-                    Reply::text("the late answer", 5, 3)
-                } else {
-                    tool_round(body)
-                }
-            })
+            if answer.load(Ordering::SeqCst) {
+                Reply::text("the late answer", 5, 3)
+            } else {
+                tool_round(body)
+            }
         }
-    }))
+    })
     .await;
     let proxy = Proxy::start(pg::server_addr(&url));
     let mut config = shared_config(&fake.url(), &url);
@@ -189,25 +276,11 @@ async fn partition_of_the_running_instance(cut: Cut, answer_at: Answer) {
 
     // The instance to cut starts alone, so the task is its own.
     let mut cut_off = ServeProcess::spawn(&cut_config).await;
-    let worker = cut_off.client().agent_run(WORKER).await;
-    wait_state(
-        &cut_off.client(),
-        &worker,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
+    let worker = start_worker(&cut_off).await;
     let mut survivors = instances(&config, 2).await;
     let survivor = survivors[0].client();
     let next = survivor.agent_run("after the cut").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while chats_of(&fake, WORKER).len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the task is not calling the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_worker_made(&fake, 3).await;
     let lease = follow_lease(db.clone(), worker.clone());
 
     let cut_at = SystemTime::now();
@@ -237,13 +310,11 @@ async fn partition_of_the_running_instance(cut: Cut, answer_at: Answer) {
     let rejoined = wait_ready(&cut_off.base, Duration::from_secs(20)).await;
     // Time for anything the cut instance held back to land.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let chats = chats_of(&fake, WORKER);
-    let last_chat = chats.last().map(|c| c.at).unwrap_or(cut_at);
-    let late: Vec<f64> = chats
-        .iter()
-        .filter(|c| c.at > lapse)
-        .map(|c| secs(cut_at, c.at))
-        .collect();
+    let last_chat = chats_of(&fake, WORKER)
+        .last()
+        .map(|c| c.at)
+        .unwrap_or(cut_at);
+    let late = worker_chats_after(&fake, lapse, cut_at);
     let log = log_of(&mut cut_off);
 
     eprintln!(
@@ -273,17 +344,7 @@ async fn partition_of_the_running_instance(cut: Cut, answer_at: Answer) {
         1,
         "two chats overlapped:\n{log}"
     );
-    assert_eq!(
-        session_turns(&db, &worker).await,
-        0,
-        "a late write landed:\n{log}"
-    );
-    assert_eq!(
-        stored(&db, &worker).await,
-        failed_row,
-        "the failed task changed"
-    );
-    assert!(failed_row.1.contains("lease lapsed"), "{}", failed_row.1);
+    assert_failed_once_and_untouched(&db, &worker, &failed_row, &log).await;
 
     let (status, body) = ready.unwrap_or_else(|| panic!("/readyz gave no answer:\n{log}"));
     assert!(
@@ -297,42 +358,29 @@ async fn partition_of_the_running_instance(cut: Cut, answer_at: Answer) {
         "agent_run took {run_took:?}"
     );
     assert_eq!(run["isError"], json!(true), "{run}");
-    let text = tool_text(&run);
-    assert!(
-        text.starts_with("The task store failed (") && text.contains("PostgreSQL at"),
-        "{text}"
-    );
+    assert_store_failed(&run);
 
     // Healed, it works again: alone, it runs the next task itself.
     survivors.clear();
     let again = cut_off.client().agent_run("after healing").await;
-    wait_state(
-        &cut_off.client(),
-        &again,
-        "completed",
-        Duration::from_secs(20),
-    )
-    .await;
+    completes_on(&cut_off, &again).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_silent_partition_stops_the_cut_instance_before_its_lease_lapses() {
-    partition_of_the_running_instance(Cut::Silent, Answer::AfterLapse).await;
+/// One test per kind of cut and time of the answer (separate tests, so they run in parallel).
+macro_rules! partition_tests {
+    ($($name:ident: $cut:expr, $answer:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            partition_of_the_running_instance($cut, $answer).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_silent_partition_writes_nothing_of_an_answer_it_could_not_save() {
-    partition_of_the_running_instance(Cut::Silent, Answer::WithinLease).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hard_partition_stops_the_cut_instance_before_its_lease_lapses() {
-    partition_of_the_running_instance(Cut::Hard, Answer::AfterLapse).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hard_partition_writes_nothing_of_an_answer_it_could_not_save() {
-    partition_of_the_running_instance(Cut::Hard, Answer::WithinLease).await;
+partition_tests! {
+    a_silent_partition_stops_the_cut_instance_before_its_lease_lapses: Cut::Silent, Answer::AfterLapse;
+    a_silent_partition_writes_nothing_of_an_answer_it_could_not_save: Cut::Silent, Answer::WithinLease;
+    a_hard_partition_stops_the_cut_instance_before_its_lease_lapses: Cut::Hard, Answer::AfterLapse;
+    a_hard_partition_writes_nothing_of_an_answer_it_could_not_save: Cut::Hard, Answer::WithinLease;
 }
 
 /// The database restarts (stop, 3 s down, start) while a task's model answers: the task ends
@@ -411,11 +459,7 @@ async fn a_database_restart_while_the_model_answers_loses_nothing() {
     assert_store_not_ready(status, &body);
     let run = run.expect("agent_run answered while the database was down");
     assert!(ready_took < Duration::from_secs(5) && run_took < Duration::from_secs(5));
-    let text = tool_text(&run);
-    assert!(
-        text.starts_with("The task store failed (") && text.contains("PostgreSQL at"),
-        "{text}"
-    );
+    assert_store_failed(&run);
 }
 
 /// An instance frozen (SIGSTOP) for twice its lease: a survivor fails its task once; resumed,
@@ -425,44 +469,29 @@ async fn a_freeze_longer_than_the_lease_costs_the_task_and_nothing_more() {
     let Some(url) = pg::fresh_database().await else {
         return;
     };
-    let fake = FakeOllama::start_with(
-        FakeConfig::default()
-            .with_responder(|body| (first_request(body) == WORKER).then(|| tool_round(body))),
-    )
-    .await;
+    let fake = worker_fake(tool_round).await;
     let mut config = shared_config(&fake.url(), &url);
     config.agent.max_iterations = 10_000;
     let db = pg::connect(&url).await;
     let mut frozen = ServeProcess::spawn(&config).await;
-    let worker = frozen.client().agent_run(WORKER).await;
-    wait_state(
-        &frozen.client(),
-        &worker,
-        "running",
-        Duration::from_secs(10),
-    )
-    .await;
+    let worker = start_worker(&frozen).await;
     let survivors = instances(&config, 2).await;
     let survivor = survivors[0].client();
     let next = survivor.agent_run("after the freeze").await;
     // Frozen just after a chat reached the model: its reply comes while the instance is
     // stopped, so the next call is due the moment it resumes.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while chats_of(&fake, WORKER).len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the task is not calling the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (poll, failure) = (
+        Duration::from_millis(20),
+        "the task is not calling the model",
+    );
+    until_worker_chats(&fake, deadline, poll, failure, |n| n >= 2).await;
     let seen = chats_of(&fake, WORKER).len();
-    while chats_of(&fake, WORKER).len() == seen {
-        assert!(
-            Instant::now() < deadline,
-            "the task stopped calling the model"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let (poll, failure) = (
+        Duration::from_millis(1),
+        "the task stopped calling the model",
+    );
+    until_worker_chats(&fake, deadline, poll, failure, |n| n != seen).await;
     let pid = frozen.child.id().expect("running");
     let stopped = Instant::now();
     signal(pid, "STOP");
@@ -474,11 +503,7 @@ async fn a_freeze_longer_than_the_lease_costs_the_task_and_nothing_more() {
     signal(pid, "CONT");
     wait_state(&survivor, &next, "completed", Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let after: Vec<f64> = chats_of(&fake, WORKER)
-        .iter()
-        .filter(|c| c.at > resumed)
-        .map(|c| secs(resumed, c.at))
-        .collect();
+    let after = worker_chats_after(&fake, resumed, resumed);
     let log = log_of(&mut frozen);
     eprintln!(
         "FIGURE freeze of {} s under a {} s lease: the task failed {:.2} s after SIGSTOP; model \
@@ -492,13 +517,7 @@ async fn a_freeze_longer_than_the_lease_costs_the_task_and_nothing_more() {
         after.is_empty(),
         "the resumed instance called the model at {after:?} s after SIGCONT:\n{log}"
     );
-    assert_eq!(
-        stored(&db, &worker).await,
-        failed_row,
-        "failed twice:\n{log}"
-    );
-    assert!(failed_row.1.contains("lease lapsed"), "{}", failed_row.1);
-    assert_eq!(session_turns(&db, &worker).await, 0);
+    assert_failed_once_and_untouched(&db, &worker, &failed_row, &log).await;
     // Resumed, it serves again.
     wait_ready(&frozen.base, Duration::from_secs(10)).await;
 }
@@ -510,18 +529,16 @@ async fn a_freeze_shorter_than_the_lease_does_not_cost_the_task() {
         return;
     };
     const ANSWER: &str = "done despite the freeze";
-    let fake = FakeOllama::start_with(FakeConfig::default().with_responder(|body| {
-        (first_request(body) == WORKER).then(|| {
-            let rounds = body["messages"]
-                .as_array()
-                .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-            if rounds < 6 {
-                tool_round(body)
-            } else {
-                Reply::text(ANSWER, 5, 3)
-            }
-        })
-    }))
+    let fake = worker_fake(|body| {
+        let rounds = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        if rounds < 6 {
+            tool_round(body)
+        } else {
+            Reply::text(ANSWER, 5, 3)
+        }
+    })
     .await;
     let lease = Duration::from_secs(5);
     let freeze = Duration::from_secs(2);
@@ -531,25 +548,12 @@ async fn a_freeze_shorter_than_the_lease_does_not_cost_the_task() {
     let mut frozen = ServeProcess::spawn(&config).await;
     let worker = frozen.client().agent_run(WORKER).await;
     let _other = instances(&config, 1).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while chats_of(&fake, WORKER).len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the task is not calling the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_worker_made(&fake, 2).await;
     let pid = frozen.child.id().expect("running");
     signal(pid, "STOP");
     tokio::time::sleep(freeze).await;
     signal(pid, "CONT");
-    wait_state(
-        &frozen.client(),
-        &worker,
-        "completed",
-        Duration::from_secs(20),
-    )
-    .await;
+    completes_on(&frozen, &worker).await;
     let text = frozen.client().agent_status(&worker).await;
     let log = log_of(&mut frozen);
     eprintln!(
