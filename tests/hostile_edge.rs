@@ -66,6 +66,47 @@ impl HeldBody {
     }
 }
 
+/// What 40 held bodies did to a server: the peers (still held), the bytes they sent, and the
+/// server's RSS before, at the end and at its peak (MiB).
+struct Held {
+    _peers: Vec<HeldBody>,
+    sent: usize,
+    before: u64,
+    rss: u64,
+    peak: u64,
+}
+
+/// Holds 40 near-cap bodies against `server` for `seconds`.
+async fn hold_40_against(server: &ServeProcess, cap: usize, seconds: u64) -> Held {
+    let port = server.port();
+    let (_, before) = server.rss_mib();
+    let peers = tokio::task::spawn_blocking(move || hold_40(port, cap, seconds))
+        .await
+        .unwrap();
+    let sent: usize = peers.iter().map(|p| p.sent).sum();
+    let (rss, peak) = server.rss_mib();
+    Held {
+        _peers: peers,
+        sent,
+        before,
+        rss,
+        peak,
+    }
+}
+
+impl Held {
+    /// For the test's figures: what was sent, and the RSS.
+    fn summary(&self) -> String {
+        format!(
+            "40 held bodies ({} MiB sent): RSS {} MiB, peak {} MiB, before {} MiB",
+            self.sent >> 20,
+            self.rss,
+            self.peak,
+            self.before
+        )
+    }
+}
+
 /// Seconds from sending a token-less request's head (its body never sent) to the first line
 /// of the answer, and that line.
 fn answer_to_head(port: u16) -> (Duration, String) {
@@ -108,22 +149,17 @@ async fn with_tokens_held_bodies_cost_nothing_and_a_tokenless_request_is_refused
     let cap = body_cap(&config);
     let server = ServeProcess::spawn(&config).await;
     let port = server.port();
-    let (_, before) = server.rss_mib();
-    let peers = tokio::task::spawn_blocking(move || hold_40(port, cap, 4))
-        .await
-        .unwrap();
-    let sent: usize = peers.iter().map(|p| p.sent).sum();
-    let (rss, peak) = server.rss_mib();
+    let held = hold_40_against(&server, cap, 4).await;
     let (took, line) = tokio::task::spawn_blocking(move || answer_to_head(port))
         .await
         .unwrap();
     eprintln!(
-        "with tokens: 40 held bodies ({} MiB sent): RSS {rss} MiB, peak {peak} MiB (before {before}); \
-         a token-less request answered in {took:?}: {line}",
-        sent >> 20
+        "with tokens: {}; a token-less request answered in {took:?}: {line}",
+        held.summary()
     );
     assert!(line.contains(" 401 "), "{line}");
     assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    let (peak, before) = (held.peak, held.before);
     assert!(
         peak < before + 64,
         "peak RSS {peak} MiB (started at {before})"
@@ -132,7 +168,7 @@ async fn with_tokens_held_bodies_cost_nothing_and_a_tokenless_request_is_refused
     client.set_token(TOKEN);
     let listed = client.modern("tools/list", serde_json::json!({})).await;
     assert_eq!(listed.status, 200, "{}", listed.text);
-    drop(peers);
+    drop(held);
 }
 
 /// Point 1, without tokens (the default): 40 peers holding near-cap bodies share the
@@ -145,13 +181,7 @@ async fn without_tokens_held_bodies_share_the_buffered_budget() {
     let cap = body_cap(&config);
     let budget_mib = (config.http.buffered_limit() >> 20) as u64;
     let server = ServeProcess::spawn(&config).await;
-    let port = server.port();
-    let (_, before) = server.rss_mib();
-    let peers = tokio::task::spawn_blocking(move || hold_40(port, cap, 6))
-        .await
-        .unwrap();
-    let sent: usize = peers.iter().map(|p| p.sent).sum();
-    let (rss, peak) = server.rss_mib();
+    let held = hold_40_against(&server, cap, 6).await;
     let started = Instant::now();
     let listed = server
         .client()
@@ -159,10 +189,10 @@ async fn without_tokens_held_bodies_share_the_buffered_budget() {
         .await;
     let took = started.elapsed();
     eprintln!(
-        "without tokens: 40 held bodies ({} MiB sent): RSS {rss} MiB, peak {peak} MiB (before \
-         {before}, budget {budget_mib} MiB); tools/list answered in {took:?}",
-        sent >> 20
+        "without tokens: {}, budget {budget_mib} MiB; tools/list answered in {took:?}",
+        held.summary()
     );
+    let (peak, before, sent) = (held.peak, held.before, held.sent);
     assert_eq!(listed.status, 200, "{}", listed.text);
     assert!(took < Duration::from_secs(2), "{took:?}");
     // The budget, hyper's buffers and what the 40 connections cost besides: far below the
@@ -175,7 +205,7 @@ async fn without_tokens_held_bodies_share_the_buffered_budget() {
         sent > (budget_mib as usize) << 20,
         "the peers did send ({sent} bytes)"
     );
-    drop(peers);
+    drop(held);
 }
 
 /// Is `prlimit` (util-linux) here? Under CI it must be; elsewhere its absence skips, loudly.
