@@ -53,6 +53,26 @@ async fn start(cfg: FakeConfig) -> (FakeOllama, HttpServer, HttpClient) {
     (fake, server, client)
 }
 
+/// A fake whose every chat answers `text` (with these token counts) after 300 ms.
+fn answering_after_300ms(text: &str, prompt: u64, eval: u64) -> FakeConfig {
+    FakeConfig::default().with_default_reply(Reply::delayed(
+        Duration::from_millis(300),
+        Reply::text(text, prompt, eval),
+    ))
+}
+
+/// A task just created: exactly `fields`, `working`, the default TTL (field `ttl`) and poll
+/// interval (field `poll`), and a v4 id: that id.
+fn assert_fresh_task(task: &Value, fields: &[&str], ttl: &str, poll: &str) -> String {
+    assert_eq!(keys(task), fields, "{task}");
+    assert_eq!(task["status"], "working", "{task}");
+    assert_eq!(task[ttl], json!(604_800_000u64), "{task}");
+    assert_eq!(task[poll], json!(1000), "{task}");
+    let id = id_of(task);
+    assert_v4(&id);
+    id
+}
+
 /// A fake whose chats never finish until the client hangs up.
 fn hanging() -> FakeConfig {
     FakeConfig::default().with_default_reply(Reply::Hang)
@@ -96,7 +116,7 @@ async fn get_modern(c: &HttpClient, id: &str) -> Value {
 }
 
 async fn get_legacy(c: &HttpClient, id: &str) -> Value {
-    let r = c.legacy("tasks/get", json!({"taskId": id}), LEGACY).await;
+    let r = on_legacy(c, "tasks/get", id).await;
     assert_eq!(r.status, 200, "{}", r.text);
     r.body["result"].clone()
 }
@@ -118,10 +138,7 @@ async fn wait_agent_state(c: &HttpClient, id: &str, state: &str) -> String {
 
 /// Waits until the fake has `n` chats open.
 async fn wait_chats_open(fake: &FakeOllama, n: usize) {
-    eventually(STATE_BUDGET, &format!("{n} open chats"), || async {
-        (fake.in_flight_chats() == n).then_some(())
-    })
-    .await;
+    until_open_chats(fake, n, STATE_BUDGET).await;
 }
 
 async fn wait_modern_terminal(c: &HttpClient, id: &str) -> Value {
@@ -130,6 +147,67 @@ async fn wait_modern_terminal(c: &HttpClient, id: &str) -> Value {
         (task["status"] != "working").then_some(task)
     })
     .await
+}
+
+/// The era a task is created in.
+#[derive(Clone, Copy)]
+enum Era {
+    Modern,
+    Legacy,
+}
+
+/// A hanging fake, and a task `First.` running (its chat open) with `Second.` queued behind
+/// it, both created in `era`: the running task's id and the queued task.
+async fn running_and_queued(era: Era) -> (FakeOllama, HttpServer, HttpClient, String, Value) {
+    let (fake, server, c) = start(hanging()).await;
+    let create = |request: &'static str| {
+        let c = c.clone();
+        async move {
+            match era {
+                Era::Modern => create_modern(&c, request).await,
+                Era::Legacy => create_legacy(&c, request).await,
+            }
+        }
+    };
+    let running = id_of(&create("First.").await);
+    wait_agent_state(&c, &running, "running").await;
+    wait_chats_open(&fake, 1).await;
+    let queued = create("Second.").await;
+    assert_queued_at(&queued, 1);
+    (fake, server, c, running, queued)
+}
+
+/// The task says it waits at position `n` of the queue.
+fn assert_queued_at(task: &Value, n: usize) {
+    assert_eq!(
+        task["statusMessage"],
+        format!("タスクは実行待ちです（待ち順: {n}）。"),
+        "{task}"
+    );
+}
+
+/// The `taskId` of a task.
+fn id_of(task: &Value) -> String {
+    task["taskId"].as_str().expect("taskId").to_owned()
+}
+
+/// `tasks/cancel` of task `id`, declaring the extension.
+async fn cancel_modern(c: &HttpClient, id: &str) -> support::harness::Reply {
+    c.modern_with_caps("tasks/cancel", json!({"taskId": id}), declared())
+        .await
+}
+
+/// A 2025-11-25 `method` on task `id`.
+async fn on_legacy(c: &HttpClient, method: &str, id: &str) -> support::harness::Reply {
+    c.legacy(method, json!({"taskId": id}), LEGACY).await
+}
+
+/// Waits up to `budget` until the fake has `n` chats open.
+async fn until_open_chats(fake: &FakeOllama, n: usize, budget: Duration) {
+    eventually(budget, &format!("{n} open chats"), || async {
+        (fake.in_flight_chats() == n).then_some(())
+    })
+    .await;
 }
 
 fn keys(v: &Value) -> Vec<&str> {
@@ -176,32 +254,21 @@ async fn discover_advertises_the_extension() {
 #[tokio::test]
 async fn declared_agent_run_is_a_task_that_get_resolves_at_once_and_completes() {
     within(async {
-        let (fake, _s, c) = start(FakeConfig::default().with_default_reply(Reply::delayed(
-            Duration::from_millis(300),
-            Reply::text("All tests pass.", 40, 8),
-        )))
-        .await;
+        let (fake, _s, c) = start(answering_after_300ms("All tests pass.", 40, 8)).await;
         let created = create_modern(&c, "Run the tests.").await;
-        assert_eq!(
-            keys(&created),
-            [
-                "_meta",
-                "createdAt",
-                "lastUpdatedAt",
-                "pollIntervalMs",
-                "resultType",
-                "status",
-                "statusMessage",
-                "taskId",
-                "ttlMs"
-            ]
-        );
-        assert_eq!(created["status"], "working");
-        assert_eq!(created["ttlMs"], json!(604_800_000u64));
-        assert_eq!(created["pollIntervalMs"], json!(1000));
+        let fields = [
+            "_meta",
+            "createdAt",
+            "lastUpdatedAt",
+            "pollIntervalMs",
+            "resultType",
+            "status",
+            "statusMessage",
+            "taskId",
+            "ttlMs",
+        ];
+        let id = assert_fresh_task(&created, &fields, "ttlMs", "pollIntervalMs");
         assert!(created["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
-        let id = created["taskId"].as_str().expect("taskId").to_owned();
-        assert_v4(&id);
         for ts in ["createdAt", "lastUpdatedAt"] {
             let text = created[ts].as_str().expect("timestamp");
             assert!(humantime::parse_rfc3339(text).is_ok(), "{ts}: {text}");
@@ -297,10 +364,7 @@ async fn a_failed_agent_task_is_a_completed_tool_error() {
             FakeConfig::default().with_default_reply(Reply::http_error(500, "model exploded")),
         )
         .await;
-        let id = create_modern(&c, "Break.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_of(&create_modern(&c, "Break.").await);
         let done = wait_modern_terminal(&c, &id).await;
         assert_eq!(done["status"], "completed", "{done}");
         assert_eq!(done["result"]["isError"], json!(true), "{done}");
@@ -372,10 +436,7 @@ async fn tasks_result_and_list_are_gone_in_2026() {
 async fn update_and_cancel_are_empty_acks_even_when_terminal() {
     within(async {
         let (_f, _s, c) = start(FakeConfig::default()).await;
-        let id = create_modern(&c, "Quick.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_of(&create_modern(&c, "Quick.").await);
         let update = c
             .modern_with_caps(
                 "tasks/update",
@@ -389,9 +450,7 @@ async fn update_and_cancel_are_empty_acks_even_when_terminal() {
 
         let done = wait_modern_terminal(&c, &id).await;
         assert_eq!(done["status"], "completed");
-        let cancel = c
-            .modern_with_caps("tasks/cancel", json!({"taskId": id}), declared())
-            .await;
+        let cancel = cancel_modern(&c, &id).await;
         assert_eq!(cancel.status, 200, "{}", cancel.text);
         assert_eq!(keys(&cancel.body["result"]), ["_meta", "resultType"]);
         assert_eq!(cancel.body["result"]["resultType"], "complete");
@@ -405,10 +464,7 @@ async fn update_and_cancel_are_empty_acks_even_when_terminal() {
 async fn mcp_name_must_equal_the_task_id() {
     within(async {
         let (_f, _s, c) = start(FakeConfig::default()).await;
-        let id = create_modern(&c, "x").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_of(&create_modern(&c, "x").await);
         let mut params = json!({"taskId": id});
         params["_meta"] = modern_meta(declared());
         let body =
@@ -446,30 +502,14 @@ async fn mcp_name_must_equal_the_task_id() {
 #[tokio::test]
 async fn cancelling_a_queued_task_removes_it_at_once() {
     within(async {
-        let (fake, _s, c) = start(hanging()).await;
-        let running = create_modern(&c, "First.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        wait_agent_state(&c, &running, "running").await;
-        wait_chats_open(&fake, 1).await;
-        let queued = create_modern(&c, "Second.").await;
+        let (fake, _s, c, running, queued) = running_and_queued(Era::Modern).await;
         assert_eq!(queued["status"], "working");
-        assert_eq!(
-            queued["statusMessage"],
-            "タスクは実行待ちです（待ち順: 1）。"
-        );
-        let queued = queued["taskId"].as_str().expect("taskId").to_owned();
+        let queued = id_of(&queued);
         let third = create_modern(&c, "Third.").await;
-        assert_eq!(
-            third["statusMessage"],
-            "タスクは実行待ちです（待ち順: 2）。"
-        );
-        let third = third["taskId"].as_str().expect("taskId").to_owned();
+        assert_queued_at(&third, 2);
+        let third = id_of(&third);
 
-        let r = c
-            .modern_with_caps("tasks/cancel", json!({"taskId": queued}), declared())
-            .await;
+        let r = cancel_modern(&c, &queued).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["resultType"], "complete");
         // At once: the very next read says cancelled, before it ever started.
@@ -484,24 +524,19 @@ async fn cancelling_a_queued_task_removes_it_at_once() {
         assert_eq!(field(&status, "status"), "cancelled");
         assert_eq!(field(&status, "result"), "実行開始前に取り消されました。");
         // The task behind it moved up; the running one is untouched.
-        assert_eq!(
-            get_modern(&c, &third).await["statusMessage"],
-            "タスクは実行待ちです（待ち順: 1）。"
-        );
+        assert_queued_at(&get_modern(&c, &third).await, 1);
         assert_eq!(fake.chat_count(), 1);
         assert_eq!(field(&status_text(&c, &running).await, "status"), "running");
 
         // Clean up: cancel the running one; the next queued task starts.
-        c.modern_with_caps("tasks/cancel", json!({"taskId": running}), declared())
-            .await;
+        cancel_modern(&c, &running).await;
         wait_agent_state(&c, &running, "cancelled").await;
         wait_agent_state(&c, &third, "running").await;
         eventually(STATE_BUDGET, "the third task's chat", || async {
             (fake.in_flight_chats() == 1 && fake.chat_count() == 2).then_some(())
         })
         .await;
-        c.modern_with_caps("tasks/cancel", json!({"taskId": third}), declared())
-            .await;
+        cancel_modern(&c, &third).await;
         wait_agent_state(&c, &third, "cancelled").await;
         assert_eq!(fake.chat_count(), 2, "the cancelled queued task never ran");
     })
@@ -520,26 +555,15 @@ fn slow_stream() -> FakeConfig {
 async fn cancelling_a_running_task_closes_the_ollama_connection_within_a_second() {
     within(async {
         let (fake, _s, c) = start(slow_stream()).await;
-        let id = create_modern(&c, "Write a long essay.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_of(&create_modern(&c, "Write a long essay.").await);
         wait_agent_state(&c, &id, "running").await;
-        eventually(STATE_BUDGET, "the chat to be streaming", || async {
-            (fake.in_flight_chats() == 1).then_some(())
-        })
-        .await;
-        let r = c
-            .modern_with_caps("tasks/cancel", json!({"taskId": id}), declared())
-            .await;
+        // The chat is streaming.
+        wait_chats_open(&fake, 1).await;
+        let r = cancel_modern(&c, &id).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["resultType"], "complete");
-        eventually(
-            Duration::from_secs(1),
-            "the fake to see the disconnect",
-            || async { (fake.in_flight_chats() == 0).then_some(()) },
-        )
-        .await;
+        // The fake sees the disconnect.
+        until_open_chats(&fake, 0, Duration::from_secs(1)).await;
         let task = eventually(Duration::from_secs(1), "cancelled", || async {
             let task = get_modern(&c, &id).await;
             (task["status"] == "cancelled").then_some(task)
@@ -555,23 +579,14 @@ async fn cancelling_a_running_task_closes_the_ollama_connection_within_a_second(
 async fn after_a_running_task_is_cancelled_the_next_queued_task_starts() {
     within(async {
         let (fake, _s, c) = start(slow_stream()).await;
-        let first = create_modern(&c, "One.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let first = id_of(&create_modern(&c, "One.").await);
         wait_agent_state(&c, &first, "running").await;
-        let second = create_modern(&c, "Two.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        eventually(STATE_BUDGET, "first chat streaming", || async {
-            (fake.in_flight_chats() == 1).then_some(())
-        })
-        .await;
+        let second = id_of(&create_modern(&c, "Two.").await);
+        // The first chat is streaming.
+        wait_chats_open(&fake, 1).await;
         assert_eq!(field(&status_text(&c, &second).await, "status"), "queued");
 
-        c.modern_with_caps("tasks/cancel", json!({"taskId": first}), declared())
-            .await;
+        cancel_modern(&c, &first).await;
         // The first chat is gone within a second even though the second may have started:
         // every chat still open belongs to a task after the first.
         eventually(
@@ -586,13 +601,10 @@ async fn after_a_running_task_is_cancelled_the_next_queued_task_starts() {
             (fake.chat_count() == 2 && fake.in_flight_chats() == 1).then_some(())
         })
         .await;
-        c.modern_with_caps("tasks/cancel", json!({"taskId": second}), declared())
-            .await;
+        cancel_modern(&c, &second).await;
         wait_agent_state(&c, &second, "cancelled").await;
-        eventually(Duration::from_secs(1), "all chats closed", || async {
-            (fake.in_flight_chats() == 0).then_some(())
-        })
-        .await;
+        // All chats closed.
+        until_open_chats(&fake, 0, Duration::from_secs(1)).await;
     })
     .await;
 }
@@ -654,11 +666,7 @@ async fn only_the_legacy_tools_list_carries_task_support() {
 #[tokio::test]
 async fn legacy_task_flow_get_then_blocking_result() {
     within(async {
-        let (_f, _s, c) = start(FakeConfig::default().with_default_reply(Reply::delayed(
-            Duration::from_millis(300),
-            Reply::text("Renamed.", 12, 3),
-        )))
-        .await;
+        let (_f, _s, c) = start(answering_after_300ms("Renamed.", 12, 3)).await;
         let r = c
             .legacy(
                 "tools/call",
@@ -668,31 +676,23 @@ async fn legacy_task_flow_get_then_blocking_result() {
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(keys(&r.body["result"]), ["task"]);
-        let task = &r.body["result"]["task"];
-        assert_eq!(
-            keys(task),
-            [
-                "createdAt",
-                "lastUpdatedAt",
-                "pollInterval",
-                "status",
-                "statusMessage",
-                "taskId",
-                "ttl"
-            ]
-        );
-        assert_eq!(task["status"], "working");
-        assert_eq!(task["ttl"], json!(604_800_000u64));
-        assert_eq!(task["pollInterval"], json!(1000));
-        let id = task["taskId"].as_str().expect("taskId").to_owned();
-        assert_v4(&id);
+        let fields = [
+            "createdAt",
+            "lastUpdatedAt",
+            "pollInterval",
+            "status",
+            "statusMessage",
+            "taskId",
+            "ttl",
+        ];
+        let id = assert_fresh_task(&r.body["result"]["task"], &fields, "ttl", "pollInterval");
 
         let got = get_legacy(&c, &id).await;
         assert_eq!(got["taskId"], id);
         assert!(got.get("resultType").is_none() && got.get("result").is_none(), "{got}");
 
         // tasks/result blocks until the task is done.
-        let r = c.legacy("tasks/result", json!({"taskId": id}), LEGACY).await;
+        let r = on_legacy(&c, "tasks/result", &id).await;
         assert_eq!(r.status, 200, "{}", r.text);
         let result = &r.body["result"];
         assert_eq!(keys(result), ["_meta", "content", "isError"]);
@@ -714,13 +714,8 @@ async fn legacy_failed_task_is_failed_and_its_result_is_an_error() {
     within(async {
         let (_f, _s, c) =
             start(FakeConfig::default().with_default_reply(Reply::http_error(500, "boom"))).await;
-        let id = create_legacy(&c, "Break.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        let r = c
-            .legacy("tasks/result", json!({"taskId": id}), LEGACY)
-            .await;
+        let id = id_of(&create_legacy(&c, "Break.").await);
+        let r = on_legacy(&c, "tasks/result", &id).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["isError"], json!(true));
         assert_eq!(field(&text_of(&r.body["result"]), "status"), "failed");
@@ -733,49 +728,28 @@ async fn legacy_failed_task_is_failed_and_its_result_is_an_error() {
 #[tokio::test]
 async fn legacy_cancel_returns_the_cancelled_task_and_refuses_a_terminal_one() {
     within(async {
-        let (fake, _s, c) = start(hanging()).await;
-        let running = create_legacy(&c, "First.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        wait_agent_state(&c, &running, "running").await;
-        wait_chats_open(&fake, 1).await;
-        let queued = create_legacy(&c, "Second.").await;
-        assert_eq!(
-            queued["statusMessage"],
-            "タスクは実行待ちです（待ち順: 1）。"
-        );
-        let queued = queued["taskId"].as_str().expect("taskId").to_owned();
+        let (fake, _s, c, running, queued) = running_and_queued(Era::Legacy).await;
+        let queued = id_of(&queued);
 
-        let r = c
-            .legacy("tasks/cancel", json!({"taskId": queued}), LEGACY)
-            .await;
+        let r = on_legacy(&c, "tasks/cancel", &queued).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["taskId"], queued);
         assert_eq!(r.body["result"]["status"], "cancelled");
         assert!(r.body["result"].get("resultType").is_none());
 
         // A running task: the answer already says cancelled, and the chat is gone.
-        let r = c
-            .legacy("tasks/cancel", json!({"taskId": running}), LEGACY)
-            .await;
+        let r = on_legacy(&c, "tasks/cancel", &running).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["result"]["status"], "cancelled", "{}", r.text);
-        eventually(Duration::from_secs(1), "disconnect", || async {
-            (fake.in_flight_chats() == 0).then_some(())
-        })
-        .await;
+        // Disconnected.
+        until_open_chats(&fake, 0, Duration::from_secs(1)).await;
 
         // Terminal: -32602 (a legacy error rides on HTTP 200).
-        let r = c
-            .legacy("tasks/cancel", json!({"taskId": queued}), LEGACY)
-            .await;
+        let r = on_legacy(&c, "tasks/cancel", &queued).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["error"]["code"], -32602);
         // tasks/result of a cancelled task answers at once, as a tool error.
-        let r = c
-            .legacy("tasks/result", json!({"taskId": running}), LEGACY)
-            .await;
+        let r = on_legacy(&c, "tasks/result", &running).await;
         assert_eq!(r.body["result"]["isError"], json!(true), "{}", r.text);
         assert_eq!(field(&text_of(&r.body["result"]), "status"), "cancelled");
     })
@@ -830,17 +804,9 @@ async fn legacy_errors_unknown_ids_list_and_forbidden_tools() {
 async fn a_task_created_in_one_era_is_read_in_the_other() {
     within(async {
         let (_f, _s, c) = start(FakeConfig::default()).await;
-        let modern = create_modern(&c, "Modern.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        let legacy = create_legacy(&c, "Legacy.").await["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
-        let r = c
-            .legacy("tasks/result", json!({"taskId": modern}), LEGACY)
-            .await;
+        let modern = id_of(&create_modern(&c, "Modern.").await);
+        let legacy = id_of(&create_legacy(&c, "Legacy.").await);
+        let r = on_legacy(&c, "tasks/result", &modern).await;
         assert_eq!(r.body["result"]["isError"], json!(false), "{}", r.text);
         assert_eq!(text_of(&r.body["result"]), status_text(&c, &modern).await);
         let done = wait_modern_terminal(&c, &legacy).await;
@@ -859,15 +825,12 @@ async fn stdio_cancelled_tasks_result_gets_no_response() {
         let fake = FakeOllama::start_with(hanging()).await;
         let mut server = StdioServer::spawn(&test_config(&fake.url())).await;
         let init = server
-            .request("initialize", initialize_params("2025-11-25"))
+            .initialize_2025(initialize_params("2025-11-25"))
             .await;
         assert_eq!(
             init["result"]["capabilities"]["tasks"],
             json!({"cancel": {}, "requests": {"tools": {"call": {}}}})
         );
-        server
-            .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await;
         let created = server
             .request(
                 "tools/call",
@@ -1125,10 +1088,8 @@ async fn rmcp_cancels_a_queued_and_a_running_task() {
             .await
             .unwrap_or_else(|e| panic!("rmcp tasks/cancel failed: {e:?}"));
         rmcp_wait(&client, &running, TaskStatus::Cancelled).await;
-        eventually(Duration::from_secs(1), "disconnect", || async {
-            (fake.in_flight_chats() == 0).then_some(())
-        })
-        .await;
+        // Disconnected.
+        until_open_chats(&fake, 0, Duration::from_secs(1)).await;
         // Idempotent on a terminal task.
         client
             .cancel_task(CancelTaskParams::new(running.clone()))
