@@ -70,11 +70,7 @@ fn worker_chats_after(fake: &FakeOllama, since: SystemTime, from: SystemTime) ->
 
 /// What the instance has logged so far (for failure messages).
 fn log_of(server: &mut ServeProcess) -> String {
-    let mut lines = Vec::new();
-    while let Ok(line) = server.stderr.try_recv() {
-        lines.push(line);
-    }
-    lines.join("\n")
+    server.stderr_so_far().join("\n")
 }
 
 /// `GET path` with a deadline: the status and body, or `None` for no answer within

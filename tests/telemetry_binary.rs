@@ -92,18 +92,7 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
     // The span ended at startup; SIGTERM flushes the queue before the exit.
     let mut server = server;
     let mut logged = std::mem::take(&mut server.startup);
-    let status = {
-        let pid = server.child.id().expect("running").to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill");
-        assert!(sent.success());
-        tokio::time::timeout(Duration::from_secs(20), server.child.wait())
-            .await
-            .expect("exit within 20 s")
-            .expect("wait")
-    };
+    let status = server.sigterm_within(Duration::from_secs(20)).await;
     assert!(status.success(), "{status:?}");
     while let Some(line) = server.stderr.recv().await {
         logged.push(line);
@@ -124,22 +113,18 @@ async fn the_startup_span_reaches_the_collector_with_the_resource() {
     assert_eq!(span.scope, "agent-mcp");
     assert_eq!(span.str_attr("network.transport"), Some("tcp"));
     assert_eq!(span.events, 0, "log lines are not exported as span events");
-    assert_eq!(
-        span.resource.get("service.name"),
-        Some(&Attr::Str("agent-mcp-under-test".into()))
-    );
-    assert_eq!(
-        span.resource.get("deployment.environment"),
-        Some(&Attr::Str("test".into()))
-    );
-    assert_eq!(
-        span.resource.get("team"),
-        Some(&Attr::Str("platform core".into()))
-    );
-    assert_eq!(
-        span.resource.get("service.version"),
-        Some(&Attr::Str(env!("CARGO_PKG_VERSION").into()))
-    );
+    for (key, value) in [
+        ("service.name", "agent-mcp-under-test"),
+        ("deployment.environment", "test"),
+        ("team", "platform core"),
+        ("service.version", env!("CARGO_PKG_VERSION")),
+    ] {
+        assert_eq!(
+            span.resource.get(key),
+            Some(&Attr::Str(value.into())),
+            "{key}"
+        );
+    }
     assert!(span.resource.contains_key("telemetry.sdk.name"), "{span:?}");
     assert_eq!(receiver.undecodable(), 0);
     let keys = receiver.header_values("x-collector-key");
@@ -195,17 +180,8 @@ async fn a_collector_that_never_answers_holds_no_request_and_not_the_exit() {
     for _ in 0..5 {
         tools_list_within(&server, Duration::from_secs(2)).await;
     }
-    let pid = server.child.id().expect("running").to_string();
     let signalled = Instant::now();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
-        .await
-        .expect("exit within 20 s")
-        .expect("wait");
+    let status = server.sigterm_within(Duration::from_secs(20)).await;
     let took = signalled.elapsed();
     assert!(status.success(), "{status:?}");
     assert!(
@@ -216,10 +192,7 @@ async fn a_collector_that_never_answers_holds_no_request_and_not_the_exit() {
         hole.connections() >= 1,
         "the final export did reach the collector (and was held there)"
     );
-    let mut lines = Vec::new();
-    while let Ok(line) = server.stderr.try_recv() {
-        lines.push(line);
-    }
+    let lines = server.stderr_so_far();
     assert!(
         lines
             .iter()

@@ -822,17 +822,32 @@ impl ServeProcess {
         }
     }
 
+    /// The stderr lines read so far and not yet taken (with [`Stderr::Read`]).
+    pub fn stderr_so_far(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Ok(line) = self.stderr.try_recv() {
+            lines.push(line);
+        }
+        lines
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
+        self.sigterm_within(Duration::from_secs(40)).await
+    }
+
+    /// Sends SIGTERM and waits for the exit, failing unless it comes within `budget`; the
+    /// process's stderr stays readable.
+    pub async fn sigterm_within(&mut self, budget: Duration) -> std::process::ExitStatus {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill");
         assert!(sent.success());
-        tokio::time::timeout(Duration::from_secs(40), self.child.wait())
+        tokio::time::timeout(budget, self.child.wait())
             .await
-            .expect("exit within 40 s of SIGTERM")
+            .unwrap_or_else(|_| panic!("no exit within {budget:?} of SIGTERM"))
             .expect("wait")
     }
 }

@@ -26,6 +26,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode as OtlpStatus;
 use prost::Message;
@@ -159,97 +160,117 @@ fn protobuf(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/x-protobuf")], body).into_response()
 }
 
-async fn traces(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    record(&state, "/v1/traces", &headers);
-    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
-        state.0.lock().unwrap().undecodable += 1;
-        state.1.notify_waiters();
-        return StatusCode::BAD_REQUEST.into_response();
+/// Records the request and decodes `body` as `R`: a decoded one goes to `store`, one that is
+/// not is counted as undecodable (and answered 400); then the waiters are woken.
+fn export<R: Message + Default>(
+    state: &Shared,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+    store: impl FnOnce(&mut Received, R),
+    response: Vec<u8>,
+) -> Response {
+    record(state, path, headers);
+    let decoded = R::decode(body);
+    let answer = match &decoded {
+        Ok(_) => protobuf(response),
+        Err(_) => StatusCode::BAD_REQUEST.into_response(),
     };
     {
         let mut r = state.0.lock().unwrap();
-        for rs in &request.resource_spans {
-            let resource = rs
-                .resource
-                .as_ref()
-                .map(|res| attrs(&res.attributes))
-                .unwrap_or_default();
-            for ss in &rs.scope_spans {
-                r.span_count += ss.spans.len();
-                if r.count_only {
-                    continue;
-                }
-                let scope = ss
-                    .scope
-                    .as_ref()
-                    .map(|s| s.name.clone())
-                    .unwrap_or_default();
-                for span in &ss.spans {
-                    let status = span.status.clone().unwrap_or_default();
-                    r.spans.push(ReceivedSpan {
-                        name: span.name.clone(),
-                        kind: SpanKind::try_from(span.kind).unwrap_or(SpanKind::Unspecified),
-                        trace_id: hex(&span.trace_id),
-                        span_id: hex(&span.span_id),
-                        parent_span_id: (!span.parent_span_id.is_empty())
-                            .then(|| hex(&span.parent_span_id)),
-                        attributes: attrs(&span.attributes),
-                        events: span.events.len(),
-                        links: span
-                            .links
-                            .iter()
-                            .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
-                            .collect(),
-                        status: OtlpStatus::try_from(status.code).unwrap_or(OtlpStatus::Unset),
-                        status_message: status.message,
-                        resource: resource.clone(),
-                        scope: scope.clone(),
-                    });
-                }
-            }
+        match decoded {
+            Ok(request) => store(&mut r, request),
+            Err(_) => r.undecodable += 1,
         }
     }
     state.1.notify_waiters();
-    protobuf(ExportTraceServiceResponse::default().encode_to_vec())
+    answer
+}
+
+fn resource_attrs(resource: &Option<Resource>) -> BTreeMap<String, Attr> {
+    resource
+        .as_ref()
+        .map(|res| attrs(&res.attributes))
+        .unwrap_or_default()
+}
+
+fn store_spans(r: &mut Received, request: ExportTraceServiceRequest) {
+    for rs in &request.resource_spans {
+        let resource = resource_attrs(&rs.resource);
+        for ss in &rs.scope_spans {
+            r.span_count += ss.spans.len();
+            if r.count_only {
+                continue;
+            }
+            let scope = ss
+                .scope
+                .as_ref()
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            for span in &ss.spans {
+                let status = span.status.clone().unwrap_or_default();
+                r.spans.push(ReceivedSpan {
+                    name: span.name.clone(),
+                    kind: SpanKind::try_from(span.kind).unwrap_or(SpanKind::Unspecified),
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: (!span.parent_span_id.is_empty())
+                        .then(|| hex(&span.parent_span_id)),
+                    attributes: attrs(&span.attributes),
+                    events: span.events.len(),
+                    links: span
+                        .links
+                        .iter()
+                        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                        .collect(),
+                    status: OtlpStatus::try_from(status.code).unwrap_or(OtlpStatus::Unset),
+                    status_message: status.message,
+                    resource: resource.clone(),
+                    scope: scope.clone(),
+                });
+            }
+        }
+    }
+}
+
+fn store_metrics(r: &mut Received, request: ExportMetricsServiceRequest) {
+    for rm in &request.resource_metrics {
+        let resource = resource_attrs(&rm.resource);
+        for metric in rm.scope_metrics.iter().flat_map(|sm| &sm.metrics) {
+            r.metric_names.push(metric.name.clone());
+            let Some(Data::Histogram(h)) = &metric.data else {
+                continue;
+            };
+            for point in &h.data_points {
+                r.histogram_points.push(ReceivedHistogramPoint {
+                    metric: metric.name.clone(),
+                    unit: metric.unit.clone(),
+                    count: point.count,
+                    sum: point.sum,
+                    explicit_bounds: point.explicit_bounds.clone(),
+                    attributes: attrs(&point.attributes),
+                    resource: resource.clone(),
+                });
+            }
+        }
+    }
+}
+
+async fn traces(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let response = ExportTraceServiceResponse::default().encode_to_vec();
+    export(&state, "/v1/traces", &headers, body, store_spans, response)
 }
 
 async fn metrics(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    record(&state, "/v1/metrics", &headers);
-    let Ok(request) = ExportMetricsServiceRequest::decode(body) else {
-        state.0.lock().unwrap().undecodable += 1;
-        state.1.notify_waiters();
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    {
-        let mut r = state.0.lock().unwrap();
-        for rm in &request.resource_metrics {
-            let resource = rm
-                .resource
-                .as_ref()
-                .map(|res| attrs(&res.attributes))
-                .unwrap_or_default();
-            for sm in &rm.scope_metrics {
-                for metric in &sm.metrics {
-                    r.metric_names.push(metric.name.clone());
-                    if let Some(Data::Histogram(h)) = &metric.data {
-                        for point in &h.data_points {
-                            r.histogram_points.push(ReceivedHistogramPoint {
-                                metric: metric.name.clone(),
-                                unit: metric.unit.clone(),
-                                count: point.count,
-                                sum: point.sum,
-                                explicit_bounds: point.explicit_bounds.clone(),
-                                attributes: attrs(&point.attributes),
-                                resource: resource.clone(),
-                            });
-                        }
-                    }
-                }
-            }
-        }
-    }
-    state.1.notify_waiters();
-    protobuf(ExportMetricsServiceResponse::default().encode_to_vec())
+    let response = ExportMetricsServiceResponse::default().encode_to_vec();
+    export(
+        &state,
+        "/v1/metrics",
+        &headers,
+        body,
+        store_metrics,
+        response,
+    )
 }
 
 async fn anything_else(
