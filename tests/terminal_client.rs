@@ -42,6 +42,16 @@ async fn run_client(mut cmd: Command) -> Output {
         .expect("the client ran")
 }
 
+/// The client exited 0 (else its stderr is shown).
+fn assert_exited_0(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn lines(bytes: &[u8]) -> Vec<String> {
     String::from_utf8(bytes.to_vec())
         .expect("UTF-8 output")
@@ -67,6 +77,18 @@ fn ids(first_line: &str) -> (String, String) {
 /// Asserts `stdout` line by line: the ids line, then `expected`, where a first `queued` line
 /// is allowed but not required when `queued_optional` (the task may start before the first
 /// poll). No line carries a control character.
+/// The line of a task waiting on its first model call.
+const RUNNING: &str = "running 0/1 ollama chat tokens=0";
+
+/// [`assert_output`] on the client's stdout.
+fn assert_stdout(
+    out: &std::process::Output,
+    queued_optional: bool,
+    expected: &[&str],
+) -> (String, String) {
+    assert_output(&lines(&out.stdout), queued_optional, expected)
+}
+
 fn assert_output(stdout: &[String], queued_optional: bool, expected: &[&str]) -> (String, String) {
     for line in stdout {
         assert!(
@@ -141,12 +163,12 @@ async fn run_over_http_shows_each_change_then_the_result_and_status_prints_the_t
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert_eq!(stderr, "");
-    let (task_id, session_id) = assert_output(
-        &lines(&out.stdout),
+    let (task_id, session_id) = assert_stdout(
+        &out,
         false,
         &[
             "queued",
-            "running 0/1 ollama chat tokens=0",
+            RUNNING,
             "completed 1/1 tokens=1820",
             "The tests pass now.",
         ],
@@ -227,14 +249,10 @@ async fn run_over_stdio_sends_an_image_to_a_vision_model() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     // The server's audit records and info logs stay out of the way.
     assert_eq!(stderr, "");
-    assert_output(
-        &lines(&out.stdout),
+    assert_stdout(
+        &out,
         true,
-        &[
-            "running 0/1 ollama chat tokens=0",
-            "completed 1/1 tokens=34",
-            "A single red pixel.",
-        ],
+        &[RUNNING, "completed 1/1 tokens=34", "A single red pixel."],
     );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 1);
@@ -257,15 +275,7 @@ async fn a_failed_task_exits_1_with_its_reason_on_stderr() {
 
     let out = run_client(client(&["run", "Break something.", "--url", &server.url])).await;
     assert_eq!(out.status.code(), Some(1));
-    let (task_id, _) = assert_output(
-        &lines(&out.stdout),
-        false,
-        &[
-            "queued",
-            "running 0/1 ollama chat tokens=0",
-            "failed 0/1 tokens=0",
-        ],
-    );
+    let (task_id, _) = assert_stdout(&out, false, &["queued", RUNNING, "failed 0/1 tokens=0"]);
     let reason = result_of(&status_text(&server, &task_id).await);
     assert!(reason.contains("model exploded"), "{reason}");
     assert_eq!(
@@ -294,11 +304,7 @@ async fn ctrl_c_cancels_the_task_through_the_tasks_extension() {
 
     let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(4));
-    let (task_id, _) = assert_output(
-        &seen,
-        true,
-        &["running 0/1 ollama chat tokens=0", "cancelled 0/1 tokens=0"],
-    );
+    let (task_id, _) = assert_output(&seen, true, &[RUNNING, "cancelled 0/1 tokens=0"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.starts_with(&format!(
@@ -348,12 +354,7 @@ async fn tokens_come_from_agent_mcp_token_and_refusals_are_one_line() {
     let mut right = client(&["run", "Hi.", "--url", &server.url]);
     right.env("AGENT_MCP_TOKEN", "s3cret-token");
     let out = run_client(right).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exited_0(&out);
     let stdout = lines(&out.stdout);
     assert_eq!(
         stdout.last().map(String::as_str),
@@ -372,12 +373,7 @@ async fn rate_limits_say_when_to_retry() {
     config.rate_limit.burst = 1;
     let server = HttpServer::start(config).await;
     let first = run_client(client(&["run", "Hi.", "--url", &server.url])).await;
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    assert_exited_0(&first);
     let out = run_client(client(&["run", "Hi again.", "--url", &server.url])).await;
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -436,7 +432,7 @@ async fn run_until_running(url: &str) -> RunningClient {
     let mut seen = Vec::new();
     tokio::time::timeout(DEADLINE, async {
         while let Some(line) = stdout.next_line().await.expect("read") {
-            let running = line == "running 0/1 ollama chat tokens=0";
+            let running = line == RUNNING;
             seen.push(line);
             if running {
                 return;
@@ -506,7 +502,7 @@ async fn without_the_tasks_extension_ctrl_c_leaves_the_task_running() {
 
     let (out, seen) = interrupt(running).await;
     assert_eq!(out.status.code(), Some(130));
-    let (task_id, _) = assert_output(&seen, true, &["running 0/1 ollama chat tokens=0"]);
+    let (task_id, _) = assert_output(&seen, true, &[RUNNING]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         format!(
@@ -535,21 +531,8 @@ async fn run_follows_the_task_by_push_without_a_single_poll() {
         Reply::text("Pushed.", 10, 5),
     ));
     let out = run_client(client(&["run", "Follow me.", "--url", &server.url])).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_output(
-        &lines(&out.stdout),
-        true,
-        &[
-            "running 0/1 ollama chat tokens=0",
-            "completed 1/1 tokens=15",
-            "Pushed.",
-        ],
-    );
+    assert_exited_0(&out);
+    assert_stdout(&out, true, &[RUNNING, "completed 1/1 tokens=15", "Pushed."]);
     // The audit log has one line per tool call: the client made exactly one, agent_run (it
     // has exited by now; the writer gets a moment to catch up).
     tokio::time::sleep(Duration::from_millis(300)).await;
