@@ -17,6 +17,23 @@ use support::pg;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
+/// Three instances on a fresh database, a fake whose first chat never ends, their configuration
+/// and a connection to the database; `None` without PostgreSQL.
+async fn three_with_a_hang() -> Option<(
+    FakeOllama,
+    agent_mcp::config::Config,
+    Vec<ServeProcess>,
+    tokio_postgres::Client,
+)> {
+    let url = pg::fresh_database().await?;
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::Hang);
+    let config = shared_config(&fake.url(), &url);
+    let servers = instances(&config, 3).await;
+    let db = pg::connect(&url).await;
+    Some((fake, config, servers, db))
+}
+
 /// Queues `request` on the first of `servers` and waits until its task runs and its chat is
 /// in flight (holding the fake's scripted hang): the task id and the pid of the instance that
 /// holds it.
@@ -73,15 +90,10 @@ async fn three_instances_run_sixty_tasks_one_at_a_time_in_acceptance_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() {
-    let Some(url) = pg::fresh_database().await else {
+    // The first task's chat never ends: its instance is killed while it runs.
+    let Some((fake, config, mut servers, db)) = three_with_a_hang().await else {
         return;
     };
-    let fake = FakeOllama::start().await;
-    // The first task's chat never ends: its instance is killed while it runs.
-    fake.push_reply(Reply::Hang);
-    let config = shared_config(&fake.url(), &url);
-    let mut servers = instances(&config, 3).await;
-    let db = pg::connect(&url).await;
     // Killed only once its chat holds the scripted hang: killed before that, the hang would
     // go to the next task's chat instead, which then waits out the request timeout.
     let (first, pid) = hold_running(&servers, &db, &fake, "hangs").await;
@@ -127,13 +139,9 @@ async fn kill_9_of_the_running_instance_fails_its_task_and_the_queue_moves_on() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancel_through_another_instance_stops_the_running_task_within_two_seconds() {
-    let Some(url) = pg::fresh_database().await else {
+    let Some((fake, _config, servers, db)) = three_with_a_hang().await else {
         return;
     };
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::Hang);
-    let servers = instances(&shared_config(&fake.url(), &url), 3).await;
-    let db = pg::connect(&url).await;
     let (id, pid) = hold_running(&servers, &db, &fake, "hangs until cancelled").await;
     let other_server = servers
         .iter()

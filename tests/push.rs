@@ -89,7 +89,12 @@ async fn create(url: &str, token: Option<&str>, request: &str) -> String {
         .await
         .expect("json");
     assert_eq!(v["result"]["resultType"], "task", "{v}");
-    v["result"]["taskId"].as_str().expect("taskId").to_owned()
+    id_in(&v["result"])
+}
+
+/// The `taskId` in `task`.
+fn id_in(task: &Value) -> String {
+    task["taskId"].as_str().expect("taskId").to_owned()
 }
 
 /// An open `subscriptions/listen` SSE response.
@@ -476,10 +481,7 @@ async fn stdio_listen_follows_a_task_and_legacy_clients_get_status_notifications
         let mut params = json!({"name": "agent_run", "arguments": {"request": "Go."}});
         params["_meta"] = modern_meta(declared());
         let created = stdio.request("tools/call", params).await;
-        let id = created["result"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_in(&created["result"]);
         let listen = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
             "params": {"notifications": {"taskIds": [id]}, "_meta": modern_meta(declared())}});
         stdio.send_line(&listen.to_string()).await;
@@ -522,10 +524,7 @@ async fn stdio_listen_follows_a_task_and_legacy_clients_get_status_notifications
                 "task": {"ttl": 60000}}),
             )
             .await;
-        let id = created["result"]["task"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_in(&created["result"]["task"]);
         let mut statuses = Vec::new();
         loop {
             let m = stdio.read_message().await;
@@ -568,10 +567,7 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
             params
         };
         let created = stdio.request("tools/call", create("Hang.")).await;
-        let id = created["result"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_in(&created["result"]);
         // Listen "a"; once the model call hangs nothing changes, and once a request has been
         // answered after that every notification of "a" so far has been read.
         stdio.send_line(&listen("a", &id)).await;
@@ -627,10 +623,7 @@ async fn stdio_listen_ends_on_its_cancel_and_at_end_of_input_without_touching_th
         }
         // A listen still open at end of input ends with it: the process exits promptly.
         let created = stdio.request("tools/call", create("Hang too.")).await;
-        let id = created["result"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = id_in(&created["result"]);
         stdio.send_line(&listen("c", &id)).await;
         assert_eq!(stdio.read_message().await["params"]["_meta"][SUB], "c");
         let exited = stdio.close().await;
