@@ -105,6 +105,27 @@ impl Rig {
     }
 }
 
+/// `reply` is a 401 whose challenge says `invalid_token` and points at the metadata
+/// (`metadata_url`): that challenge. `case` names the reply in failures.
+fn invalid_token_challenge(reply: &Reply, metadata_url: &str, case: &str) -> String {
+    assert_eq!(reply.status, 401, "{case}: {}", reply.text);
+    let challenge = www_authenticate(reply);
+    assert!(
+        challenge.starts_with("Bearer error=\"invalid_token\""),
+        "{case}: {challenge}"
+    );
+    assert!(challenge.contains(metadata_url), "{case}: {challenge}");
+    challenge
+}
+
+/// An `at+jwt` access token with `claims`, signed with `key` by `alg` under `kid`.
+fn access_token(alg: Algorithm, kid: &str, claims: &Value, key: &EncodingKey) -> String {
+    let mut header = Header::new(alg);
+    header.kid = Some(kid.to_owned());
+    header.typ = Some("at+jwt".into());
+    jsonwebtoken::encode(&header, claims, key).unwrap()
+}
+
 fn www_authenticate(reply: &Reply) -> String {
     reply
         .headers
@@ -140,30 +161,23 @@ async fn metadata_is_served_without_a_token_and_401s_point_at_it() {
         "/.well-known/oauth-protected-resource/mcp",
         "/.well-known/oauth-protected-resource",
     ] {
-        let resp = http
-            .get(format!("{}{path}", rig.base))
-            .send()
-            .await
-            .unwrap();
+        let get = |header: Option<(&str, &str)>| {
+            let mut request = http.get(format!("{}{path}", rig.base));
+            if let Some((name, value)) = header {
+                request = request.header(name, value);
+            }
+            request.send()
+        };
+        let resp = get(None).await.unwrap();
         assert_eq!(resp.status(), 200, "{path}");
         assert_eq!(resp.headers()["content-type"], "application/json", "{path}");
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body, expected, "{path}");
         // Behind the same Host/Origin guard as /mcp.
-        let resp = http
-            .get(format!("{}{path}", rig.base))
-            .header("host", "evil.example")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 403, "{path}");
-        let resp = http
-            .get(format!("{}{path}", rig.base))
-            .header("origin", "http://evil.example")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 403, "{path}");
+        for guarded in [("host", "evil.example"), ("origin", "http://evil.example")] {
+            let resp = get(Some(guarded)).await.unwrap();
+            assert_eq!(resp.status(), 403, "{path} {guarded:?}");
+        }
     }
 
     let needs_token = format!(
@@ -193,8 +207,7 @@ async fn metadata_is_served_without_a_token_and_401s_point_at_it() {
     // A token that is no JWT: invalid_token, and still where to get a good one.
     let garbage = rig.client(Some("not-a-jwt"));
     let refused = garbage.modern("tools/list", json!({})).await;
-    assert_eq!(refused.status, 401, "{}", refused.text);
-    let challenge = www_authenticate(&refused);
+    let challenge = invalid_token_challenge(&refused, &rig.metadata_url(), "not a JWT");
     assert!(
         challenge.starts_with("Bearer error=\"invalid_token\", error_description=\""),
         "{challenge}"
@@ -376,15 +389,12 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
     let ec = rig.provider.key("ES256").await;
     let own = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
         .unwrap();
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(ec.kid.clone());
-    header.typ = Some("at+jwt".into());
-    let forged = jsonwebtoken::encode(
-        &header,
+    let forged = access_token(
+        Algorithm::ES256,
+        &ec.kid,
         &claims_of(&good),
         &EncodingKey::from_ec_der(own.as_ref()),
-    )
-    .unwrap();
+    );
     cases.push(("another key", forged, "signature"));
     // The real token's payload altered (another subject), its signature kept.
     let altered = with_altered_claims(&good, |claims| {
@@ -402,15 +412,12 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
     cases.push(("alg none", none, "alg"));
     // HS256 with the provider's RSA public key as the secret.
     let rsa = rig.provider.key("RS256").await;
-    let mut header = Header::new(Algorithm::HS256);
-    header.kid = Some(rsa.kid.clone());
-    header.typ = Some("at+jwt".into());
-    let hmac = jsonwebtoken::encode(
-        &header,
+    let hmac = access_token(
+        Algorithm::HS256,
+        &rsa.kid,
         &claims_of(&good),
         &EncodingKey::from_secret(rsa.public_pem.as_bytes()).unwrap(),
-    )
-    .unwrap();
+    );
     cases.push(("HS256 over the public key", hmac, "HMAC"));
     // Another issuer's real token, for this very resource.
     let theirs = Provider::start(&[&rig.resource])
@@ -427,16 +434,7 @@ async fn bad_tokens_are_401_for_what_is_wrong_with_them() {
                 .await,
             legacy_call(&client, "agent_status", json!({"task_id": "x"})).await,
         ] {
-            assert_eq!(reply.status, 401, "{case}: {}", reply.text);
-            let challenge = www_authenticate(&reply);
-            assert!(
-                challenge.starts_with("Bearer error=\"invalid_token\""),
-                "{case}: {challenge}"
-            );
-            assert!(
-                challenge.contains(&rig.metadata_url()),
-                "{case}: {challenge}"
-            );
+            invalid_token_challenge(&reply, &rig.metadata_url(), case);
             let message = reply.body["error"]["message"].as_str().unwrap_or_default();
             assert!(message.contains(says), "{case}: {message}");
             assert!(!reply.text.contains(token.as_str()), "{case}");

@@ -15,6 +15,11 @@ fn client(fake: &FakeOllama) -> OllamaClient {
     OllamaClient::new(&fake.url(), LONG, Duration::from_secs(5)).expect("client")
 }
 
+/// A client whose requests time out after `timeout` of silence.
+fn client_timing_out_after(fake: &FakeOllama, timeout: Duration) -> OllamaClient {
+    OllamaClient::new(&fake.url(), timeout, Duration::from_secs(2)).expect("client")
+}
+
 fn hello(model: &str) -> ChatRequest {
     ChatRequest::new(
         model,
@@ -337,12 +342,7 @@ async fn malformed_line_is_a_decode_error() {
 async fn hanging_stream_times_out() {
     let fake = FakeOllama::start().await;
     fake.push_reply(Reply::Hang);
-    let client = OllamaClient::new(
-        &fake.url(),
-        Duration::from_millis(300),
-        Duration::from_secs(2),
-    )
-    .expect("client");
+    let client = client_timing_out_after(&fake, Duration::from_millis(300));
     let started = Instant::now();
     let err = chat(&client, &hello("test-model")).await.expect_err("hang");
     assert!(
@@ -364,12 +364,7 @@ async fn delayed_headers_time_out_too() {
         Duration::from_secs(10),
         Reply::text("late", 1, 1),
     ));
-    let client = OllamaClient::new(
-        &fake.url(),
-        Duration::from_millis(200),
-        Duration::from_secs(2),
-    )
-    .expect("client");
+    let client = client_timing_out_after(&fake, Duration::from_millis(200));
     let err = client
         .chat(&hello("test-model"), &CancellationToken::new(), &mut |_| {})
         .await;
