@@ -166,17 +166,21 @@ impl Provider {
             .to_owned()
     }
 
-    /// The provider's signing keys, newest first.
-    pub async fn keys(&self) -> Vec<SigningKey> {
-        let body: Value = self
-            .http
-            .get(format!("{}/test/keys", self.issuer))
+    /// The JSON answer of one of the provider's `/test/…` endpoints.
+    async fn test_endpoint(&self, method: reqwest::Method, path: &str) -> Value {
+        self.http
+            .request(method.clone(), format!("{}{path}", self.issuer))
             .send()
             .await
-            .expect("GET /test/keys")
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
             .json()
             .await
-            .expect("JSON");
+            .expect("JSON")
+    }
+
+    /// The provider's signing keys, newest first.
+    pub async fn keys(&self) -> Vec<SigningKey> {
+        let body = self.test_endpoint(reqwest::Method::GET, "/test/keys").await;
         body["keys"]
             .as_array()
             .expect("keys")
@@ -204,29 +208,17 @@ impl Provider {
     /// Rotates the RSA signing key: the new key signs from now on, the old stays published.
     /// The new kid.
     pub async fn rotate(&self) -> String {
-        let body: Value = self
-            .http
-            .post(format!("{}/test/rotate", self.issuer))
-            .send()
-            .await
-            .expect("POST /test/rotate")
-            .json()
-            .await
-            .expect("JSON");
+        let body = self
+            .test_endpoint(reqwest::Method::POST, "/test/rotate")
+            .await;
         body["kid"].as_str().expect("kid").to_owned()
     }
 
     /// Discovery and key-set requests so far.
     pub async fn stats(&self) -> Stats {
-        let body: Value = self
-            .http
-            .get(format!("{}/test/stats", self.issuer))
-            .send()
-            .await
-            .expect("GET /test/stats")
-            .json()
-            .await
-            .expect("JSON");
+        let body = self
+            .test_endpoint(reqwest::Method::GET, "/test/stats")
+            .await;
         Stats {
             metadata: body["metadata"].as_u64().expect("metadata"),
             jwks: body["jwks"].as_u64().expect("jwks"),
