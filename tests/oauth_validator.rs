@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use agent_mcp::oauth::{
     Identity, JwksPolicy, KeySourceError, OAuthSettings, RefusalKind, ScopePolicy, TokenError,
-    TokenValidator,
+    TokenValidator, VerifiedToken,
 };
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair};
@@ -77,6 +77,35 @@ fn sign(alg: Algorithm, kid: Option<&str>, typ: &str, claims: &Value, key: &Enco
     header.kid = kid.map(str::to_owned);
     header.typ = Some(typ.to_owned());
     jsonwebtoken::encode(&header, claims, key).expect("sign")
+}
+
+/// An access token (`typ: at+jwt`) with `claims`, signed by `key` with `alg` under `kid`.
+fn at_jwt(alg: Algorithm, kid: &str, claims: &Value, key: &EncodingKey) -> String {
+    sign(alg, Some(kid), "at+jwt", claims, key)
+}
+
+/// The JOSE header of `token`.
+fn header_of(token: &str) -> Value {
+    let header = token.split('.').next().unwrap();
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap()
+}
+
+/// `client`'s token for this server with `scope`, validated by `v`.
+async fn validated(
+    v: &TokenValidator,
+    provider: &Provider,
+    client: &str,
+    scope: Option<&str>,
+) -> VerifiedToken {
+    let token = provider.token(client, RESOURCE, scope).await;
+    v.validate(&token)
+        .await
+        .unwrap_or_else(|e| panic!("{client}: {e}"))
+}
+
+/// A validator of `provider`'s tokens with `jwks` for its key set.
+fn validator_with(provider: &Provider, jwks: JwksPolicy) -> TokenValidator {
+    TokenValidator::new(settings(&provider.issuer).with_jwks(jwks)).unwrap()
 }
 
 /// The provider's private key as an encoding key.
@@ -143,12 +172,7 @@ async fn a_real_token_is_accepted_with_its_identity_and_scopes_for_each_algorith
         (CLIENT_EDDSA, "EdDSA"),
     ] {
         let token = provider.token(client, RESOURCE, Some(BOTH)).await;
-        let header: Value = serde_json::from_slice(
-            &URL_SAFE_NO_PAD
-                .decode(token.split('.').next().unwrap())
-                .unwrap(),
-        )
-        .unwrap();
+        let header = header_of(&token);
         assert_eq!(
             (header["alg"].as_str(), header["typ"].as_str()),
             (Some(alg), Some("at+jwt"))
@@ -193,14 +217,8 @@ async fn two_clients_are_two_identities() {
         return;
     };
     let v = validator(&provider);
-    let a = v
-        .validate(&provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await)
-        .await
-        .unwrap();
-    let b = v
-        .validate(&provider.token(CLIENT_B, RESOURCE, Some(BOTH)).await)
-        .await
-        .unwrap();
+    let a = validated(&v, &provider, CLIENT_A, Some(BOTH)).await;
+    let b = validated(&v, &provider, CLIENT_B, Some(BOTH)).await;
     assert_ne!(a.identity(), b.identity());
     assert_eq!(
         (a.identity().subject(), b.identity().subject()),
@@ -208,10 +226,7 @@ async fn two_clients_are_two_identities() {
     );
     assert_eq!(a.identity().issuer(), b.identity().issuer());
     // The same client's next token is the same caller.
-    let again = v
-        .validate(&provider.token(CLIENT_A, RESOURCE, None).await)
-        .await
-        .unwrap();
+    let again = validated(&v, &provider, CLIENT_A, None).await;
     assert_eq!(again.identity(), a.identity());
 }
 
@@ -221,14 +236,7 @@ async fn too_little_scope_is_insufficient_scope_naming_the_scope_needed() {
         return;
     };
     let v = validator(&provider);
-    let reader = v
-        .validate(
-            &provider
-                .token(CLIENT_A, RESOURCE, Some("agent:status"))
-                .await,
-        )
-        .await
-        .unwrap();
+    let reader = validated(&v, &provider, CLIENT_A, Some("agent:status")).await;
     assert_eq!(reader.scopes(), &scopes(&["agent:status"]));
     assert_eq!(v.authorize(&reader, "agent_status"), Ok(()));
     assert_eq!(v.authorize(&reader, "tasks/get"), Ok(()));
@@ -258,10 +266,7 @@ async fn too_little_scope_is_insufficient_scope_naming_the_scope_needed() {
     );
 
     // A token with no scope at all: valid, but it may only do what no scope guards.
-    let bare = v
-        .validate(&provider.token(CLIENT_A, RESOURCE, None).await)
-        .await
-        .unwrap();
+    let bare = validated(&v, &provider, CLIENT_A, None).await;
     assert!(bare.scopes().is_empty());
     assert_eq!(v.authorize(&bare, "tools/list"), Ok(()));
     assert_eq!(
@@ -341,10 +346,9 @@ async fn forged_tokens_are_refused_for_what_was_forged() {
 
     // The control: a token built here with the provider's key and every claim right passes,
     // so each refusal below is for the one thing changed.
-    let control = sign(
+    let control = at_jwt(
         Algorithm::RS256,
-        Some(&rsa.kid),
-        "at+jwt",
+        &rsa.kid,
         &good_claims(issuer, "forger"),
         &key,
     );
@@ -362,20 +366,18 @@ async fn forged_tokens_are_refused_for_what_was_forged() {
     for (case, token) in [
         (
             "ES256 by another key",
-            sign(
+            at_jwt(
                 Algorithm::ES256,
-                Some(&ec.kid),
-                "at+jwt",
+                &ec.kid,
                 &claims,
                 &EncodingKey::from_ec_der(own_ec.as_ref()),
             ),
         ),
         (
             "EdDSA by another key",
-            sign(
+            at_jwt(
                 Algorithm::EdDSA,
-                Some(&ed.kid),
-                "at+jwt",
+                &ed.kid,
                 &claims,
                 &EncodingKey::from_ed_der(own_ed.as_ref()),
             ),
@@ -418,13 +420,7 @@ async fn forged_tokens_are_refused_for_what_was_forged() {
     }
 
     // An alg the named key is not published for: ES256 under the RSA key's kid.
-    let token = sign(
-        Algorithm::ES256,
-        Some(&rsa.kid),
-        "at+jwt",
-        &claims,
-        &encoding_key(&ec),
-    );
+    let token = at_jwt(Algorithm::ES256, &rsa.kid, &claims, &encoding_key(&ec));
     let mismatch = TokenError::KeyAlgorithm {
         alg: "\"ES256\"".into(),
         pinned: "RS256",
@@ -536,23 +532,16 @@ async fn forged_tokens_are_refused_for_what_was_forged() {
         assert_refused(&v, &token, &expected, case).await;
     }
     // A list audience that names us is fine.
-    let listed = sign(
+    let listed = at_jwt(
         Algorithm::RS256,
-        Some(&rsa.kid),
-        "at+jwt",
+        &rsa.kid,
         &with("aud", json!(["https://api.example", RESOURCE])),
         &key,
     );
     assert!(v.validate(&listed).await.is_ok());
 
     // A kid the issuer never published.
-    let token = sign(
-        Algorithm::RS256,
-        Some("no-such-key"),
-        "at+jwt",
-        &claims,
-        &key,
-    );
+    let token = at_jwt(Algorithm::RS256, "no-such-key", &claims, &key);
     let unknown = TokenError::UnknownKey {
         kid: "\"no-such-key\"".into(),
     };
@@ -595,10 +584,9 @@ async fn another_issuers_token_is_refused_without_fetching_keys() {
     let their_rsa = theirs.key("RS256").await;
     let our_rsa = ours.key("RS256").await;
     let claims = good_claims(&ours.issuer, "impostor");
-    let token = sign(
+    let token = at_jwt(
         Algorithm::RS256,
-        Some(&their_rsa.kid),
-        "at+jwt",
+        &their_rsa.kid,
         &claims,
         &encoding_key(&their_rsa),
     );
@@ -606,10 +594,9 @@ async fn another_issuers_token_is_refused_without_fetching_keys() {
         kid: format!("\"{}\"", their_rsa.kid),
     };
     assert_refused(&v, &token, &unknown, "their kid").await;
-    let token = sign(
+    let token = at_jwt(
         Algorithm::RS256,
-        Some(&our_rsa.kid),
-        "at+jwt",
+        &our_rsa.kid,
         &claims,
         &encoding_key(&their_rsa),
     );
@@ -628,15 +615,7 @@ async fn a_key_rotation_is_picked_up_without_a_restart() {
 
     let new_kid = provider.rotate().await;
     let after = provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await;
-    let kid_of = |token: &str| -> String {
-        let header: Value = serde_json::from_slice(
-            &URL_SAFE_NO_PAD
-                .decode(token.split('.').next().unwrap())
-                .unwrap(),
-        )
-        .unwrap();
-        header["kid"].as_str().unwrap().to_owned()
-    };
+    let kid_of = |token: &str| header_of(token)["kid"].as_str().unwrap().to_owned();
     assert_eq!(kid_of(&after), new_kid);
     assert_ne!(kid_of(&before), new_kid);
     // Past the refetch interval (1 s here), the unknown kid makes the validator fetch again.
@@ -657,24 +636,21 @@ async fn unknown_kids_are_refetched_at_most_once_per_interval() {
     let Some(provider) = start().await else {
         return;
     };
-    let v = TokenValidator::new(settings(&provider.issuer).with_jwks(JwksPolicy {
-        min_refresh_interval: Duration::from_secs(60),
-        ..JwksPolicy::default()
-    }))
-    .unwrap();
-    assert!(
-        v.validate(&provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await)
-            .await
-            .is_ok()
+    let v = validator_with(
+        &provider,
+        JwksPolicy {
+            min_refresh_interval: Duration::from_secs(60),
+            ..JwksPolicy::default()
+        },
     );
+    validated(&v, &provider, CLIENT_A, Some(BOTH)).await;
     let rsa = provider.key("RS256").await;
     let key = encoding_key(&rsa);
     for i in 0..20 {
         let kid = format!("made-up-{i}");
-        let token = sign(
+        let token = at_jwt(
             Algorithm::RS256,
-            Some(&kid),
-            "at+jwt",
+            &kid,
             &good_claims(&provider.issuer, "x"),
             &key,
         );
@@ -782,12 +758,14 @@ async fn keys_older_than_max_age_are_fetched_again_before_use() {
     let Some(provider) = start().await else {
         return;
     };
-    let v = TokenValidator::new(settings(&provider.issuer).with_jwks(JwksPolicy {
-        min_refresh_interval: Duration::from_secs(1),
-        max_age: Duration::from_secs(1),
-        ..JwksPolicy::default()
-    }))
-    .unwrap();
+    let v = validator_with(
+        &provider,
+        JwksPolicy {
+            min_refresh_interval: Duration::from_secs(1),
+            max_age: Duration::from_secs(1),
+            ..JwksPolicy::default()
+        },
+    );
     let token = provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await;
     assert!(v.validate(&token).await.is_ok());
     assert!(v.validate(&token).await.is_ok());
