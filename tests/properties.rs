@@ -73,17 +73,26 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// One of `list`, as an owned string.
+fn one_of(list: &'static [&'static str]) -> impl Strategy<Value = String> {
+    prop::sample::select(list).prop_map(str::to_owned)
+}
+
 fn method() -> impl Strategy<Value = String> {
+    const METHODS: &[&str] = &[
+        "tools/list",
+        "tools/call",
+        "initialize",
+        "server/discover",
+        "ping",
+        "tasks/get",
+        "tasks/cancel",
+        "notifications/initialized",
+    ];
+    // Weighted as one arm per method.
     prop_oneof![
-        Just("tools/list".to_owned()),
-        Just("tools/call".to_owned()),
-        Just("initialize".to_owned()),
-        Just("server/discover".to_owned()),
-        Just("ping".to_owned()),
-        Just("tasks/get".to_owned()),
-        Just("tasks/cancel".to_owned()),
-        Just("notifications/initialized".to_owned()),
-        "[a-z/]{0,16}",
+        METHODS.len() as u32 => one_of(METHODS),
+        1 => "[a-z/]{0,16}",
     ]
 }
 
@@ -368,41 +377,47 @@ fn stream_line() -> impl Strategy<Value = String> {
 }
 
 fn config_yaml() -> impl Strategy<Value = String> {
+    const SCALARS: &[&str] = &[
+        "true",
+        "null",
+        "10s",
+        "1.5 KiB",
+        "\"http://127.0.0.1:11434\"",
+        "[]",
+        "[echo, cargo]",
+    ];
+    // Weighted as one arm per fixed scalar.
     let scalar = prop_oneof![
-        any::<i32>().prop_map(|n| n.to_string()),
-        (0f64..3.0).prop_map(|f| format!("{f}")),
-        Just("true".to_owned()),
-        Just("null".to_owned()),
-        Just("10s".to_owned()),
-        Just("1.5 KiB".to_owned()),
-        Just("\"http://127.0.0.1:11434\"".to_owned()),
-        Just("[]".to_owned()),
-        Just("[echo, cargo]".to_owned()),
-        "[a-z ]{0,8}",
+        1 => any::<i32>().prop_map(|n| n.to_string()),
+        1 => (0f64..3.0).prop_map(|f| format!("{f}")),
+        SCALARS.len() as u32 => one_of(SCALARS),
+        1 => "[a-z ]{0,8}",
     ];
-    let key = prop_oneof![
-        Just("ollama.url"),
-        Just("ollama.model"),
-        Just("ollama.temperature"),
-        Just("ollama.num_ctx"),
-        Just("ollama.request_timeout"),
-        Just("ollama.retries"),
-        Just("ollama.retry_backoff"),
-        Just("ollama.max_reply_bytes"),
-        Just("http.max_body_bytes"),
-        Just("http.header_timeout"),
-        Just("http.body_timeout"),
-        Just("http.allowed_hosts"),
-        Just("agent.max_steps"),
-        Just("agent.commands.allow"),
-        Just("agent.commands.timeout"),
-        Just("agent.tools.max_read_bytes"),
-        Just("mcp.images.max_bytes"),
-        Just("mcp.images.max_total_bytes"),
-        Just("rate_limit.burst"),
-        Just("store.backend"),
-        Just("nope.key"),
-    ];
+    let key = prop::sample::select(
+        &[
+            "ollama.url",
+            "ollama.model",
+            "ollama.temperature",
+            "ollama.num_ctx",
+            "ollama.request_timeout",
+            "ollama.retries",
+            "ollama.retry_backoff",
+            "ollama.max_reply_bytes",
+            "http.max_body_bytes",
+            "http.header_timeout",
+            "http.body_timeout",
+            "http.allowed_hosts",
+            "agent.max_steps",
+            "agent.commands.allow",
+            "agent.commands.timeout",
+            "agent.tools.max_read_bytes",
+            "mcp.images.max_bytes",
+            "mcp.images.max_total_bytes",
+            "rate_limit.burst",
+            "store.backend",
+            "nope.key",
+        ][..],
+    );
     prop::collection::vec((key, scalar), 0..6).prop_map(|pairs| {
         let mut tree = serde_yaml_ng::Mapping::new();
         for (key, value) in pairs {
