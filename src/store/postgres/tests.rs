@@ -11,6 +11,17 @@ use crate::config::{StoreBackend, StoreConfig};
 use crate::store::{Claim, SharedEvent, StoreError, TaskStore};
 use crate::task::{Session, Task, TaskState, Turn, TurnRole};
 
+/// A fresh database's URL, or return from the test: without `AGENT_MCP_TEST_PG_URL` there is
+/// no server to test against (`fresh_database` says so).
+macro_rules! database_or_skip {
+    () => {
+        match fresh_database().await {
+            Some(url) => url,
+            None => return,
+        }
+    };
+}
+
 fn config(url: &str, lease: Duration) -> StoreConfig {
     StoreConfig {
         backend: StoreBackend::Postgres,
@@ -21,7 +32,11 @@ fn config(url: &str, lease: Duration) -> StoreConfig {
 }
 
 async fn open(url: &str) -> PostgresStore {
-    PostgresStore::open(&config(url, Duration::from_secs(10)))
+    open_leased(url, Duration::from_secs(10)).await
+}
+
+async fn open_leased(url: &str, lease: Duration) -> PostgresStore {
+    PostgresStore::open(&config(url, lease))
         .await
         .expect("open the PostgreSQL store")
 }
@@ -51,9 +66,7 @@ fn assert_fenced(result: Result<(), StoreError>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shared_store_contract() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     crate::store::conformance::all(&open(&url).await).await;
 }
 
@@ -61,9 +74,7 @@ async fn the_shared_store_contract() {
 /// a schema newer than this build is refused with advice.
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_starts_migrate_once_and_newer_schemas_are_refused() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let (a, b) = tokio::join!(open(&url), open(&url));
     queued(&a).await;
     let version: i32 = a
@@ -92,9 +103,7 @@ async fn concurrent_starts_migrate_once_and_newer_schemas_are_refused() {
 /// The database itself refuses a second active task, whoever writes it.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_database_admits_one_active_task() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let store = open(&url).await;
     let (a, b) = (queued(&store).await, queued(&store).await);
     let client = store.client().await.unwrap();
@@ -111,9 +120,7 @@ async fn the_database_admits_one_active_task() {
 /// Claims go oldest first, one at a time across instances; a finished task frees the slot.
 #[tokio::test(flavor = "multi_thread")]
 async fn claims_are_fifo_and_one_at_a_time_across_instances() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let (one, two) = (open(&url).await, open(&url).await);
     let mut ids = Vec::new();
     for _ in 0..3 {
@@ -142,12 +149,8 @@ async fn claims_are_fifo_and_one_at_a_time_across_instances() {
 /// with its turns) change nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
-    let holder = PostgresStore::open(&config(&url, Duration::from_secs(3)))
-        .await
-        .unwrap();
+    let url = database_or_skip!();
+    let holder = open_leased(&url, Duration::from_secs(3)).await;
     let survivor = open(&url).await;
     let (a, b) = (queued(&holder).await, queued(&holder).await);
     assert_eq!(holder.claim_next_for_test().await, Claim::Claimed(a.id));
@@ -191,9 +194,7 @@ async fn a_lapsed_lease_fails_the_task_and_fences_its_old_holder() {
 /// more, so nothing is written.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_write_after_the_lease_lapsed_is_refused_even_before_anyone_takes_over() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let store = open(&url).await;
     let mut t = running(&store).await;
     lapse(&store, t.id).await;
@@ -210,9 +211,7 @@ async fn a_write_after_the_lease_lapsed_is_refused_even_before_anyone_takes_over
 /// the database would still take them.
 #[tokio::test(flavor = "multi_thread")]
 async fn writes_stop_the_moment_the_lease_is_given_up() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let store = open(&url).await;
     let mut t = running(&store).await;
     let lease = store.shared().unwrap().lease(t.id).unwrap();
@@ -226,9 +225,7 @@ async fn writes_stop_the_moment_the_lease_is_given_up() {
 /// (its answer lost with the connection) succeeds and stores nothing twice.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_outcome_is_written_with_its_turns_once() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let store = open(&url).await;
     let mut t = running(&store).await;
     t.transition(TaskState::Completed);
@@ -249,12 +246,8 @@ async fn an_outcome_is_written_with_its_turns_once() {
 /// the lease does not keep it from renewing.
 #[tokio::test(flavor = "current_thread")]
 async fn the_heartbeat_renews_while_the_runtime_is_blocked() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
-    let store = PostgresStore::open(&config(&url, Duration::from_secs(3)))
-        .await
-        .unwrap();
+    let url = database_or_skip!();
+    let store = open_leased(&url, Duration::from_secs(3)).await;
     let a = queued(&store).await;
     assert_eq!(store.claim_next_for_test().await, Claim::Claimed(a.id));
     let before = lease_end(&store, a.id).await;
@@ -303,28 +296,19 @@ async fn a_server_that_never_answers_fails_the_open_within_the_timeout() {
 /// notification, and its heartbeat reads the mark.
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_reaches_the_instance_that_holds_the_task() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let (runner, other) = (open(&url).await, open(&url).await);
     let mut events = runner.shared().unwrap().events();
     let (a, b) = (queued(&other).await, queued(&other).await);
     assert_eq!(runner.claim_next_for_test().await, Claim::Claimed(a.id));
     let shared = other.shared().unwrap();
-    let cancelled = shared
-        .request_cancel(b.id, "before")
-        .await
-        .unwrap()
-        .unwrap();
+    let cancel = |id| async move { shared.request_cancel(id, "before").await.unwrap().unwrap() };
+    let cancelled = cancel(b.id).await;
     assert_eq!(
         (cancelled.state, cancelled.result.as_str()),
         (TaskState::Cancelled, "before")
     );
-    let marked = shared
-        .request_cancel(a.id, "before")
-        .await
-        .unwrap()
-        .unwrap();
+    let marked = cancel(a.id).await;
     assert_eq!(
         marked.state,
         TaskState::Queued,
@@ -338,9 +322,7 @@ async fn cancel_reaches_the_instance_that_holds_the_task() {
 /// it all the same, within about one renewal.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_heartbeat_announces_a_cancel_whose_notification_was_lost() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let runner = open(&url).await;
     let mut events = runner.shared().unwrap().events();
     let a = queued(&runner).await;
@@ -356,9 +338,7 @@ async fn the_heartbeat_announces_a_cancel_whose_notification_was_lost() {
 /// said; buckets are per key.
 #[tokio::test(flavor = "multi_thread")]
 async fn rate_buckets_allow_the_burst_then_say_how_long_to_wait() {
-    let Some(url) = fresh_database().await else {
-        return;
-    };
+    let url = database_or_skip!();
     let (a, b) = (open(&url).await, open(&url).await);
     for store in [&a, &b, &a] {
         assert_eq!(take_cell(store, "k").await, None);
