@@ -19,9 +19,33 @@ fn peek(dir: &tempfile::TempDir) -> rusqlite::Connection {
     rusqlite::Connection::open(dir.path().join("db/tasks.db")).unwrap()
 }
 
+/// The first column of the one row `sql` returns.
+fn one_value<T: rusqlite::types::FromSql>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> T {
+    conn.query_row(sql, params, |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 fn count(conn: &rusqlite::Connection, table: &str) -> i64 {
-    conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+    one_value(conn, &format!("SELECT COUNT(*) FROM {table}"), [])
+}
+
+/// No task and no image in the database file.
+fn assert_nothing_stored(dir: &tempfile::TempDir) {
+    let conn = peek(dir);
+    for table in ["tasks", "images", "task_images"] {
+        assert_eq!(count(&conn, table), 0, "{table}");
+    }
+}
+
+/// A session of no owner, created in `store`.
+async fn new_session(store: &SqliteStore) -> Session {
+    let session = Session::new(None);
+    store.create_session(&session).await.unwrap();
+    session
 }
 
 fn image(bytes: &[u8]) -> TaskImage {
@@ -39,13 +63,9 @@ async fn migrations_run_once_and_refuse_a_newer_schema() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(&dir).await);
     let conn = peek(&dir);
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let version: i64 = one_value(&conn, "PRAGMA user_version", []);
     assert_eq!(version, schema::MIGRATIONS.len() as i64);
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap();
+    let mode: String = one_value(&conn, "PRAGMA journal_mode", []);
     assert_eq!(mode, "wal");
     // Reopening finds nothing to do.
     drop(open(&dir).await);
@@ -128,8 +148,7 @@ async fn every_task_field_round_trips_and_survives_reopening() {
 async fn sessions_keep_their_turns_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let session = Session::new(None);
-    store.create_session(&session).await.unwrap();
+    let session = new_session(&store).await;
     assert!(store.session_turns(session.id).await.unwrap().is_empty());
     let turns = [
         Turn {
@@ -199,13 +218,11 @@ async fn an_image_is_stored_once_and_released_with_its_last_unfinished_task() {
     assert_eq!(count(&conn, "task_images"), 4);
     // Stored as the base64 text the client sent (what Ollama takes), keyed by the decoded
     // bytes' hash.
-    let hash: Vec<u8> = conn
-        .query_row(
-            "SELECT sha256 FROM images WHERE data = ?1",
-            [shared.data_base64.as_bytes()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let hash: Vec<u8> = one_value(
+        &conn,
+        "SELECT sha256 FROM images WHERE data = ?1",
+        [shared.data_base64.as_bytes()],
+    );
     use sha2::Digest as _;
     assert_eq!(hash, sha2::Sha256::digest([7u8; 4096]).to_vec());
     assert_eq!(
@@ -274,18 +291,14 @@ async fn purge_runs_in_batches() {
 async fn a_read_only_store_writes_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let session = Session::new(None);
-    store.create_session(&session).await.unwrap();
+    let session = new_session(&store).await;
     store.set_read_only(true).await.unwrap();
     let mut t = Task::new(session.id, None, "x".into(), None);
     t.images = vec![image(b"png")];
     let err = store.insert_task(&t).await.unwrap_err().to_string();
     assert!(err.contains("is read-only"), "{err}");
     assert!(err.contains("tasks.db"), "{err}");
-    let conn = peek(&dir);
-    assert_eq!(count(&conn, "tasks"), 0);
-    assert_eq!(count(&conn, "images"), 0);
-    assert_eq!(count(&conn, "task_images"), 0);
+    assert_nothing_stored(&dir);
     // Reads still work, and writes resume once allowed.
     assert!(store.session(session.id).await.unwrap().is_some());
     store.set_read_only(false).await.unwrap();
@@ -310,10 +323,7 @@ async fn a_full_disk_rolls_the_task_back() {
     t.images = vec![image(&[1u8; 64 * 1024])];
     let err = store.insert_task(&t).await.unwrap_err().to_string();
     assert!(err.contains("is full"), "{err}");
-    let conn = peek(&dir);
-    assert_eq!(count(&conn, "tasks"), 0);
-    assert_eq!(count(&conn, "images"), 0);
-    assert_eq!(count(&conn, "task_images"), 0);
+    assert_nothing_stored(&dir);
     assert!(store.task(t.id).await.unwrap().is_none());
 }
 
@@ -350,9 +360,7 @@ async fn a_hash_from_the_image_layer_is_used_without_decoding_again() {
     let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
     t.images = vec![pre_hashed];
     store.insert_task(&t).await.unwrap();
-    let hash: Vec<u8> = conn
-        .query_row("SELECT sha256 FROM images", [], |r| r.get(0))
-        .unwrap();
+    let hash: Vec<u8> = one_value(&conn, "SELECT sha256 FROM images", []);
     assert_eq!(hash, vec![5u8; 32]);
     let loaded = store.task_images(t.id).await.unwrap();
     assert_eq!(*loaded[0].data_base64, "already-validated");
@@ -367,8 +375,7 @@ async fn the_database_folder_and_files_are_private() {
     let dir = tempfile::tempdir().unwrap();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let store = open(&dir).await;
-    let session = Session::new(None);
-    store.create_session(&session).await.unwrap();
+    new_session(&store).await;
     let db = dir.path().join("db/tasks.db");
     assert_eq!(mode(&dir.path().join("db")), 0o700);
     for suffix in ["", "-wal", "-shm", ".lock"] {
@@ -389,8 +396,7 @@ async fn the_database_folder_and_files_are_private() {
 async fn writes_queued_together_commit_together_and_fail_alone() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(open(&dir).await);
-    let session = Session::new(None);
-    store.create_session(&session).await.unwrap();
+    let session = new_session(&store).await;
     // Hold the writer so what follows queues up behind it.
     let (held, release) = std::sync::mpsc::channel::<()>();
     let busy = {
@@ -449,13 +455,11 @@ async fn writes_queued_together_commit_together_and_fail_alone() {
     // write left nothing behind.
     let conn = peek(&dir);
     assert_eq!(count(&conn, "tasks"), 40);
-    let owner: Option<String> = conn
-        .query_row(
-            "SELECT owner FROM sessions WHERE id = ?1",
-            [session.id.to_string()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let owner: Option<String> = one_value(
+        &conn,
+        "SELECT owner FROM sessions WHERE id = ?1",
+        [session.id.to_string()],
+    );
     assert_eq!(owner, None);
     for id in tasks {
         assert!(store.task(id).await.unwrap().is_some());
@@ -507,13 +511,11 @@ async fn cached_reads_never_go_back_in_time_and_match_the_file() {
     let cached = store.task(id).await.unwrap().unwrap();
     assert_eq!(cached.steps_done, 500);
     assert_eq!(cached.state, TaskState::Completed);
-    let on_disk: i64 = peek(&dir)
-        .query_row(
-            "SELECT steps_done FROM tasks WHERE id = ?1",
-            [id.to_string()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let on_disk: i64 = one_value(
+        &peek(&dir),
+        "SELECT steps_done FROM tasks WHERE id = ?1",
+        [id.to_string()],
+    );
     assert_eq!(on_disk, 500);
     // A purge that deletes the finished task leaves nothing for the cache to answer.
     store
