@@ -17,7 +17,7 @@ use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
 use support::harness::{
-    ServeProcess, Spawn, Stderr, bearer, field, modern_meta, spawn_stdio, test_config,
+    HttpClient, ServeProcess, Spawn, Stderr, bearer, field, modern_meta, spawn_stdio, test_config,
     wait_terminal, write_config,
 };
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -171,17 +171,78 @@ async fn the_audit_log_grows_boundedly_under_a_tokenless_flood_and_huge_ids() {
     );
 }
 
-/// An `agent-mcp stdio` child whose stderr is a pipe nobody reads.
-async fn stdio_with_unread_stderr(
-    config: &Config,
-    dir: &tempfile::TempDir,
-) -> (
-    tokio::process::Child,
-    tokio::process::ChildStdin,
-    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) {
-    let path = write_config(dir, config);
-    spawn_stdio(&path, dir.path(), "info", Stdio::piped())
+/// An `agent-mcp stdio` child whose stderr is a pipe nobody reads, and its pipes.
+struct StdioChild {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+    _dir: tempfile::TempDir,
+}
+
+impl StdioChild {
+    /// With audit logging on (to stderr, by default), against `fake`.
+    async fn audited(fake: &FakeOllama) -> StdioChild {
+        let mut config = test_config(&fake.url());
+        config.audit.enabled = true;
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_config(&dir, &config);
+        let (child, stdin, stdout) = spawn_stdio(&path, dir.path(), "info", Stdio::piped());
+        StdioChild {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+            _dir: dir,
+        }
+    }
+
+    /// A modern `tools/call`, answered within 20 s: the tool's text.
+    async fn ask(&mut self, name: &str, arguments: Value) -> String {
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments, "_meta": modern_meta(json!({}))}});
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .unwrap()
+            .expect("stdout open");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// `agent_status` of an unknown task, `n` times (each an audited call).
+    async fn flood(&mut self, n: usize) {
+        for _ in 0..n {
+            let unknown = json!({"task_id": "00000000-0000-4000-8000-000000000000"});
+            self.ask("agent_status", unknown).await;
+        }
+    }
+
+    /// Runs `request` as a task, which must complete within 20 s.
+    async fn run_to_completion(&mut self, request: &str) {
+        let answer = self.ask("agent_run", json!({"request": request})).await;
+        let task = field(&answer, "task_id");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = self.ask("agent_status", json!({"task_id": task})).await;
+            if field(&text, "status") == "completed" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the task did not complete: {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// Point 4 over stdio: with stderr a pipe nobody reads (audit lines go there by default), a
@@ -189,71 +250,41 @@ async fn stdio_with_unread_stderr(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_an_unread_stderr_never_stalls_the_agent() {
     let fake = FakeOllama::start().await;
-    let mut config = test_config(&fake.url());
-    config.audit.enabled = true;
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, mut stdin, mut stdout) = stdio_with_unread_stderr(&config, &dir).await;
-    let call = |id: u64, name: &str, arguments: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": name, "arguments": arguments, "_meta": modern_meta(json!({}))}})
-        .to_string()
-            + "\n"
-    };
-    let unknown = json!({"task_id": "00000000-0000-4000-8000-000000000000"});
+    let mut stdio = StdioChild::audited(&fake).await;
     // One at a time: stdout is read as the answers come (stdio waits for a reader of its
     // answers, by design; only stderr is left unread here).
-    for id in 0..2000 {
-        stdin
-            .write_all(call(id, "agent_status", unknown.clone()).as_bytes())
-            .await
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
-            .await
-            .expect("an answer")
-            .unwrap()
-            .expect("a line");
-    }
-    stdin
-        .write_all(call(5000, "agent_run", json!({"request": "after the flood"})).as_bytes())
-        .await
-        .unwrap();
-    let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
-        .await
-        .expect("agent_run answered")
-        .unwrap()
-        .unwrap();
-    let answer: Value = serde_json::from_str(&line).unwrap();
-    let task = field(
-        answer["result"]["content"][0]["text"].as_str().unwrap(),
-        "task_id",
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut id = 6000;
-    let status = loop {
-        id += 1;
-        stdin
-            .write_all(call(id, "agent_status", json!({"task_id": task})).as_bytes())
-            .await
-            .unwrap();
-        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
-            .await
-            .expect("agent_status answered")
-            .unwrap()
-            .unwrap();
-        let answer: Value = serde_json::from_str(&line).unwrap();
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let status = field(&text, "status");
-        if status == "completed" || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    stdio.flood(2000).await;
+    stdio.run_to_completion("after the flood").await;
+    drop(stdio.stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(20), stdio.child.wait()).await;
+}
+
+/// `agent-mcp serve` with its stderr connected as `stderr` says.
+async fn serve_with_stderr(config: &Config, stderr: Stderr) -> ServeProcess {
+    let how = Spawn {
+        stderr,
+        ..Spawn::default()
     };
-    assert_eq!(field(&status, "status"), "completed", "{status}");
-    drop(stdin);
-    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    ServeProcess::spawn_with(config, how).await
+}
+
+/// Runs `request` as a task, which must complete within 30 s.
+async fn completes_within_30_s(client: &HttpClient, request: &str) {
+    let task = client.agent_run(request).await;
+    let done = tokio::time::timeout(
+        Duration::from_secs(30),
+        wait_terminal(|| client.agent_status(&task)),
+    )
+    .await
+    .expect("the task ran to the end within 30 s");
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+}
+
+/// Calls a tool that does not exist: -32602 in a 200 (a tool-level error).
+async fn call_an_unknown_tool(client: &HttpClient) {
+    let r = client.tool_call("nope", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
 }
 
 /// Point 4 over HTTP: the same with `agent-mcp serve`; and past the audit writer's queue,
@@ -265,14 +296,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
     config.audit.enabled = true;
     // 2,000 reads at once would meet the read budget; that is not what this is about.
     config.rate_limit.enabled = false;
-    let server = ServeProcess::spawn_with(
-        &config,
-        Spawn {
-            stderr: Stderr::Unread,
-            ..Spawn::default()
-        },
-    )
-    .await;
+    let server = serve_with_stderr(&config, Stderr::Unread).await;
     let client = server.client();
     for _ in 0..2000 {
         let result = client
@@ -283,14 +307,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
             .await;
         assert_eq!(result["isError"], json!(false));
     }
-    let task = client.agent_run("after the flood").await;
-    let done = tokio::time::timeout(
-        Duration::from_secs(30),
-        wait_terminal(|| client.agent_status(&task)),
-    )
-    .await
-    .expect("the task ran to the end within 30 s");
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    completes_within_30_s(&client, "after the flood").await;
     // More audited calls than the audit writer's queue holds (16,384), from 8 clients at
     // once: the ones it cannot take are dropped and counted, and every call is answered.
     let flood: Vec<_> = (0..8)
@@ -298,10 +315,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
             let client = client.clone();
             tokio::spawn(async move {
                 for _ in 0..2200 {
-                    let r = client.tool_call("nope", json!({})).await;
-                    // An unknown tool: -32602 in a 200 (a tool-level error).
-                    assert_eq!(r.status, 200, "{}", r.text);
-                    assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
+                    call_an_unknown_tool(&client).await;
                 }
             })
         })
@@ -309,12 +323,7 @@ async fn over_http_an_unread_stderr_never_stalls_the_agent_and_drops_are_counted
     for client in flood {
         client.await.unwrap();
     }
-    let metrics = reqwest::get(format!("{}/metrics", server.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get_text("/metrics").await;
     let dropped: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("agent_mcp_log_lines_dropped_total"))
@@ -330,28 +339,12 @@ async fn with_stderr_closed_the_server_keeps_serving_and_exits_0_on_sigterm() {
     let fake = FakeOllama::start().await;
     let mut config = test_config(&fake.url());
     config.audit.enabled = true;
-    let server = ServeProcess::spawn_with(
-        &config,
-        Spawn {
-            stderr: Stderr::Closed,
-            ..Spawn::default()
-        },
-    )
-    .await;
+    let server = serve_with_stderr(&config, Stderr::Closed).await;
     let client = server.client();
     for _ in 0..200 {
-        let r = client.tool_call("nope", json!({})).await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
+        call_an_unknown_tool(&client).await;
     }
-    let task = client.agent_run("with stderr closed").await;
-    let done = tokio::time::timeout(
-        Duration::from_secs(30),
-        wait_terminal(|| client.agent_status(&task)),
-    )
-    .await
-    .expect("the task ran");
-    assert_eq!(field(&done, "status"), "completed", "{done}");
+    completes_within_30_s(&client, "with stderr closed").await;
     let status = server.terminate().await;
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
@@ -361,54 +354,11 @@ async fn with_stderr_closed_the_server_keeps_serving_and_exits_0_on_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_with_stderr_closed_it_keeps_serving_and_exits_0_on_sigterm() {
     let fake = FakeOllama::start().await;
-    let mut config = test_config(&fake.url());
-    config.audit.enabled = true;
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, mut stdin, mut stdout) = stdio_with_unread_stderr(&config, &dir).await;
-    drop(child.stderr.take());
-    let mut id = 0;
-    let mut ask = async |name: &str, arguments: Value| -> String {
-        id += 1;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": name, "arguments": arguments, "_meta": modern_meta(json!({}))}});
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        let answer = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
-            .await
-            .expect("an answer within 20 s")
-            .unwrap()
-            .expect("stdout open");
-        let answer: Value = serde_json::from_str(&answer).unwrap();
-        answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
-    for _ in 0..200 {
-        ask(
-            "agent_status",
-            json!({"task_id": "00000000-0000-4000-8000-000000000000"}),
-        )
-        .await;
-    }
-    let task = field(
-        &ask("agent_run", json!({"request": "stderr is closed"})).await,
-        "task_id",
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = ask("agent_status", json!({"task_id": task})).await;
-        if field(&text, "status") == "completed" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the task did not complete: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut stdio = StdioChild::audited(&fake).await;
+    drop(stdio.child.stderr.take());
+    stdio.flood(200).await;
+    stdio.run_to_completion("stderr is closed").await;
+    let mut child = stdio.child;
     let pid = child.id().expect("running").to_string();
     assert!(
         std::process::Command::new("kill")
@@ -445,12 +395,7 @@ async fn the_ollama_password_appears_nowhere() {
         config.audit.enabled = true;
         config.audit.file = Some(audit.clone());
         let mut server = ServeProcess::spawn(&config).await;
-        let ready = reqwest::get(format!("{}/readyz", server.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let ready = server.get_text("/readyz").await;
         let client = server.client();
         let task = client.agent_run("say hello").await;
         let done = wait_terminal(|| client.agent_status(&task)).await;

@@ -33,12 +33,7 @@ fn otel_threads(pid: u32) -> Vec<String> {
 }
 
 async fn metrics_text(server: &ServeProcess) -> String {
-    reqwest::get(format!("{}/metrics", server.base))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("body")
+    server.get_text("/metrics").await
 }
 
 async fn tools_list_within(server: &ServeProcess, bound: Duration) -> Duration {

@@ -822,6 +822,16 @@ impl ServeProcess {
         }
     }
 
+    /// The body of `GET {base}{path}` (an operator endpoint: `/metrics`, `/readyz`, …).
+    pub async fn get_text(&self, path: &str) -> String {
+        reqwest::get(format!("{}{path}", self.base))
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .text()
+            .await
+            .expect("body")
+    }
+
     /// The stderr lines read so far and not yet taken (with [`Stderr::Read`]).
     pub fn stderr_so_far(&mut self) -> Vec<String> {
         let mut lines = Vec::new();
