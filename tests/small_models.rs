@@ -60,6 +60,24 @@ fn last_message(request: &Value) -> &Value {
     request["messages"].as_array().unwrap().last().unwrap()
 }
 
+/// The text of the last message of `request` (what the loop said last).
+fn last_said(request: &Value) -> &str {
+    last_message(request)["content"].as_str().unwrap()
+}
+
+/// The workspace's file `name` holds exactly `content`.
+fn assert_holds(ws: &tempfile::TempDir, name: &str, content: &str) {
+    let found = std::fs::read_to_string(ws.path().join(name)).unwrap();
+    assert_eq!(found, content, "{name}");
+}
+
+/// The task ended `status` with `result`, after `chats` model calls.
+fn assert_ended(done: &str, status: &str, result: &str, fake: &FakeOllama, chats: usize) {
+    assert_eq!(field(done, "status"), status, "{done}");
+    assert_eq!(result_of(done), result, "{done}");
+    assert_eq!(fake.chat_count(), chats, "{done}");
+}
+
 fn offers_tools(request: &Value) -> bool {
     request["tools"].as_array().is_some_and(|t| !t.is_empty())
 }
@@ -104,9 +122,7 @@ async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_t
     fake.push_reply(Reply::text("The secret word is marigold.", 10, 5));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What is the secret word?").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "The secret word is marigold.");
-    assert_eq!(fake.chat_count(), 4);
+    assert_ended(&done, "completed", "The secret word is marigold.", &fake, 4);
 
     let sent = fake.chat_requests();
     let results = tool_results(&sent[3]);
@@ -171,9 +187,7 @@ async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
         "What is the secret word?",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "marigold");
-    assert_eq!(fake.chat_count(), 3);
+    assert_ended(&done, "completed", "marigold", &fake, 3);
     let recovery = &fake.chat_requests()[2];
     assert!(!offers_tools(recovery));
     let asked = last_message(recovery);
@@ -232,12 +246,7 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
             .system_prompt
             .as_str()
     );
-    assert!(
-        last_message(&sent[1])["content"]
-            .as_str()
-            .unwrap()
-            .contains("Your last reply was empty"),
-    );
+    assert!(last_said(&sent[1]).contains("Your last reply was empty"),);
 }
 
 #[tokio::test]
@@ -257,9 +266,7 @@ async fn a_copied_tools_block_before_any_call_gets_the_tools_back_not_a_guess() 
         "What is the secret word?",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "The secret word is marigold.");
-    assert_eq!(fake.chat_count(), 3);
+    assert_ended(&done, "completed", "The secret word is marigold.", &fake, 3);
     let sent = fake.chat_requests();
     assert!(offers_tools(&sent[1]), "the tools stay offered");
     let told = last_message(&sent[1]);
@@ -286,9 +293,7 @@ async fn echoed_tool_markup_is_stripped_from_the_answer() {
         "Read NOTE.txt and tell me the secret word.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "The secret word is marigold.");
-    assert_eq!(fake.chat_count(), 2);
+    assert_ended(&done, "completed", "The secret word is marigold.", &fake, 2);
 }
 
 #[tokio::test]
@@ -395,12 +400,7 @@ async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
     assert!(offers_tools(&sent[1]), "the model is to call the tool now");
-    assert!(
-        last_message(&sent[1])["content"]
-            .as_str()
-            .unwrap()
-            .contains("No tool has run yet"),
-    );
+    assert!(last_said(&sent[1]).contains("No tool has run yet"),);
     assert_eq!(
         tool_results(&sent[2])[0].1,
         "The secret word is: marigold\n"
@@ -547,19 +547,13 @@ async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet()
     .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
     let sent = fake.chat_requests();
-    let after_error = last_message(&sent[1])["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let after_error = last_said(&sent[1]).to_owned();
     assert!(
         after_error.contains("The tool call failed"),
         "{after_error}"
     );
     assert!(after_error.contains("Read the note and tell me the secret word."));
-    let after_result = last_message(&sent[2])["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let after_result = last_said(&sent[2]).to_owned();
     assert!(
         after_result.starts_with("The tool results are above; they come from the tools"),
         "{after_result}"
@@ -592,12 +586,7 @@ async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
         "{first}"
     );
     assert!(offers_tools(&sent[2]), "a corrected call needs the tools");
-    assert!(
-        last_message(&sent[2])["content"]
-            .as_str()
-            .unwrap()
-            .contains("The tool call failed"),
-    );
+    assert!(last_said(&sent[2]).contains("The tool call failed"),);
 }
 
 #[tokio::test]
@@ -623,12 +612,7 @@ async fn a_file_the_request_names_is_read_before_the_first_call() {
     let said = &sent[0]["messages"].as_array().unwrap()[2];
     assert_eq!(said["role"], "assistant");
     assert_eq!(said["tool_calls"][0]["function"]["name"], "read_file");
-    assert!(
-        last_message(&sent[0])["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("The tool results are above")
-    );
+    assert!(last_said(&sent[0]).starts_with("The tool results are above"));
 }
 
 #[tokio::test]
@@ -695,9 +679,7 @@ async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_an
     fake.push_reply(Reply::text("The secret word is marigold.", 10, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What is the secret word?").await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "The secret word is marigold.");
-    assert_eq!(fake.chat_count(), 3);
+    assert_ended(&done, "completed", "The secret word is marigold.", &fake, 3);
     let asked_again = &fake.chat_requests()[2];
     assert!(!offers_tools(asked_again));
     let asked = last_message(asked_again);
@@ -728,9 +710,13 @@ async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
         "Use read_file on NOTE.txt and say what it returned.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(result_of(&done), "read_file read NOTE.txt: marigold.");
-    assert_eq!(fake.chat_count(), 2);
+    assert_ended(
+        &done,
+        "completed",
+        "read_file read NOTE.txt: marigold.",
+        &fake,
+        2,
+    );
 }
 
 const VERSION_REQUEST: &str = "Read VERSION, then write its version followed by -final into \
@@ -743,17 +729,17 @@ async fn read_and_early_write() -> (tempfile::TempDir, FakeOllama) {
     let ws = workspace();
     std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::ToolCalls {
-        calls: vec![
-            ("read_file".into(), json!({"path": "VERSION"})),
+    fake.push_reply(Reply::tool_calls(
+        &[
+            ("read_file", json!({"path": "VERSION"})),
             (
-                "write_file".into(),
+                "write_file",
                 json!({"path": "release.txt", "content": "1.0-final\n"}),
             ),
         ],
-        prompt_eval_count: 10,
-        eval_count: 9,
-    });
+        10,
+        9,
+    ));
     (ws, fake)
 }
 
@@ -797,36 +783,27 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
         !said.iter().any(|m| m.to_string().contains("1.0-final")),
         "{said:?}"
     );
-    let asked = last_message(&sent[1])["content"].as_str().unwrap();
+    let asked = last_said(&sent[1]);
     assert!(
         asked.contains("Nothing has been written yet. Now make the write_file call"),
         "{asked}"
     );
     assert!(offers_tools(&sent[1]));
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("release.txt")).unwrap(),
-        "2.4.1-final\n"
-    );
+    assert_holds(&ws, "release.txt", "2.4.1-final\n");
 }
 
 #[tokio::test]
 async fn writes_without_a_read_in_their_reply_run_at_once() {
     let (done, fake, _server, ws) = scripted(
         vec![
-            Reply::ToolCalls {
-                calls: vec![
-                    (
-                        "write_file".into(),
-                        json!({"path": "x.txt", "content": "x"}),
-                    ),
-                    (
-                        "write_file".into(),
-                        json!({"path": "y.txt", "content": "y"}),
-                    ),
+            Reply::tool_calls(
+                &[
+                    ("write_file", json!({"path": "x.txt", "content": "x"})),
+                    ("write_file", json!({"path": "y.txt", "content": "y"})),
                 ],
-                prompt_eval_count: 10,
-                eval_count: 9,
-            },
+                10,
+                9,
+            ),
             Reply::text("Both written.", 10, 3),
         ],
         "Write x into x.txt and y into y.txt.",
@@ -838,10 +815,7 @@ async fn writes_without_a_read_in_their_reply_run_at_once() {
         "{done}"
     );
     assert_eq!(fake.chat_count(), 2);
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("y.txt")).unwrap(),
-        "y"
-    );
+    assert_holds(&ws, "y.txt", "y");
 }
 
 #[tokio::test]
@@ -914,7 +888,7 @@ async fn an_answer_after_only_failed_calls_gets_one_call_saying_it_is_a_guess() 
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 4);
     assert!(offers_tools(&sent[2]), "finding it needs the tools");
-    let asked = last_message(&sent[2])["content"].as_str().unwrap();
+    let asked = last_said(&sent[2]);
     assert!(
         asked.starts_with("None of your tool calls has worked yet"),
         "{asked}"
@@ -971,7 +945,7 @@ async fn a_held_write_never_made_again_fails_the_task_after_one_reminder() {
     );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 3);
-    let reminder = last_message(&sent[2])["content"].as_str().unwrap();
+    let reminder = last_said(&sent[2]);
     assert!(
         reminder.contains("Nothing has been written yet. Now make the write_file call"),
         "{reminder}"
@@ -992,17 +966,17 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
                    tool you need.";
     let (done, fake, _server, ws) = scripted(
         vec![
-            Reply::ToolCalls {
-                calls: vec![
-                    ("read_file".into(), json!({"path": "a.txt"})),
+            Reply::tool_calls(
+                &[
+                    ("read_file", json!({"path": "a.txt"})),
                     (
-                        "edit_file".into(),
+                        "edit_file",
                         json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
                     ),
                 ],
-                prompt_eval_count: 10,
-                eval_count: 5,
-            },
+                10,
+                5,
+            ),
             Reply::text(framing, 10, 60),
             Reply::text("a.txt now says omega.", 10, 6),
         ],
@@ -1027,18 +1001,10 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
             .unwrap()
             .starts_with(sent[1]["messages"].as_array().unwrap())
     );
-    assert!(
-        last_message(&sent[2])["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("Your last reply had no answer in it.")
-    );
+    assert!(last_said(&sent[2]).starts_with("Your last reply had no answer in it."));
     // a.txt read first on the model's behalf (the request names it), then its own two calls.
     assert_eq!(tool_results(&sent[2]).len(), 3);
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
-        "omega"
-    );
+    assert_holds(&ws, "a.txt", "omega");
 }
 
 #[tokio::test]
@@ -1066,16 +1032,13 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
     );
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 4);
-    let reminder = last_message(&sent[2])["content"].as_str().unwrap();
+    let reminder = last_said(&sent[2]);
     assert!(
         reminder.starts_with("The request asks for 'count.txt' to be written"),
         "{reminder}"
     );
     assert!(offers_tools(&sent[2]));
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("count.txt")).unwrap(),
-        "5\n"
-    );
+    assert_holds(&ws, "count.txt", "5\n");
 }
 
 #[tokio::test]
@@ -1088,13 +1051,14 @@ async fn an_answer_after_the_write_reminder_that_still_writes_nothing_fails_the_
         "Write a poem into poem.txt.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    assert_eq!(
-        result_of(&done),
+    assert_ended(
+        &done,
+        "failed",
         "the request asks for a change to the workspace, but no file changed, so it was not \
-         done; the model said: I would rather not write anything."
+         done; the model said: I would rather not write anything.",
+        &fake,
+        2,
     );
-    assert_eq!(fake.chat_count(), 2);
 }
 
 #[tokio::test]
