@@ -66,6 +66,17 @@ async fn start() -> Option<Provider> {
     .await
 }
 
+/// The provider from [`start`], or return from the test (it is skipped, loudly, when the
+/// provider is not installed).
+macro_rules! provider_or_skip {
+    () => {
+        match start().await {
+            Some(provider) => provider,
+            None => return,
+        }
+    };
+}
+
 fn scopes(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -103,8 +114,11 @@ async fn validated(
         .unwrap_or_else(|e| panic!("{client}: {e}"))
 }
 
-/// A validator of `provider`'s tokens with `jwks` for its key set.
-fn validator_with(provider: &Provider, jwks: JwksPolicy) -> TokenValidator {
+/// A validator of `provider`'s tokens whose key-set policy is the default one as `tweak`
+/// changes it.
+fn validator_with(provider: &Provider, tweak: impl FnOnce(&mut JwksPolicy)) -> TokenValidator {
+    let mut jwks = JwksPolicy::default();
+    tweak(&mut jwks);
     TokenValidator::new(settings(&provider.issuer).with_jwks(jwks)).unwrap()
 }
 
@@ -162,9 +176,7 @@ async fn assert_refused(
 
 #[tokio::test]
 async fn a_real_token_is_accepted_with_its_identity_and_scopes_for_each_algorithm() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     for (client, alg) in [
         (CLIENT_A, "RS256"),
@@ -213,9 +225,7 @@ async fn a_real_token_is_accepted_with_its_identity_and_scopes_for_each_algorith
 
 #[tokio::test]
 async fn two_clients_are_two_identities() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let a = validated(&v, &provider, CLIENT_A, Some(BOTH)).await;
     let b = validated(&v, &provider, CLIENT_B, Some(BOTH)).await;
@@ -232,9 +242,7 @@ async fn two_clients_are_two_identities() {
 
 #[tokio::test]
 async fn too_little_scope_is_insufficient_scope_naming_the_scope_needed() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let reader = validated(&v, &provider, CLIENT_A, Some("agent:status")).await;
     assert_eq!(reader.scopes(), &scopes(&["agent:status"]));
@@ -289,9 +297,7 @@ async fn too_little_scope_is_insufficient_scope_naming_the_scope_needed() {
 
 #[tokio::test]
 async fn a_token_for_another_resource_is_refused() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let token = provider.token(CLIENT_A, OTHER_RESOURCE, Some(BOTH)).await;
     assert_eq!(claims_of(&token)["aud"], OTHER_RESOURCE);
@@ -309,9 +315,7 @@ async fn a_token_for_another_resource_is_refused() {
 
 #[tokio::test]
 async fn an_expired_token_is_refused_and_the_leeway_is_applied() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let strict =
         TokenValidator::new(settings(&provider.issuer).with_leeway(Duration::ZERO)).unwrap();
     let lenient =
@@ -334,9 +338,7 @@ async fn an_expired_token_is_refused_and_the_leeway_is_applied() {
 
 #[tokio::test]
 async fn forged_tokens_are_refused_for_what_was_forged() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let issuer = provider.issuer.as_str();
     let rsa = provider.key("RS256").await;
@@ -605,9 +607,7 @@ async fn another_issuers_token_is_refused_without_fetching_keys() {
 
 #[tokio::test]
 async fn a_key_rotation_is_picked_up_without_a_restart() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let before = provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await;
     assert!(v.validate(&before).await.is_ok());
@@ -633,16 +633,10 @@ async fn a_key_rotation_is_picked_up_without_a_restart() {
 
 #[tokio::test]
 async fn unknown_kids_are_refetched_at_most_once_per_interval() {
-    let Some(provider) = start().await else {
-        return;
-    };
-    let v = validator_with(
-        &provider,
-        JwksPolicy {
-            min_refresh_interval: Duration::from_secs(60),
-            ..JwksPolicy::default()
-        },
-    );
+    let provider = provider_or_skip!();
+    let v = validator_with(&provider, |k| {
+        k.min_refresh_interval = Duration::from_secs(60)
+    });
     validated(&v, &provider, CLIENT_A, Some(BOTH)).await;
     let rsa = provider.key("RS256").await;
     let key = encoding_key(&rsa);
@@ -671,9 +665,7 @@ async fn unknown_kids_are_refetched_at_most_once_per_interval() {
 
 #[tokio::test]
 async fn the_issuer_must_be_named_exactly_by_its_metadata() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     // A trailing slash is another issuer identifier (RFC 8414 compares exactly).
     let slashed = format!("{}/", provider.issuer);
     let v = TokenValidator::new(settings(&slashed)).unwrap();
@@ -703,9 +695,7 @@ async fn the_issuer_must_be_named_exactly_by_its_metadata() {
 
 #[tokio::test]
 async fn the_metadata_and_challenges_name_the_real_issuer() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     let v = validator(&provider);
     let metadata = v.metadata();
     assert_eq!(
@@ -755,17 +745,11 @@ async fn the_metadata_and_challenges_name_the_real_issuer() {
 
 #[tokio::test]
 async fn keys_older_than_max_age_are_fetched_again_before_use() {
-    let Some(provider) = start().await else {
-        return;
-    };
-    let v = validator_with(
-        &provider,
-        JwksPolicy {
-            min_refresh_interval: Duration::from_secs(1),
-            max_age: Duration::from_secs(1),
-            ..JwksPolicy::default()
-        },
-    );
+    let provider = provider_or_skip!();
+    let v = validator_with(&provider, |k| {
+        k.min_refresh_interval = Duration::from_secs(1);
+        k.max_age = Duration::from_secs(1);
+    });
     let token = provider.token(CLIENT_A, RESOURCE, Some(BOTH)).await;
     assert!(v.validate(&token).await.is_ok());
     assert!(v.validate(&token).await.is_ok());
@@ -777,9 +761,7 @@ async fn keys_older_than_max_age_are_fetched_again_before_use() {
 
 #[tokio::test]
 async fn the_audience_is_the_resource_as_written_or_as_a_client_normalises_it() {
-    let Some(provider) = start().await else {
-        return;
-    };
+    let provider = provider_or_skip!();
     // Configured without a path; a client that parses it as a URL asks for ".../".
     let root =
         TokenValidator::new(OAuthSettings::new(&provider.issuer, "http://127.0.0.1:9")).unwrap();
