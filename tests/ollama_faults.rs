@@ -26,11 +26,17 @@ async fn run_task(client: &HttpClient, request: &str) -> (String, String) {
     (field(&done, "status"), result_of(&done))
 }
 
-/// The fault's task fails with a reason containing `expect`; then a healthy task completes.
-async fn fails_then_recovers(fake: &FakeOllama, client: &HttpClient, expect: &str) -> String {
-    let (state, reason) = run_task(client, "Hit the fault.").await;
+/// Task `request` fails with a reason containing `expect`: the reason.
+async fn fails_saying(client: &HttpClient, request: &str, expect: &str) -> String {
+    let (state, reason) = run_task(client, request).await;
     assert_eq!(state, "failed", "{reason}");
     assert!(reason.contains(expect), "expected {expect:?} in: {reason}");
+    reason
+}
+
+/// The fault's task fails with a reason containing `expect`; then a healthy task completes.
+async fn fails_then_recovers(fake: &FakeOllama, client: &HttpClient, expect: &str) -> String {
+    let reason = fails_saying(client, "Hit the fault.", expect).await;
     fake.push_reply(Reply::text("Recovered.", 3, 2));
     let (state, result) = run_task(client, "Run normally.").await;
     assert_eq!(
@@ -136,12 +142,8 @@ async fn a_model_missing_from_the_server_fails_before_any_chat() {
     let mut config = config(&fake.url());
     config.ollama.model = "no-such-model".into();
     let server = HttpServer::start(config).await;
-    let (state, reason) = run_task(&server.client(), "Hello?").await;
-    assert_eq!(state, "failed");
-    assert!(
-        reason.contains("model 'no-such-model' not found"),
-        "{reason}"
-    );
+    let not_found = "model 'no-such-model' not found";
+    fails_saying(&server.client(), "Hello?", not_found).await;
     assert_eq!(fake.chat_count(), 0);
 }
 

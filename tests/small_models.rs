@@ -78,6 +78,14 @@ fn assert_ended(done: &str, status: &str, result: &str, fake: &FakeOllama, chats
     assert_eq!(fake.chat_count(), chats, "{done}");
 }
 
+/// The task failed with a reason that says `says`, after `chats` model calls.
+fn assert_failed_saying(done: &str, says: &str, fake: &FakeOllama, chats: usize) {
+    assert_eq!(field(done, "status"), "failed", "{done}");
+    let reason = result_of(done);
+    assert!(reason.contains(says), "{reason}");
+    assert_eq!(fake.chat_count(), chats, "{done}");
+}
+
 fn offers_tools(request: &Value) -> bool {
     request["tools"].as_array().is_some_and(|t| !t.is_empty())
 }
@@ -505,13 +513,12 @@ async fn an_empty_final_answer_of_a_plan_fails_the_task() {
     config.agent.planning = true;
     let server = HttpServer::start(config).await;
     let done = run(&server.client(), "Read the two files.").await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    let reason = result_of(&done);
-    assert!(
-        reason.contains("the model's final answer from their results was empty"),
-        "{reason}"
+    assert_failed_saying(
+        &done,
+        "the model's final answer from their results was empty",
+        &fake,
+        4,
     );
-    assert_eq!(fake.chat_count(), 4);
 }
 
 #[tokio::test]
@@ -525,13 +532,12 @@ async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
     fake.push_reply(Reply::text(described, 10, 20));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What code name is written down here?").await;
-    assert_eq!(field(&done, "status"), "failed", "{done}");
-    let reason = result_of(&done);
-    assert!(
-        reason.contains("the model described using a tool instead of calling it"),
-        "{reason}"
+    assert_failed_saying(
+        &done,
+        "the model described using a tool instead of calling it",
+        &fake,
+        2,
     );
-    assert_eq!(fake.chat_count(), 2);
 }
 
 #[tokio::test]
