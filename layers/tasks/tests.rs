@@ -241,6 +241,11 @@ fn id_of(task: &Task) -> Value {
     json!({"taskId": task.id.to_string()})
 }
 
+/// A 2025-11-25 `tasks/cancel` of `task`.
+async fn legacy_cancel(svc: &mut Svc, task: &Task) -> Value {
+    call(svc, legacy("tasks/cancel", id_of(task))).await
+}
+
 #[tokio::test]
 async fn discover_gains_the_extension_and_keeps_the_rest() {
     let (mut svc, _) = stack_with(
@@ -551,7 +556,7 @@ async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
     let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_secs(2), json!({}));
 
     let queued = backend.add(None, TaskState::Queued);
-    let v = call(&mut svc, legacy("tasks/cancel", id_of(&queued))).await;
+    let v = legacy_cancel(&mut svc, &queued).await;
     assert_eq!(v["result"]["status"], "cancelled", "{v}");
     assert_eq!(
         v["result"]["statusMessage"],
@@ -572,16 +577,13 @@ async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
             backend.save(&task);
         }
     });
-    let v = tokio::time::timeout(
-        Duration::from_secs(1),
-        call(&mut svc, legacy("tasks/cancel", id_of(&running))),
-    )
-    .await
-    .expect("wakes when the runner stops");
+    let v = tokio::time::timeout(Duration::from_secs(1), legacy_cancel(&mut svc, &running))
+        .await
+        .expect("wakes when the runner stops");
     assert_eq!(v["result"]["status"], "cancelled", "{v}");
     runner.await.expect("runner");
 
-    let v = call(&mut svc, legacy("tasks/cancel", id_of(&running))).await;
+    let v = legacy_cancel(&mut svc, &running).await;
     assert_eq!(v["error"]["code"], -32602);
     assert_eq!(
         v["error"]["message"],
@@ -597,7 +599,7 @@ async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
 async fn legacy_cancel_of_a_task_that_does_not_stop_answers_after_the_wait() {
     let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_millis(50), json!({}));
     let stuck = backend.add(None, TaskState::Running);
-    let v = call(&mut svc, legacy("tasks/cancel", id_of(&stuck))).await;
+    let v = legacy_cancel(&mut svc, &stuck).await;
     assert_eq!(v["result"]["status"], "working", "{v}");
     assert!(backend.stop_requested(stuck.id));
 }
