@@ -439,31 +439,28 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     attempts.extend(others);
     let fake = FakeOllama::start().await;
     for batch in [&attempts[..reads], &attempts[reads..]] {
-        fake.push_reply(Reply::ToolCalls {
-            calls: batch
-                .iter()
-                .map(|(name, args, _)| ((*name).to_owned(), args.clone()))
-                .collect(),
-            prompt_eval_count: 1,
-            eval_count: 1,
-        });
+        let calls: Vec<(&str, Value)> = batch
+            .iter()
+            .map(|(name, args, _)| (*name, args.clone()))
+            .collect();
+        fake.push_reply(Reply::tool_calls(&calls, 1, 1));
     }
-    fake.push_reply(Reply::ToolCalls {
-        calls: vec![
+    fake.push_reply(Reply::tool_calls(
+        &[
             // Shell metacharacters are plain arguments: nothing is touched.
             (
-                "run_command".into(),
+                "run_command",
                 json!({"argv": ["echo", "x; touch pwned", "$(touch pwned2)"]}),
             ),
             // Replacing a hard-linked file breaks the link instead of writing through it.
             (
-                "write_file".into(),
+                "write_file",
                 json!({"path": "hard.txt", "content": "mine\n"}),
             ),
         ],
-        prompt_eval_count: 1,
-        eval_count: 1,
-    });
+        1,
+        1,
+    ));
     fake.push_reply(Reply::tool_call(
         "search_text",
         json!({"pattern": "SECRET"}),

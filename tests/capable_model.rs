@@ -469,14 +469,7 @@ async fn run_case(case: &Case, variant: &'static str, fake: FakeOllama) -> Ran {
     }
     for turn in &case.turns {
         fake.push_reply(match turn {
-            Turn::Calls(list) => Reply::ToolCalls {
-                calls: list
-                    .iter()
-                    .map(|(name, args)| ((*name).to_owned(), args.clone()))
-                    .collect(),
-                prompt_eval_count: 50,
-                eval_count: 10,
-            },
+            Turn::Calls(list) => Reply::tool_calls(list, 50, 10),
             Turn::Answer(text) => Reply::text(text, 50, 10),
         });
     }
