@@ -123,24 +123,19 @@ async fn legacy_http_run_and_session_continuation() {
 
     // The second chat carried the first turn of the conversation.
     let sent = fake.chat_requests();
-    let messages: Vec<(String, String)> = sent[1]["messages"]
+    let messages: Vec<(&str, &str)> = sent[1]["messages"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|m| m["role"] != "system")
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_owned(),
-                m["content"].as_str().unwrap().to_owned(),
-            )
-        })
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
         .collect();
     assert_eq!(
         messages,
         [
-            ("user".to_owned(), "Question one".to_owned()),
-            ("assistant".to_owned(), "First answer.".to_owned()),
-            ("user".to_owned(), "Question two".to_owned()),
+            ("user", "Question one"),
+            ("assistant", "First answer."),
+            ("user", "Question two"),
         ]
     );
 }
