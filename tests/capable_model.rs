@@ -394,6 +394,17 @@ struct Ran {
     problems: Vec<String>,
 }
 
+impl Ran {
+    /// Its problems in one line, `-` for none.
+    fn problems_said(&self) -> String {
+        if self.problems.is_empty() {
+            "-".to_owned()
+        } else {
+            self.problems.join("; ")
+        }
+    }
+}
+
 /// The messages the loop added to request `n + 1` beyond request `n` and the model's reply:
 /// must be exactly one tool result per call of that reply.
 fn check_conversation(sent: &[Value], case: &Case, problems: &mut Vec<String>) {
@@ -597,17 +608,13 @@ async fn a_capable_model_is_never_steered() {
             r.variant,
             r.calls,
             r.expected_calls,
-            if r.problems.is_empty() {
-                "-".to_owned()
-            } else {
-                r.problems.join("; ")
-            }
+            r.problems_said()
         );
     }
     let failing: Vec<String> = ran
         .iter()
         .filter(|r| !r.problems.is_empty())
-        .map(|r| format!("{} ({}): {}", r.name, r.variant, r.problems.join("; ")))
+        .map(|r| format!("{} ({}): {}", r.name, r.variant, r.problems_said()))
         .collect();
     println!(
         "# capable model: {}/{} runs passed",
