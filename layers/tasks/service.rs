@@ -144,14 +144,22 @@ impl Route {
     }
 }
 
+/// The wrapped service as the task handlers call it: infallible, answering MCP, and `Send`
+/// with its future.
+pub(super) trait Stack:
+    Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
+{
+}
+
+impl<S> Stack for S where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
+{
+}
+
 /// The wrapped service, already polled ready, used at most once.
 pub(super) struct Inner<S>(S);
 
-impl<S> Inner<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-{
+impl<S: Stack> Inner<S> {
     pub(super) async fn call(mut self, req: McpRequest) -> McpResponse {
         // `Tasks::poll_ready` readied this service; `ready` returns at once then.
         let Ok(svc) = self.0.ready().await;
@@ -160,17 +168,12 @@ where
     }
 }
 
-async fn serve<S, B>(
+async fn serve<S: Stack, B: TaskBackend>(
     route: Route,
     config: &TasksLayer<B>,
     inner: Inner<S>,
     req: McpRequest,
-) -> McpResponse
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-    B: TaskBackend,
-{
+) -> McpResponse {
     match route {
         Route::PassThrough => inner.call(req).await,
         Route::Discover => modern::advertise(inner.call(req).await),
