@@ -1,5 +1,6 @@
 //! [`Tasks`]: the service that routes task-related requests and passes the rest inward.
 
+use crate::plugin::McpService;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -53,12 +54,7 @@ impl<S, B: TaskBackend> Tasks<S, B> {
     }
 }
 
-impl<S, B> Service<McpRequest> for Tasks<S, B>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    B: TaskBackend,
-{
+impl<S: McpService, B: TaskBackend> Service<McpRequest> for Tasks<S, B> {
     type Response = McpResponse;
     type Error = Infallible;
     type Future = ResponseFuture<S::Future>;
