@@ -150,14 +150,7 @@ fn backticked(text: &str) -> Vec<Span<'_>> {
         else {
             break;
         };
-        let inner = &text[open + 1..close];
-        if !inner.is_empty() && !inner.contains('\n') {
-            spans.push(Span {
-                text: inner,
-                start: open,
-                end: close + 1,
-            });
-        }
+        spans.extend(one_line_span(text, open, close));
         rest = close + 1;
     }
     spans
@@ -194,17 +187,21 @@ fn quoted(text: &str) -> Vec<Span<'_>> {
             rest = open + 1;
             continue;
         };
-        let inner = &text[open + 1..close];
-        if !inner.is_empty() && !inner.contains('\n') {
-            spans.push(Span {
-                text: inner,
-                start: open,
-                end: close + 1,
-            });
-        }
+        spans.extend(one_line_span(text, open, close));
         rest = close + 1;
     }
     spans
+}
+
+/// The span from the one-byte quote at `open` to the one at `close`, if what they enclose is
+/// not empty and on one line.
+fn one_line_span(text: &str, open: usize, close: usize) -> Option<Span<'_>> {
+    let inner = &text[open + 1..close];
+    (!inner.is_empty() && !inner.contains('\n')).then_some(Span {
+        text: inner,
+        start: open,
+        end: close + 1,
+    })
 }
 
 fn indent(line: &str) -> usize {
