@@ -348,7 +348,7 @@ mod tests {
             expected[ttl] = json!(604_800_000);
             expected[poll_interval] = json!(1000);
             assert_eq!(
-                Value::Object(render(&*B, &t, Some(1), TIMING)),
+                Value::Object(render(&B, &t, Some(1), TIMING)),
                 expected,
                 "{era}"
             );
