@@ -15,9 +15,9 @@
 //! [`Credential`](crate::protocol::Credential) (no header travels further), asks the
 //! [`Admission`] check with it before reading any of the body (a request without a valid
 //! bearer token costs only its headers), reads the body within its deadline and the server's
-//! shared [`BodyBudget`], hands an
-//! [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a JSON response with the
-//! status the era asks for. A [`Refusal`] from a layer inside is mapped here, and only here:
+//! shared [`BodyBudget`], hands an [`McpRequest`](crate::plugin::McpRequest) to the inner
+//! stack and turns the [`McpResponse`] into a JSON response with the status the era asks for.
+//! A [`Refusal`] from a layer inside is mapped here, and only here:
 //!
 //! | refusal | status and headers |
 //! |---|---|
