@@ -51,11 +51,7 @@ pub struct QueueLimits {
 
 impl Default for QueueLimits {
     fn default() -> Self {
-        let mcp = crate::config::McpConfig::default();
-        Self {
-            total: mcp.max_queued_tasks,
-            per_caller: mcp.max_queued_per_caller,
-        }
+        Self::from_config(&crate::config::McpConfig::default())
     }
 }
 

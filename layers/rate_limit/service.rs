@@ -214,6 +214,15 @@ mod tests {
         }
     }
 
+    /// `r` is a rate-limit refusal: retry after `secs`, saying `message`.
+    fn assert_refused(r: &McpResponse, secs: u64, message: &str) {
+        assert_eq!(retry_after(r), Some(secs), "{message}");
+        let Some(e) = r.refusal() else {
+            panic!("expected a refusal, got {:?}", r.payload);
+        };
+        assert_eq!(e.message(), message);
+    }
+
     fn request(id: i64, identity: Option<&str>, peer: [u8; 4]) -> McpRequest {
         let mut ctx = RequestContext::new(
             ProtocolVersion::V2026_07_28,
@@ -336,14 +345,11 @@ mod tests {
             assert_eq!(retry_after(&r), None);
         }
         let Ok(r) = call(agent_run(3)).await;
-        assert_eq!(retry_after(&r), Some(30));
-        let Some(e) = r.refusal() else {
-            panic!("expected a refusal, got {:?}", r.payload);
-        };
-        assert_eq!(
-            e.message(),
+        assert_refused(
+            &r,
+            30,
             "Rate limit exceeded: at most 2 new tasks (agent_run calls) per minute per caller. \
-             Retry after 30 s."
+             Retry after 30 s.",
         );
         // The same caller's reads have their own budget: three pass, the fourth does not.
         for id in 4..=6 {
@@ -351,13 +357,10 @@ mod tests {
             assert_eq!(retry_after(&r), None, "read {id}");
         }
         let Ok(r) = call(request(7, Some("alice"), [127, 0, 0, 1])).await;
-        assert_eq!(retry_after(&r), Some(1));
-        let Some(e) = r.refusal() else {
-            panic!("expected a refusal, got {:?}", r.payload);
-        };
-        assert_eq!(
-            e.message(),
-            "Rate limit exceeded: at most 60 requests per minute per caller. Retry after 1 s."
+        assert_refused(
+            &r,
+            1,
+            "Rate limit exceeded: at most 60 requests per minute per caller. Retry after 1 s.",
         );
         // stdio is not counted at all: 500 calls of each kind pass.
         for id in 0..500 {

@@ -5,16 +5,13 @@
 //! terminal; `tasks/cancel` answers with the cancelled task and refuses a terminal one.
 //! `tasks/list` is not offered: a stateless server cannot scope it to one client.
 
-use std::convert::Infallible;
-
 use serde_json::{Value, json};
-use tower_service::Service;
 
 use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
 use super::lookup::{Created, Waited, caller_task, create, until_terminal};
 use super::modern::object_at;
-use super::service::Inner;
+use super::service::{Inner, Stack};
 use super::wire::{
     RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
 };
@@ -71,16 +68,11 @@ pub(super) fn asks_for_task(req: &McpRequest) -> bool {
 }
 
 /// `tools/call` with `params.task` ([`asks_for_task`]): `agent_run` answers with `{task: {…}}`.
-pub async fn tools_call<S, B>(
+pub async fn tools_call<S: Stack, B: TaskBackend>(
     config: &TasksLayer<B>,
     inner: Inner<S>,
     req: McpRequest,
-) -> McpResponse
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-    B: TaskBackend,
-{
+) -> McpResponse {
     let Some(task_param) = req.params.tools_call().and_then(|call| call.task.as_ref()) else {
         return inner.call(req).await;
     };
@@ -101,23 +93,15 @@ where
         // Unknown tool or no name: the inner service explains.
         _ => return inner.call(req).await,
     }
-    let backend = &*config.backend;
     let identity = req.ctx.identity.clone();
     let stdio = matches!(req.ctx.transport, Transport::Stdio);
-    match create(backend, inner, req).await {
-        Ok(Created {
-            mut response,
-            created,
-        }) => {
-            let task = legacy_task(
-                backend,
-                &created.task,
-                created.queue_position,
-                config.timing(),
-            );
-            let mut body = serde_json::Map::with_capacity(1);
-            body.insert("task".into(), Value::Object(task));
-            response.payload = Payload::Result(McpResult::complete(body));
+    let answer = |task| {
+        let mut body = serde_json::Map::with_capacity(1);
+        body.insert("task".into(), Value::Object(task));
+        McpResult::complete(body)
+    };
+    match create(config, inner, req, legacy_task, answer).await {
+        Ok(Created { response, created }) => {
             // On stdio the process is the client's own channel: the task's changes follow
             // as notifications/tasks/status.
             if stdio && !created.task.state.is_terminal() {

@@ -1,16 +1,19 @@
 //! What both eras share: finding the caller's task, creating one through `agent_run`, and
 //! waiting for a task to finish without polling the backend in a loop.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tower_service::Service;
+
+use serde_json::{Map, Value};
 
 use super::backend::{TaskBackend, Tracked};
-use super::service::Inner;
-use super::wire::{parse_task_id, store_fault, task_id_missing, task_not_found};
-use crate::plugin::{ErrorObject, McpRequest, McpResponse, Payload};
+use super::layer::TasksLayer;
+use super::service::{Inner, Stack};
+use super::wire::{TaskTiming, parse_task_id, store_fault, task_id_missing, task_not_found};
+#[cfg(doc)]
+use super::wire::{legacy_task, modern_task};
+use crate::plugin::{ErrorObject, McpRequest, McpResponse, McpResult, Payload, Task};
 
 /// A safety net for waits: changes saved without a notification (another instance sharing the
 /// store, a runner that does not notify) are still seen this often.
@@ -35,7 +38,7 @@ pub async fn caller_task<B: TaskBackend>(
     }
 }
 
-/// A task `agent_run` has just created, and the response the inner service gave.
+/// A task `agent_run` has just created, and the response that answers with it.
 pub struct Created {
     pub response: McpResponse,
     pub created: Tracked,
@@ -44,16 +47,16 @@ pub struct Created {
 /// Runs `agent_run` through the inner layers (validation included) and reads back the task the
 /// response names ([`McpResponse::ids`]). Anything that is not a fresh task (a JSON-RPC error, a
 /// tool error such as invalid arguments) comes back as `Err` with the inner response unchanged.
-pub async fn create<S, B>(
-    backend: &B,
+/// A fresh task replaces the response's result with `answer` of the task in an era's wire form,
+/// `render` ([`modern_task`] or [`legacy_task`]).
+pub async fn create<S: Stack, B: TaskBackend>(
+    config: &TasksLayer<B>,
     inner: Inner<S>,
     req: McpRequest,
-) -> Result<Created, McpResponse>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-    B: TaskBackend,
-{
+    render: fn(&B, &Task, Option<usize>, TaskTiming) -> Map<String, Value>,
+    answer: impl FnOnce(Map<String, Value>) -> McpResult,
+) -> Result<Created, McpResponse> {
+    let backend = &*config.backend;
     let identity = req.ctx.identity.clone();
     let response = inner.call(req).await;
     let id = match &response.payload {
@@ -69,6 +72,14 @@ where
     // Stored before the inner service answered, so `tasks/get` resolves from here on.
     match backend.lookup(id).await {
         Ok(Some(created)) if created.task.visible_to(identity.as_deref()) => {
+            let mut response = response;
+            let body = render(
+                backend,
+                &created.task,
+                created.queue_position,
+                config.timing(),
+            );
+            response.payload = Payload::Result(answer(body));
             Ok(Created { response, created })
         }
         Ok(_) => {

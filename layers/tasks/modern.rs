@@ -4,15 +4,12 @@
 //! becomes a task. `tasks/get`, `tasks/update` and `tasks/cancel` need that declaration too
 //! (-32021 before anything else, unknown ids included).
 
-use std::convert::Infallible;
-
 use serde_json::{Map, Value};
-use tower_service::Service;
 
 use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
 use super::lookup::{Created, caller_task, create};
-use super::service::Inner;
+use super::service::{Inner, Stack};
 use super::wire::{
     TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
 };
@@ -54,36 +51,18 @@ pub(super) fn creates_task(req: &McpRequest) -> bool {
 
 /// `agent_run` from a declaring request ([`creates_task`]) answers with a flat
 /// `CreateTaskResult`; a refusal of the inner stack (invalid arguments, …) is passed back.
-pub async fn tools_call<S, B>(
+pub async fn tools_call<S: Stack, B: TaskBackend>(
     config: &TasksLayer<B>,
     inner: Inner<S>,
     req: McpRequest,
-) -> McpResponse
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-    B: TaskBackend,
-{
-    let backend = &*config.backend;
-    match create(backend, inner, req).await {
-        Ok(Created {
-            mut response,
-            created,
-        }) => {
-            let body = modern_task(
-                backend,
-                &created.task,
-                created.queue_position,
-                config.timing(),
-            );
-            response.payload = Payload::Result(McpResult {
-                kind: ResultKind::Task,
-                body,
-                cache: None,
-            });
-            response
-        }
-        Err(response) => response,
+) -> McpResponse {
+    let answer = |body| McpResult {
+        kind: ResultKind::Task,
+        body,
+        cache: None,
+    };
+    match create(config, inner, req, modern_task, answer).await {
+        Ok(Created { response, .. }) | Err(response) => response,
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`Tasks`]: the service that routes task-related requests and passes the rest inward.
 
+use crate::plugin::McpService;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -53,12 +54,7 @@ impl<S, B: TaskBackend> Tasks<S, B> {
     }
 }
 
-impl<S, B> Service<McpRequest> for Tasks<S, B>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    B: TaskBackend,
-{
+impl<S: McpService, B: TaskBackend> Service<McpRequest> for Tasks<S, B> {
     type Response = McpResponse;
     type Error = Infallible;
     type Future = ResponseFuture<S::Future>;
@@ -144,14 +140,22 @@ impl Route {
     }
 }
 
+/// The wrapped service as the task handlers call it: infallible, answering MCP, and `Send`
+/// with its future.
+pub(super) trait Stack:
+    Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
+{
+}
+
+impl<S> Stack for S where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
+{
+}
+
 /// The wrapped service, already polled ready, used at most once.
 pub(super) struct Inner<S>(S);
 
-impl<S> Inner<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-{
+impl<S: Stack> Inner<S> {
     pub(super) async fn call(mut self, req: McpRequest) -> McpResponse {
         // `Tasks::poll_ready` readied this service; `ready` returns at once then.
         let Ok(svc) = self.0.ready().await;
@@ -160,17 +164,12 @@ where
     }
 }
 
-async fn serve<S, B>(
+async fn serve<S: Stack, B: TaskBackend>(
     route: Route,
     config: &TasksLayer<B>,
     inner: Inner<S>,
     req: McpRequest,
-) -> McpResponse
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Send,
-    S::Future: Send,
-    B: TaskBackend,
-{
+) -> McpResponse {
     match route {
         Route::PassThrough => inner.call(req).await,
         Route::Discover => modern::advertise(inner.call(req).await),

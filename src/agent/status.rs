@@ -121,7 +121,7 @@ pub fn render_not_found(task_id: &str) -> String {
 pub use crate::tools::args::parse_uuid;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::task::TokenUsage;
     use uuid::Uuid;
@@ -216,19 +216,20 @@ mod tests {
             input: 1536,
             output: 284,
         };
-        assert_eq!(
-            render_status(&t, None),
-            "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\
-             session_id: 2a8105cc-84f9-4d37-a5bd-e48e04654eb7\n\
-             status: running\n\
-             completed_tasks: 0/1\n\
-             current_task: ollama chat\n\
-             token_usage: input=1536 output=284 total=1820\n\
-             critical_path_tokens: 0\n\
-             message: タスクを実行しています。\n\
-             result:"
-        );
+        assert_eq!(render_status(&t, None), RUNNING);
     }
+
+    /// The contract's text of a running task; the client's parser
+    /// ([`StatusSnapshot`](crate::client::progress::StatusSnapshot)) is tested on it too.
+    pub(crate) const RUNNING: &str = "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\
+        session_id: 2a8105cc-84f9-4d37-a5bd-e48e04654eb7\n\
+        status: running\n\
+        completed_tasks: 0/1\n\
+        current_task: ollama chat\n\
+        token_usage: input=1536 output=284 total=1820\n\
+        critical_path_tokens: 0\n\
+        message: タスクを実行しています。\n\
+        result:";
 
     #[test]
     fn completed_status_matches_the_contract() {

@@ -230,15 +230,8 @@ fn fit(line: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
-    const RUNNING: &str = "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\
-        session_id: 2a8105cc-84f9-4d37-a5bd-e48e04654eb7\n\
-        status: running\n\
-        completed_tasks: 0/1\n\
-        current_task: ollama chat\n\
-        token_usage: input=1536 output=284 total=1820\n\
-        critical_path_tokens: 0\n\
-        message: タスクを実行しています。\n\
-        result:";
+    // What the server renders for a running task (`agent::status`'s contract test).
+    use crate::agent::status::tests::RUNNING;
 
     fn snapshot(text: &str) -> StatusSnapshot {
         StatusSnapshot::parse(text).unwrap()

@@ -354,21 +354,19 @@ struct HttpLink {
 
 impl HttpLink {
     fn new(url: &str) -> Result<HttpLink, ClientError> {
+        let unreachable = |e: reqwest::Error| ClientError::Unreachable {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        };
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|e| ClientError::Unreachable {
-                url: url.to_owned(),
-                reason: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         // Connecting is bounded; a stream then lasts as long as its task.
         let streams = reqwest::Client::builder()
             .connect_timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|e| ClientError::Unreachable {
-                url: url.to_owned(),
-                reason: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         Ok(HttpLink {
             url: url.to_owned(),
             http,

@@ -412,6 +412,14 @@ mod tests {
     use super::*;
     use crate::config::vars;
 
+    /// The default section with the `OTEL_*` variables `pairs` applied, and what applying
+    /// them reported.
+    fn default_with_env(pairs: &[(&str, &str)]) -> (TelemetryConfig, OtelOverrides) {
+        let mut c = TelemetryConfig::default();
+        let out = c.apply_otel_env(&vars(pairs)).unwrap();
+        (c, out)
+    }
+
     #[test]
     fn off_by_default_and_urls_follow_the_spec() {
         let c = TelemetryConfig::default();
@@ -512,10 +520,7 @@ mod tests {
         assert!(out.warnings[0].starts_with("OTEL_METRICS_EXPORTER=\"prometheus\" is ignored"));
         assert!(out.warnings[1].starts_with("OTEL_BSP_MAX_QUEUE_SIZE=\"lots\" is ignored"));
 
-        let mut c = TelemetryConfig::default();
-        let out = c
-            .apply_otel_env(&vars(&[("OTEL_RESOURCE_ATTRIBUTES", "ok=1,broken")]))
-            .unwrap();
+        let (c, out) = default_with_env(&[("OTEL_RESOURCE_ATTRIBUTES", "ok=1,broken")]);
         assert!(
             c.resource_attributes.is_empty(),
             "the whole value is discarded"
@@ -528,12 +533,10 @@ mod tests {
             ]
         );
 
-        let mut c = TelemetryConfig::default();
-        c.apply_otel_env(&vars(&[
+        let (c, _) = default_with_env(&[
             ("OTEL_SDK_DISABLED", "TRUE"),
             ("OTEL_METRICS_EXPORTER", "none"),
-        ]))
-        .unwrap();
+        ]);
         assert!(!c.enabled && !c.metrics);
     }
 
@@ -543,13 +546,10 @@ mod tests {
         assert_eq!(default.settings().sampler, TraceSampler::default());
         assert!(default.settings().sampler.parent_based);
 
-        let mut c = TelemetryConfig::default();
-        let out = c
-            .apply_otel_env(&vars(&[
-                ("OTEL_TRACES_SAMPLER", "traceidratio"),
-                ("OTEL_TRACES_SAMPLER_ARG", "0"),
-            ]))
-            .unwrap();
+        let (c, out) = default_with_env(&[
+            ("OTEL_TRACES_SAMPLER", "traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0"),
+        ]);
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
         c.validate().unwrap();
         assert_eq!(
@@ -561,13 +561,10 @@ mod tests {
         );
 
         // Unreadable values are ignored with a warning that says what to write.
-        let mut c = TelemetryConfig::default();
-        let out = c
-            .apply_otel_env(&vars(&[
-                ("OTEL_TRACES_SAMPLER", "sometimes"),
-                ("OTEL_TRACES_SAMPLER_ARG", "1.5"),
-            ]))
-            .unwrap();
+        let (c, out) = default_with_env(&[
+            ("OTEL_TRACES_SAMPLER", "sometimes"),
+            ("OTEL_TRACES_SAMPLER_ARG", "1.5"),
+        ]);
         assert_eq!(c.sampler, "parentbased_always_on");
         assert_eq!(c.sampler_arg, None);
         assert_eq!(out.warnings.len(), 2, "{:?}", out.warnings);

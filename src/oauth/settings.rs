@@ -132,30 +132,40 @@ impl OAuthSettings {
     /// The issuer's URL, checked: absolute, `https` (or allowed `http`), no query or fragment
     /// (RFC 8414 §2).
     pub(super) fn issuer_url(&self) -> Result<Url, SettingsError> {
-        let url = parse("issuer", &self.issuer)?;
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(SettingsError::Shape {
-                what: "issuer",
-                url: self.issuer.clone(),
-                why: "has a query or a fragment, which an issuer identifier never has (RFC 8414)",
-            });
-        }
-        check_transport("issuer", &self.issuer, &url, self.allow_insecure_http)?;
-        Ok(url)
+        self.checked_url(
+            "issuer",
+            &self.issuer,
+            "has a query or a fragment, which an issuer identifier never has (RFC 8414)",
+        )
     }
 
     /// The resource's URL, checked: absolute, `https` (or allowed `http`), no query or fragment
     /// (RFC 8707 §2, and the metadata URL is built from its path).
     pub(super) fn resource_url(&self) -> Result<Url, SettingsError> {
-        let url = parse("resource", &self.resource)?;
+        self.checked_url(
+            "resource",
+            &self.resource,
+            "has a query or a fragment; name the MCP endpoint, e.g. https://host/mcp",
+        )
+    }
+
+    /// `text` (the `what` setting) as a URL: absolute, `https` (or allowed `http`), and with
+    /// no query or fragment, which `query_why` explains.
+    fn checked_url(
+        &self,
+        what: &'static str,
+        text: &str,
+        query_why: &'static str,
+    ) -> Result<Url, SettingsError> {
+        let url = parse(what, text)?;
         if url.query().is_some() || url.fragment().is_some() {
             return Err(SettingsError::Shape {
-                what: "resource",
-                url: self.resource.clone(),
-                why: "has a query or a fragment; name the MCP endpoint, e.g. https://host/mcp",
+                what,
+                url: text.to_owned(),
+                why: query_why,
             });
         }
-        check_transport("resource", &self.resource, &url, self.allow_insecure_http)?;
+        check_transport(what, text, &url, self.allow_insecure_http)?;
         Ok(url)
     }
 

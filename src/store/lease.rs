@@ -268,6 +268,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    /// `l.confirm()` on a task of its own, to see whether and how it ends.
+    fn confirm_in_background(l: &Lease) -> tokio::task::JoinHandle<Result<(), LeaseLoss>> {
+        let l = l.clone();
+        tokio::spawn(async move { l.confirm().await })
+    }
+
     fn lease(lease: Duration, claimed: Instant) -> (Lease, Arc<Notify>) {
         let wake = Arc::new(Notify::new());
         let l = Lease::new(
@@ -325,10 +331,7 @@ mod tests {
     async fn a_stale_lease_waits_for_a_fresh_renewal() {
         let claimed = Instant::now() - Duration::from_millis(1600);
         let (l, wake) = lease(Duration::from_secs(3), claimed);
-        let waiting = tokio::spawn({
-            let l = l.clone();
-            async move { l.confirm().await }
-        });
+        let waiting = confirm_in_background(&l);
         // The heartbeat is asked; a renewal sent before the ask does not count.
         tokio::time::timeout(Duration::from_secs(1), wake.notified())
             .await
@@ -344,10 +347,7 @@ mod tests {
     async fn a_call_waiting_for_a_renewal_learns_of_the_loss() {
         let claimed = Instant::now() - Duration::from_millis(1600);
         let (l, _) = lease(Duration::from_secs(3), claimed);
-        let waiting = tokio::spawn({
-            let l = l.clone();
-            async move { l.confirm().await }
-        });
+        let waiting = confirm_in_background(&l);
         tokio::task::yield_now().await;
         l.lose(LeaseLoss::TakenOver);
         assert_eq!(waiting.await.unwrap(), Err(LeaseLoss::TakenOver));

@@ -345,7 +345,6 @@ pub(crate) mod conformance {
         use crate::task::input::{Action, Answer};
         let t = Task::new(uuid::Uuid::new_v4(), Some("alice".into()), "x".into(), None);
         store.insert_task(&t).await.unwrap();
-        assert_eq!(store.input_answer(t.id, "approval-1").await.unwrap(), None);
         let accept = Answer {
             action: Action::Accept,
             by: Some("alice".into()),
@@ -355,33 +354,26 @@ pub(crate) mod conformance {
             action: Action::Decline,
             ..accept.clone()
         };
-        assert!(
-            store
-                .answer_input(t.id, "approval-1", &accept)
-                .await
-                .unwrap()
-        );
-        assert!(
-            !store
-                .answer_input(t.id, "approval-1", &decline)
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            store.input_answer(t.id, "approval-1").await.unwrap(),
-            Some(accept.clone())
-        );
-        assert_eq!(store.input_answer(t.id, "approval-2").await.unwrap(), None);
-        assert!(
-            store
-                .answer_input(t.id, "approval-2", &decline)
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            store.input_answer(t.id, "approval-2").await.unwrap(),
-            Some(decline)
-        );
+        // (key, answer, what the key held before, whether the answer is kept)
+        for (step, (key, answer, before, kept)) in [
+            ("approval-1", &accept, None, true),
+            ("approval-1", &decline, Some(&accept), false),
+            ("approval-2", &decline, None, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let held = store.input_answer(t.id, key).await.unwrap();
+            assert_eq!(held.as_ref(), before, "step {step}: {key} before");
+            let taken = store.answer_input(t.id, key, answer).await.unwrap();
+            assert_eq!(taken, kept, "step {step}: {key} kept");
+            let held = store.input_answer(t.id, key).await.unwrap();
+            assert_eq!(
+                held.as_ref(),
+                before.or(Some(answer)),
+                "step {step}: {key} after"
+            );
+        }
         let unknown = uuid::Uuid::new_v4();
         assert!(matches!(
             store.answer_input(unknown, "approval-1", &accept).await,
@@ -420,27 +412,19 @@ pub(crate) mod conformance {
     pub(crate) async fn tasks_in_a_state_come_in_acceptance_order(store: &dyn TaskStore) {
         let session = Session::new(None);
         store.create_session(&session).await.unwrap();
-        let before: Vec<uuid::Uuid> = store
-            .tasks_in_state(TaskState::Queued)
-            .await
-            .unwrap()
-            .iter()
-            .map(|t| t.id)
-            .collect();
+        let queued_ids = async || -> Vec<uuid::Uuid> {
+            let queued = store.tasks_in_state(TaskState::Queued).await.unwrap();
+            queued.iter().map(|t| t.id).collect()
+        };
+        let before = queued_ids().await;
         let mut ids = Vec::new();
         for _ in 0..20 {
             let t = Task::new(session.id, None, "r".into(), None);
             store.insert_task(&t).await.unwrap();
             ids.push(t.id);
         }
-        let queued: Vec<uuid::Uuid> = store
-            .tasks_in_state(TaskState::Queued)
-            .await
-            .unwrap()
-            .iter()
-            .map(|t| t.id)
-            .filter(|id| !before.contains(id))
-            .collect();
+        let mut queued = queued_ids().await;
+        queued.retain(|id| !before.contains(id));
         assert_eq!(queued, ids);
     }
 

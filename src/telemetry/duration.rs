@@ -23,7 +23,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter};
 
 use super::semconv::{attr, metric, value};
-use super::spans::Network;
+use super::spans::{Network, Operation, operation_builders};
 
 static SERVER_DURATION: OnceLock<Histogram<f64>> = OnceLock::new();
 
@@ -46,28 +46,19 @@ pub(super) fn install(meter: &Meter) {
 /// [`McpServerSpan`](super::spans::McpServerSpan)).
 #[derive(Clone, Debug)]
 pub struct OperationAttributes<'a> {
-    method: &'static str,
-    tool: Option<&'static str>,
+    operation: Operation,
     error_type: Option<&'a str>,
-    protocol_version: Option<&'static str>,
-    network: Network,
 }
 
 impl<'a> OperationAttributes<'a> {
     pub fn new(method: &'static str) -> Self {
         Self {
-            method,
-            tool: None,
+            operation: Operation::new(method),
             error_type: None,
-            protocol_version: None,
-            network: Network::InProcess,
         }
     }
 
-    pub fn with_tool(mut self, tool: &'static str) -> Self {
-        self.tool = Some(tool);
-        self
-    }
+    operation_builders!();
 
     /// The error class the request ended with (a JSON-RPC code, `tool_error`); `None` when it
     /// succeeded.
@@ -76,21 +67,11 @@ impl<'a> OperationAttributes<'a> {
         self
     }
 
-    pub fn with_protocol_version(mut self, version: &'static str) -> Self {
-        self.protocol_version = Some(version);
-        self
-    }
-
-    pub fn with_network(mut self, network: Network) -> Self {
-        self.network = network;
-        self
-    }
-
     fn key_values(&self) -> Vec<KeyValue> {
         // Keys and values are `'static` (no copy) but for an error's token.
         let mut kv = Vec::with_capacity(6);
-        kv.push(KeyValue::new(attr::MCP_METHOD_NAME, self.method));
-        if let Some(tool) = self.tool {
+        kv.push(KeyValue::new(attr::MCP_METHOD_NAME, self.operation.method));
+        if let Some(tool) = self.operation.tool {
             kv.push(KeyValue::new(attr::GEN_AI_TOOL_NAME, tool));
             kv.push(KeyValue::new(
                 attr::GEN_AI_OPERATION_NAME,
@@ -103,10 +84,10 @@ impl<'a> OperationAttributes<'a> {
                 super::spans::error_token(error),
             ));
         }
-        if let Some(version) = self.protocol_version {
+        if let Some(version) = self.operation.protocol_version {
             kv.push(KeyValue::new(attr::MCP_PROTOCOL_VERSION, version));
         }
-        match self.network {
+        match self.operation.network {
             Network::Http { .. } => {
                 kv.push(KeyValue::new(attr::NETWORK_TRANSPORT, value::TRANSPORT_TCP));
                 kv.push(KeyValue::new(

@@ -196,14 +196,19 @@ fn nanos(time: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
-    let context = &span.span_context;
+/// `trace_id`, `span_id` and `trace_state` (fields 1 to 3 of both a Span and a Span.Link).
+fn ids_and_state(out: &mut Vec<u8>, context: &SpanContext) {
     bytes(out, 1, &context.trace_id().to_bytes());
     bytes(out, 2, &context.span_id().to_bytes());
     let state = context.trace_state().header();
     if !state.is_empty() {
         string(out, 3, &state);
     }
+}
+
+fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
+    let context = &span.span_context;
+    ids_and_state(out, context);
     if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
         bytes(out, 4, &span.parent_span_id.to_bytes());
     }
@@ -236,12 +241,7 @@ fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
     for link in &span.links.links {
         message(out, 13, |out| {
             let linked = &link.span_context;
-            bytes(out, 1, &linked.trace_id().to_bytes());
-            bytes(out, 2, &linked.span_id().to_bytes());
-            let state = linked.trace_state().header();
-            if !state.is_empty() {
-                string(out, 3, &state);
-            }
+            ids_and_state(out, linked);
             for kv in &link.attributes {
                 message(out, 4, |out| key_value(out, kv));
             }

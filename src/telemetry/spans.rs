@@ -130,15 +130,57 @@ fn bounded(id: &str) -> &str {
     }
 }
 
+/// What the server span and the duration measurement of one request both say of it (see
+/// [`OperationAttributes`](super::duration::OperationAttributes)).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Operation {
+    pub(super) method: &'static str,
+    pub(super) tool: Option<&'static str>,
+    pub(super) protocol_version: Option<&'static str>,
+    pub(super) network: Network,
+}
+
+impl Operation {
+    pub(super) fn new(method: &'static str) -> Self {
+        Self {
+            method,
+            tool: None,
+            protocol_version: None,
+            network: Network::InProcess,
+        }
+    }
+}
+
+/// The builder methods of an [`Operation`]'s members, for a type that keeps one as
+/// `operation`.
+macro_rules! operation_builders {
+    () => {
+        /// The tool of a `tools/call` (one of ours, or [`value::OTHER`]): the span's target,
+        /// and `gen_ai.operation.name = execute_tool`.
+        pub fn with_tool(mut self, tool: &'static str) -> Self {
+            self.operation.tool = Some(tool);
+            self
+        }
+
+        pub fn with_protocol_version(mut self, version: &'static str) -> Self {
+            self.operation.protocol_version = Some(version);
+            self
+        }
+
+        pub fn with_network(mut self, network: $crate::telemetry::spans::Network) -> Self {
+            self.operation.network = network;
+            self
+        }
+    };
+}
+pub(super) use operation_builders;
+
 /// The MCP server span of one request or notification (mcp.md "Server"). `mcp.session.id` is
 /// never set: this server is stateless and mints no session.
 #[derive(Clone, Debug)]
 pub struct McpServerSpan<'a> {
-    method: &'static str,
-    tool: Option<&'static str>,
+    operation: Operation,
     request_id: Option<&'a str>,
-    protocol_version: Option<&'static str>,
-    network: Network,
 }
 
 impl<'a> McpServerSpan<'a> {
@@ -146,34 +188,16 @@ impl<'a> McpServerSpan<'a> {
     /// method the server does not know, whose name is the client's text.
     pub fn new(method: &'static str) -> Self {
         Self {
-            method,
-            tool: None,
+            operation: Operation::new(method),
             request_id: None,
-            protocol_version: None,
-            network: Network::InProcess,
         }
     }
 
-    /// The tool of a `tools/call` (one of ours, or [`value::OTHER`]): the span's target, and
-    /// `gen_ai.operation.name = execute_tool`.
-    pub fn with_tool(mut self, tool: &'static str) -> Self {
-        self.tool = Some(tool);
-        self
-    }
+    operation_builders!();
 
     /// The JSON-RPC `id` as a string (not set for a notification, nor for `id: null`).
     pub fn with_request_id(mut self, id: &'a str) -> Self {
         self.request_id = Some(bounded(id));
-        self
-    }
-
-    pub fn with_protocol_version(mut self, version: &'static str) -> Self {
-        self.protocol_version = Some(version);
-        self
-    }
-
-    pub fn with_network(mut self, network: Network) -> Self {
-        self.network = network;
         self
     }
 
@@ -213,8 +237,8 @@ impl<'a> McpServerSpan<'a> {
         let mut push = |key: &'static str, value: Value| {
             attributes.push(KeyValue::new(Key::from_static_str(key), value));
         };
-        push(attr::MCP_METHOD_NAME, Value::from(self.method));
-        if let Some(tool) = self.tool {
+        push(attr::MCP_METHOD_NAME, Value::from(self.operation.method));
+        if let Some(tool) = self.operation.tool {
             push(attr::GEN_AI_TOOL_NAME, Value::from(tool));
             push(
                 attr::GEN_AI_OPERATION_NAME,
@@ -224,13 +248,13 @@ impl<'a> McpServerSpan<'a> {
         if let Some(id) = self.request_id {
             push(attr::JSONRPC_REQUEST_ID, Value::from(id.to_owned()));
         }
-        if let Some(version) = self.protocol_version {
+        if let Some(version) = self.operation.protocol_version {
             push(attr::MCP_PROTOCOL_VERSION, Value::from(version));
         }
-        if let Some(transport) = self.network.transport() {
+        if let Some(transport) = self.operation.network.transport() {
             push(attr::NETWORK_TRANSPORT, Value::from(transport));
         }
-        if let Network::Http { peer } = self.network {
+        if let Network::Http { peer } = self.operation.network {
             push(
                 attr::NETWORK_PROTOCOL_NAME,
                 Value::from(value::PROTOCOL_HTTP),
@@ -240,9 +264,10 @@ impl<'a> McpServerSpan<'a> {
                 push(attr::CLIENT_PORT, Value::I64(i64::from(peer.port())));
             }
         }
-        let mut builder = SpanBuilder::from_name(server_span_name(self.method, self.tool))
-            .with_kind(SpanKind::Server)
-            .with_attributes(attributes);
+        let mut builder =
+            SpanBuilder::from_name(server_span_name(self.operation.method, self.operation.tool))
+                .with_kind(SpanKind::Server)
+                .with_attributes(attributes);
         if let Some(link) = link {
             builder = builder.with_links(vec![Link::with_context(link)]);
         }

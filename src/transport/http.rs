@@ -15,9 +15,9 @@
 //! [`Credential`](crate::protocol::Credential) (no header travels further), asks the
 //! [`Admission`] check with it before reading any of the body (a request without a valid
 //! bearer token costs only its headers), reads the body within its deadline and the server's
-//! shared [`BodyBudget`], hands an
-//! [`McpRequest`] to the inner stack and turns the [`McpResponse`] into a JSON response with the
-//! status the era asks for. A [`Refusal`] from a layer inside is mapped here, and only here:
+//! shared [`BodyBudget`], hands an [`McpRequest`](crate::plugin::McpRequest) to the inner
+//! stack and turns the [`McpResponse`] into a JSON response with the status the era asks for.
+//! A [`Refusal`] from a layer inside is mapped here, and only here:
 //!
 //! | refusal | status and headers |
 //! |---|---|
@@ -39,6 +39,7 @@
 //! # }
 //! ```
 
+use crate::plugin::McpService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -61,7 +62,7 @@ use tower_service::Service;
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::response_json;
 use crate::protocol::{
-    ErrorObject, McpRequest, McpResponse, MessageStream, Payload, Refusal, StreamSlot, code,
+    ErrorObject, McpResponse, MessageStream, Payload, Refusal, StreamSlot, code,
 };
 
 pub mod admission;
@@ -271,14 +272,19 @@ impl<S> McpHttpService<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for McpHttpService<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+/// A request body the endpoint can read from a spawned task: `Send` and `'static`, with `Send`
+/// chunks and an error that boxes. Every such body is one; the trait only names the bound.
+pub trait IncomingBody:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
 {
+}
+
+impl<B> IncomingBody for B where
+    B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpHttpService<S> {
     type Response = Response<McpBody>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<McpBody>, Infallible>> + Send>>;
@@ -496,7 +502,7 @@ fn empty(status: StatusCode) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ProtocolVersion, RequestContext, RequestId, Transport};
+    use crate::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
     use serde_json::json;
 
     fn refused(version: ProtocolVersion, refusal: Refusal) -> HttpResponse {

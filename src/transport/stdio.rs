@@ -26,8 +26,8 @@
 //! # }
 //! ```
 
+use crate::plugin::McpService;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -36,12 +36,11 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tower_service::Service;
 
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    ErrorObject, Incoming, McpRequest, McpResponse, Method, Payload, ProtocolVersion,
-    RequestContext, RequestId, Transport, VersionHints, classify,
+    ErrorObject, Incoming, McpRequest, Method, Payload, ProtocolVersion, RequestContext, RequestId,
+    Transport, VersionHints, classify,
 };
 pub use crate::transport::stdio_ask::{SessionElicits, StdioAsker};
 use crate::transport::telemetry::ServerOperation;
@@ -60,8 +59,7 @@ type InFlight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
 /// Serves `service` over a line-delimited byte stream until end of input.
 pub async fn serve<S, R, W>(service: S, input: R, output: W) -> std::io::Result<()>
 where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
+    S: McpService,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -76,8 +74,7 @@ pub async fn serve_with_limit<S, R, W>(
     max_line_bytes: usize,
 ) -> std::io::Result<()>
 where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
+    S: McpService,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -93,8 +90,7 @@ pub async fn serve_asking<S, R, W>(
     output: W,
 ) -> std::io::Result<()>
 where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
+    S: McpService,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -109,8 +105,7 @@ async fn serve_inner<S, R, W>(
     asker: Option<StdioAsker>,
 ) -> std::io::Result<()>
 where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
+    S: McpService,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -373,6 +368,7 @@ mod tests {
     use super::*;
     use crate::protocol::McpResult;
     use std::collections::BTreeSet;
+    use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};

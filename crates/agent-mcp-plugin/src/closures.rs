@@ -36,6 +36,7 @@
 //! # }
 //! ```
 
+use crate::McpService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -216,12 +217,7 @@ impl<S, A> AsyncWrap<S, A> {
     }
 }
 
-impl<S, A> Service<McpRequest> for AsyncWrap<S, A>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    A: AsyncAround,
-{
+impl<S: McpService, A: AsyncAround> Service<McpRequest> for AsyncWrap<S, A> {
     type Response = McpResponse;
     type Error = Infallible;
     type Future = BoxResponseFuture;

@@ -143,6 +143,25 @@ impl Finish for () {
     fn finish(self, _response: &mut McpResponse) {}
 }
 
+/// A service of MCP requests that a transport or a layer can clone into spawned tasks:
+/// infallible, `Clone`, `Send` with its future, and `'static`. Every such service is one; the
+/// trait only names the bound.
+pub trait McpService:
+    Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> McpService for S where
+    S: Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
 /// A layer that runs an [`Around`] on each request and its response: the `Service` of every
 /// such layer, written once (metrics, audit and auth are `Wrap`s).
 #[derive(Clone, Debug)]

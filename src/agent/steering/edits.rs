@@ -150,14 +150,7 @@ fn backticked(text: &str) -> Vec<Span<'_>> {
         else {
             break;
         };
-        let inner = &text[open + 1..close];
-        if !inner.is_empty() && !inner.contains('\n') {
-            spans.push(Span {
-                text: inner,
-                start: open,
-                end: close + 1,
-            });
-        }
+        spans.extend(one_line_span(text, open, close));
         rest = close + 1;
     }
     spans
@@ -194,17 +187,21 @@ fn quoted(text: &str) -> Vec<Span<'_>> {
             rest = open + 1;
             continue;
         };
-        let inner = &text[open + 1..close];
-        if !inner.is_empty() && !inner.contains('\n') {
-            spans.push(Span {
-                text: inner,
-                start: open,
-                end: close + 1,
-            });
-        }
+        spans.extend(one_line_span(text, open, close));
         rest = close + 1;
     }
     spans
+}
+
+/// The span from the one-byte quote at `open` to the one at `close`, if what they enclose is
+/// not empty and on one line.
+fn one_line_span(text: &str, open: usize, close: usize) -> Option<Span<'_>> {
+    let inner = &text[open + 1..close];
+    (!inner.is_empty() && !inner.contains('\n')).then_some(Span {
+        text: inner,
+        start: open,
+        end: close + 1,
+    })
 }
 
 fn indent(line: &str) -> usize {
@@ -350,6 +347,12 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The `key` argument of the edit [`block_edit`] makes of `reply` when calc.py holds
+    /// `file` (`null` when it makes none).
+    fn block_edit_arg(reply: &str, file: &str, key: &str) -> serde_json::Value {
+        args(block_edit(reply, &read(file)))["arguments"][key].clone()
+    }
+
     const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 
     #[test]
@@ -402,25 +405,22 @@ mod tests {
         // A method inside a class keeps the class's indentation.
         let class =
             "class C:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n";
-        let edit = block_edit("def f(self):\n    return 3", &read(class));
         assert_eq!(
-            args(edit)["arguments"]["new_text"],
+            block_edit_arg("def f(self):\n    return 3", class, "new_text"),
             json!("    def f(self):\n        return 3")
         );
         // Braces: the closing line at the opening's indent goes with it.
         let rust = "fn f() -> i32 {\n    1\n}\n\nfn g() {}\n";
-        let edit = block_edit("fn f() -> i32 {\n    2\n}", &read(rust));
         assert_eq!(
-            args(edit)["arguments"]["old_text"],
+            block_edit_arg("fn f() -> i32 {\n    2\n}", rust, "old_text"),
             json!("fn f() -> i32 {\n    1\n}")
         );
     }
 
     #[test]
     fn a_block_indented_in_a_list_is_moved_to_the_lines_it_replaces() {
-        let edit = block_edit("   def add(a, b):\n       return a + b", &read(CALC));
         assert_eq!(
-            args(edit)["arguments"]["new_text"],
+            block_edit_arg("   def add(a, b):\n       return a + b", CALC, "new_text"),
             json!("def add(a, b):\n    return a + b")
         );
     }

@@ -352,36 +352,61 @@ mod tests {
 
     #[test]
     fn auto_picks_small_below_seven_billion_and_off_from_there() {
-        let policy = |mode, s: &ShowResponse| Policy::for_model(mode, s).0;
-        assert_eq!(
-            policy(SteeringMode::Auto, &show(Some(1_777_088_000), None)),
-            Policy::Small
-        );
-        assert_eq!(
-            policy(SteeringMode::Auto, &show(None, Some("1.5B"))),
-            Policy::Small
-        );
-        assert_eq!(
-            policy(SteeringMode::Auto, &show(None, Some("270M"))),
-            Policy::Small
-        );
-        assert_eq!(
-            policy(SteeringMode::Auto, &show(Some(8_030_261_248), None)),
-            Policy::Off
-        );
-        assert_eq!(
-            policy(SteeringMode::Auto, &show(None, Some("120B"))),
-            Policy::Off
-        );
-        assert_eq!(policy(SteeringMode::Auto, &show(None, None)), Policy::Off);
-        assert_eq!(
-            policy(SteeringMode::Small, &show(Some(70_000_000_000), None)),
-            Policy::Small
-        );
-        assert_eq!(
-            policy(SteeringMode::Off, &show(Some(500_000_000), None)),
-            Policy::Off
-        );
+        for (name, mode, count, size, wanted) in [
+            (
+                "1.8B by count",
+                SteeringMode::Auto,
+                Some(1_777_088_000),
+                None,
+                Policy::Small,
+            ),
+            (
+                "1.5B by label",
+                SteeringMode::Auto,
+                None,
+                Some("1.5B"),
+                Policy::Small,
+            ),
+            (
+                "270M by label",
+                SteeringMode::Auto,
+                None,
+                Some("270M"),
+                Policy::Small,
+            ),
+            (
+                "8B by count",
+                SteeringMode::Auto,
+                Some(8_030_261_248),
+                None,
+                Policy::Off,
+            ),
+            (
+                "120B by label",
+                SteeringMode::Auto,
+                None,
+                Some("120B"),
+                Policy::Off,
+            ),
+            ("size unknown", SteeringMode::Auto, None, None, Policy::Off),
+            (
+                "small forced",
+                SteeringMode::Small,
+                Some(70_000_000_000),
+                None,
+                Policy::Small,
+            ),
+            (
+                "off forced",
+                SteeringMode::Off,
+                Some(500_000_000),
+                None,
+                Policy::Off,
+            ),
+        ] {
+            let got = Policy::for_model(mode, &show(count, size)).0;
+            assert_eq!(got, wanted, "{name}");
+        }
         assert_eq!(
             Policy::for_model(SteeringMode::Auto, &show(Some(1_777_088_000), None)).1,
             "small (auto: 1.8B parameters, below 7B)"

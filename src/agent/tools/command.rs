@@ -617,6 +617,13 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    /// A workspace in a fresh temporary folder (kept while the returned folder lives).
+    fn empty_workspace() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
     fn settings(allow: &[&str], timeout: Duration, cap: usize) -> CommandSettings {
         CommandSettings {
             allow: allow.iter().map(|s| (*s).to_owned()).collect(),
@@ -642,8 +649,7 @@ mod tests {
 
     #[tokio::test]
     async fn runs_argv_without_a_shell() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (dir, ws) = empty_workspace();
         let s = settings(&["echo"], Duration::from_secs(10), 4096);
         let out = run(&ws, &s, &["echo", "a; touch pwned", "$(id)"])
             .await
@@ -657,8 +663,7 @@ mod tests {
 
     #[tokio::test]
     async fn programs_off_the_list_or_with_paths_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let s = settings(&["echo"], Duration::from_secs(10), 4096);
         for argv in [
             &["rm", "-rf", "."][..],
@@ -676,8 +681,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_environment_is_minimal() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let mut s = settings(&["env"], Duration::from_secs(10), 1 << 16);
         s.env.insert("CARGO_TERM_COLOR".into(), "never".into());
         let out = run(&ws, &s, &["env"]).await.unwrap();
@@ -696,8 +700,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_timeout_kills_the_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let s = settings(&["sleep"], Duration::from_millis(300), 4096);
         let started = std::time::Instant::now();
         let out = run(&ws, &s, &["sleep", "30"]).await.unwrap();
@@ -752,8 +755,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn resource_limits_reach_the_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let mut s = settings(&["sh"], Duration::from_secs(10), 4096);
         s.limits = crate::config::CommandLimits {
             cpu_time: Some(Duration::from_secs(7)),
@@ -771,8 +773,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_cpu_bound_command_is_stopped_by_its_cpu_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let mut s = settings(&["sh"], Duration::from_secs(30), 4096);
         s.limits.cpu_time = Some(Duration::from_secs(1));
         let started = std::time::Instant::now();
@@ -789,8 +790,7 @@ mod tests {
 
     #[tokio::test]
     async fn huge_output_is_capped() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = empty_workspace();
         let s = settings(&["yes"], Duration::from_millis(500), 1000);
         let out = run(&ws, &s, &["yes"]).await.unwrap();
         assert!(out.contains("timed out"), "{}", &out[..200.min(out.len())]);

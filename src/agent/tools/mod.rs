@@ -571,22 +571,18 @@ mod tests {
     async fn a_stuck_file_tool_gives_up_at_its_deadline_and_on_cancel() {
         let (release, stuck) = std::sync::mpsc::channel::<()>();
         let stuck = std::sync::Arc::new(std::sync::Mutex::new(stuck));
-        let work =
-            |stuck: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>| -> Work {
-                Box::new(move || {
-                    let _ = stuck.lock().map(|rx| rx.recv());
-                    Ok(ToolOutput::text("finished"))
-                })
-            };
         let cancel = CancellationToken::new();
+        // `tool` runs work that waits for `release`, within `deadline`.
+        let stuck_call = |tool, deadline| {
+            let stuck = stuck.clone();
+            let work: Work = Box::new(move || {
+                let _ = stuck.lock().map(|rx| rx.recv());
+                Ok(ToolOutput::text("finished"))
+            });
+            blocking(tool, work, &cancel, deadline)
+        };
         let started = std::time::Instant::now();
-        let out = blocking(
-            "read_file",
-            work(stuck.clone()),
-            &cancel,
-            Duration::from_millis(200),
-        )
-        .await;
+        let out = stuck_call("read_file", Duration::from_millis(200)).await;
         assert!(
             matches!(
                 &out,
@@ -605,13 +601,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             fired.cancel();
         });
-        let out = blocking(
-            "search_text",
-            work(stuck.clone()),
-            &cancel,
-            Duration::from_secs(3600),
-        )
-        .await;
+        let out = stuck_call("search_text", Duration::from_secs(3600)).await;
         assert!(matches!(out, Err(CallError::Cancelled)), "{out:?}");
         // Let the stuck threads go, so the runtime can stop.
         let _ = release.send(());

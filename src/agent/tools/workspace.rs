@@ -763,6 +763,23 @@ pub(super) fn link_count(meta: &std::fs::Metadata) -> u64 {
 mod tests {
     use super::*;
 
+    /// [`setup`], with a folder `dir` in the workspace; also the workspace's root.
+    #[cfg(target_os = "linux")]
+    fn setup_with_dir() -> (tempfile::TempDir, Workspace, PathBuf, PathBuf) {
+        let (base, ws, outside) = setup();
+        let root = ws.root().to_path_buf();
+        std::fs::create_dir(root.join("dir")).unwrap();
+        (base, ws, outside, root)
+    }
+
+    /// The swap of a check-then-use race: `root/dir` moved to `root/old`, and a symbolic link
+    /// to `target` put in its place.
+    #[cfg(target_os = "linux")]
+    fn swap_dir_for_link(root: &Path, target: &Path) {
+        std::fs::rename(root.join("dir"), root.join("old")).unwrap();
+        std::os::unix::fs::symlink(target, root.join("dir")).unwrap();
+    }
+
     fn setup() -> (tempfile::TempDir, Workspace, PathBuf) {
         let base = tempfile::tempdir().unwrap();
         let ws_dir = base.path().join("ws");
@@ -858,14 +875,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn open_read_refuses_a_folder_swapped_for_a_link_after_the_check() {
-        let (_base, ws, outside) = setup();
-        let root = ws.root().to_path_buf();
-        std::fs::create_dir(root.join("dir")).unwrap();
+        let (_base, ws, outside, root) = setup_with_dir();
         std::fs::write(root.join("dir/secret.txt"), "inside").unwrap();
         let checked = ws.existing("dir/secret.txt").unwrap();
         // The swap: dir becomes a link to the outside folder, which has a secret.txt too.
-        std::fs::rename(root.join("dir"), root.join("old")).unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("dir")).unwrap();
+        swap_dir_for_link(&root, &outside);
         let err = ws.open_read(&checked).unwrap_err().to_string();
         assert!(err.contains("dir/secret.txt"), "{err}");
         // A relative link that stays inside still works. (The check hands over canonical
@@ -1039,12 +1053,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn open_dir_refuses_a_folder_swapped_for_a_link_after_the_check() {
-        let (_base, ws, outside) = setup();
-        let root = ws.root().to_path_buf();
-        std::fs::create_dir(root.join("dir")).unwrap();
+        let (_base, ws, outside, root) = setup_with_dir();
         let checked = ws.existing("dir").unwrap();
-        std::fs::rename(root.join("dir"), root.join("old")).unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("dir")).unwrap();
+        swap_dir_for_link(&root, &outside);
         assert!(matches!(ws.open_dir(&checked), Err(PathError::Outside(_))));
         std::fs::remove_file(root.join("dir")).unwrap();
         std::fs::rename(root.join("old"), root.join("dir")).unwrap();

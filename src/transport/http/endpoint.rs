@@ -3,6 +3,7 @@
 //! JSON-RPC message, classifies its era, checks the 2026-07-28 routing headers and hands an
 //! [`McpRequest`] to the MCP stack.
 
+use crate::plugin::McpService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 use tower::ServiceExt;
 use tower_service::Service;
 
+use super::IncomingBody;
 use super::budget::{FREE_BYTES, Reservation};
 use super::{
     HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION, HttpResponse, HttpRules, empty, into_http,
@@ -51,14 +53,7 @@ impl<S> McpEndpoint<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for McpEndpoint<S>
-where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpEndpoint<S> {
     type Response = HttpResponse;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;

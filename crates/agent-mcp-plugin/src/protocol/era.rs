@@ -252,6 +252,11 @@ mod tests {
         v.as_object().cloned().unwrap_or_default()
     }
 
+    /// [`classify`] of a `method` that has no params.
+    fn without_params(method: &str, hints: VersionHints<'_>) -> Result<Classified, ErrorObject> {
+        classify(&Method::from(method), &Map::new(), hints)
+    }
+
     fn modern_meta() -> Value {
         json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}}})
     }
@@ -303,17 +308,13 @@ mod tests {
             default_legacy: true,
             ..Default::default()
         };
-        let e = classify(&Method::from("tools/list"), &Map::new(), hints).unwrap_err();
+        let e = without_params("tools/list", hints).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
-        let e = classify(
-            &Method::from("server/discover"),
-            &Map::new(),
-            VersionHints {
-                header: None,
-                ..hints
-            },
-        )
-        .unwrap_err();
+        let no_header = VersionHints {
+            header: None,
+            ..hints
+        };
+        let e = without_params("server/discover", no_header).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
     }
 
@@ -323,59 +324,27 @@ mod tests {
             default_legacy: true,
             ..Default::default()
         };
-        let c = classify(&Method::from("tools/list"), &Map::new(), http).unwrap();
+        let with_header = |method, header| without_params(method, VersionHints { header, ..http });
+        let c = with_header("tools/list", None).unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_03_26);
-        let c = classify(
-            &Method::from("tools/list"),
-            &Map::new(),
-            VersionHints {
-                header: Some("2025-06-18"),
-                ..http
-            },
-        )
-        .unwrap();
+        let c = with_header("tools/list", Some("2025-06-18")).unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_06_18);
-        let e = classify(
-            &Method::from("tools/list"),
-            &Map::new(),
-            VersionHints {
-                header: Some("2024-01-01"),
-                ..http
-            },
-        )
-        .unwrap_err();
+        let e = with_header("tools/list", Some("2024-01-01")).unwrap_err();
         assert_eq!(e.code, code::UNSUPPORTED_PROTOCOL_VERSION);
         // An initialize is legacy whatever header it carries.
-        let c = classify(
-            &Method::from("initialize"),
-            &Map::new(),
-            VersionHints {
-                header: Some("2025-11-25"),
-                ..http
-            },
-        )
-        .unwrap();
+        let c = with_header("initialize", Some("2025-11-25")).unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_11_25);
     }
 
     #[test]
     fn stdio_without_meta_needs_a_prior_initialize() {
-        let e = classify(
-            &Method::from("tools/list"),
-            &Map::new(),
-            VersionHints::default(),
-        )
-        .unwrap_err();
+        let e = without_params("tools/list", VersionHints::default()).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
-        let c = classify(
-            &Method::from("tools/list"),
-            &Map::new(),
-            VersionHints {
-                negotiated: Some(ProtocolVersion::V2025_11_25),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let negotiated = VersionHints {
+            negotiated: Some(ProtocolVersion::V2025_11_25),
+            ..Default::default()
+        };
+        let c = without_params("tools/list", negotiated).unwrap();
         assert_eq!(c.version, ProtocolVersion::V2025_11_25);
     }
 }

@@ -147,14 +147,8 @@ impl Incoming {
         })?;
         match top {
             Top::Object(fields) => fields.into_incoming(),
-            Top::Array => Err(EnvelopeError {
-                id: None,
-                error: ErrorObject::invalid_request(BATCHES_UNSUPPORTED),
-            }),
-            Top::Other => Err(EnvelopeError {
-                id: None,
-                error: ErrorObject::invalid_request(NOT_AN_OBJECT),
-            }),
+            Top::Array => Err(fail(None, BATCHES_UNSUPPORTED)),
+            Top::Other => Err(fail(None, NOT_AN_OBJECT)),
         }
     }
 
@@ -163,16 +157,10 @@ impl Incoming {
         let mut obj = match value {
             Value::Object(obj) => obj,
             Value::Array(_) => {
-                return Err(EnvelopeError {
-                    id: None,
-                    error: ErrorObject::invalid_request(BATCHES_UNSUPPORTED),
-                });
+                return Err(fail(None, BATCHES_UNSUPPORTED));
             }
             _ => {
-                return Err(EnvelopeError {
-                    id: None,
-                    error: ErrorObject::invalid_request(NOT_AN_OBJECT),
-                });
+                return Err(fail(None, NOT_AN_OBJECT));
             }
         };
         let id = match obj.remove("id") {
@@ -181,23 +169,9 @@ impl Incoming {
             Some(Value::String(s)) => Some(RequestId::String(s)),
             Some(Value::Number(n)) => match n.as_i64() {
                 Some(i) => Some(RequestId::Number(i)),
-                None => {
-                    return Err(EnvelopeError {
-                        id: None,
-                        error: ErrorObject::invalid_request(BAD_ID),
-                    });
-                }
+                None => return Err(fail(None, BAD_ID)),
             },
-            Some(_) => {
-                return Err(EnvelopeError {
-                    id: None,
-                    error: ErrorObject::invalid_request(BAD_ID),
-                });
-            }
-        };
-        let fail = |id: Option<RequestId>, msg: &str| EnvelopeError {
-            id,
-            error: ErrorObject::invalid_request(msg.to_owned()),
+            Some(_) => return Err(fail(None, BAD_ID)),
         };
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(fail(id, BAD_JSONRPC));
@@ -212,21 +186,39 @@ impl Incoming {
             return Err(fail(id, BAD_METHOD));
         };
         let method = Method::from(method);
-        let params = match obj.remove("params") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(p)) => p,
-            Some(_) => {
-                return Err(EnvelopeError {
-                    id,
-                    error: ErrorObject::invalid_params(BAD_PARAMS),
-                });
-            }
-        };
-        Ok(match id {
-            Some(id) => Incoming::Request { id, method, params },
-            None => Incoming::Notification { method, params },
-        })
+        request_or_notification(id, method, obj.remove("params"))
     }
+}
+
+/// An invalid-request refusal of the message with `id`.
+fn fail(id: Option<RequestId>, msg: &str) -> EnvelopeError {
+    EnvelopeError {
+        id,
+        error: ErrorObject::invalid_request(msg.to_owned()),
+    }
+}
+
+/// The last check of both parses, `params` (absent, `null` or an object), and the message
+/// that `id` makes of the rest: a request with one, a notification without.
+fn request_or_notification(
+    id: Option<RequestId>,
+    method: Method,
+    params: Option<Value>,
+) -> Result<Incoming, EnvelopeError> {
+    let params = match params {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p,
+        Some(_) => {
+            return Err(EnvelopeError {
+                id,
+                error: ErrorObject::invalid_params(BAD_PARAMS),
+            });
+        }
+    };
+    Ok(match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification { method, params },
+    })
 }
 
 const BATCHES_UNSUPPORTED: &str =
@@ -284,16 +276,7 @@ impl Fields {
         let id = match self.id {
             IdField::None => None,
             IdField::Id(id) => Some(id),
-            IdField::Invalid => {
-                return Err(EnvelopeError {
-                    id: None,
-                    error: ErrorObject::invalid_request(BAD_ID),
-                });
-            }
-        };
-        let fail = |id: Option<RequestId>, msg: &str| EnvelopeError {
-            id,
-            error: ErrorObject::invalid_request(msg.to_owned()),
+            IdField::Invalid => return Err(fail(None, BAD_ID)),
         };
         if !self.jsonrpc_2_0 {
             return Err(fail(id, BAD_JSONRPC));
@@ -304,20 +287,7 @@ impl Fields {
             MethodField::Absent if self.reply => return Ok(Incoming::Response { id }),
             MethodField::Absent => return Err(fail(id, NO_METHOD)),
         };
-        let params = match self.params {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(p)) => p,
-            Some(_) => {
-                return Err(EnvelopeError {
-                    id,
-                    error: ErrorObject::invalid_params(BAD_PARAMS),
-                });
-            }
-        };
-        Ok(match id {
-            Some(id) => Incoming::Request { id, method, params },
-            None => Incoming::Notification { method, params },
-        })
+        request_or_notification(id, method, self.params)
     }
 }
 
@@ -363,6 +333,21 @@ mod envelope_de {
         };
     }
 
+    /// The visits of `null` and an integer, for a member that keeps neither.
+    macro_rules! null_and_integers {
+        ($ty:ty, other: $other:expr) => {
+            fn visit_unit<E>(self) -> Result<$ty, E> {
+                Ok($other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<$ty, E> {
+                Ok($other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<$ty, E> {
+                Ok($other)
+            }
+        };
+    }
+
     impl<'de> de::Deserialize<'de> for Top {
         fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
             deserializer.deserialize_any(TopVisitor)
@@ -378,16 +363,8 @@ mod envelope_de {
             f.write_str("a JSON-RPC message")
         }
 
-        fn visit_unit<E>(self) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
+        null_and_integers!(Top, other: Top::Other);
         fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
             Ok(Top::Other)
         }
         fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
@@ -459,112 +436,93 @@ mod envelope_de {
         }
     }
 
-    /// `id`: kept if a string or an `i64`, else marked invalid (after parsing it through).
-    struct IdDe(IdField);
+    /// A member the envelope keeps: the newtype `$wrapper` read through `$visitor`, whose
+    /// visits of a boolean, a non-integer number, an array and an object give `$other`
+    /// (`scalars!`). The other visits follow in braces.
+    macro_rules! member {
+        (
+            $(#[$doc:meta])*
+            $wrapper:ident($ty:ty) via $visitor:ident,
+            expecting $expecting:literal,
+            other: $other:expr,
+            { $($visits:tt)* }
+        ) => {
+            $(#[$doc])*
+            struct $wrapper($ty);
 
-    impl<'de> de::Deserialize<'de> for IdDe {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_any(IdVisitor).map(IdDe)
+            impl<'de> de::Deserialize<'de> for $wrapper {
+                fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                    deserializer.deserialize_any($visitor).map($wrapper)
+                }
+            }
+
+            struct $visitor;
+
+            impl<'de> Visitor<'de> for $visitor {
+                type Value = $ty;
+
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str($expecting)
+                }
+
+                scalars!($ty, other: $other);
+
+                $($visits)*
+            }
+        };
+    }
+
+    member! {
+        /// `id`: kept if a string or an `i64`, else marked invalid (after parsing it through).
+        IdDe(IdField) via IdVisitor,
+        expecting "a request id",
+        other: IdField::Invalid,
+        {
+            /// `null`: no id.
+            fn visit_unit<E>(self) -> Result<IdField, E> {
+                Ok(IdField::None)
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<IdField, E> {
+                Ok(IdField::Id(RequestId::Number(n)))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<IdField, E> {
+                Ok(i64::try_from(n).map_or(IdField::Invalid, |n| IdField::Id(RequestId::Number(n))))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<IdField, E> {
+                Ok(IdField::Id(RequestId::String(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<IdField, E> {
+                Ok(IdField::Id(RequestId::String(s)))
+            }
         }
     }
 
-    struct IdVisitor;
-
-    impl<'de> Visitor<'de> for IdVisitor {
-        type Value = IdField;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a request id")
-        }
-
-        scalars!(IdField, other: IdField::Invalid);
-
-        /// `null`: no id.
-        fn visit_unit<E>(self) -> Result<IdField, E> {
-            Ok(IdField::None)
-        }
-        fn visit_i64<E>(self, n: i64) -> Result<IdField, E> {
-            Ok(IdField::Id(RequestId::Number(n)))
-        }
-        fn visit_u64<E>(self, n: u64) -> Result<IdField, E> {
-            Ok(i64::try_from(n).map_or(IdField::Invalid, |n| IdField::Id(RequestId::Number(n))))
-        }
-        fn visit_str<E>(self, s: &str) -> Result<IdField, E> {
-            Ok(IdField::Id(RequestId::String(s.to_owned())))
-        }
-        fn visit_string<E>(self, s: String) -> Result<IdField, E> {
-            Ok(IdField::Id(RequestId::String(s)))
+    member! {
+        /// `jsonrpc`: is it the string `"2.0"`?
+        Jsonrpc(bool) via JsonrpcVisitor,
+        expecting "\"2.0\"",
+        other: false,
+        {
+            null_and_integers!(bool, other: false);
+            fn visit_str<E>(self, s: &str) -> Result<bool, E> {
+                Ok(s == "2.0")
+            }
         }
     }
 
-    /// `jsonrpc`: is it the string `"2.0"`?
-    struct Jsonrpc(bool);
-
-    impl<'de> de::Deserialize<'de> for Jsonrpc {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_any(JsonrpcVisitor).map(Jsonrpc)
-        }
-    }
-
-    struct JsonrpcVisitor;
-
-    impl<'de> Visitor<'de> for JsonrpcVisitor {
-        type Value = bool;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("\"2.0\"")
-        }
-
-        scalars!(bool, other: false);
-
-        fn visit_unit<E>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_str<E>(self, s: &str) -> Result<bool, E> {
-            Ok(s == "2.0")
-        }
-    }
-
-    /// `method`: a known name without a copy, any other string kept, anything else marked.
-    struct MethodDe(MethodField);
-
-    impl<'de> de::Deserialize<'de> for MethodDe {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_any(MethodVisitor).map(MethodDe)
-        }
-    }
-
-    struct MethodVisitor;
-
-    impl<'de> Visitor<'de> for MethodVisitor {
-        type Value = MethodField;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a method name")
-        }
-
-        scalars!(MethodField, other: MethodField::NotAString);
-
-        fn visit_unit<E>(self) -> Result<MethodField, E> {
-            Ok(MethodField::NotAString)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<MethodField, E> {
-            Ok(MethodField::NotAString)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<MethodField, E> {
-            Ok(MethodField::NotAString)
-        }
-        fn visit_str<E>(self, s: &str) -> Result<MethodField, E> {
-            Ok(MethodField::Method(Method::from(s)))
-        }
-        fn visit_string<E>(self, s: String) -> Result<MethodField, E> {
-            Ok(MethodField::Method(Method::from(s)))
+    member! {
+        /// `method`: a known name without a copy, any other string kept, anything else marked.
+        MethodDe(MethodField) via MethodVisitor,
+        expecting "a method name",
+        other: MethodField::NotAString,
+        {
+            null_and_integers!(MethodField, other: MethodField::NotAString);
+            fn visit_str<E>(self, s: &str) -> Result<MethodField, E> {
+                Ok(MethodField::Method(Method::from(s)))
+            }
+            fn visit_string<E>(self, s: String) -> Result<MethodField, E> {
+                Ok(MethodField::Method(Method::from(s)))
+            }
         }
     }
 }
