@@ -297,16 +297,8 @@ pub async fn run_session(
     Ok(done)
 }
 
-/// `text` on one line, cut to `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        return joined;
-    }
-    let mut cut: String = joined.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
+/// `text` on one line, cut to `max` characters: the agent's own.
+pub use agent_mcp::agent::runner::one_line;
 
 #[cfg(test)]
 mod tests {
