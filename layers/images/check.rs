@@ -16,6 +16,10 @@ use crate::plugin::{CheckedImage, ImageArg, ImageLimits, ImageType};
 /// Base64 characters decoded per step (a multiple of 4), and so the scratch buffer's size.
 const CHUNK_CHARS: usize = 64 * 1024;
 
+/// Decoded bytes from which the images of one request are decoded on several threads: below
+/// it a thread costs more than it saves.
+const PARALLEL_FROM: usize = 1024 * 1024;
+
 const FIX_BASE64: &str = "encode the image file with standard base64 (A-Z, a-z, 0-9, +, /, \
     with = padding and no spaces or line breaks)";
 
@@ -78,21 +82,14 @@ pub(crate) fn check_images(
     // Decoding is the only costly step: skip it when the request is refused anyway for its
     // count or total size.
     if !too_many && !too_big {
-        let mut scratch = vec![0u8; CHUNK_CHARS / 4 * 3];
-        for c in candidates {
-            let Some(image) = images.get_mut(c.index) else {
+        for (index, decoded) in decode_all(images, &candidates, parallelism()) {
+            let Some(image) = images.get_mut(index) else {
                 continue;
             };
-            match decode(image, &mut scratch) {
-                Ok(checked) => {
-                    debug_assert_eq!(checked.decoded_len, c.decoded_len);
-                    image.checked = Some(checked);
-                }
+            match decoded {
+                Ok(checked) => image.checked = Some(checked),
                 Err(problem) => {
-                    problems.push((
-                        c.index,
-                        format!("images[{}].data_base64: {problem}", c.index),
-                    ));
+                    problems.push((index, format!("images[{index}].data_base64: {problem}")));
                 }
             }
         }
@@ -112,6 +109,76 @@ pub(crate) fn check_images(
         .chain(more)
         .chain(tail)
         .collect())
+}
+
+/// How many threads may decode at once: the machine's cores (1 if that is unknown).
+fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Decodes every candidate, answering `(index, outcome)` for each. Up to `threads` images are
+/// decoded at the same time when there is enough to decode to pay for a thread (decoding and
+/// hashing is the one costly step of an accept: 20 MiB takes about 50 ms on one core); the
+/// work is split by size, largest image first onto the least-loaded thread. A thread that
+/// cannot be started leaves its share to the calling thread.
+fn decode_all(
+    images: &[ImageArg],
+    candidates: &[Candidate],
+    threads: usize,
+) -> Vec<(usize, Result<CheckedImage, String>)> {
+    let run = |share: &[&Candidate]| {
+        let mut scratch = vec![0u8; CHUNK_CHARS / 4 * 3];
+        share
+            .iter()
+            .filter_map(|c| {
+                images
+                    .get(c.index)
+                    .map(|image| (c.index, decode(image, &mut scratch)))
+            })
+            .collect::<Vec<_>>()
+    };
+    let total: usize = candidates.iter().map(|c| c.decoded_len).sum();
+    let threads = threads.min(candidates.len()).max(1);
+    if threads == 1 || total < PARALLEL_FROM {
+        let all: Vec<&Candidate> = candidates.iter().collect();
+        return run(&all);
+    }
+    let mut shares: Vec<(usize, Vec<&Candidate>)> = vec![(0, Vec::new()); threads];
+    let mut by_size: Vec<&Candidate> = candidates.iter().collect();
+    by_size.sort_by_key(|c| std::cmp::Reverse(c.decoded_len));
+    for c in by_size {
+        if let Some((load, share)) = shares.iter_mut().min_by_key(|(load, _)| *load) {
+            *load += c.decoded_len;
+            share.push(c);
+        }
+    }
+    std::thread::scope(|scope| {
+        let (own, others) = shares
+            .split_first()
+            .map_or((&[][..], &[][..]), |(first, rest)| {
+                (first.1.as_slice(), rest)
+            });
+        let started: Vec<_> = others
+            .iter()
+            .map(|(_, share)| {
+                let spawned = std::thread::Builder::new()
+                    .name("agent-mcp-images".into())
+                    .spawn_scoped(scope, || run(share));
+                (share, spawned)
+            })
+            .collect();
+        let mut done = run(own);
+        for (share, spawned) in started {
+            match spawned {
+                Ok(handle) => match handle.join() {
+                    Ok(decoded) => done.extend(decoded),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                Err(_) => done.extend(run(share)),
+            }
+        }
+        done
+    })
 }
 
 /// The decoded size of padded standard base64, from its length and padding alone: no pass

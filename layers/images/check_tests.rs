@@ -256,3 +256,58 @@ fn a_flood_of_bad_elements_is_cut_short() {
         "images: 980 more problems not listed; fix these and call again"
     );
 }
+
+/// Typed images straight from base64 texts, for [`decode_all`].
+fn typed(texts: &[String]) -> Vec<ImageArg> {
+    texts
+        .iter()
+        .map(|data| ImageArg {
+            mime_type: ImageType::Png,
+            data_base64: data.clone(),
+            checked: None,
+        })
+        .collect()
+}
+
+#[test]
+fn decoding_on_several_threads_gives_each_image_its_own_outcome() {
+    // Over PARALLEL_FROM in all, of unequal sizes, with a bad one among them: every image
+    // gets the outcome a single thread gives it, under its own index.
+    let mut texts: Vec<String> = [700_000usize, 300_000, 520_000, 90_000]
+        .iter()
+        .map(|&len| data_with(b"\x89PNG\r\n\x1a\n", len))
+        .collect();
+    texts[2].replace_range(1000..1001, "*");
+    let images = typed(&texts);
+    let candidates: Vec<Candidate> = texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| Candidate {
+            index,
+            decoded_len: predicted_len(text).unwrap_or(0),
+        })
+        .collect();
+    let sorted = |mut v: Vec<(usize, Result<CheckedImage, String>)>| {
+        v.sort_by_key(|(index, _)| *index);
+        v
+    };
+    let one = sorted(decode_all(&images, &candidates, 1));
+    for threads in [2, 3, 8] {
+        assert_eq!(
+            sorted(decode_all(&images, &candidates, threads)),
+            one,
+            "{threads} threads"
+        );
+    }
+    assert_eq!(one.len(), 4);
+    for (index, outcome) in &one {
+        let expected = STANDARD
+            .decode(&texts[*index])
+            .map(|bytes| <[u8; 32]>::from(Sha256::digest(&bytes)));
+        match (outcome, expected) {
+            (Ok(checked), Ok(hash)) => assert_eq!(checked.sha256, hash, "image {index}"),
+            (Err(problem), Err(_)) => assert!(problem.contains("'*'"), "image {index}: {problem}"),
+            (got, want) => panic!("image {index}: got {got:?}, base64 says {want:?}"),
+        }
+    }
+}
