@@ -4,8 +4,10 @@
 //!   (the default) that commit is on disk, power loss included. A killed process loses nothing
 //!   committed at any `synchronous` level (WAL).
 //! - Images are stored once per SHA-256 of their decoded bytes, as the standard base64 text the
-//!   client sent (what Ollama takes), linked to the tasks that sent them; a task that reaches a terminal state drops its links, and an image no unfinished
-//!   task links to is deleted. [`TaskStore::task`] never reads image bytes, so the
+//!   client sent (what Ollama takes), linked to the tasks that sent them; a task that reaches a
+//!   terminal state drops its links, and an image no unfinished task links to is deleted.
+//!   Images of 256 KiB of text or more are files in `<database>-images/`, made durable before
+//!   the commit that links them (see `image_files.rs`): a backup copies that folder too. [`TaskStore::task`] never reads image bytes, so the
 //!   `agent_status` hot path and the queue hold none; the runner reads them with
 //!   [`TaskStore::task_images`].
 //! - Threads: every SQLite call runs on one of two dedicated threads (a writer and a reader),
@@ -16,6 +18,7 @@
 //!   with what to do; the transaction rolls back, so nothing is half-written.
 
 mod cache;
+mod image_files;
 pub(super) mod queries;
 mod schema;
 mod thread;
@@ -36,6 +39,7 @@ use crate::config::StoreConfig;
 use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 use cache::TaskCache;
+use image_files::ImageFiles;
 use thread::ConnectionThread;
 
 /// How many tasks one purge transaction deletes, so other writes interleave with a large purge.
@@ -48,6 +52,8 @@ pub struct SqliteStore {
     reader: ConnectionThread,
     /// Recent tasks, written through after each commit (see `cache.rs`).
     cache: Arc<TaskCache>,
+    /// Large images, as files beside the database (see `image_files.rs`).
+    files: Arc<ImageFiles>,
     /// The file, for error messages.
     path: Arc<str>,
     /// Held while the store is open: one process per file (see [`lock_exclusively`]).
@@ -70,18 +76,25 @@ impl SqliteStore {
         let opened = tokio::task::spawn_blocking(move || open_connections(&path, synchronous))
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {shown}: {e}")))?;
-        let (lock, writer, reader) = opened.map_err(|e| {
+        let (lock, writer, reader, files) = opened.map_err(|e| {
             StoreError::Unavailable(format!("cannot open the task store {shown}: {e}"))
         })?;
+        let files = Arc::new(files);
         let spawn = |name, conn, on_idle| {
             ConnectionThread::spawn(name, conn, on_idle).map_err(|e| {
                 StoreError::Unavailable(format!("cannot start the SQLite {name} thread: {e}"))
             })
         };
+        let idle_files = files.clone();
+        let on_idle: thread::OnIdle = Box::new(move |conn| {
+            idle_files.sweep(conn);
+            schema::checkpoint(conn);
+        });
         Ok(SqliteStore {
-            writer: spawn("writer", writer, Some(schema::checkpoint))?,
+            writer: spawn("writer", writer, Some(on_idle))?,
             reader: spawn("reader", reader, None)?,
             cache: Arc::default(),
+            files,
             path: shown,
             _lock: lock,
         })
@@ -128,7 +141,12 @@ impl SqliteStore {
     }
 }
 
-type Opened = (std::fs::File, rusqlite::Connection, rusqlite::Connection);
+type Opened = (
+    std::fs::File,
+    rusqlite::Connection,
+    rusqlite::Connection,
+    ImageFiles,
+);
 
 fn open_connections(
     path: &Path,
@@ -142,7 +160,10 @@ fn open_connections(
     private_files(path)?;
     let writer = schema::open_writer(path, synchronous)?;
     let reader = schema::open_reader(path)?;
-    Ok((lock, writer, reader))
+    let files = ImageFiles::open(path)?;
+    // What a crash left between a file and its commit, before anything new is written.
+    files.sweep(&writer);
+    Ok((lock, writer, reader, files))
 }
 
 /// Creates `dir` and its missing parents readable by the server's user only (0700): the
@@ -290,6 +311,7 @@ impl TaskStore for SqliteStore {
         let images = std::mem::take(&mut task.images);
         let path = self.path.clone();
         let cache = self.cache.clone();
+        let files = self.files.clone();
         let cached = task.clone();
         // Decoding and hashing run on the writer thread too: CPU work of up to the image
         // limit's size that does not belong on the executor.
@@ -297,7 +319,18 @@ impl TaskStore for SqliteStore {
             .run_committed(
                 move |conn| {
                     let images = queries::prepare_images(&images)?;
-                    queries::insert_task(conn, &task, &images).map_err(|e| describe(&path, e))
+                    queries::insert_task(conn, &task, &images).map_err(|e| describe(&path, e))?;
+                    // The large images' files are durable before the rows naming them commit;
+                    // if this job fails, its rows roll back and the sweep removes its files.
+                    if task.state.is_terminal() {
+                        return Ok(());
+                    }
+                    files.write_all(
+                        images
+                            .iter()
+                            .filter(|image| image.in_file())
+                            .map(|image| (&image.sha256, image.data)),
+                    )
                 },
                 move |()| cache.committed(cached),
             )
@@ -317,7 +350,17 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
-        self.read(move |conn| queries::task_images(conn, id))
+        let path = self.path.clone();
+        let files = self.files.clone();
+        self.reader
+            .run(move |conn| {
+                let Some(rows) = queries::task_images(conn, id).map_err(|e| describe(&path, e))?
+                else {
+                    return Ok(None);
+                };
+                let images = rows.into_iter().map(|row| row.load(&files));
+                images.collect::<Result<Vec<_>, _>>().map(Some)
+            })
             .await?
             .ok_or(StoreError::UnknownTask(id))
     }
@@ -336,10 +379,15 @@ impl TaskStore for SqliteStore {
         let cached = task.clone();
         let cache = self.cache.clone();
         let path = self.path.clone();
+        let files = self.files.clone();
         let known = self
             .writer
             .run_committed(
                 move |conn| {
+                    if task.state.is_terminal() {
+                        // It may release the last link to an image file.
+                        files.mark();
+                    }
                     queries::finish_task(conn, &task, &turns).map_err(|e| describe(&path, e))
                 },
                 move |found| {
@@ -381,10 +429,12 @@ impl TaskStore for SqliteStore {
         loop {
             let path = self.path.clone();
             let cache = self.cache.clone();
+            let files = self.files.clone();
             let n = self
                 .writer
                 .run_committed(
                     move |conn| {
+                        files.mark();
                         queries::purge_batch(conn, cutoff, PURGE_BATCH)
                             .map_err(|e| describe(&path, e))
                     },
@@ -400,7 +450,12 @@ impl TaskStore for SqliteStore {
                 break;
             }
         }
-        self.write(queries::sweep_images).await?;
+        let files = self.files.clone();
+        self.write(move |conn| {
+            files.mark();
+            queries::sweep_images(conn)
+        })
+        .await?;
         Ok(purged)
     }
 }

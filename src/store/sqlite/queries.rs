@@ -25,6 +25,13 @@ pub(in crate::store) struct StoredImage<'a> {
     pub data: &'a [u8],
 }
 
+impl StoredImage<'_> {
+    /// Whether SQLite keeps this image in a file of its own rather than in its row.
+    pub(super) fn in_file(&self) -> bool {
+        self.data.len() >= super::image_files::FILE_FROM
+    }
+}
+
 /// Keys a task's images by content. The image layer has normally hashed them already (the one
 /// decode on the request path); only images that arrive without a hash (a library caller
 /// that bypasses the layer) are decoded here, which also rejects invalid base64.
@@ -332,17 +339,48 @@ pub(super) fn insert_task(
     // A task that is already terminal holds no images (they would never be released).
     if !task.state.is_terminal() {
         let mut keep = tx.prepare_cached(
-            "INSERT INTO images (sha256, data) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+            "INSERT INTO images (sha256, data, in_file) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (sha256) DO NOTHING",
         )?;
         let mut link = tx.prepare_cached(
             "INSERT INTO task_images (task_id, position, mime_type, sha256) VALUES (?1, ?2, ?3, ?4)",
         )?;
         for (position, image) in images.iter().enumerate() {
-            keep.execute(params![image.sha256, image.data])?;
+            // A file image's bytes are in its file (written before this commits); its row
+            // only says so.
+            let (data, in_file) = match image.in_file() {
+                true => (&[][..], 1),
+                false => (image.data, 0),
+            };
+            keep.execute(params![image.sha256, data, in_file])?;
             link.execute(params![id, position as i64, image.mime_type, image.sha256])?;
         }
     }
     tx.commit()
+}
+
+/// One image of a task as its row says: the base64 text itself, or the hash of its file.
+pub(super) enum ImageRow {
+    Inline { mime_type: String, data: String },
+    InFile { mime_type: String, sha256: [u8; 32] },
+}
+
+impl ImageRow {
+    /// The image, reading a file image's text from `files`.
+    pub(super) fn load(
+        self,
+        files: &super::image_files::ImageFiles,
+    ) -> Result<TaskImage, StoreError> {
+        let (mime_type, data) = match self {
+            ImageRow::Inline { mime_type, data } => (mime_type, data),
+            ImageRow::InFile { mime_type, sha256 } => (mime_type, files.read(&sha256)?),
+        };
+        Ok(TaskImage {
+            mime_type,
+            data_base64: Arc::new(data),
+            sha256: None,
+        })
+    }
 }
 
 pub(super) fn task(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Task>> {
@@ -353,21 +391,26 @@ pub(super) fn task(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Task>
     .optional()
 }
 
-/// `None` when the task is unknown.
-pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Vec<TaskImage>>> {
+/// `None` when the task is unknown. File images come back as their hash, for the caller to
+/// read ([`ImageRow::load`]).
+pub(super) fn task_images(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<Vec<ImageRow>>> {
     let images = conn
         .prepare_cached(
-            "SELECT ti.mime_type, i.data FROM task_images ti \
+            "SELECT ti.mime_type, i.data, i.in_file, i.sha256 FROM task_images ti \
              JOIN images i ON i.sha256 = ti.sha256 \
              WHERE ti.task_id = ?1 ORDER BY ti.position",
         )?
         .query_map([id.to_string()], |row| {
-            Ok(TaskImage {
-                mime_type: row.get(0)?,
-                data_base64: Arc::new(
-                    String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned(),
-                ),
-                sha256: None,
+            let mime_type = row.get(0)?;
+            if row.get::<_, i64>(2)? != 0 {
+                return Ok(ImageRow::InFile {
+                    mime_type,
+                    sha256: row.get(3)?,
+                });
+            }
+            Ok(ImageRow::Inline {
+                mime_type,
+                data: String::from_utf8_lossy(row.get_ref(1)?.as_blob()?).into_owned(),
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -77,6 +77,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         answer TEXT NOT NULL,
         PRIMARY KEY (task_id, key)
     ) WITHOUT ROWID;",
+    // 5: large images live in files beside the database (`image_files.rs`); their row keeps
+    // the hash, empty `data` and `in_file = 1`. Rows written before keep their data.
+    "ALTER TABLE images ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// How long a statement waits for a lock held by another connection (the other thread, or a

@@ -524,3 +524,198 @@ async fn cached_reads_never_go_back_in_time_and_match_the_file() {
         .unwrap();
     assert!(store.task(id).await.unwrap().is_none());
 }
+
+/// A large image, as base64 text of at least [`image_files::FILE_FROM`] characters.
+fn large_image(seed: u8) -> TaskImage {
+    let bytes: Vec<u8> = (0..image_files::FILE_FROM)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    image(&bytes)
+}
+
+fn image_dir(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("db/tasks.db-images")
+}
+
+/// The names in the image folder, sorted.
+fn image_files_in(dir: &tempfile::TempDir) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(image_dir(dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits (at most 5 s) for the writer's idle sweep to leave `expected` files.
+async fn files_become(dir: &tempfile::TempDir, expected: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let names = image_files_in(dir);
+        if names.len() == expected || std::time::Instant::now() > deadline {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn sha_of(image: &TaskImage) -> Vec<u8> {
+    use sha2::Digest as _;
+    let bytes = STANDARD.decode(image.data_base64.as_bytes()).unwrap();
+    sha2::Sha256::digest(bytes).to_vec()
+}
+
+/// The name of an image's file: its SHA-256 in lowercase hex.
+fn hex_of(image: &TaskImage) -> String {
+    sha_of(image).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn a_large_image_is_a_private_file_named_by_its_hash_until_its_last_task_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let conn = peek(&dir);
+    let big = large_image(1);
+    let small = image(&[9u8; 100]);
+    let mut a = Task::new(Uuid::new_v4(), None, "a".into(), None);
+    a.images = vec![big.clone(), small.clone()];
+    let mut b = Task::new(Uuid::new_v4(), None, "b".into(), None);
+    b.images = vec![big.clone()];
+    store.insert_task(&a).await.unwrap();
+    store.insert_task(&b).await.unwrap();
+
+    // One file for the large image, shared; the small one stays a row.
+    assert_eq!(image_files_in(&dir), [hex_of(&big)]);
+    let file = image_dir(&dir).join(hex_of(&big));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), *big.data_base64);
+    let (in_file, data_len): (i64, i64) = conn
+        .query_row(
+            "SELECT in_file, length(data) FROM images WHERE sha256 = ?1",
+            [sha_of(&big)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((in_file, data_len), (1, 0));
+    assert_eq!(count(&conn, "images"), 2);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&image_dir(&dir)), 0o700);
+        assert_eq!(mode(&file), 0o600);
+    }
+    // Read back in order, bytes as sent, as before and after reopening.
+    assert_eq!(
+        store.task_images(a.id).await.unwrap(),
+        [big.clone(), small.clone()]
+    );
+
+    // a ends: b still links the file.
+    a.fail("x");
+    store.update_task(&a).await.unwrap();
+    // The sweep that a's end marked, run now on the writer thread: it keeps what b links to.
+    let files = store.files.clone();
+    store
+        .writer
+        .run_alone(move |conn| {
+            files.sweep(conn);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(image_files_in(&dir), [hex_of(&big)], "b still needs it");
+    assert_eq!(
+        store.task_images(b.id).await.unwrap(),
+        std::slice::from_ref(&big)
+    );
+    // b ends: the row goes with the commit, the file at the writer's next idle moment.
+    b.transition(TaskState::Cancelled);
+    store.update_task(&b).await.unwrap();
+    assert_eq!(count(&conn, "images"), 0);
+    assert_eq!(files_become(&dir, 0).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_large_image_survives_reopening_and_leftovers_of_a_crash_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = large_image(2);
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![big.clone()];
+    {
+        let store = open(&dir).await;
+        store.insert_task(&t).await.unwrap();
+    }
+    // What a crash can leave: a whole file no row names (killed between the file and the
+    // commit) and a partial one; and a file of someone else's, which is not ours to remove.
+    let orphan = hex_of(&large_image(3));
+    std::fs::write(image_dir(&dir).join(&orphan), "orphan").unwrap();
+    std::fs::write(image_dir(&dir).join(format!("{orphan}.partial")), "half").unwrap();
+    std::fs::write(image_dir(&dir).join("README"), "mine").unwrap();
+    let store = open(&dir).await;
+    assert_eq!(image_files_in(&dir), [hex_of(&big), "README".to_owned()]);
+    assert_eq!(store.task_images(t.id).await.unwrap(), [big]);
+}
+
+#[tokio::test]
+async fn an_image_file_that_cannot_be_written_rolls_the_task_back_and_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    // A regular file where the folder was: every create inside it fails (also for root, whom
+    // permissions would not stop).
+    std::fs::remove_dir(image_dir(&dir)).unwrap();
+    std::fs::write(image_dir(&dir), "").unwrap();
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![large_image(4)];
+    let err = store.insert_task(&t).await.unwrap_err().to_string();
+    assert!(
+        err.contains("cannot write the image file") && err.contains("nothing was stored"),
+        "{err}"
+    );
+    assert!(err.contains("tasks.db-images"), "names the folder: {err}");
+    assert_nothing_stored(&dir);
+    assert!(store.task(t.id).await.unwrap().is_none());
+    // The folder back: the same task goes in.
+    std::fs::remove_file(image_dir(&dir)).unwrap();
+    std::fs::create_dir(image_dir(&dir)).unwrap();
+    store.insert_task(&t).await.unwrap();
+    assert_eq!(store.task_images(t.id).await.unwrap(), t.images);
+}
+
+#[tokio::test]
+async fn a_missing_image_file_is_a_store_error_that_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    t.images = vec![large_image(5)];
+    store.insert_task(&t).await.unwrap();
+    std::fs::remove_file(image_dir(&dir).join(hex_of(&t.images[0]))).unwrap();
+    let err = store.task_images(t.id).await.unwrap_err().to_string();
+    assert!(
+        err.contains("is missing") && err.contains("-images folder"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn large_images_stored_in_rows_before_files_existed_still_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let old = large_image(6);
+    let t = Task::new(Uuid::new_v4(), None, "x".into(), None);
+    store.insert_task(&t).await.unwrap();
+    // As a database of schema 4 holds it: the text in the row, in_file defaulted to 0.
+    let conn = peek(&dir);
+    let hash = sha_of(&old);
+    conn.execute(
+        "INSERT INTO images (sha256, data) VALUES (?1, ?2)",
+        rusqlite::params![hash, old.data_base64.as_bytes()],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO task_images (task_id, position, mime_type, sha256) VALUES (?1, 0, 'image/png', ?2)",
+        rusqlite::params![t.id.to_string(), hash],
+    )
+    .unwrap();
+    assert_eq!(store.task_images(t.id).await.unwrap(), [old]);
+    assert!(image_files_in(&dir).is_empty());
+}

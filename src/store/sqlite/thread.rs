@@ -57,13 +57,14 @@ impl ConnectionThread {
     pub(super) fn spawn(
         name: &'static str,
         connection: Connection,
-        on_idle: Option<fn(&Connection)>,
+        on_idle: Option<OnIdle>,
     ) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name(format!("agent-mcp-{name}"))
             .spawn(move || {
                 let mut connection = connection;
+                let mut on_idle = on_idle;
                 let mut next = queue.recv().ok();
                 while let Some(job) = next {
                     let mut after = None;
@@ -95,7 +96,7 @@ impl ConnectionThread {
                             Ok(job) => Some(job),
                             Err(mpsc::TryRecvError::Disconnected) => None,
                             Err(mpsc::TryRecvError::Empty) => {
-                                if let Some(idle) = on_idle {
+                                if let Some(idle) = on_idle.as_mut() {
                                     idle(&connection);
                                 }
                                 queue.recv().ok()
@@ -234,6 +235,9 @@ fn run_group(connection: &mut Connection, group: Vec<GroupedJob>) {
     // What a broken group did not reach runs on its own, now that its transaction is over.
     run_alone(connection, leftover.into_iter().chain(jobs).collect());
 }
+
+/// What the writer does whenever its queue runs dry (checkpoint, sweep unused image files).
+pub(super) type OnIdle = Box<dyn FnMut(&Connection) + Send>;
 
 type GroupedJob = Box<dyn FnOnce(&mut Connection) -> (bool, Deliver) + Send>;
 
