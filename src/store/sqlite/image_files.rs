@@ -70,30 +70,64 @@ impl ImageFiles {
         &self,
         images: impl IntoIterator<Item = (&'a [u8; 32], &'a [u8])>,
     ) -> Result<(), StoreError> {
-        let mut renamed = false;
-        for (sha256, data) in images {
-            let path = self.path(sha256);
-            if path.exists() {
-                continue;
+        let mut missing: Vec<(PathBuf, &[u8])> = images
+            .into_iter()
+            .map(|(sha256, data)| (self.path(sha256), data))
+            .filter(|(path, _)| !path.exists())
+            .collect();
+        // The same image twice in one task is one file, written once.
+        missing.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        missing.dedup_by(|a, b| a.0 == b.0);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.dirty.store(true, Ordering::Relaxed);
+        // Each file's write and `fdatasync` on a thread of its own: the disk overlaps them,
+        // where one after the other each waits for the last. A thread that cannot start
+        // leaves its file to this one.
+        let written: Vec<Result<(), StoreError>> = std::thread::scope(|scope| {
+            let started: Vec<_> = missing
+                .iter()
+                .skip(1)
+                .map(|(path, data)| {
+                    let spawned = std::thread::Builder::new()
+                        .name("agent-mcp-image-file".into())
+                        .spawn_scoped(scope, || self.write_one(path, data));
+                    (path, data, spawned)
+                })
+                .collect();
+            let mut written: Vec<_> = missing
+                .first()
+                .map(|(path, data)| self.write_one(path, data))
+                .into_iter()
+                .collect();
+            for (path, data, spawned) in started {
+                written.push(match spawned {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(_) => self.write_one(path, data),
+                });
             }
-            self.dirty.store(true, Ordering::Relaxed);
-            let mut partial = path.clone().into_os_string();
-            partial.push(PARTIAL);
-            let partial = PathBuf::from(partial);
-            write_durably(&partial, data)
-                .and_then(|()| std::fs::rename(&partial, &path))
-                .map_err(|e| {
-                    let _ = std::fs::remove_file(&partial);
-                    self.failure("write", &path, &e)
-                })?;
-            renamed = true;
-        }
-        if renamed {
-            File::open(&self.dir)
-                .and_then(|dir| dir.sync_all())
-                .map_err(|e| self.failure("sync", &self.dir, &e))?;
-        }
-        Ok(())
+            written
+        });
+        written.into_iter().collect::<Result<(), _>>()?;
+        File::open(&self.dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| self.failure("sync", &self.dir, &e))
+    }
+
+    /// Writes one file under a temporary name, syncs it and gives it its final name.
+    fn write_one(&self, path: &Path, data: &[u8]) -> Result<(), StoreError> {
+        let mut partial = path.to_path_buf().into_os_string();
+        partial.push(PARTIAL);
+        let partial = PathBuf::from(partial);
+        write_durably(&partial, data)
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&partial);
+                self.failure("write", path, &e)
+            })
     }
 
     /// The base64 text of the image with this hash.

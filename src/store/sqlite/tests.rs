@@ -580,12 +580,16 @@ async fn a_large_image_is_a_private_file_named_by_its_hash_until_its_last_task_e
     let mut a = Task::new(Uuid::new_v4(), None, "a".into(), None);
     a.images = vec![big.clone(), small.clone()];
     let mut b = Task::new(Uuid::new_v4(), None, "b".into(), None);
-    b.images = vec![big.clone()];
+    // Twice in one task, and another large image beside it: written at the same time.
+    b.images = vec![big.clone(), big.clone(), large_image(7)];
     store.insert_task(&a).await.unwrap();
     store.insert_task(&b).await.unwrap();
+    let mut both = vec![hex_of(&big), hex_of(&large_image(7))];
+    both.sort();
+    assert_eq!(image_files_in(&dir), both);
+    assert_eq!(store.task_images(b.id).await.unwrap(), b.images);
 
-    // One file for the large image, shared; the small one stays a row.
-    assert_eq!(image_files_in(&dir), [hex_of(&big)]);
+    // One file per large image, shared; the small one stays a row.
     let file = image_dir(&dir).join(hex_of(&big));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), *big.data_base64);
     let (in_file, data_len): (i64, i64) = conn
@@ -596,7 +600,7 @@ async fn a_large_image_is_a_private_file_named_by_its_hash_until_its_last_task_e
         )
         .unwrap();
     assert_eq!((in_file, data_len), (1, 0));
-    assert_eq!(count(&conn, "images"), 2);
+    assert_eq!(count(&conn, "images"), 3);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -623,11 +627,8 @@ async fn a_large_image_is_a_private_file_named_by_its_hash_until_its_last_task_e
         })
         .await
         .unwrap();
-    assert_eq!(image_files_in(&dir), [hex_of(&big)], "b still needs it");
-    assert_eq!(
-        store.task_images(b.id).await.unwrap(),
-        std::slice::from_ref(&big)
-    );
+    assert_eq!(image_files_in(&dir), both, "b still needs them");
+    assert_eq!(store.task_images(b.id).await.unwrap(), b.images);
     // b ends: the row goes with the commit, the file at the writer's next idle moment.
     b.transition(TaskState::Cancelled);
     store.update_task(&b).await.unwrap();
