@@ -2,6 +2,10 @@
 
 pub mod background;
 pub mod fake_ollama;
+/// Reading files back (names, modes, audit lines), as the audit sink's own tests do.
+#[cfg(unix)]
+#[path = "../../layers/audit/test_files.rs"]
+pub mod files;
 pub mod harness;
 pub mod instances;
 pub mod oauth_provider;
