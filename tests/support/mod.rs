@@ -12,3 +12,6 @@ pub mod oauth_provider;
 pub mod otlp_receiver;
 pub mod pg;
 pub mod proxy;
+/// The fields of a created task, as the tasks layer's own tests check them.
+#[path = "../../layers/tasks/test_fields.rs"]
+pub mod task_fields;
