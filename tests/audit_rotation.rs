@@ -2,8 +2,6 @@
 //! and size rotation (`audit.max_bytes`, `audit.keep`). No line may be lost or split.
 #![cfg(unix)]
 
-#[path = "../layers/audit/test_files.rs"]
-mod audit_files;
 mod support;
 
 use std::collections::BTreeSet;

@@ -1,7 +1,8 @@
 //! What the property tests (`tests/properties.rs`) and the fuzz targets (`fuzz/`) share, so
 //! that both drive the same server and read the same answers: the offline configuration, a
 //! `tools/call` as the 2026-07-28 edge hands it to the layers, what an inner service saw of
-//! the images layer's work, and one request through the HTTP edge. Included by `#[path]`; each includer uses a part.
+//! the images layer's work, and one request through the HTTP edge. Included by `#[path]`;
+//! each includer uses a part.
 #![allow(dead_code)]
 
 use agent_mcp::Stack;
