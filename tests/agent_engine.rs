@@ -506,12 +506,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     assert_eq!(second[2].1, "no matches for 'SECRET'");
 
     // Nothing outside was read into a reply, changed or created.
-    let mut outside_files: Vec<String> = std::fs::read_dir(&outside)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    outside_files.sort();
-    assert_eq!(outside_files, ["secret.txt"]);
+    assert_eq!(support::files::file_names(&outside), ["secret.txt"]);
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOP SECRET\n");
     assert!(!ws.join("pwned").exists() && !ws.join("pwned2").exists());
     assert!(!base.path().join("pwned").exists());

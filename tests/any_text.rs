@@ -5,6 +5,8 @@
 //! written in the reply text, broken JSON. Under both policies every task ends `completed` or
 //! `failed`, never with a panic, and each call's prompt extends the previous one.
 
+#[path = "../src/agent/steering/generated_text.rs"]
+mod generated_text;
 mod support;
 
 use std::time::Duration;
@@ -16,51 +18,10 @@ use serde_json::json;
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{HttpServer, field, result_of, test_config, wait_terminal};
 
-const PIECES: [&str; 30] = [
-    "プロジェクトのテスト失敗を調査し、原因を修正してください。",
-    "この関数が何をするか一文で説明してください。",
-    "ファイル",
-    "👨‍👩‍👧",
-    "👍🏽",
-    "e\u{301}",
-    "a\u{20dd}",
-    "שלום",
-    "مرحبا",
-    "\u{202e}",
-    "\u{200f}",
-    " ",
-    "\n",
-    ".",
-    "/",
-    "\\",
-    "`",
-    "\"",
-    "a.txt",
-    "メモ.md",
-    "README",
-    "the",
-    "for example",
-    "write",
-    "fix",
-    "read_file",
-    "<tool_call>",
-    "</tool_response>",
-    "```",
-    "{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.txt\", \"content\": \"x\"y\"}}",
-];
-
+/// Any text (no NUL: it goes through files and HTTP) of the pieces steering's own
+/// properties use.
 fn any_text() -> impl Strategy<Value = String> {
-    prop::collection::vec(
-        prop_oneof![
-            prop::sample::select(&PIECES[..]).prop_map(str::to_owned),
-            any::<char>()
-                .prop_filter("no NUL", |c| *c != '\0')
-                .prop_map(|c| c.to_string()),
-            "\\PC{0,5}",
-        ],
-        0..16,
-    )
-    .prop_map(|pieces| pieces.concat())
+    generated_text::text_of(16, 5, false)
 }
 
 /// One scripted reply of any text.

@@ -5,13 +5,13 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::fake_ollama::FakeOllama;
+use support::files::{file_names, ids_in, mode};
 use support::harness::{ServeProcess, test_config};
 
 /// Calls in flight at once, and in all.
@@ -60,25 +60,9 @@ fn signal(server: &ServeProcess, name: &str) {
 
 /// The ids of every line of `files`, each line checked to be one whole audit record.
 fn audited_ids(files: &[PathBuf]) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(path).unwrap();
-        assert!(
-            text.is_empty() || text.ends_with('\n'),
-            "{path:?} ends mid-line"
-        );
-        for line in text.lines() {
-            let record: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{path:?}: a split or broken line ({e}): {line}"));
-            assert_eq!(record["tool"], "agent_status", "{line}");
-            ids.push(record["id"].as_i64().expect("a numbered request"));
-        }
-    }
-    ids
-}
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    ids_in(files, |record| {
+        assert_eq!(record["tool"], "agent_status", "{record}")
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -150,11 +134,7 @@ async fn size_rotation_under_load_keeps_audit_keep_files_of_whole_lines() {
     // A SIGHUP in between changes nothing about the numbering.
     signal(&server, "HUP");
     assert!(server.terminate().await.success());
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let names = file_names(dir.path());
     assert_eq!(
         names,
         [

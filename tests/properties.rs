@@ -7,23 +7,25 @@
 use std::convert::Infallible;
 use std::sync::OnceLock;
 
-use agent_mcp::config::{Config, StoreBackend};
+use agent_mcp::config::Config;
 use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::ollama::{ChatStreamDecoder, OllamaError};
-use agent_mcp::protocol::{
-    McpRequest, McpResponse, McpResult, Payload, ProtocolVersion, RequestContext, RequestId,
-    Transport,
-};
+use agent_mcp::protocol::{McpRequest, McpResponse, McpResult, Payload};
 use agent_mcp::transport::http::McpHttpService;
 use agent_mcp::{AgentMcp, Stack};
 use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use tower::{Service, ServiceBuilder, ServiceExt};
+
+#[path = "support/surfaces.rs"]
+mod surfaces;
+
+use surfaces::{images_reached, offline_config, through_edge, tool_call};
 
 const CASES: u32 = 256;
 
@@ -42,14 +44,8 @@ fn edge() -> &'static McpHttpService<Stack> {
     static EDGE: OnceLock<(McpHttpService<Stack>, AgentMcp)> = OnceLock::new();
     &EDGE
         .get_or_init(|| {
-            let mut config = Config::default();
-            config.ollama.url = "http://127.0.0.1:9".into();
-            config.ollama.retries = 0;
-            config.store.backend = StoreBackend::Memory;
-            config.audit.enabled = false;
-            config.rate_limit.enabled = false;
             let server = runtime()
-                .block_on(AgentMcp::start(&config))
+                .block_on(AgentMcp::start(&offline_config()))
                 .expect("server starts");
             (server.http_service(), server)
         })
@@ -171,15 +167,8 @@ async fn post_to(
         req = req.header("mcp-method", m);
     }
     let req = req.body(Full::new(Bytes::from(body))).expect("request");
-    let Ok(resp) = edge.oneshot(req).await;
-    let status = resp.status().as_u16();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    (status, bytes)
+    let (status, bytes) = through_edge(edge, req).await;
+    (status.as_u16(), bytes)
 }
 
 proptest! {
@@ -481,15 +470,7 @@ where
         >,
     L::Service: Service<McpRequest, Response = McpResponse, Error = Infallible>,
 {
-    let mut params = Map::new();
-    params.insert("name".into(), tool.into());
-    params.insert("arguments".into(), arguments);
-    let req = McpRequest::new(
-        Some(RequestId::Number(1)),
-        "tools/call",
-        params,
-        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-    );
+    let req = tool_call(tool, arguments);
     let inner: fn(McpRequest) -> std::future::Ready<Result<McpResponse, Infallible>> = passed;
     let mut svc = ServiceBuilder::new().layer(layer).service_fn(inner);
     let Ok(resp) = async { svc.ready().await?.call(req).await }.await;
@@ -499,16 +480,6 @@ where
 /// The inner service: the images of a typed `agent_run` that reached it (those the images
 /// layer checked), or "passed" for anything else.
 fn passed(req: McpRequest) -> std::future::Ready<Result<McpResponse, Infallible>> {
-    let text = match &req.call {
-        Some(agent_mcp::tools::ToolCall::Run(args)) => serde_json::to_string(
-            &args
-                .images
-                .iter()
-                .filter_map(|i| Some((i.mime_type.mime(), i.checked?.decoded_len)))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or_default(),
-        _ => "passed".to_owned(),
-    };
+    let text = images_reached(&req).unwrap_or_else(|| "passed".to_owned());
     std::future::ready(Ok(req.result(McpResult::tool_text(text, false))))
 }

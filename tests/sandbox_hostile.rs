@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use agent_mcp::config::Config;
 use serde_json::{Value, json};
 use support::fake_ollama::FakeOllama;
+use support::files::file_names;
 use support::harness::{
     Rounds, ServeProcess, process_gone, run_rounds, test_config, workspace_config,
 };
@@ -169,15 +170,6 @@ fn layout() -> Layout {
     }
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// Path tricks and links, for the file tools and for run_command's arguments: all refused,
 /// with one wording whether or not the outside path exists; nothing outside is read, changed
 /// or created. Finding 4 (oracle) and 5 (argument check).
@@ -288,8 +280,8 @@ async fn path_tricks_and_links_are_refused_with_one_wording() {
         .to_vec();
     let results = run_calls(&fake, config, &all).await;
     // Nothing outside was changed or created, nothing landed beside the workspace.
-    assert_eq!(names_in(&l.outside), ["secret.txt", "sub"]);
-    assert_eq!(names_in(&l.base), ["outside", "ws"]);
+    assert_eq!(file_names(&l.outside), ["secret.txt", "sub"]);
+    assert_eq!(file_names(&l.base), ["outside", "ws"]);
     assert_eq!(
         std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(),
         "TOP SECRET\n"

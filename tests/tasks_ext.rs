@@ -26,6 +26,7 @@ use support::harness::{
     HttpClient, HttpServer, MODERN, StdioServer, eventually, field, initialize_params, modern_meta,
     test_config, tool_text,
 };
+use support::task_fields::CREATED_TASK_FIELDS;
 use tower::ServiceExt;
 use uuid::Uuid;
 
@@ -256,18 +257,7 @@ async fn declared_agent_run_is_a_task_that_get_resolves_at_once_and_completes() 
     within(async {
         let (fake, _s, c) = start(answering_after_300ms("All tests pass.", 40, 8)).await;
         let created = create_modern(&c, "Run the tests.").await;
-        let fields = [
-            "_meta",
-            "createdAt",
-            "lastUpdatedAt",
-            "pollIntervalMs",
-            "resultType",
-            "status",
-            "statusMessage",
-            "taskId",
-            "ttlMs",
-        ];
-        let id = assert_fresh_task(&created, &fields, "ttlMs", "pollIntervalMs");
+        let id = assert_fresh_task(&created, &CREATED_TASK_FIELDS, "ttlMs", "pollIntervalMs");
         assert!(created["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
         for ts in ["createdAt", "lastUpdatedAt"] {
             let text = created[ts].as_str().expect("timestamp");

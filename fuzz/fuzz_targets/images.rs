@@ -13,10 +13,10 @@ use std::convert::Infallible;
 use agent_mcp::layers::images::ImageLimits;
 use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::protocol::{McpRequest, McpResult, Payload};
-use agent_mcp::tools::ToolCall;
 use base64::Engine;
 use bytesize::ByteSize;
-use common::{runtime, tool_call};
+use common::runtime;
+use common::surfaces::{images_reached, tool_call};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -69,17 +69,7 @@ fuzz_target!(|data: &[u8]| {
     let mut svc = ServiceBuilder::new()
         .layer(ImagesLayer::new(ImageRules(limits())))
         .service_fn(|req: McpRequest| async move {
-            let text = match &req.call {
-                Some(ToolCall::Run(args)) => serde_json::to_string(
-                    &args
-                        .images
-                        .iter()
-                        .filter_map(|i| Some((i.mime_type.mime(), i.checked?.decoded_len)))
-                        .collect::<Vec<_>>(),
-                )
-                .unwrap_or_default(),
-                _ => "none".to_owned(),
-            };
+            let text = images_reached(&req).unwrap_or_else(|| "none".to_owned());
             Ok::<_, Infallible>(req.result(McpResult::tool_text(text, false)))
         });
     let Ok(resp) = runtime().block_on(async { svc.ready().await?.call(req).await });

@@ -7,16 +7,17 @@
 
 #![no_main]
 
+mod common;
+
 use std::sync::OnceLock;
 
-use agent_mcp::config::{Config, StoreBackend};
 use agent_mcp::transport::http::McpHttpService;
 use agent_mcp::{AgentMcp, Stack};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use common::surfaces::{offline_config, through_edge};
+use http_body_util::Full;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tower::ServiceExt;
 
 struct World {
     runtime: tokio::runtime::Runtime,
@@ -31,16 +32,8 @@ fn world() -> &'static World {
             .enable_all()
             .build()
             .expect("runtime");
-        let mut config = Config::default();
-        // Port 9 (discard) on loopback: refused at once, nothing leaves the machine.
-        config.ollama.url = "http://127.0.0.1:9".into();
-        config.ollama.retries = 0;
-        config.store.backend = StoreBackend::Memory;
-        config.audit.enabled = false;
-        // Otherwise every input after the 60th would be a 429.
-        config.rate_limit.enabled = false;
         let server = runtime
-            .block_on(AgentMcp::start(&config))
+            .block_on(AgentMcp::start(&offline_config()))
             .expect("server starts");
         let http = server.http_service();
         World {
@@ -105,17 +98,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let w = world();
-    let (status, bytes) = w.runtime.block_on(async {
-        let Ok(resp) = w.http.clone().oneshot(req).await;
-        let status = resp.status();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default();
-        (status, bytes)
-    });
+    let (status, bytes) = w.runtime.block_on(through_edge(w.http.clone(), req));
     assert!(
         matches!(
             status.as_u16(),

@@ -11,7 +11,8 @@ use std::convert::Infallible;
 
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::protocol::{McpRequest, McpResult, Payload};
-use common::{runtime, tool_call};
+use common::runtime;
+use common::surfaces::tool_call;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 use tower::{Service, ServiceBuilder, ServiceExt};

@@ -98,6 +98,8 @@
 mod record;
 mod service;
 mod sink;
+#[cfg(all(test, unix))]
+mod test_files;
 mod throttle;
 
 pub use record::{

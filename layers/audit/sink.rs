@@ -573,6 +573,7 @@ impl Writer {
 
 #[cfg(all(test, unix))]
 mod tests {
+    use super::super::test_files::{self, file_names, mode};
     use super::*;
     use std::time::Duration;
 
@@ -601,11 +602,6 @@ mod tests {
         }
     }
 
-    fn mode(path: &Path) -> u32 {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-    }
-
     #[test]
     fn size_rotation_keeps_keep_files_of_whole_lines_under_the_limit() {
         let dir = tempfile::tempdir().unwrap();
@@ -624,13 +620,8 @@ mod tests {
             }
         }
         assert!(sink.flush(Duration::from_secs(10)));
-        let mut names: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
         assert_eq!(
-            names,
+            file_names(dir.path()),
             [
                 "audit.jsonl",
                 "audit.jsonl.1",
@@ -796,19 +787,6 @@ mod tests {
 
     /// Every id in the lines of `files`, each line checked to be whole JSON.
     fn ids_in(files: &[PathBuf]) -> Vec<i64> {
-        let mut ids = Vec::new();
-        for path in files {
-            let text = std::fs::read_to_string(path).unwrap();
-            assert!(
-                text.is_empty() || text.ends_with('\n'),
-                "{path:?} ends mid-line"
-            );
-            for line in text.lines() {
-                let value: serde_json::Value = serde_json::from_str(line)
-                    .unwrap_or_else(|e| panic!("{path:?}: a split or broken line ({e}): {line}"));
-                ids.push(value["id"].as_i64().expect("numbered line"));
-            }
-        }
-        ids
+        test_files::ids_in(files, |_| {})
     }
 }

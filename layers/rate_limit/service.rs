@@ -250,6 +250,22 @@ mod tests {
         NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
     }
 
+    /// [`ok_handler`] behind the server's shape of limits: `tasks` and `reads` as (per minute,
+    /// burst), stdio counted or not.
+    fn limited(
+        (per_minute, burst): (u32, u32),
+        (reads_per_minute, reads_burst): (u32, u32),
+        stdio: bool,
+    ) -> impl Service<McpRequest, Response = McpResponse, Error = Infallible> + Clone {
+        let layer = RateLimitLayer::new(RateLimits {
+            per_minute: nz(per_minute),
+            burst: nz(burst),
+            reads: Some((nz(reads_per_minute), nz(reads_burst))),
+            stdio,
+        });
+        ServiceBuilder::new().layer(layer).service(ok_handler())
+    }
+
     #[tokio::test]
     async fn over_the_burst_is_refused_with_retry_after() {
         let svc = ServiceBuilder::new()
@@ -330,13 +346,7 @@ mod tests {
     #[tokio::test]
     async fn the_default_splits_tasks_from_reads_and_leaves_stdio_alone() {
         // The server's shape: a task budget, a read budget, stdio not counted.
-        let layer = RateLimitLayer::new(RateLimits {
-            per_minute: nz(2),
-            burst: nz(2),
-            reads: Some((nz(60), nz(3))),
-            stdio: false,
-        });
-        let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
+        let svc = limited((2, 2), (60, 3), false);
         let call = |req| svc.clone().oneshot(req);
 
         // Two new tasks, then the third is refused, with a message about tasks.
@@ -374,13 +384,7 @@ mod tests {
 
     #[tokio::test]
     async fn stdio_is_limited_when_asked() {
-        let layer = RateLimitLayer::new(RateLimits {
-            per_minute: nz(1),
-            burst: nz(1),
-            reads: Some((nz(1200), nz(300))),
-            stdio: true,
-        });
-        let svc = ServiceBuilder::new().layer(layer).service(ok_handler());
+        let svc = limited((1, 1), (1200, 300), true);
         let stdio = |id| with_transport(agent_run(id), Transport::Stdio);
         let Ok(r) = svc.clone().oneshot(stdio(1)).await;
         assert_eq!(retry_after(&r), None);

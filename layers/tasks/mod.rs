@@ -70,4 +70,6 @@ pub use wire::{
 };
 
 #[cfg(test)]
+mod test_fields;
+#[cfg(test)]
 mod tests;

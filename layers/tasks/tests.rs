@@ -12,6 +12,7 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 use uuid::Uuid;
 
 use super::service::Route;
+use super::test_fields::CREATED_TASK_FIELDS;
 use super::*;
 use crate::plugin::{
     McpRequest, McpResponse, McpResult, ProtocolVersion, RequestContext, RequestId, Transport,
@@ -284,20 +285,7 @@ async fn declared_agent_run_becomes_the_task_the_response_names() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(
-        keys,
-        [
-            "_meta",
-            "createdAt",
-            "lastUpdatedAt",
-            "pollIntervalMs",
-            "resultType",
-            "status",
-            "statusMessage",
-            "taskId",
-            "ttlMs"
-        ]
-    );
+    assert_eq!(keys, CREATED_TASK_FIELDS);
     let id = Uuid::parse_str(result["taskId"].as_str().expect("taskId")).expect("uuid");
     assert_eq!(backend.get(id).state, TaskState::Queued);
 }

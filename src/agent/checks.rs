@@ -356,20 +356,15 @@ mod tests {
 
     #[test]
     fn test_files_name_the_module_unittest_runs() {
-        assert_eq!(
-            python_test_module("test_calc.py").as_deref(),
-            Some("test_calc")
-        );
-        assert_eq!(
-            python_test_module("tests/test_calc.py").as_deref(),
-            Some("tests.test_calc")
-        );
-        assert_eq!(
-            python_test_module("calc_test.py").as_deref(),
-            Some("calc_test")
-        );
-        for not_a_test in ["calc.py", "test_calc.txt", "my-tests/test_a.py"] {
-            assert_eq!(python_test_module(not_a_test), None, "{not_a_test}");
+        for (file, module) in [
+            ("test_calc.py", Some("test_calc")),
+            ("tests/test_calc.py", Some("tests.test_calc")),
+            ("calc_test.py", Some("calc_test")),
+            ("calc.py", None),
+            ("test_calc.txt", None),
+            ("my-tests/test_a.py", None),
+        ] {
+            assert_eq!(python_test_module(file).as_deref(), module, "{file}");
         }
     }
 

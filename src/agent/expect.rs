@@ -21,6 +21,7 @@
 //! "There" and "gone" are in the files the request names, or, when it names none, in the
 //! workspace's text files.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use super::lexicon::{ENGLISH, Spaced};
@@ -731,26 +732,14 @@ fn workspace_texts(ws: &Workspace) -> Vec<(String, String)> {
 /// [`MAX_FILES`].
 fn workspace_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
-    let mut folders = vec![ws.root().to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() && !SKIPPED.iter().any(|s| entry.file_name() == *s) {
-                folders.push(path);
-            } else if kind.is_file() && !ws.protected().covers(&path) {
-                out.push(path);
-                if out.len() == MAX_FILES {
-                    return out;
-                }
-            }
+    ws.walk_files(&SKIPPED, |path| {
+        out.push(path);
+        if out.len() == MAX_FILES {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-    }
+    });
     out
 }
 

@@ -76,12 +76,27 @@ mod tests {
             .collect()
     }
 
+    /// Pushes `chunks` one at a time: the lines each push completed, then what `finish` gives
+    /// (checked to give nothing when asked again).
+    fn split(chunks: &[&[u8]]) -> (Vec<Vec<String>>, Option<String>) {
+        let mut s = NdjsonSplitter::new();
+        let lines = chunks
+            .iter()
+            .map(|chunk| {
+                s.push(chunk);
+                drain(&mut s)
+            })
+            .collect();
+        let last = s.finish().map(|l| String::from_utf8_lossy(&l).into_owned());
+        assert_eq!(s.finish(), None, "finish again after {chunks:?}");
+        (lines, last)
+    }
+
     #[test]
     fn several_lines_in_one_chunk() {
-        let mut s = NdjsonSplitter::new();
-        s.push(b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n");
-        assert_eq!(drain(&mut s), ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
-        assert_eq!(s.finish(), None);
+        let (lines, last) = split(&[b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"]);
+        assert_eq!(lines, [["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]]);
+        assert_eq!(last, None);
     }
 
     #[test]
@@ -102,55 +117,45 @@ mod tests {
     #[test]
     fn byte_at_a_time() {
         let input = b"{\"x\":1}\r\n\r\n{\"y\":2}\n";
-        let mut s = NdjsonSplitter::new();
-        let mut lines = Vec::new();
-        for b in input {
-            s.push(std::slice::from_ref(b));
-            lines.extend(drain(&mut s));
-        }
-        assert_eq!(lines, ["{\"x\":1}", "{\"y\":2}"]);
+        let bytes: Vec<&[u8]> = input.iter().map(std::slice::from_ref).collect();
+        let (lines, last) = split(&bytes);
+        assert_eq!(lines.concat(), ["{\"x\":1}", "{\"y\":2}"]);
+        assert_eq!(last, None);
     }
 
     #[test]
     fn crlf_terminators_are_stripped() {
-        let mut s = NdjsonSplitter::new();
-        s.push(b"{\"a\":1}\r\n{\"b\":2}\r");
-        assert_eq!(drain(&mut s), ["{\"a\":1}"]);
-        s.push(b"\n");
-        assert_eq!(drain(&mut s), ["{\"b\":2}"]);
+        let (lines, last) = split(&[b"{\"a\":1}\r\n{\"b\":2}\r", b"\n"]);
+        assert_eq!(lines, [["{\"a\":1}"], ["{\"b\":2}"]]);
+        assert_eq!(last, None);
     }
 
     #[test]
     fn blank_and_whitespace_lines_are_skipped() {
-        let mut s = NdjsonSplitter::new();
-        s.push(b"\n\n  \n\r\n{\"a\":1}\n \t \n");
-        assert_eq!(drain(&mut s), ["{\"a\":1}"]);
-        assert_eq!(s.finish(), None);
+        let (lines, last) = split(&[b"\n\n  \n\r\n{\"a\":1}\n \t \n"]);
+        assert_eq!(lines, [["{\"a\":1}"]]);
+        assert_eq!(last, None);
     }
 
     #[test]
     fn final_line_without_newline() {
-        let mut s = NdjsonSplitter::new();
-        s.push(b"{\"a\":1}\n{\"done\":true}");
-        assert_eq!(drain(&mut s), ["{\"a\":1}"]);
-        assert_eq!(s.finish().as_deref(), Some(&b"{\"done\":true}"[..]));
-        assert_eq!(s.finish(), None);
+        let (lines, last) = split(&[b"{\"a\":1}\n{\"done\":true}"]);
+        assert_eq!(lines, [["{\"a\":1}"]]);
+        assert_eq!(last.as_deref(), Some("{\"done\":true}"));
     }
 
     #[test]
     fn final_line_with_lone_carriage_return() {
-        let mut s = NdjsonSplitter::new();
-        s.push(b"{\"a\":1}\r");
-        assert_eq!(drain(&mut s), Vec::<String>::new());
-        assert_eq!(s.finish().as_deref(), Some(&b"{\"a\":1}"[..]));
+        let (lines, last) = split(&[b"{\"a\":1}\r"]);
+        assert_eq!(lines, [Vec::<String>::new()]);
+        assert_eq!(last.as_deref(), Some("{\"a\":1}"));
     }
 
     #[test]
     fn multibyte_utf8_split_across_chunks() {
         let text = "{\"c\":\"héllo — 世界\"}\n".as_bytes();
-        let mut s = NdjsonSplitter::new();
-        s.push(&text[..9]);
-        s.push(&text[9..]);
-        assert_eq!(drain(&mut s), ["{\"c\":\"héllo — 世界\"}"]);
+        let (lines, last) = split(&[&text[..9], &text[9..]]);
+        assert_eq!(lines.concat(), ["{\"c\":\"héllo — 世界\"}"]);
+        assert_eq!(last, None);
     }
 }

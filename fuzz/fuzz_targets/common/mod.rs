@@ -1,10 +1,13 @@
-//! What the layer targets share: one runtime for the whole run, and a `tools/call` request as
-//! the 2026-07-28 edge hands it to the layers.
+//! What the targets share: one runtime for the whole run, and what they share with the
+//! property tests (`tests/support/surfaces.rs`).
+
+// Each target uses a part.
+#![allow(dead_code)]
 
 use std::sync::OnceLock;
 
-use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
-use serde_json::{Map, Value};
+#[path = "../../../tests/support/surfaces.rs"]
+pub mod surfaces;
 
 /// A current-thread runtime, built once (the layers need no I/O driver).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
@@ -14,17 +17,4 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("runtime")
     })
-}
-
-/// `tools/call` of `tool` with `arguments`, id 1, on 2026-07-28 in process.
-pub fn tool_call(tool: &str, arguments: Value) -> McpRequest {
-    let mut params = Map::new();
-    params.insert("name".into(), tool.into());
-    params.insert("arguments".into(), arguments);
-    McpRequest::new(
-        Some(RequestId::Number(1)),
-        "tools/call",
-        params,
-        RequestContext::new(ProtocolVersion::V2026_07_28, Transport::InProcess),
-    )
 }

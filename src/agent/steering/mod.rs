@@ -25,6 +25,8 @@
 //! result; a task asked to change the workspace is judged by the workspace.
 
 mod edits;
+#[cfg(test)]
+mod generated_text;
 mod memory;
 #[cfg(test)]
 mod props;

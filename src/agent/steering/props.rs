@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 
+use super::generated_text::text_of;
 use super::text::{
     broken_call, calls_in_text, clean_answer, describes_a_call, echo, missing_file, named_file,
     names_a_tool, without_echo,
@@ -12,74 +13,9 @@ use crate::agent::tools::Workspace;
 
 const OFFERED: [&str; 4] = ["list_dir", "read_file", "write_file", "run_command"];
 
-/// Pieces the generated texts are made of: Japanese, emoji (with joiners and skin tones),
-/// combining marks, right-to-left text and its override marks, and the ASCII the helpers look
-/// for (paths, backticks, JSON, tags, fences), and the lexicon's words in its other languages
-/// (with letters whose lower case is longer than they are: `İ`, `ẞ`).
-const PIECES: [&str; 50] = [
-    "プロジェクトのテスト失敗を調査し、原因を修正してください。",
-    "この関数が何をするか",
-    "ファイル",
-    "設定",
-    "👨‍👩‍👧",
-    "👍🏽",
-    "🙂",
-    "e\u{301}",
-    "\u{338}",
-    "a\u{20dd}",
-    "שלום",
-    "مرحبا",
-    "\u{202e}",
-    "\u{200f}",
-    "\u{feff}",
-    " ",
-    "\n",
-    ".",
-    "/",
-    "\\",
-    "`",
-    "'",
-    "\"",
-    "a.txt",
-    "notes/メモ.md",
-    "README",
-    "the",
-    "for example",
-    "write",
-    "fix",
-    "read_file",
-    "{\"name\": \"read_file\", \"arguments\": {\"path\": \"",
-    "\"}}",
-    "<tool_call>",
-    "</tool_response>",
-    "```json\n",
-    "Renombra la función ",
-    " a ",
-    "Переименуйте функцию ",
-    " в ",
-    "Benenne die Funktion ",
-    " in ",
-    "修复",
-    "测试失败",
-    "수정해 주세요",
-    "테스트가 ",
-    " — ",
-    "İ",
-    "ẞ",
-    "the tests fail",
-];
-
-/// Any text: pieces of [`PIECES`] and arbitrary characters, in any order.
+/// Any text of [`text_of`], NUL included.
 fn any_text() -> impl Strategy<Value = String> {
-    prop::collection::vec(
-        prop_oneof![
-            prop::sample::select(&PIECES[..]).prop_map(str::to_owned),
-            any::<char>().prop_map(|c| c.to_string()),
-            "\\PC{0,6}",
-        ],
-        0..24,
-    )
-    .prop_map(|pieces| pieces.concat())
+    text_of(24, 6, true)
 }
 
 fn workspace() -> (tempfile::TempDir, Workspace) {

@@ -532,6 +532,19 @@ mod tests {
 
     const OFFERED: [&str; 3] = ["list_dir", "read_file", "run_command"];
 
+    /// A workspace of `files` (paths from its root, folders made as needed), each holding `x`:
+    /// what the file-naming functions look at is which files there are, not what they hold.
+    fn workspace_of(files: &[&str]) -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        for file in files {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
     fn names(calls: &[ToolCall]) -> Vec<(&str, &Value)> {
         calls
             .iter()
@@ -561,11 +574,7 @@ mod tests {
 
     #[test]
     fn files_without_an_ending_are_named_when_the_workspace_has_them() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["VERSION", "package.json", "Makefile", "JSON_NOTES"] {
-            std::fs::write(dir.path().join(name), "x\n").unwrap();
-        }
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = workspace_of(&["VERSION", "package.json", "Makefile", "JSON_NOTES"]);
         assert_eq!(
             named_files(
                 "Bump the version from 1.4.2 to 1.5.0 in both VERSION and package.json.",
@@ -598,33 +607,35 @@ mod tests {
 
     #[test]
     fn an_answer_describing_a_call_is_told_apart_from_an_answer() {
-        assert!(describes_a_call(
-            "To find the code name, I used the `read_file` function with the path docs/NOTE.txt.",
-            &OFFERED
-        ));
-        assert!(describes_a_call("Let me run_command ls.", &OFFERED));
-        assert!(!describes_a_call("The code name is bluefin.", &OFFERED));
-        assert!(!describes_a_call("I used a hammer.", &OFFERED));
-        assert!(!describes_a_call("read_file returns the text.", &OFFERED));
+        for (text, describes) in [
+            (
+                "To find the code name, I used the `read_file` function with the path docs/NOTE.txt.",
+                true,
+            ),
+            ("Let me run_command ls.", true),
+            ("The code name is bluefin.", false),
+            ("I used a hammer.", false),
+            ("read_file returns the text.", false),
+        ] {
+            assert_eq!(describes_a_call(text, &OFFERED), describes, "{text}");
+        }
     }
 
     #[test]
     fn a_tool_named_as_a_word_is_told_apart_from_a_word_containing_it() {
-        assert!(names_a_tool(
-            "Use the `read_file` function to read it.",
-            &OFFERED
-        ));
-        assert!(names_a_tool("The TODO is in list_dir.", &OFFERED));
-        assert!(!names_a_tool("The secret word is tangerine.", &OFFERED));
-        assert!(!names_a_tool("see my_read_file_helper()", &OFFERED));
+        for (text, names) in [
+            ("Use the `read_file` function to read it.", true),
+            ("The TODO is in list_dir.", true),
+            ("The secret word is tangerine.", false),
+            ("see my_read_file_helper()", false),
+        ] {
+            assert_eq!(names_a_tool(text, &OFFERED), names, "{text}");
+        }
     }
 
     #[test]
     fn a_named_path_is_found_in_quotes_before_a_full_stop_and_with_windows_separators() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("docs")).unwrap();
-        std::fs::write(dir.path().join("docs/memo.txt"), "x").unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = workspace_of(&["docs/memo.txt"]);
         for (text, found) in [
             (
                 "use read_file with the path `docs/memo.txt`.",
@@ -643,70 +654,47 @@ mod tests {
 
     #[test]
     fn a_file_is_named_by_its_stem_when_it_is_the_only_one() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("README.md"), "# x").unwrap();
-        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
-        std::fs::write(dir.path().join("notes.md"), "x").unwrap();
-        std::fs::write(dir.path().join("data.csv"), "x").unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
-        let named = |text: &str| named_file(text, &ws);
-        assert_eq!(
-            named("What does the readme say?").as_deref(),
-            Some("README.md")
-        );
-        assert_eq!(named("Sum the data column.").as_deref(), Some("data.csv"));
-        assert_eq!(named("Read the notes."), None, "two files have that stem");
-        assert_eq!(
-            named("Tell me why good data matters."),
-            None,
-            "a plain noun"
-        );
-        assert_eq!(named("What is the answer?"), None);
+        let (_dir, ws) = workspace_of(&["README.md", "notes.txt", "notes.md", "data.csv"]);
+        for (text, found) in [
+            ("What does the readme say?", Some("README.md")),
+            ("Sum the data column.", Some("data.csv")),
+            // Two files have that stem.
+            ("Read the notes.", None),
+            // A plain noun.
+            ("Tell me why good data matters.", None),
+            ("What is the answer?", None),
+        ] {
+            assert_eq!(named_file(text, &ws).as_deref(), found, "{text}");
+        }
     }
 
     #[test]
     fn a_missing_file_is_a_name_with_an_extension_that_is_not_there() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("names.txt"), "x").unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
-        let missing = |text: &str| missing_file(text, &ws);
-        assert_eq!(
-            missing("Count the lines of names.txt and write the number into count.txt.").as_deref(),
-            Some("count.txt")
-        );
-        assert_eq!(
-            missing(
-                "Write its version followed by -final (for example 1.0-final) into out/release.txt"
-            )
-            .as_deref(),
-            Some("out/release.txt")
-        );
-        assert_eq!(
-            missing("Save the list as `list.md`.").as_deref(),
-            Some("list.md")
-        );
-        assert_eq!(
-            missing("result.txtというファイルを作って").as_deref(),
-            Some("result.txt")
-        );
-        assert_eq!(
-            missing("Write the number into names.txt."),
-            None,
-            "it exists"
-        );
-        assert_eq!(missing("Write the version 2.4.1 down."), None);
-        assert_eq!(
-            missing("é.txt").as_deref(),
-            Some("é.txt"),
-            "a name starting with é"
-        );
+        let (_dir, ws) = workspace_of(&["names.txt"]);
+        for (text, found) in [
+            (
+                "Count the lines of names.txt and write the number into count.txt.",
+                Some("count.txt"),
+            ),
+            (
+                "Write its version followed by -final (for example 1.0-final) into out/release.txt",
+                Some("out/release.txt"),
+            ),
+            ("Save the list as `list.md`.", Some("list.md")),
+            ("result.txtというファイルを作って", Some("result.txt")),
+            // It exists.
+            ("Write the number into names.txt.", None),
+            ("Write the version 2.4.1 down.", None),
+            // A name starting with é.
+            ("é.txt", Some("é.txt")),
+        ] {
+            assert_eq!(missing_file(text, &ws).as_deref(), found, "{text}");
+        }
     }
 
     #[test]
     fn a_named_file_is_found_in_japanese_text() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("slugify.py"), "x").unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = workspace_of(&["slugify.py"]);
         assert_eq!(
             named_file("slugify.pyの関数 slugify が何をするか説明して", &ws).as_deref(),
             Some("slugify.py")

@@ -354,6 +354,22 @@ mod tests {
         ledger
     }
 
+    /// `content` written to `path` once every file was read: what write_file says.
+    fn write_after_reading(ws: &Workspace, path: &str, content: &str) -> String {
+        let args = WriteFileArgs {
+            path: path.into(),
+            content: content.into(),
+        };
+        write_file(ws, &read_everything(ws), &args).unwrap()
+    }
+
+    /// The permission bits of `path`, setuid and setgid included.
+    #[cfg(unix)]
+    fn mode(path: &std::path::Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
     #[test]
     fn an_existing_file_is_changed_only_after_it_was_read() {
         let (dir, ws) = ws();
@@ -417,22 +433,18 @@ mod tests {
     #[test]
     fn writes_new_and_existing_files() {
         let (dir, ws) = ws();
-        let args = WriteFileArgs {
-            path: "deep/new/b.txt".into(),
-            content: "hi".into(),
-        };
         assert_eq!(
-            write_file(&ws, &read_everything(&ws), &args).unwrap(),
+            write_after_reading(&ws, "deep/new/b.txt", "hi"),
             "created 'deep/new/b.txt' (2 bytes)"
+        );
+        assert_eq!(
+            write_after_reading(&ws, "deep/new/b.txt", "bye"),
+            "replaced 'deep/new/b.txt' (3 bytes)"
         );
         let again = WriteFileArgs {
             path: "deep/new/b.txt".into(),
             content: "bye".into(),
         };
-        assert_eq!(
-            write_file(&ws, &read_everything(&ws), &again).unwrap(),
-            "replaced 'deep/new/b.txt' (3 bytes)"
-        );
         assert_eq!(
             std::fs::read_to_string(dir.path().join("deep/new/b.txt")).unwrap(),
             "bye"
@@ -557,11 +569,7 @@ mod tests {
         let shared = outside.path().join("shared.txt");
         std::fs::write(&shared, "outside").unwrap();
         std::fs::hard_link(&shared, dir.path().join("link.txt")).unwrap();
-        let args = WriteFileArgs {
-            path: "link.txt".into(),
-            content: "inside".into(),
-        };
-        write_file(&ws, &read_everything(&ws), &args).unwrap();
+        write_after_reading(&ws, "link.txt", "inside");
         assert_eq!(std::fs::read_to_string(&shared).unwrap(), "outside");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("link.txt")).unwrap(),
@@ -577,13 +585,8 @@ mod tests {
         let script = dir.path().join("run.sh");
         std::fs::write(&script, "echo 1").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let args = WriteFileArgs {
-            path: "run.sh".into(),
-            content: "echo 2".into(),
-        };
-        write_file(&ws, &read_everything(&ws), &args).unwrap();
-        let mode = std::fs::metadata(&script).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o755);
+        write_after_reading(&ws, "run.sh", "echo 2");
+        assert_eq!(mode(&script), 0o755);
     }
 
     /// The check-then-write race: the folder is swapped for a link out after the path was
@@ -620,13 +623,8 @@ mod tests {
         let tool = dir.path().join("tool");
         std::fs::write(&tool, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o6755)).unwrap();
-        let args = WriteFileArgs {
-            path: "tool".into(),
-            content: "#!/bin/sh\nid\n".into(),
-        };
-        write_file(&ws, &read_everything(&ws), &args).unwrap();
-        let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
-        assert_eq!(mode & 0o7777, 0o755);
+        write_after_reading(&ws, "tool", "#!/bin/sh\nid\n");
+        assert_eq!(mode(&tool), 0o755);
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o4755)).unwrap();
         let edit = EditFileArgs {
             path: "tool".into(),
@@ -635,7 +633,6 @@ mod tests {
             replace_all: false,
         };
         edit_file(&ws, &read_everything(&ws), &edit).unwrap();
-        let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
-        assert_eq!(mode & 0o7777, 0o755);
+        assert_eq!(mode(&tool), 0o755);
     }
 }

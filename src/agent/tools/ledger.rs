@@ -17,6 +17,7 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -263,32 +264,19 @@ impl Snapshot {
     /// build output and the server's own files), at most `SNAPSHOT_MAX_FILES`.
     pub fn take(ws: &super::Workspace) -> Snapshot {
         let mut files = BTreeMap::new();
-        let mut folders = vec![ws.root().to_path_buf()];
-        while let Some(folder) = folders.pop() {
-            let Ok(entries) = std::fs::read_dir(&folder) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                let path = entry.path();
-                if kind.is_dir() {
-                    if !SNAPSHOT_SKIPS.iter().any(|s| entry.file_name() == *s) {
-                        folders.push(path);
-                    }
-                } else if kind.is_file()
-                    && path.extension().is_none_or(|e| e != "pyc")
-                    && !ws.protected().covers(&path)
-                    && let Some(stamp) = Stamp::of(&path)
-                {
-                    if files.len() == SNAPSHOT_MAX_FILES {
-                        return Snapshot { files };
-                    }
-                    files.insert(path, stamp);
-                }
+        ws.walk_files(&SNAPSHOT_SKIPS, |path| {
+            if path.extension().is_some_and(|e| e == "pyc") {
+                return ControlFlow::Continue(());
             }
-        }
+            let Some(stamp) = Stamp::of(&path) else {
+                return ControlFlow::Continue(());
+            };
+            if files.len() == SNAPSHOT_MAX_FILES {
+                return ControlFlow::Break(());
+            }
+            files.insert(path, stamp);
+            ControlFlow::Continue(())
+        });
         Snapshot { files }
     }
 

@@ -29,6 +29,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::ops::ControlFlow;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -299,6 +300,36 @@ impl Workspace {
 
     pub fn protected(&self) -> &ProtectedFiles {
         &self.protected
+    }
+
+    /// Visits the workspace's regular files depth first, not following links, passing over
+    /// folders named in `skip` and the server's own files ([`Self::protected`]), until `visit`
+    /// breaks.
+    pub(crate) fn walk_files(
+        &self,
+        skip: &[&str],
+        mut visit: impl FnMut(PathBuf) -> ControlFlow<()>,
+    ) {
+        let mut folders = vec![self.root.clone()];
+        while let Some(folder) = folders.pop() {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    if !skip.iter().any(|s| entry.file_name() == *s) {
+                        folders.push(path);
+                    }
+                } else if kind.is_file() && !self.protected.covers(&path) && visit(path).is_break()
+                {
+                    return;
+                }
+            }
+        }
     }
 
     /// `path` relative to the root, for messages (`.` for the root itself).

@@ -45,6 +45,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
+use tokio_postgres::types::{FromSql, ToSql};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -243,6 +244,37 @@ impl PostgresStore {
 
     fn err(&self, e: tokio_postgres::Error) -> StoreError {
         describe(&self.shown, &e)
+    }
+
+    /// The first column of the one row `sql` answers, `params` as `$1`….
+    async fn value<T>(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<T, StoreError>
+    where
+        T: for<'a> FromSql<'a>,
+    {
+        let client = self.client().await?;
+        let row = client
+            .query_one(sql, params)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// [`Self::value`] of a statement prepared once and kept for the next call.
+    async fn cached_value<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<T, StoreError>
+    where
+        T: for<'a> FromSql<'a>,
+    {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(|e| self.err(e))?;
+        let row = client
+            .query_one(&stmt, params)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
     }
 
     /// Every row of `sql` (a cached statement) with `id` as `$1`.
@@ -570,12 +602,7 @@ impl TaskStore for PostgresStore {
 
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.bounded("check that it takes writes", async {
-            let client = self.client().await?;
-            let standby: bool = client
-                .query_one("SELECT pg_is_in_recovery()", &[])
-                .await
-                .map_err(|e| self.err(e))?
-                .get(0);
+            let standby: bool = self.value("SELECT pg_is_in_recovery()", &[]).await?;
             if standby {
                 return Err(StoreError::Unavailable(format!(
                     "PostgreSQL at {} is a read-only standby; point store.url at the primary",

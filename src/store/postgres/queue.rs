@@ -214,12 +214,9 @@ impl SharedQueue for PostgresStore {
 
     async fn queued_count(&self) -> Result<usize, StoreError> {
         self.bounded("count the queued tasks", async {
-            let client = self.client().await?;
-            let n: i64 = client
-                .query_one("SELECT count(*) FROM tasks WHERE state = 'queued'", &[])
-                .await
-                .map_err(|e| self.err(e))?
-                .get(0);
+            let n: i64 = self
+                .value("SELECT count(*) FROM tasks WHERE state = 'queued'", &[])
+                .await?;
             Ok(usize::try_from(n).unwrap_or(0))
         })
         .await
@@ -244,19 +241,13 @@ impl SharedQueue for PostgresStore {
 
     async fn queue_position(&self, id: Uuid) -> Result<Option<usize>, StoreError> {
         self.bounded("read the task's queue position", async {
-            let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(
+            let n: i64 = self
+                .cached_value(
                     "SELECT count(*) FROM tasks WHERE state = 'queued' \
                      AND seq <= (SELECT seq FROM tasks WHERE id = $1 AND state = 'queued')",
+                    &[&id.to_string()],
                 )
-                .await
-                .map_err(|e| self.err(e))?;
-            let n: i64 = client
-                .query_one(&stmt, &[&id.to_string()])
-                .await
-                .map_err(|e| self.err(e))?
-                .get(0);
+                .await?;
             Ok(usize::try_from(n).ok().filter(|n| *n > 0))
         })
         .await
@@ -276,16 +267,12 @@ impl SharedQueue for PostgresStore {
         let capacity = emission * f64::from(burst.max(1));
         let deadline = self.timeout.min(BUCKET_DEADLINE);
         self.bounded_for(deadline, "take from the rate-limit bucket", async {
-            let client = self.client().await?;
-            let stmt = client
-                .prepare_cached("SELECT agent_mcp_take($1, $2, $3)")
-                .await
-                .map_err(|e| self.err(e))?;
-            let wait: f64 = client
-                .query_one(&stmt, &[&key, &emission, &capacity])
-                .await
-                .map_err(|e| self.err(e))?
-                .get(0);
+            let wait: f64 = self
+                .cached_value(
+                    "SELECT agent_mcp_take($1, $2, $3)",
+                    &[&key, &emission, &capacity],
+                )
+                .await?;
             Ok((wait > 0.0).then(|| Duration::try_from_secs_f64(wait).unwrap_or(Duration::MAX)))
         })
         .await
