@@ -35,9 +35,10 @@ use tracing_subscriber::registry::LookupSpan;
 use super::health::CountedMetricExporter;
 use super::http_client::RuntimeHttpClient;
 use super::otlp::OtlpSpanExporter;
-use super::queue::{CountedExporter, GatedProcessor, QueueStats};
+use super::queue::{CountedExporter, GatedProcessor, QueueStats, ServerQueue, run_server_export};
 use super::semconv::{SCOPE, TARGET};
 use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
+use super::spans::{ServerSink, SinkTarget};
 use super::{TelemetryError, TelemetrySettings};
 
 /// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
@@ -45,14 +46,14 @@ use super::{TelemetryError, TelemetrySettings};
 pub type ExportLayer<S> =
     Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
 
-/// The export layer's filter ([`TARGET`] spans only), which also holds the layer's tracer so
-/// that the per-request server span can be built with the OpenTelemetry API directly
-/// ([`ServerSpan`](super::spans::ServerSpan)): it is found through the current dispatcher
-/// (`Dispatch::downcast_ref`), so it follows the subscriber that is in force, as the
-/// `tracing` spans do.
+/// The export layer's filter ([`TARGET`] spans only), which also holds where the per-request
+/// server spans go ([`ServerSpan`](super::spans::ServerSpan), not built by the SDK): it is found
+/// through the current dispatcher (`Dispatch::downcast_ref`), so it follows the subscriber that
+/// is in force, as the `tracing` spans do.
 #[derive(Debug, Clone)]
 pub struct ExportFilter {
-    pub(super) tracer: SdkTracer,
+    /// Where the server spans go, and their sampler.
+    pub(super) server: Arc<ServerSink>,
 }
 
 impl<S> Filter<S> for ExportFilter {
@@ -78,8 +79,24 @@ pub struct Telemetry {
     tracer: SdkTracer,
     meter_provider: Option<SdkMeterProvider>,
     stats: Arc<QueueStats>,
+    server: Arc<ServerSink>,
+    server_export: ServerExport,
     traces_endpoint: String,
     metrics_endpoint: Option<String>,
+}
+
+/// The server spans' export thread and its queue; closed (the thread left to send what is
+/// queued and end) when dropped without [`Telemetry::shutdown`].
+#[derive(Debug)]
+struct ServerExport {
+    queue: Arc<ServerQueue>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ServerExport {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 fn scope() -> InstrumentationScope {
@@ -117,13 +134,34 @@ impl Telemetry {
         let resource = resource(settings);
 
         // Our own OTLP/HTTP protobuf encoding of the spans (see `otlp`), on the same client.
-        let exporter = OtlpSpanExporter::new(
-            client.clone(),
-            &traces_endpoint,
-            super::otlp::headers_from_env(),
-        )?;
+        let headers = super::otlp::headers_from_env();
+        let exporter = OtlpSpanExporter::new(client.clone(), &traces_endpoint, headers.clone())?;
         let capacity = settings.max_queue_size.max(1);
         let stats = QueueStats::new(capacity);
+
+        // The server spans: their own queue (the same slots) and thread (see `queue`).
+        let mut server_exporter = OtlpSpanExporter::new(client.clone(), &traces_endpoint, headers)?
+            .with_server_scope(&scope());
+        opentelemetry_sdk::trace::SpanExporter::set_resource(&mut server_exporter, &resource);
+        let queue = ServerQueue::new(stats.clone());
+        let thread = {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name("agent-mcp-otel-server-spans".into())
+                .spawn(move || run_server_export(&queue, &server_exporter, SCHEDULED_DELAY))
+                .map_err(|source| TelemetryError::Thread {
+                    what: "server span export",
+                    source,
+                })?
+        };
+        let server_export = ServerExport {
+            queue: queue.clone(),
+            thread: Some(thread),
+        };
+        let server = Arc::new(ServerSink {
+            sampler: settings.sampler,
+            target: SinkTarget::Queue(queue),
+        });
         let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))
             .with_batch_config(
                 BatchConfigBuilder::default()
@@ -174,6 +212,8 @@ impl Telemetry {
             tracer,
             meter_provider,
             stats,
+            server,
+            server_export,
             traces_endpoint,
             metrics_endpoint: settings.metrics_endpoint.clone(),
         }))
@@ -184,7 +224,7 @@ impl Telemetry {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        export_layer(self.tracer.clone())
+        export_layer(self.tracer.clone(), self.server.clone())
     }
 
     /// Registers the export's Prometheus series at 0 with the installed `metrics` recorder, so
@@ -225,6 +265,19 @@ impl Telemetry {
         let to_trace = done.clone();
         spawn_shutdown("traces", &mut pending, move || {
             let _ = to_trace.send(tracer_provider.shutdown_with_timeout(slack));
+        })?;
+        let mut server_export = self.server_export;
+        let server_thread = server_export.thread.take();
+        let server_done = done.clone();
+        spawn_shutdown("server-spans", &mut pending, move || {
+            server_export.queue.close();
+            let result = match server_thread.map(std::thread::JoinHandle::join) {
+                Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                    "the server span export thread panicked".into(),
+                )),
+                _ => Ok(()),
+            };
+            let _ = server_done.send(result);
         })?;
         if let Some(meter_provider) = self.meter_provider {
             spawn_shutdown("metrics", &mut pending, move || {
@@ -271,12 +324,12 @@ fn is_exported(meta: &Metadata<'_>) -> bool {
 }
 
 /// The export layer around any tracer (tests use one with an in-memory exporter).
-pub(super) fn export_layer<S>(tracer: SdkTracer) -> ExportLayer<S>
+pub(super) fn export_layer<S>(tracer: SdkTracer, server: Arc<ServerSink>) -> ExportLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     tracing_opentelemetry::layer()
-        .with_tracer(tracer.clone())
+        .with_tracer(tracer)
         // Code locations, thread ids, targets and busy/idle times are not in the conventions
         // and cost a little on every span.
         .with_location(false)
@@ -287,5 +340,5 @@ where
         // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
         // which this server has none of, at a cost on every enter.
         .with_context_activation(false)
-        .with_filter(ExportFilter { tracer })
+        .with_filter(ExportFilter { server })
 }

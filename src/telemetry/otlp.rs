@@ -30,6 +30,7 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use super::TelemetryError;
+use super::spans::{AttrValue, ServerSpanData};
 
 const PROTOBUF: &str = "application/x-protobuf";
 
@@ -41,6 +42,8 @@ pub(super) struct OtlpSpanExporter<C> {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The encoded `Resource` message, set by the provider.
     resource: Vec<u8>,
+    /// The encoded `InstrumentationScope` of the server spans.
+    scope: Vec<u8>,
 }
 
 impl<C> OtlpSpanExporter<C> {
@@ -59,7 +62,15 @@ impl<C> OtlpSpanExporter<C> {
             endpoint,
             headers,
             resource: Vec::new(),
+            scope: Vec::new(),
         })
+    }
+
+    /// The instrumentation scope the server spans are sent under (the tracer's).
+    pub(super) fn with_server_scope(mut self, scope: &InstrumentationScope) -> Self {
+        self.scope.clear();
+        instrumentation_scope(&mut self.scope, scope);
+        self
     }
 }
 
@@ -87,13 +98,18 @@ pub(super) fn parse_headers(text: &str) -> Vec<(HeaderName, HeaderValue)> {
         .collect()
 }
 
-impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        if batch.is_empty() {
+impl<C: HttpClient + 'static> OtlpSpanExporter<C> {
+    /// Posts the server spans of one batch (their queue is ours, not the SDK's: see
+    /// [`ServerQueue`](super::queue::ServerQueue)).
+    pub(super) async fn export_server_spans(&self, spans: &[ServerSpanData]) -> OTelSdkResult {
+        if spans.is_empty() {
             return Ok(());
         }
-        let body = encode_request(&self.resource, &batch);
-        drop(batch);
+        self.post(encode_server_request(&self.resource, &self.scope, spans))
+            .await
+    }
+
+    async fn post(&self, body: Vec<u8>) -> OTelSdkResult {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
@@ -115,6 +131,17 @@ impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
                 response.status()
             )))
         }
+    }
+}
+
+impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let body = encode_request(&self.resource, &batch);
+        drop(batch);
+        self.post(body).await
     }
 
     fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
@@ -167,6 +194,73 @@ pub(super) fn encode_request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
         }
     });
     out
+}
+
+/// The `ExportTraceServiceRequest` of server spans: one `ResourceSpans`, one `ScopeSpans`
+/// (`scope` already encoded). The same bytes [`encode_request`] writes for the same spans as
+/// `SpanData` (a test holds them to it), from the plain record, with no attribute `Vec`.
+pub(super) fn encode_server_request(
+    resource: &[u8],
+    scope: &[u8],
+    spans: &[ServerSpanData],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + spans.len() * 256);
+    message(&mut out, 1, |out| {
+        message(out, 1, |out| out.extend_from_slice(resource));
+        message(out, 2, |out| {
+            message(out, 1, |out| out.extend_from_slice(scope));
+            for span in spans {
+                message(out, 2, |out| encode_server_span(out, span));
+            }
+        });
+    });
+    out
+}
+
+fn encode_server_span(out: &mut Vec<u8>, span: &ServerSpanData) {
+    ids_and_state(out, &span.context);
+    if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
+        bytes(out, 4, &span.parent_span_id.to_bytes());
+    }
+    string(out, 5, &span.name);
+    // SpanKind SERVER
+    varint_field(out, 6, 2);
+    fixed64(out, 7, nanos(span.start));
+    fixed64(out, 8, nanos(span.end));
+    span.for_each_attribute(|key, value| {
+        message(out, 9, |out| {
+            string(out, 1, key);
+            message(out, 2, |out| match value {
+                AttrValue::Str(s) => string(out, 1, s),
+                AttrValue::Int(n) => {
+                    tag(out, 3, 0);
+                    varint(out, n as u64);
+                }
+            });
+        });
+    });
+    if let Some(linked) = &span.link {
+        message(out, 13, |out| {
+            ids_and_state(out, linked);
+            fixed32(out, 6, flags(linked, linked.is_remote()));
+        });
+    }
+    status(out, &span.status);
+    fixed32(out, 16, flags(&span.context, span.parent_is_remote));
+}
+
+fn status(out: &mut Vec<u8>, status: &Status) {
+    match status {
+        // An empty status is UNSET.
+        Status::Unset => message(out, 15, |_| {}),
+        Status::Ok => message(out, 15, |out| varint_field(out, 3, 1)),
+        Status::Error { description } => message(out, 15, |out| {
+            if !description.is_empty() {
+                string(out, 2, description);
+            }
+            varint_field(out, 3, 2);
+        }),
+    }
 }
 
 fn instrumentation_scope(out: &mut Vec<u8>, scope: &InstrumentationScope) {
@@ -250,17 +344,7 @@ fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
         });
     }
     varint_field(out, 14, u64::from(span.links.dropped_count));
-    match &span.status {
-        // An empty status is UNSET.
-        Status::Unset => message(out, 15, |_| {}),
-        Status::Ok => message(out, 15, |out| varint_field(out, 3, 1)),
-        Status::Error { description } => message(out, 15, |out| {
-            if !description.is_empty() {
-                string(out, 2, description);
-            }
-            varint_field(out, 3, 2);
-        }),
-    }
+    status(out, &span.status);
     fixed32(out, 16, flags(context, span.parent_span_is_remote));
 }
 
