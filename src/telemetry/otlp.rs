@@ -30,6 +30,7 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use super::TelemetryError;
+use super::duration::Series;
 use super::spans::{AttrValue, ServerSpanData};
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -66,7 +67,17 @@ impl<C> OtlpSpanExporter<C> {
         })
     }
 
-    /// The instrumentation scope the server spans are sent under (the tracer's).
+    /// The encoded `Resource` message.
+    pub(super) fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// The encoded instrumentation scope (see [`Self::with_server_scope`]).
+    pub(super) fn scope(&self) -> &[u8] {
+        &self.scope
+    }
+
+    /// The instrumentation scope the server spans (and the metric) are sent under.
     pub(super) fn with_server_scope(mut self, scope: &InstrumentationScope) -> Self {
         self.scope.clear();
         instrumentation_scope(&mut self.scope, scope);
@@ -76,7 +87,12 @@ impl<C> OtlpSpanExporter<C> {
 
 /// The headers of `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`.
 pub(super) fn headers_from_env() -> Vec<(HeaderName, HeaderValue)> {
-    std::env::var("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+    signal_headers_from_env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+}
+
+/// The headers of `variable` (the signal's own), else `OTEL_EXPORTER_OTLP_HEADERS`.
+pub(super) fn signal_headers_from_env(variable: &str) -> Vec<(HeaderName, HeaderValue)> {
+    std::env::var(variable)
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_HEADERS"))
         .map(|text| parse_headers(&text))
         .unwrap_or_default()
@@ -109,7 +125,9 @@ impl<C: HttpClient + 'static> OtlpSpanExporter<C> {
             .await
     }
 
-    async fn post(&self, body: Vec<u8>) -> OTelSdkResult {
+    /// Posts one protobuf body to the endpoint, with the headers (the metrics use it too, on an
+    /// exporter made for their endpoint).
+    pub(super) async fn post(&self, body: Vec<u8>) -> OTelSdkResult {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
@@ -194,6 +212,87 @@ pub(super) fn encode_request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
         }
     });
     out
+}
+
+/// The `ExportMetricsServiceRequest` of the duration histogram's `series` (cumulative since
+/// `start`, collected at `now`): one `ResourceMetrics`, one `ScopeMetrics` (`scope` already
+/// encoded), one `Metric`. `None` when there is no series yet (nothing is sent, as the SDK's
+/// reader sends nothing without a data point).
+pub(super) fn encode_metrics_request(
+    resource: &[u8],
+    scope: &[u8],
+    start: SystemTime,
+    now: SystemTime,
+    series: &[Series],
+) -> Option<Vec<u8>> {
+    use super::semconv::metric;
+    if series.is_empty() {
+        return None;
+    }
+    let (start, now) = (nanos(start), nanos(now));
+    let mut out = Vec::with_capacity(256 + series.len() * 512);
+    // ExportMetricsServiceRequest.resource_metrics = 1
+    message(&mut out, 1, |out| {
+        // ResourceMetrics.resource = 1, .scope_metrics = 2
+        message(out, 1, |out| out.extend_from_slice(resource));
+        message(out, 2, |out| {
+            // ScopeMetrics.scope = 1, .metrics = 2
+            message(out, 1, |out| out.extend_from_slice(scope));
+            message(out, 2, |out| {
+                // Metric.name = 1, .description = 2, .unit = 3, .histogram = 9
+                string(out, 1, metric::MCP_SERVER_OPERATION_DURATION);
+                string(out, 2, DURATION_DESCRIPTION);
+                string(out, 3, metric::UNIT_SECONDS);
+                message(out, 9, |out| {
+                    for s in series {
+                        // Histogram.data_points = 1
+                        message(out, 1, |out| histogram_point(out, s, start, now));
+                    }
+                    // Histogram.aggregation_temporality = 2: CUMULATIVE
+                    varint_field(out, 2, 2);
+                });
+            });
+        });
+    });
+    Some(out)
+}
+
+/// The histogram's description, as the SDK instrument had it.
+pub(super) const DURATION_DESCRIPTION: &str = "Duration of the MCP request or notification as \
+    observed on the server, from its arrival to its answer";
+
+fn histogram_point(out: &mut Vec<u8>, s: &Series, start: u64, now: u64) {
+    use super::semconv::metric::DURATION_BUCKETS;
+    fn double(out: &mut Vec<u8>, field: u32, f: f64) {
+        tag(out, field, 1);
+        out.extend_from_slice(&f.to_bits().to_le_bytes());
+    }
+    // HistogramDataPoint: start_time_unix_nano = 2, time_unix_nano = 3, count = 4, sum = 5,
+    // bucket_counts = 6, explicit_bounds = 7, attributes = 9, min = 11, max = 12.
+    fixed64(out, 2, start);
+    fixed64(out, 3, now);
+    fixed64(out, 4, s.count);
+    double(out, 5, s.sum);
+    tag(out, 6, 2);
+    varint(out, (s.buckets.len() * 8) as u64);
+    for n in s.buckets {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    tag(out, 7, 2);
+    varint(out, (DURATION_BUCKETS.len() * 8) as u64);
+    for bound in DURATION_BUCKETS {
+        out.extend_from_slice(&bound.to_bits().to_le_bytes());
+    }
+    s.for_each_attribute(|key, value| {
+        message(out, 9, |out| {
+            string(out, 1, key);
+            message(out, 2, |out| string(out, 1, value));
+        });
+    });
+    if s.count > 0 {
+        double(out, 11, s.min);
+        double(out, 12, s.max);
+    }
 }
 
 /// The `ExportTraceServiceRequest` of server spans: one `ResourceSpans`, one `ScopeSpans`

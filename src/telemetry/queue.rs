@@ -183,7 +183,7 @@ pub(super) fn run_server_export<C: HttpClient + 'static>(
 
 /// Runs `future` to completion on this thread. The export's futures wait on a task of the
 /// server's runtime (see [`http_client`](super::http_client)), so they need no reactor here.
-fn block_on<F: Future>(future: F) -> F::Output {
+pub(super) fn block_on<F: Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {
