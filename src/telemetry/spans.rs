@@ -225,15 +225,15 @@ impl<'a> McpServerSpan<'a> {
     /// The span, a child of the caller's context ([`RemoteParent::of_request`]; read it only
     /// when [`export_enabled`]), the transport's context linked when it differs.
     pub fn start_in(self, parent: RemoteParent) -> ServerSpan {
-        if !export_enabled() {
+        let Some(sink) = export_enabled().then(export_sink).flatten() else {
             return ServerSpan { inner: None };
-        }
+        };
         let caller = parent
             .parent
             .as_ref()
             .map(|cx| cx.span().span_context().clone())
             .filter(SpanContext::is_valid);
-        self.start_with(caller, parent.parent, parent.link)
+        self.start_with(sink, caller, parent.parent, parent.link)
     }
 
     /// [`Self::start_in`] with the caller's context read from `params._meta` and the HTTP
@@ -244,15 +244,18 @@ impl<'a> McpServerSpan<'a> {
         meta: Option<&Map<String, serde_json::Value>>,
         headers: Option<&http::HeaderMap>,
     ) -> ServerSpan {
-        if !export_enabled() {
+        // No `export_enabled` check of its own (its caller makes it): without an export layer
+        // the lookup in `start_with` finds none and the span is disabled; the caller's context
+        // is read only when there is one.
+        let Some(sink) = export_sink() else {
             return ServerSpan { inner: None };
-        }
+        };
         let Caller {
             parent,
             baggage,
             link,
         } = Caller::of_request(meta, headers);
-        self.start_with(parent, baggage, link)
+        self.start_with(sink, parent, baggage, link)
     }
 
     /// Not built with the SDK's tracer, nor as a `tracing` span through the bridge: this span
@@ -267,17 +270,11 @@ impl<'a> McpServerSpan<'a> {
     /// task's) parent on it as before.
     fn start_with(
         self,
+        sink: Arc<ServerSink>,
         parent: Option<SpanContext>,
         parent_cx: Option<Context>,
         link: Option<SpanContext>,
     ) -> ServerSpan {
-        let Some(sink) = tracing::dispatcher::get_default(|dispatch| {
-            dispatch
-                .downcast_ref::<ExportFilter>()
-                .map(|filter| filter.server.clone())
-        }) else {
-            return ServerSpan { inner: None };
-        };
         let span_id = ids::span_id();
         let (trace_id, flags, state, parent_span_id, parent_is_remote) = match &parent {
             Some(p) => (
@@ -324,6 +321,15 @@ impl<'a> McpServerSpan<'a> {
             }),
         }
     }
+}
+
+/// The server spans' sink of the export layer in force; `None` without one.
+fn export_sink() -> Option<Arc<ServerSink>> {
+    tracing::dispatcher::get_default(|dispatch| {
+        dispatch
+            .downcast_ref::<ExportFilter>()
+            .map(|filter| filter.server.clone())
+    })
 }
 
 /// Random span and trace ids from a per-thread SplitMix64 (seeded from the standard library's
@@ -470,7 +476,11 @@ impl ServerSpanData {
             RequestIdAttr::None => {}
             RequestIdAttr::Text(text) => f(attr::JSONRPC_REQUEST_ID, AttrValue::Str(text)),
             RequestIdAttr::Number(n) => {
-                f(attr::JSONRPC_REQUEST_ID, AttrValue::Str(&n.to_string()));
+                let mut digits = [0u8; 20];
+                f(
+                    attr::JSONRPC_REQUEST_ID,
+                    AttrValue::Str(decimal(*n, &mut digits)),
+                );
             }
         }
         if let Some(version) = op.protocol_version {
@@ -493,9 +503,10 @@ impl ServerSpanData {
             None => {}
             Some(ServerError::Rpc(code)) => {
                 // A code's decimal text is already an `error.type` token.
-                let code = code.to_string();
-                f(attr::RPC_RESPONSE_STATUS_CODE, AttrValue::Str(&code));
-                f(attr::ERROR_TYPE, AttrValue::Str(&code));
+                let mut digits = [0u8; 20];
+                let code = decimal(code, &mut digits);
+                f(attr::RPC_RESPONSE_STATUS_CODE, AttrValue::Str(code));
+                f(attr::ERROR_TYPE, AttrValue::Str(code));
             }
             Some(ServerError::Tool) => f(attr::ERROR_TYPE, AttrValue::Str(value::TOOL_ERROR)),
         }
@@ -537,6 +548,25 @@ impl ServerSpanData {
             .build(),
         }
     }
+}
+
+/// `n` in decimal, written into `buf` (an `i64` needs at most 20 bytes).
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 /// Where the export layer's server spans go, with the sampler that decides which do.

@@ -71,7 +71,8 @@ impl ServerOperation {
         headers: Option<&http::HeaderMap>,
         ctx: &mut RequestContext,
     ) -> Option<Self> {
-        if !spans::export_enabled() && !duration::is_recording() {
+        let exporting = spans::export_enabled();
+        if !exporting && !duration::is_recording() {
             return None;
         }
         let name = method_name(method);
@@ -88,7 +89,7 @@ impl ServerOperation {
             Some(RequestId::Number(n)) => builder.with_request_number(*n),
             Some(RequestId::String(text)) => builder.with_request_id(text),
         };
-        let span = if spans::export_enabled() {
+        let span = if exporting {
             let meta = match params.get("_meta") {
                 Some(Value::Object(meta)) => Some(meta),
                 _ => None,
