@@ -124,6 +124,61 @@ print(re.search(r"task_id: (\S+)", t).group(1))')"
 wrk_lua tools/call agent_status "$(task_of "$OFF_PORT")" "$WORK/off.lua"
 wrk_lua tools/call agent_status "$(task_of "$ON_PORT")" "$WORK/on.lua"
 
+# CALLGRIND=N: instead of the wrk rounds, instructions per request of each server (all its
+# threads, the export thread included), counted by callgrind over N requests on one kept-alive
+# connection after a warm-up, the counters zeroed in between (load-independent; ±1 %).
+if [ -n "${CALLGRIND:-}" ]; then
+  command -v valgrind >/dev/null || { echo "CALLGRIND needs valgrind" >&2; exit 2; }
+  cat > "$WORK/client.py" <<'PY'
+import http.client, json, sys
+port, n, body = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+     "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "agent_status"}
+for _ in range(n):
+    c.request("POST", "/mcp", body, h)
+    r = c.getresponse()
+    data = r.read()
+    assert r.status == 200 and b"completed" in data, (r.status, data[:200])
+PY
+  for mode in off on; do
+    kill "$(cat "$WORK/$mode.pid")" 2>/dev/null || true
+  done
+  sleep 0.5
+  cg_port="$(free_port)"
+  for mode in off on; do
+    extra=()
+    [ "$mode" = on ] && extra=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$RECEIVER_PORT")
+    PIN_SAVED=("${PIN_SERVER[@]}")
+    PIN_SERVER=(valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/cg.$mode.%p")
+    rm -f "$WORK/$mode/agent-mcp.db"*
+    start_server "cg$mode" "$cg_port" "${extra[@]}"
+    PIN_SERVER=("${PIN_SAVED[@]}")
+    pid="$(cat "$WORK/cg$mode.pid")"
+    for _ in $(seq 1 300); do curl -s -o /dev/null -X POST "http://127.0.0.1:$cg_port/mcp" 2>/dev/null && break; sleep 0.2; done
+    body="$(task_of "$cg_port")"
+    python3 "$WORK/client.py" "$cg_port" 300 "$body"
+    sleep 1
+    callgrind_control -z "$pid" >/dev/null
+    python3 "$WORK/client.py" "$cg_port" "$CALLGRIND" "$body"
+    sleep 2
+    callgrind_control -d "$pid" >/dev/null
+    sleep 1
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+    total=0; main=0
+    for f in "$WORK"/cg."$mode".*; do
+      # the dumps taken by callgrind_control -d (…​.1-NN), one per thread
+      case "$f" in *.1-*) ;; *) continue ;; esac
+      n="$(grep -m1 '^summary:' "$f" | awk '{print $2}')"; n="${n:-0}"
+      total=$((total + n))
+      [ "$n" -gt "$main" ] && main=$n
+      [ -n "${CALLGRIND_KEEP:-}" ] && cp "$f" "$CALLGRIND_KEEP.$mode.$(basename "$f")"
+    done
+    echo "export $mode: $((total / CALLGRIND)) instructions/request (all threads), busiest thread $((main / CALLGRIND))"
+  done
+  exit 0
+fi
+
 cpu_ticks() { # pid → utime + stime of the whole process, in clock ticks
   awk '{print $14 + $15}' "/proc/$1/stat"
 }

@@ -81,15 +81,31 @@ fn extract(extractor: &dyn Extractor) -> Context {
 /// `00-{32 hex}-{16 hex}-{2 hex}`, all lowercase, as a remote span context with only the
 /// sampled flag kept (as the propagator does); `None` for any other form, and for all-zero ids.
 fn canonical_traceparent(value: &str, tracestate: Option<&str>) -> Option<SpanContext> {
-    fn hex(bytes: &[u8]) -> Option<u128> {
-        bytes.iter().try_fold(0u128, |n, &b| {
+    // At most 16 digits into a u64 (a u128 shift per digit cost twice as much).
+    fn hex64(bytes: &[u8]) -> Option<u64> {
+        let mut n = 0u64;
+        let mut bad = false;
+        for &b in bytes {
             let digit = match b {
                 b'0'..=b'9' => b - b'0',
                 b'a'..=b'f' => b - b'a' + 10,
-                _ => return None,
+                _ => {
+                    bad = true;
+                    0
+                }
             };
-            Some(n << 4 | u128::from(digit))
-        })
+            n = n << 4 | u64::from(digit);
+        }
+        (!bad).then_some(n)
+    }
+    fn hex(bytes: &[u8]) -> Option<u128> {
+        match bytes.len() {
+            0..=16 => hex64(bytes).map(u128::from),
+            _ => {
+                let (high, low) = bytes.split_at(bytes.len() - 16);
+                Some(u128::from(hex64(high)?) << 64 | u128::from(hex64(low)?))
+            }
+        }
     }
     let b = value.trim().as_bytes();
     if b.len() != 55 || &b[..3] != b"00-" || b[35] != b'-' || b[52] != b'-' {
@@ -265,6 +281,85 @@ impl RemoteParent {
             Some(parent) => span.set_parent(parent).is_ok(),
             None => false,
         }
+    }
+}
+
+/// What a server span needs of its caller: the same parent and link as
+/// [`RemoteParent::of_request`] chooses, as span contexts. A whole `Context` is built only when
+/// the parent's carrier holds baggage (to pass on to a task); otherwise nothing is allocated
+/// unless there is a `tracestate` to keep, and headers are looked up by prepared names.
+#[derive(Debug, Default)]
+pub struct Caller {
+    pub parent: Option<SpanContext>,
+    /// The parent's whole context (its baggage with it), when the caller sent baggage.
+    pub baggage: Option<Context>,
+    pub link: Option<SpanContext>,
+}
+
+impl Caller {
+    pub fn of_request(
+        meta: Option<&Map<String, Value>>,
+        headers: Option<&http::HeaderMap>,
+    ) -> Self {
+        let from_meta = meta.and_then(|meta| side(&MetaExtractor(meta)));
+        let from_headers = headers.and_then(|headers| side(&PreparedHeaders(headers)));
+        match (from_meta, from_headers) {
+            (Some((parent, baggage)), Some((transport, _))) => Caller {
+                link: (parent != transport).then_some(transport),
+                parent: Some(parent),
+                baggage,
+            },
+            (Some((parent, baggage)), None) | (None, Some((parent, baggage))) => Caller {
+                parent: Some(parent),
+                baggage,
+                link: None,
+            },
+            (None, None) => Caller::default(),
+        }
+    }
+}
+
+/// One carrier's valid span context, with its whole context when it holds baggage; what
+/// `valid(extract(carrier))` gives, without the `Context` when there is no baggage.
+fn side(extractor: &dyn Extractor) -> Option<(SpanContext, Option<Context>)> {
+    let traceparent = extractor.get(TRACEPARENT)?;
+    if extractor.get(BAGGAGE).is_some() {
+        let cx = valid(extract(extractor))?;
+        let span = cx.span().span_context().clone();
+        return Some((span, Some(cx)));
+    }
+    let span = match canonical_traceparent(traceparent, extractor.get(TRACESTATE)) {
+        Some(span) => span,
+        None => TRACE_CONTEXT
+            .extract_with_context(&Context::new(), extractor)
+            .span()
+            .span_context()
+            .clone(),
+    };
+    span.is_valid().then_some((span, None))
+}
+
+static TRACEPARENT_HEADER: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
+static TRACESTATE_HEADER: http::HeaderName = http::HeaderName::from_static(TRACESTATE);
+static BAGGAGE_HEADER: http::HeaderName = http::HeaderName::from_static(BAGGAGE);
+
+/// HTTP headers as a propagation carrier, the three names prepared (a `&str` key is parsed
+/// and validated on every lookup).
+struct PreparedHeaders<'a>(&'a http::HeaderMap);
+
+impl Extractor for PreparedHeaders<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        let value = match key {
+            TRACEPARENT => self.0.get(&TRACEPARENT_HEADER),
+            TRACESTATE => self.0.get(&TRACESTATE_HEADER),
+            BAGGAGE => self.0.get(&BAGGAGE_HEADER),
+            other => self.0.get(other),
+        };
+        value.and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
     }
 }
 

@@ -11,16 +11,13 @@
 //! `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` are not used, since the configuration has
 //! already merged those with `agent.yaml`.
 
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
@@ -32,12 +29,16 @@ use tracing_subscriber::filter::Filtered;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
-use super::health::CountedMetricExporter;
+use super::duration::Durations;
+use super::health::ExportHealth;
 use super::http_client::RuntimeHttpClient;
 use super::otlp::OtlpSpanExporter;
-use super::queue::{CountedExporter, GatedProcessor, QueueStats};
+use super::queue::{
+    CountedExporter, GatedProcessor, QueueStats, ServerQueue, block_on, run_server_export,
+};
 use super::semconv::{SCOPE, TARGET};
 use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
+use super::spans::{ServerSink, SinkTarget};
 use super::{TelemetryError, TelemetrySettings};
 
 /// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
@@ -45,14 +46,14 @@ use super::{TelemetryError, TelemetrySettings};
 pub type ExportLayer<S> =
     Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
 
-/// The export layer's filter ([`TARGET`] spans only), which also holds the layer's tracer so
-/// that the per-request server span can be built with the OpenTelemetry API directly
-/// ([`ServerSpan`](super::spans::ServerSpan)): it is found through the current dispatcher
-/// (`Dispatch::downcast_ref`), so it follows the subscriber that is in force, as the
-/// `tracing` spans do.
+/// The export layer's filter ([`TARGET`] spans only), which also holds where the per-request
+/// server spans go ([`ServerSpan`](super::spans::ServerSpan), not built by the SDK): it is found
+/// through the current dispatcher (`Dispatch::downcast_ref`), so it follows the subscriber that
+/// is in force, as the `tracing` spans do.
 #[derive(Debug, Clone)]
 pub struct ExportFilter {
-    pub(super) tracer: SdkTracer,
+    /// Where the server spans go, and their sampler.
+    pub(super) server: Arc<ServerSink>,
 }
 
 impl<S> Filter<S> for ExportFilter {
@@ -76,10 +77,88 @@ impl<S> Filter<S> for ExportFilter {
 pub struct Telemetry {
     tracer_provider: SdkTracerProvider,
     tracer: SdkTracer,
-    meter_provider: Option<SdkMeterProvider>,
+    metrics: Option<MetricsExport>,
     stats: Arc<QueueStats>,
+    server: Arc<ServerSink>,
+    server_export: ServerExport,
     traces_endpoint: String,
     metrics_endpoint: Option<String>,
+}
+
+/// The server spans' export thread and its queue; closed (the thread left to send what is
+/// queued and end) when dropped without [`Telemetry::shutdown`].
+#[derive(Debug)]
+struct ServerExport {
+    queue: Arc<ServerQueue>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The metrics thread and its stop flag; stopped (after one last export) when dropped without
+/// [`Telemetry::shutdown`].
+#[derive(Debug)]
+struct MetricsExport {
+    wake: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsExport {
+    fn close(&self) {
+        *self.wake.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.1.notify_one();
+    }
+}
+
+impl Drop for MetricsExport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Posts the histogram every `interval`, and once more when `wake` says stop; failures
+/// counted (`signal="metrics"`) and logged as the spans' are.
+fn run_metrics_export<C: opentelemetry_http::HttpClient + 'static>(
+    wake: &(Mutex<bool>, Condvar),
+    exporter: &OtlpSpanExporter<C>,
+    durations: &Durations,
+    interval: Duration,
+) {
+    let health = ExportHealth::new("metrics");
+    loop {
+        let deadline = std::time::Instant::now() + interval;
+        let mut closed = wake.0.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let now = std::time::Instant::now();
+            if *closed || now >= deadline {
+                break;
+            }
+            closed = wake
+                .1
+                .wait_timeout(closed, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let stop = *closed;
+        drop(closed);
+        let body = super::otlp::encode_metrics_request(
+            exporter.resource(),
+            exporter.scope(),
+            durations.start,
+            std::time::SystemTime::now(),
+            &durations.snapshot(),
+        );
+        if let Some(body) = body {
+            health.finished(&block_on(exporter.post(body)));
+        }
+        if stop {
+            return;
+        }
+    }
+}
+
+impl Drop for ServerExport {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 fn scope() -> InstrumentationScope {
@@ -117,13 +196,34 @@ impl Telemetry {
         let resource = resource(settings);
 
         // Our own OTLP/HTTP protobuf encoding of the spans (see `otlp`), on the same client.
-        let exporter = OtlpSpanExporter::new(
-            client.clone(),
-            &traces_endpoint,
-            super::otlp::headers_from_env(),
-        )?;
+        let headers = super::otlp::headers_from_env();
+        let exporter = OtlpSpanExporter::new(client.clone(), &traces_endpoint, headers.clone())?;
         let capacity = settings.max_queue_size.max(1);
         let stats = QueueStats::new(capacity);
+
+        // The server spans: their own queue (the same slots) and thread (see `queue`).
+        let mut server_exporter = OtlpSpanExporter::new(client.clone(), &traces_endpoint, headers)?
+            .with_server_scope(&scope());
+        opentelemetry_sdk::trace::SpanExporter::set_resource(&mut server_exporter, &resource);
+        let queue = ServerQueue::new(stats.clone());
+        let thread = {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name("agent-mcp-otel-server-spans".into())
+                .spawn(move || run_server_export(&queue, &server_exporter, SCHEDULED_DELAY))
+                .map_err(|source| TelemetryError::Thread {
+                    what: "server span export",
+                    source,
+                })?
+        };
+        let server_export = ServerExport {
+            queue: queue.clone(),
+            thread: Some(thread),
+        };
+        let server = Arc::new(ServerSink {
+            sampler: settings.sampler,
+            target: SinkTarget::Queue(queue),
+        });
         let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))
             .with_batch_config(
                 BatchConfigBuilder::default()
@@ -142,38 +242,53 @@ impl Telemetry {
             .build();
         let tracer = tracer_provider.tracer_with_scope(scope());
 
-        let meter_provider = match &settings.metrics_endpoint {
+        // The duration histogram: aggregated by `duration`, posted by a thread of ours every
+        // interval and once more at shutdown (the SDK's instrument hashed every measurement's
+        // attributes; see `duration::Durations`).
+        let metrics = match &settings.metrics_endpoint {
             None => None,
             Some(endpoint) => {
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_http_client(client)
-                    .with_protocol(Protocol::HttpBinary)
-                    .with_endpoint(endpoint.clone())
-                    .with_timeout(settings.export_timeout)
-                    .with_temporality(Temporality::Cumulative)
-                    .build()
-                    .map_err(|e| TelemetryError::Exporter {
+                let mut exporter = OtlpSpanExporter::new(
+                    client,
+                    endpoint,
+                    super::otlp::signal_headers_from_env("OTEL_EXPORTER_OTLP_METRICS_HEADERS"),
+                )
+                .map_err(|e| match e {
+                    TelemetryError::Exporter { message, .. } => TelemetryError::Exporter {
                         signal: "metrics",
-                        message: e.to_string(),
-                    })?;
-                let reader = PeriodicReader::builder(CountedMetricExporter::new(exporter))
-                    .with_interval(settings.metrics_interval)
-                    .build();
-                let provider = SdkMeterProvider::builder()
-                    .with_resource(resource)
-                    .with_reader(reader)
-                    .build();
-                super::duration::install(&provider.meter_with_scope(scope()));
-                Some(provider)
+                        message,
+                    },
+                    other => other,
+                })?
+                .with_server_scope(&scope());
+                opentelemetry_sdk::trace::SpanExporter::set_resource(&mut exporter, &resource);
+                let durations = super::duration::install();
+                let wake = Arc::new((Mutex::new(false), Condvar::new()));
+                let interval = settings.metrics_interval;
+                let thread = {
+                    let wake = wake.clone();
+                    std::thread::Builder::new()
+                        .name("agent-mcp-otel-metrics".into())
+                        .spawn(move || run_metrics_export(&wake, &exporter, durations, interval))
+                        .map_err(|source| TelemetryError::Thread {
+                            what: "metrics export",
+                            source,
+                        })?
+                };
+                Some(MetricsExport {
+                    wake,
+                    thread: Some(thread),
+                })
             }
         };
         super::spans::set_content_capture(settings.capture_content);
         Ok(Some(Telemetry {
             tracer_provider,
             tracer,
-            meter_provider,
+            metrics,
             stats,
+            server,
+            server_export,
             traces_endpoint,
             metrics_endpoint: settings.metrics_endpoint.clone(),
         }))
@@ -184,7 +299,7 @@ impl Telemetry {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        export_layer(self.tracer.clone())
+        export_layer(self.tracer.clone(), self.server.clone())
     }
 
     /// Registers the export's Prometheus series at 0 with the installed `metrics` recorder, so
@@ -192,7 +307,7 @@ impl Telemetry {
     pub fn register_metrics(&self) {
         metrics::counter!(super::SPANS_DROPPED).increment(0);
         metrics::counter!(super::EXPORT_FAILURES, "signal" => "traces").increment(0);
-        if self.meter_provider.is_some() {
+        if self.metrics.is_some() {
             metrics::counter!(super::EXPORT_FAILURES, "signal" => "metrics").increment(0);
         }
     }
@@ -226,9 +341,30 @@ impl Telemetry {
         spawn_shutdown("traces", &mut pending, move || {
             let _ = to_trace.send(tracer_provider.shutdown_with_timeout(slack));
         })?;
-        if let Some(meter_provider) = self.meter_provider {
+        let mut server_export = self.server_export;
+        let server_thread = server_export.thread.take();
+        let server_done = done.clone();
+        spawn_shutdown("server-spans", &mut pending, move || {
+            server_export.queue.close();
+            let result = match server_thread.map(std::thread::JoinHandle::join) {
+                Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                    "the server span export thread panicked".into(),
+                )),
+                _ => Ok(()),
+            };
+            let _ = server_done.send(result);
+        })?;
+        if let Some(mut metrics) = self.metrics {
+            let thread = metrics.thread.take();
             spawn_shutdown("metrics", &mut pending, move || {
-                let _ = done.send(meter_provider.shutdown_with_timeout(slack));
+                metrics.close();
+                let result = match thread.map(std::thread::JoinHandle::join) {
+                    Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                        "the metrics export thread panicked".into(),
+                    )),
+                    _ => Ok(()),
+                };
+                let _ = done.send(result);
             })?;
         }
         let deadline = std::time::Instant::now() + bound;
@@ -271,12 +407,12 @@ fn is_exported(meta: &Metadata<'_>) -> bool {
 }
 
 /// The export layer around any tracer (tests use one with an in-memory exporter).
-pub(super) fn export_layer<S>(tracer: SdkTracer) -> ExportLayer<S>
+pub(super) fn export_layer<S>(tracer: SdkTracer, server: Arc<ServerSink>) -> ExportLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     tracing_opentelemetry::layer()
-        .with_tracer(tracer.clone())
+        .with_tracer(tracer)
         // Code locations, thread ids, targets and busy/idle times are not in the conventions
         // and cost a little on every span.
         .with_location(false)
@@ -287,5 +423,5 @@ where
         // OpenTelemetry context too would serve only OpenTelemetry-native instrumentation,
         // which this server has none of, at a cost on every enter.
         .with_context_activation(false)
-        .with_filter(ExportFilter { tracer })
+        .with_filter(ExportFilter { server })
 }

@@ -4,12 +4,8 @@
 //! otherwise write a line every few seconds).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::metrics::Temporality;
-use opentelemetry_sdk::metrics::data::ResourceMetrics;
-use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 
 /// The export health of one signal (`traces`, `metrics`).
 #[derive(Debug)]
@@ -56,42 +52,6 @@ impl ExportHealth {
                 }
             }
         }
-    }
-}
-
-/// The metric exporter, its results counted.
-#[derive(Debug)]
-pub(super) struct CountedMetricExporter<E> {
-    inner: E,
-    health: ExportHealth,
-}
-
-impl<E> CountedMetricExporter<E> {
-    pub(super) fn new(inner: E) -> Self {
-        Self {
-            inner,
-            health: ExportHealth::new("metrics"),
-        }
-    }
-}
-
-impl<E: PushMetricExporter> PushMetricExporter for CountedMetricExporter<E> {
-    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
-        let result = self.inner.export(metrics).await;
-        self.health.finished(&result);
-        result
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn temporality(&self) -> Temporality {
-        self.inner.temporality()
     }
 }
 

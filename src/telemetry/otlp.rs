@@ -30,6 +30,8 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use super::TelemetryError;
+use super::duration::Series;
+use super::spans::{AttrValue, ServerSpanData};
 
 const PROTOBUF: &str = "application/x-protobuf";
 
@@ -41,6 +43,8 @@ pub(super) struct OtlpSpanExporter<C> {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The encoded `Resource` message, set by the provider.
     resource: Vec<u8>,
+    /// The encoded `InstrumentationScope` of the server spans.
+    scope: Vec<u8>,
 }
 
 impl<C> OtlpSpanExporter<C> {
@@ -59,13 +63,36 @@ impl<C> OtlpSpanExporter<C> {
             endpoint,
             headers,
             resource: Vec::new(),
+            scope: Vec::new(),
         })
+    }
+
+    /// The encoded `Resource` message.
+    pub(super) fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// The encoded instrumentation scope (see [`Self::with_server_scope`]).
+    pub(super) fn scope(&self) -> &[u8] {
+        &self.scope
+    }
+
+    /// The instrumentation scope the server spans (and the metric) are sent under.
+    pub(super) fn with_server_scope(mut self, scope: &InstrumentationScope) -> Self {
+        self.scope.clear();
+        instrumentation_scope(&mut self.scope, scope);
+        self
     }
 }
 
 /// The headers of `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`.
 pub(super) fn headers_from_env() -> Vec<(HeaderName, HeaderValue)> {
-    std::env::var("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+    signal_headers_from_env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+}
+
+/// The headers of `variable` (the signal's own), else `OTEL_EXPORTER_OTLP_HEADERS`.
+pub(super) fn signal_headers_from_env(variable: &str) -> Vec<(HeaderName, HeaderValue)> {
+    std::env::var(variable)
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_HEADERS"))
         .map(|text| parse_headers(&text))
         .unwrap_or_default()
@@ -87,13 +114,20 @@ pub(super) fn parse_headers(text: &str) -> Vec<(HeaderName, HeaderValue)> {
         .collect()
 }
 
-impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        if batch.is_empty() {
+impl<C: HttpClient + 'static> OtlpSpanExporter<C> {
+    /// Posts the server spans of one batch (their queue is ours, not the SDK's: see
+    /// [`ServerQueue`](super::queue::ServerQueue)).
+    pub(super) async fn export_server_spans(&self, spans: &[ServerSpanData]) -> OTelSdkResult {
+        if spans.is_empty() {
             return Ok(());
         }
-        let body = encode_request(&self.resource, &batch);
-        drop(batch);
+        self.post(encode_server_request(&self.resource, &self.scope, spans))
+            .await
+    }
+
+    /// Posts one protobuf body to the endpoint, with the headers (the metrics use it too, on an
+    /// exporter made for their endpoint).
+    pub(super) async fn post(&self, body: Vec<u8>) -> OTelSdkResult {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
@@ -115,6 +149,17 @@ impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
                 response.status()
             )))
         }
+    }
+}
+
+impl<C: HttpClient + 'static> SpanExporter for OtlpSpanExporter<C> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let body = encode_request(&self.resource, &batch);
+        drop(batch);
+        self.post(body).await
     }
 
     fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
@@ -167,6 +212,178 @@ pub(super) fn encode_request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
         }
     });
     out
+}
+
+/// The `ExportMetricsServiceRequest` of the duration histogram's `series` (cumulative since
+/// `start`, collected at `now`): one `ResourceMetrics`, one `ScopeMetrics` (`scope` already
+/// encoded), one `Metric`. `None` when there is no series yet (nothing is sent, as the SDK's
+/// reader sends nothing without a data point).
+pub(super) fn encode_metrics_request(
+    resource: &[u8],
+    scope: &[u8],
+    start: SystemTime,
+    now: SystemTime,
+    series: &[Series],
+) -> Option<Vec<u8>> {
+    use super::semconv::metric;
+    if series.is_empty() {
+        return None;
+    }
+    let (start, now) = (nanos(start), nanos(now));
+    let mut out = Vec::with_capacity(256 + series.len() * 512);
+    // ExportMetricsServiceRequest.resource_metrics = 1
+    message(&mut out, 1, |out| {
+        // ResourceMetrics.resource = 1, .scope_metrics = 2
+        message(out, 1, |out| out.extend_from_slice(resource));
+        message(out, 2, |out| {
+            // ScopeMetrics.scope = 1, .metrics = 2
+            message(out, 1, |out| out.extend_from_slice(scope));
+            message(out, 2, |out| {
+                // Metric.name = 1, .description = 2, .unit = 3, .histogram = 9
+                string(out, 1, metric::MCP_SERVER_OPERATION_DURATION);
+                string(out, 2, DURATION_DESCRIPTION);
+                string(out, 3, metric::UNIT_SECONDS);
+                message(out, 9, |out| {
+                    for s in series {
+                        // Histogram.data_points = 1
+                        message(out, 1, |out| histogram_point(out, s, start, now));
+                    }
+                    // Histogram.aggregation_temporality = 2: CUMULATIVE
+                    varint_field(out, 2, 2);
+                });
+            });
+        });
+    });
+    Some(out)
+}
+
+/// The histogram's description, as the SDK instrument had it.
+pub(super) const DURATION_DESCRIPTION: &str = "Duration of the MCP request or notification as \
+    observed on the server, from its arrival to its answer";
+
+fn histogram_point(out: &mut Vec<u8>, s: &Series, start: u64, now: u64) {
+    use super::semconv::metric::DURATION_BUCKETS;
+    fn double(out: &mut Vec<u8>, field: u32, f: f64) {
+        tag(out, field, 1);
+        out.extend_from_slice(&f.to_bits().to_le_bytes());
+    }
+    // HistogramDataPoint: start_time_unix_nano = 2, time_unix_nano = 3, count = 4, sum = 5,
+    // bucket_counts = 6, explicit_bounds = 7, attributes = 9, min = 11, max = 12.
+    fixed64(out, 2, start);
+    fixed64(out, 3, now);
+    fixed64(out, 4, s.count);
+    double(out, 5, s.sum);
+    tag(out, 6, 2);
+    varint(out, (s.buckets.len() * 8) as u64);
+    for n in s.buckets {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    tag(out, 7, 2);
+    varint(out, (DURATION_BUCKETS.len() * 8) as u64);
+    for bound in DURATION_BUCKETS {
+        out.extend_from_slice(&bound.to_bits().to_le_bytes());
+    }
+    s.for_each_attribute(|key, value| {
+        message(out, 9, |out| {
+            string(out, 1, key);
+            message(out, 2, |out| string(out, 1, value));
+        });
+    });
+    if s.count > 0 {
+        double(out, 11, s.min);
+        double(out, 12, s.max);
+    }
+}
+
+/// The `ExportTraceServiceRequest` of server spans: one `ResourceSpans`, one `ScopeSpans`
+/// (`scope` already encoded). The same bytes [`encode_request`] writes for the same spans as
+/// `SpanData` (a test holds them to it), from the plain record, with no attribute `Vec`.
+pub(super) fn encode_server_request(
+    resource: &[u8],
+    scope: &[u8],
+    spans: &[ServerSpanData],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + spans.len() * 256);
+    message(&mut out, 1, |out| {
+        message(out, 1, |out| out.extend_from_slice(resource));
+        message(out, 2, |out| {
+            message(out, 1, |out| out.extend_from_slice(scope));
+            for span in spans {
+                message(out, 2, |out| encode_server_span(out, span));
+            }
+        });
+    });
+    out
+}
+
+fn encode_server_span(out: &mut Vec<u8>, span: &ServerSpanData) {
+    ids_and_state(out, &span.context);
+    if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
+        bytes(out, 4, &span.parent_span_id.to_bytes());
+    }
+    string(out, 5, &span.name);
+    // SpanKind SERVER
+    varint_field(out, 6, 2);
+    fixed64(out, 7, nanos(span.start));
+    fixed64(out, 8, nanos(span.end));
+    span.for_each_attribute(|key, value| attribute(out, 9, key, value));
+    if let Some(linked) = &span.link {
+        message(out, 13, |out| {
+            ids_and_state(out, linked);
+            fixed32(out, 6, flags(linked, linked.is_remote()));
+        });
+    }
+    status(out, &span.status);
+    fixed32(out, 16, flags(&span.context, span.parent_is_remote));
+}
+
+/// A `KeyValue` field `field` of a string or integer value, its lengths computed first (no
+/// body moved, one reservation): what `message(field, key_value)` writes, for less.
+fn attribute(out: &mut Vec<u8>, field: u32, key: &str, value: AttrValue<'_>) {
+    fn varint_len(n: u64) -> usize {
+        (64 - (n | 1).leading_zeros() as usize).div_ceil(7)
+    }
+    // AnyValue: string_value = 1 (length-delimited) or int_value = 3 (varint).
+    let any_len = match value {
+        AttrValue::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
+        AttrValue::Int(n) => 1 + varint_len(n as u64),
+    };
+    // KeyValue: key = 1, value = 2.
+    let kv_len =
+        1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
+    out.reserve(2 + varint_len(kv_len as u64) + kv_len);
+    tag(out, field, 2);
+    varint(out, kv_len as u64);
+    out.push(0x0a);
+    varint(out, key.len() as u64);
+    out.extend_from_slice(key.as_bytes());
+    out.push(0x12);
+    varint(out, any_len as u64);
+    match value {
+        AttrValue::Str(s) => {
+            out.push(0x0a);
+            varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        AttrValue::Int(n) => {
+            out.push(0x18);
+            varint(out, n as u64);
+        }
+    }
+}
+
+fn status(out: &mut Vec<u8>, status: &Status) {
+    match status {
+        // An empty status is UNSET.
+        Status::Unset => message(out, 15, |_| {}),
+        Status::Ok => message(out, 15, |out| varint_field(out, 3, 1)),
+        Status::Error { description } => message(out, 15, |out| {
+            if !description.is_empty() {
+                string(out, 2, description);
+            }
+            varint_field(out, 3, 2);
+        }),
+    }
 }
 
 fn instrumentation_scope(out: &mut Vec<u8>, scope: &InstrumentationScope) {
@@ -250,17 +467,7 @@ fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
         });
     }
     varint_field(out, 14, u64::from(span.links.dropped_count));
-    match &span.status {
-        // An empty status is UNSET.
-        Status::Unset => message(out, 15, |_| {}),
-        Status::Ok => message(out, 15, |out| varint_field(out, 3, 1)),
-        Status::Error { description } => message(out, 15, |out| {
-            if !description.is_empty() {
-                string(out, 2, description);
-            }
-            varint_field(out, 3, 2);
-        }),
-    }
+    status(out, &span.status);
     fixed32(out, 16, flags(context, span.parent_span_is_remote));
 }
 

@@ -9,12 +9,16 @@
 //! reaches the SDK's channel (of the same capacity), which therefore never overflows
 //! unseen. Failed exports are counted and logged by [`health`](super::health).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::health::ExportHealth;
+use super::otlp::OtlpSpanExporter;
+use super::settings::MAX_EXPORT_BATCH;
+use super::spans::ServerSpanData;
 use opentelemetry::Context;
+use opentelemetry_http::HttpClient;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Span, SpanData, SpanExporter, SpanProcessor};
@@ -72,6 +76,128 @@ impl QueueStats {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 Some(n.saturating_sub(spans))
             });
+    }
+}
+
+/// The server spans' own queue ([`ServerSpanData`], not the SDK's spans): bounded by the same
+/// [`QueueStats`] slots as the SDK's channel, so one capacity and one drop count cover both,
+/// and drained by a thread of its own ([`run_server_export`]) in batches of at most
+/// [`MAX_EXPORT_BATCH`], every [`SCHEDULED_DELAY`](super::settings::SCHEDULED_DELAY) or as soon
+/// as a batch is full. A request's thread takes an uncontended lock and pushes; it wakes the
+/// export thread only when a batch is full.
+#[derive(Debug)]
+pub(super) struct ServerQueue {
+    state: Mutex<ServerQueueState>,
+    ready: Condvar,
+    stats: Arc<QueueStats>,
+}
+
+#[derive(Debug, Default)]
+struct ServerQueueState {
+    spans: Vec<ServerSpanData>,
+    closed: bool,
+}
+
+impl ServerQueue {
+    pub(super) fn new(stats: Arc<QueueStats>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(ServerQueueState::default()),
+            ready: Condvar::new(),
+            stats,
+        })
+    }
+
+    /// Queues a finished span, or drops and counts it when the queue is full (and drops it
+    /// once the export has shut down).
+    pub(super) fn push(&self, span: ServerSpanData) {
+        if !self.stats.admit() {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.closed {
+            drop(state);
+            self.stats.release(1);
+            return;
+        }
+        state.spans.push(span);
+        if state.spans.len() == MAX_EXPORT_BATCH {
+            self.ready.notify_one();
+        }
+    }
+
+    /// No more spans are taken; the export thread sends what is queued and ends.
+    pub(super) fn close(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        self.ready.notify_one();
+    }
+
+    /// The next batch, once one is full, `delay` has passed or the queue is closed (then
+    /// perhaps empty); `None` once closed and empty. Its slots are given back.
+    fn next_batch(&self, delay: Duration) -> Option<Vec<ServerSpanData>> {
+        let deadline = Instant::now() + delay;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let now = Instant::now();
+            if state.spans.len() >= MAX_EXPORT_BATCH || state.closed || now >= deadline {
+                break;
+            }
+            state = self
+                .ready
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        if state.spans.is_empty() && state.closed {
+            return None;
+        }
+        let batch = if state.spans.len() <= MAX_EXPORT_BATCH {
+            std::mem::take(&mut state.spans)
+        } else {
+            state.spans.drain(..MAX_EXPORT_BATCH).collect()
+        };
+        drop(state);
+        self.stats.release(batch.len());
+        Some(batch)
+    }
+}
+
+/// The server spans' export thread: batches from `queue` posted by `exporter` until the
+/// queue is closed and empty. A failed export is counted like the SDK spans' ones.
+pub(super) fn run_server_export<C: HttpClient + 'static>(
+    queue: &ServerQueue,
+    exporter: &OtlpSpanExporter<C>,
+    delay: Duration,
+) {
+    while let Some(batch) = queue.next_batch(delay) {
+        if batch.is_empty() {
+            continue;
+        }
+        let result = block_on(exporter.export_server_spans(&batch));
+        drop(batch);
+        queue.stats.health.finished(&result);
+    }
+}
+
+/// Runs `future` to completion on this thread. The export's futures wait on a task of the
+/// server's runtime (see [`http_client`](super::http_client)), so they need no reactor here.
+pub(super) fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
     }
 }
 

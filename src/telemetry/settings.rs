@@ -116,6 +116,34 @@ impl TraceSampler {
         Ok(Self { parent_based, root })
     }
 
+    /// The decision [`Self::to_sdk`]'s sampler makes for a span of `trace_id` whose parent
+    /// (valid, when given) is `parent`: what the server span, which is not built by the SDK,
+    /// uses.
+    pub(super) fn samples(
+        &self,
+        parent: Option<&opentelemetry::trace::SpanContext>,
+        trace_id: opentelemetry::trace::TraceId,
+    ) -> bool {
+        if self.parent_based
+            && let Some(parent) = parent
+        {
+            return parent.is_sampled();
+        }
+        match self.root {
+            RootSampler::AlwaysOn => true,
+            RootSampler::AlwaysOff => false,
+            // The SDK's `TraceIdRatioBased`: the trace id's low 63 bits against the ratio.
+            RootSampler::TraceIdRatio(ratio) => {
+                if ratio >= 1.0 {
+                    return true;
+                }
+                let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+                let low = u128::from_be_bytes(trace_id.to_bytes()) as u64;
+                (low >> 1) < bound
+            }
+        }
+    }
+
     /// The SDK's sampler.
     pub(super) fn to_sdk(self) -> opentelemetry_sdk::trace::Sampler {
         use opentelemetry_sdk::trace::Sampler;

@@ -48,17 +48,18 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
 
-use opentelemetry::trace::{
-    Link, Span as _, SpanBuilder, SpanContext, SpanKind, Status, TraceContextExt, Tracer as _,
-};
-use opentelemetry::{Context, Key, KeyValue, Value};
+use opentelemetry::Context;
+use opentelemetry::trace::{SpanContext, SpanId, Status, TraceContextExt, TraceFlags, TraceState};
+use serde_json::Map;
 use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::context::RemoteParent;
+use super::context::{Caller, RemoteParent};
 use super::export::ExportFilter;
 use super::semconv::{TARGET, attr, value};
 
@@ -180,7 +181,15 @@ pub(super) use operation_builders;
 #[derive(Clone, Debug)]
 pub struct McpServerSpan<'a> {
     operation: Operation,
-    request_id: Option<&'a str>,
+    request_id: Option<RequestIdRef<'a>>,
+}
+
+/// A JSON-RPC id as the builder takes it: text is copied (cut) when the span starts, a number
+/// only written out as text when the span is encoded, on the export thread.
+#[derive(Clone, Copy, Debug)]
+enum RequestIdRef<'a> {
+    Text(&'a str),
+    Number(i64),
 }
 
 impl<'a> McpServerSpan<'a> {
@@ -197,7 +206,14 @@ impl<'a> McpServerSpan<'a> {
 
     /// The JSON-RPC `id` as a string (not set for a notification, nor for `id: null`).
     pub fn with_request_id(mut self, id: &'a str) -> Self {
-        self.request_id = Some(bounded(id));
+        self.request_id = Some(RequestIdRef::Text(bounded(id)));
+        self
+    }
+
+    /// A numeric JSON-RPC `id`: recorded as its decimal text, as [`Self::with_request_id`]
+    /// would, but formatted only when the span is encoded.
+    pub fn with_request_number(mut self, id: i64) -> Self {
+        self.request_id = Some(RequestIdRef::Number(id));
         self
     }
 
@@ -208,70 +224,158 @@ impl<'a> McpServerSpan<'a> {
 
     /// The span, a child of the caller's context ([`RemoteParent::of_request`]; read it only
     /// when [`export_enabled`]), the transport's context linked when it differs.
-    ///
-    /// Built with the OpenTelemetry API on the export layer's tracer, not as a `tracing` span
-    /// through the bridge: this span is made once per request, and the bridge's way (a span in
-    /// the registry, each field visited and copied into an owned `String` key and value,
-    /// `otel.name` formatted, the OTel span built from the builder when the `tracing` span
-    /// closes) cost about 13 000 instructions a request where this costs a fraction (issue
-    /// 32, measured with callgrind). Keys and names are `'static`; only the request id and the
-    /// peer's address are copied. The span is exported when the returned value is dropped.
     pub fn start_in(self, parent: RemoteParent) -> ServerSpan {
-        if !export_enabled() {
+        let Some(sink) = export_enabled().then(export_sink).flatten() else {
             return ServerSpan { inner: None };
-        }
-        let mut builder = Some(self.builder(parent.link));
-        let parent = parent.parent.unwrap_or_default();
-        let span = tracing::dispatcher::get_default(|dispatch| {
-            let filter = dispatch.downcast_ref::<ExportFilter>()?;
-            let builder = builder.take()?;
-            Some(filter.tracer.build_with_context(builder, &parent))
-        });
+        };
+        let caller = parent
+            .parent
+            .as_ref()
+            .map(|cx| cx.span().span_context().clone())
+            .filter(SpanContext::is_valid);
+        self.start_with(sink, caller, parent.parent, parent.link)
+    }
+
+    /// [`Self::start_in`] with the caller's context read from `params._meta` and the HTTP
+    /// headers as [`RemoteParent::of_request`] reads it, without building an OpenTelemetry
+    /// `Context` unless the caller sent baggage (see [`Caller`]).
+    pub fn start_for_request(
+        self,
+        meta: Option<&Map<String, serde_json::Value>>,
+        headers: Option<&http::HeaderMap>,
+    ) -> ServerSpan {
+        // No `export_enabled` check of its own (its caller makes it): without an export layer
+        // the lookup in `start_with` finds none and the span is disabled; the caller's context
+        // is read only when there is one.
+        let Some(sink) = export_sink() else {
+            return ServerSpan { inner: None };
+        };
+        let Caller {
+            parent,
+            baggage,
+            link,
+        } = Caller::of_request(meta, headers);
+        self.start_with(sink, parent, baggage, link)
+    }
+
+    /// Not built with the SDK's tracer, nor as a `tracing` span through the bridge: this span
+    /// is made once per request, and both ways cost a request more than the rest of the
+    /// export together (issue 32, measured with callgrind: the bridge ~13 000 instructions;
+    /// the SDK's span — sampler, id generator, `Context`, the attribute `Vec`, `SpanData` into
+    /// its batch channel, dropped on its thread — ~5 000 more than this). It is a plain
+    /// [`ServerSpanData`] with `'static` names, sampled here as the SDK's sampler would
+    /// ([`TraceSampler::samples`](super::TraceSampler)), pushed when dropped onto the export
+    /// layer's own bounded queue ([`ServerSink`]) and encoded straight to protobuf on the
+    /// export thread. Its context is a span context like any other, so `tracing` spans (the
+    /// task's) parent on it as before.
+    fn start_with(
+        self,
+        sink: Arc<ServerSink>,
+        parent: Option<SpanContext>,
+        parent_cx: Option<Context>,
+        link: Option<SpanContext>,
+    ) -> ServerSpan {
+        let span_id = ids::span_id();
+        let (trace_id, flags, state, parent_span_id, parent_is_remote) = match &parent {
+            Some(p) => (
+                p.trace_id(),
+                p.trace_flags(),
+                p.trace_state().clone(),
+                p.span_id(),
+                p.is_remote(),
+            ),
+            None => (
+                ids::trace_id(),
+                TraceFlags::default(),
+                TraceState::default(),
+                SpanId::INVALID,
+                false,
+            ),
+        };
+        let sampled = sink.sampler.samples(parent.as_ref(), trace_id);
+        let context =
+            SpanContext::new(trace_id, span_id, flags.with_sampled(sampled), false, state);
+        let request_id = match self.request_id {
+            None => RequestIdAttr::None,
+            Some(RequestIdRef::Text(text)) => RequestIdAttr::Text(text.to_owned()),
+            Some(RequestIdRef::Number(n)) => RequestIdAttr::Number(n),
+        };
+        let now = opentelemetry::time::now();
         ServerSpan {
-            inner: span.map(|span| (span, parent)),
+            inner: Some(Recording {
+                data: ServerSpanData {
+                    context,
+                    parent_span_id,
+                    parent_is_remote,
+                    name: server_span_name(self.operation.method, self.operation.tool),
+                    start: now,
+                    end: now,
+                    operation: self.operation,
+                    request_id,
+                    error: None,
+                    status: Status::Unset,
+                    link,
+                },
+                sink: sampled.then_some(sink),
+                parent: parent_cx,
+            }),
+        }
+    }
+}
+
+/// The server spans' sink of the export layer in force; `None` without one.
+fn export_sink() -> Option<Arc<ServerSink>> {
+    tracing::dispatcher::get_default(|dispatch| {
+        dispatch
+            .downcast_ref::<ExportFilter>()
+            .map(|filter| filter.server.clone())
+    })
+}
+
+/// Random span and trace ids from a per-thread SplitMix64 (seeded from the standard library's
+/// per-process random keys, the thread and the clock): the SDK's generator draws from a
+/// ChaCha RNG behind a thread-local for each id. Never zero (an invalid id).
+mod ids {
+    use std::cell::Cell;
+    use std::hash::BuildHasher;
+
+    use opentelemetry::trace::{SpanId, TraceId};
+
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(seed());
+    }
+
+    fn seed() -> u64 {
+        std::collections::hash_map::RandomState::new()
+            .hash_one((std::thread::current().id(), std::time::SystemTime::now()))
+    }
+
+    fn next() -> u64 {
+        STATE.with(|state| {
+            let x = state.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+            state.set(x);
+            let z = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+    }
+
+    pub(super) fn span_id() -> SpanId {
+        loop {
+            let n = next();
+            if n != 0 {
+                return SpanId::from(n);
+            }
         }
     }
 
-    fn builder(&self, link: Option<SpanContext>) -> SpanBuilder {
-        let mut attributes = Vec::with_capacity(11);
-        let mut push = |key: &'static str, value: Value| {
-            attributes.push(KeyValue::new(Key::from_static_str(key), value));
-        };
-        push(attr::MCP_METHOD_NAME, Value::from(self.operation.method));
-        if let Some(tool) = self.operation.tool {
-            push(attr::GEN_AI_TOOL_NAME, Value::from(tool));
-            push(
-                attr::GEN_AI_OPERATION_NAME,
-                Value::from(value::EXECUTE_TOOL),
-            );
-        }
-        if let Some(id) = self.request_id {
-            push(attr::JSONRPC_REQUEST_ID, Value::from(id.to_owned()));
-        }
-        if let Some(version) = self.operation.protocol_version {
-            push(attr::MCP_PROTOCOL_VERSION, Value::from(version));
-        }
-        if let Some(transport) = self.operation.network.transport() {
-            push(attr::NETWORK_TRANSPORT, Value::from(transport));
-        }
-        if let Network::Http { peer } = self.operation.network {
-            push(
-                attr::NETWORK_PROTOCOL_NAME,
-                Value::from(value::PROTOCOL_HTTP),
-            );
-            if let Some(peer) = peer {
-                push(attr::CLIENT_ADDRESS, Value::from(ip_text(peer.ip())));
-                push(attr::CLIENT_PORT, Value::I64(i64::from(peer.port())));
+    pub(super) fn trace_id() -> TraceId {
+        loop {
+            let n = u128::from(next()) << 64 | u128::from(next());
+            if n != 0 {
+                return TraceId::from(n);
             }
         }
-        let mut builder =
-            SpanBuilder::from_name(server_span_name(self.operation.method, self.operation.tool))
-                .with_kind(SpanKind::Server)
-                .with_attributes(attributes);
-        if let Some(link) = link {
-            builder = builder.with_links(vec![Link::with_context(link)]);
-        }
-        builder
     }
 }
 
@@ -312,14 +416,205 @@ fn server_span_name(method: &'static str, tool: Option<&'static str>) -> Cow<'st
     }
 }
 
+/// The JSON-RPC id of a finished server span.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum RequestIdAttr {
+    None,
+    Text(String),
+    Number(i64),
+}
+
+/// How a server span's request failed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum ServerError {
+    /// A JSON-RPC error answer with this code.
+    Rpc(i64),
+    /// A `CallToolResult` with `isError: true`.
+    Tool,
+}
+
+/// An attribute value of a server span, borrowed for the encoder.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum AttrValue<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+/// A server span as the export queue holds it: ids, times, the [`Operation`] (all `'static`
+/// names), the request id and the outcome. Its attributes are those the conventions give
+/// ([`Self::for_each_attribute`]), in the order the span was always exported with.
+#[derive(Clone, Debug)]
+pub(super) struct ServerSpanData {
+    pub(super) context: SpanContext,
+    pub(super) parent_span_id: SpanId,
+    pub(super) parent_is_remote: bool,
+    pub(super) name: Cow<'static, str>,
+    pub(super) start: SystemTime,
+    pub(super) end: SystemTime,
+    pub(super) operation: Operation,
+    pub(super) request_id: RequestIdAttr,
+    pub(super) error: Option<ServerError>,
+    pub(super) status: Status,
+    /// The transport's context, when it differs from the parent.
+    pub(super) link: Option<SpanContext>,
+}
+
+impl ServerSpanData {
+    /// Calls `f` with each attribute, keys `'static`: the ones only known as numbers or
+    /// addresses are written out as text here (on the export thread).
+    pub(super) fn for_each_attribute(&self, mut f: impl FnMut(&'static str, AttrValue<'_>)) {
+        let op = &self.operation;
+        f(attr::MCP_METHOD_NAME, AttrValue::Str(op.method));
+        if let Some(tool) = op.tool {
+            f(attr::GEN_AI_TOOL_NAME, AttrValue::Str(tool));
+            f(
+                attr::GEN_AI_OPERATION_NAME,
+                AttrValue::Str(value::EXECUTE_TOOL),
+            );
+        }
+        match &self.request_id {
+            RequestIdAttr::None => {}
+            RequestIdAttr::Text(text) => f(attr::JSONRPC_REQUEST_ID, AttrValue::Str(text)),
+            RequestIdAttr::Number(n) => {
+                let mut digits = [0u8; 20];
+                f(
+                    attr::JSONRPC_REQUEST_ID,
+                    AttrValue::Str(decimal(*n, &mut digits)),
+                );
+            }
+        }
+        if let Some(version) = op.protocol_version {
+            f(attr::MCP_PROTOCOL_VERSION, AttrValue::Str(version));
+        }
+        if let Some(transport) = op.network.transport() {
+            f(attr::NETWORK_TRANSPORT, AttrValue::Str(transport));
+        }
+        if let Network::Http { peer } = op.network {
+            f(
+                attr::NETWORK_PROTOCOL_NAME,
+                AttrValue::Str(value::PROTOCOL_HTTP),
+            );
+            if let Some(peer) = peer {
+                f(attr::CLIENT_ADDRESS, AttrValue::Str(&ip_text(peer.ip())));
+                f(attr::CLIENT_PORT, AttrValue::Int(i64::from(peer.port())));
+            }
+        }
+        match self.error {
+            None => {}
+            Some(ServerError::Rpc(code)) => {
+                // A code's decimal text is already an `error.type` token.
+                let mut digits = [0u8; 20];
+                let code = decimal(code, &mut digits);
+                f(attr::RPC_RESPONSE_STATUS_CODE, AttrValue::Str(code));
+                f(attr::ERROR_TYPE, AttrValue::Str(code));
+            }
+            Some(ServerError::Tool) => f(attr::ERROR_TYPE, AttrValue::Str(value::TOOL_ERROR)),
+        }
+    }
+
+    /// The same span as the SDK's `SpanData` (what the unit tests read back).
+    #[cfg(test)]
+    pub(super) fn to_span_data(&self) -> opentelemetry_sdk::trace::SpanData {
+        use opentelemetry::trace::{Link, SpanKind};
+        use opentelemetry::{Key, KeyValue, Value};
+        let mut attributes = Vec::new();
+        self.for_each_attribute(|key, value| {
+            let value = match value {
+                AttrValue::Str(s) => Value::from(s.to_owned()),
+                AttrValue::Int(i) => Value::I64(i),
+            };
+            attributes.push(KeyValue::new(Key::from_static_str(key), value));
+        });
+        let mut links = opentelemetry_sdk::trace::SpanLinks::default();
+        if let Some(link) = &self.link {
+            links.links.push(Link::with_context(link.clone()));
+        }
+        opentelemetry_sdk::trace::SpanData {
+            span_context: self.context.clone(),
+            parent_span_id: self.parent_span_id,
+            parent_span_is_remote: self.parent_is_remote,
+            span_kind: SpanKind::Server,
+            name: self.name.clone(),
+            start_time: self.start,
+            end_time: self.end,
+            attributes,
+            dropped_attributes_count: 0,
+            events: opentelemetry_sdk::trace::SpanEvents::default(),
+            links,
+            status: self.status.clone(),
+            instrumentation_scope: opentelemetry::InstrumentationScope::builder(
+                super::semconv::SCOPE,
+            )
+            .build(),
+        }
+    }
+}
+
+/// `n` in decimal, written into `buf` (an `i64` needs at most 20 bytes).
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+}
+
+/// Where the export layer's server spans go, with the sampler that decides which do.
+#[derive(Debug)]
+pub(super) struct ServerSink {
+    pub(super) sampler: super::TraceSampler,
+    pub(super) target: SinkTarget,
+}
+
+#[derive(Debug)]
+pub(super) enum SinkTarget {
+    /// The export's bounded queue.
+    Queue(Arc<super::queue::ServerQueue>),
+    /// Unit tests: read back as `SpanData`, in the order spans end.
+    #[cfg(test)]
+    Collect(Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>),
+}
+
+impl ServerSink {
+    fn push(&self, span: ServerSpanData) {
+        match &self.target {
+            SinkTarget::Queue(queue) => queue.push(span),
+            #[cfg(test)]
+            SinkTarget::Collect(spans) => spans
+                .lock()
+                .expect("not poisoned")
+                .push(span.to_span_data()),
+        }
+    }
+}
+
 /// A started MCP server span ([`McpServerSpan`]), ended and handed to the export queue when
 /// dropped. Disabled (every method a no-op) when no export layer is installed. A span the
 /// sampler turns down is kept, non-recording, so that its context still carries the caller's
 /// trace and the decision on to a task.
 #[derive(Debug)]
 pub struct ServerSpan {
-    /// The span and the context it was started in (its parent's, with any baggage).
-    inner: Option<(opentelemetry_sdk::trace::Span, Context)>,
+    inner: Option<Recording>,
+}
+
+#[derive(Debug)]
+struct Recording {
+    data: ServerSpanData,
+    /// Where it goes when it ends; `None` when the sampler turned it down.
+    sink: Option<Arc<ServerSink>>,
+    /// The context it was started in, when that holds more than the parent's span context
+    /// (the caller's baggage), to pass on with [`ServerSpan::context`].
+    parent: Option<Context>,
 }
 
 impl ServerSpan {
@@ -330,49 +625,48 @@ impl ServerSpan {
 
     /// The span's own context; `None` when disabled.
     pub fn span_context(&self) -> Option<&SpanContext> {
-        self.inner.as_ref().map(|(span, _)| span.span_context())
+        self.inner.as_ref().map(|r| &r.data.context)
     }
 
     /// The span as a context to continue its trace from (its parent's baggage included);
     /// `None` when disabled.
     pub fn context(&self) -> Option<Context> {
-        self.inner
-            .as_ref()
-            .map(|(span, parent)| parent.with_remote_span_context(span.span_context().clone()))
+        self.inner.as_ref().map(|r| match &r.parent {
+            Some(parent) => parent.with_remote_span_context(r.data.context.clone()),
+            None => Context::new().with_remote_span_context(r.data.context.clone()),
+        })
     }
 
     /// A JSON-RPC error answer: `error.type` and `rpc.response.status_code` are the code
     /// (`-32602`), the status ERROR with `description` (a fixed text of ours).
     pub fn record_rpc_error(&mut self, code: i64, description: Option<&'static str>) {
-        let Some((span, _)) = self.inner.as_mut() else {
-            return;
-        };
-        let code = code.to_string();
-        span.set_attribute(KeyValue::new(
-            Key::from_static_str(attr::RPC_RESPONSE_STATUS_CODE),
-            code.clone(),
-        ));
-        set_error(span, &code, description);
+        if let Some(r) = self.inner.as_mut() {
+            r.data.error = Some(ServerError::Rpc(code));
+            r.data.status = Status::error(description.unwrap_or(""));
+        }
     }
 
     /// A `CallToolResult` with `isError: true`: `error.type = tool_error`, status ERROR.
     pub fn record_tool_error(&mut self) {
-        if let Some((span, _)) = self.inner.as_mut() {
-            set_error(span, value::TOOL_ERROR, None);
+        if let Some(r) = self.inner.as_mut() {
+            r.data.error = Some(ServerError::Tool);
+            r.data.status = Status::error("");
         }
     }
 }
 
-fn set_error(
-    span: &mut opentelemetry_sdk::trace::Span,
-    error_type: &str,
-    description: Option<&'static str>,
-) {
-    span.set_attribute(KeyValue::new(
-        Key::from_static_str(attr::ERROR_TYPE),
-        error_token(error_type),
-    ));
-    span.set_status(Status::error(description.unwrap_or("")));
+impl Drop for ServerSpan {
+    fn drop(&mut self) {
+        if let Some(Recording {
+            mut data,
+            sink: Some(sink),
+            ..
+        }) = self.inner.take()
+        {
+            data.end = opentelemetry::time::now();
+            sink.push(data);
+        }
+    }
 }
 
 /// The agent's run of one task (gen-ai-agent-spans.md "Invoke agent internal span").

@@ -9,7 +9,9 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing_subscriber::layer::SubscriberExt;
 
+use super::TraceSampler;
 use super::export::export_layer;
+use super::spans::{ServerSink, SinkTarget};
 
 #[derive(Clone, Debug, Default)]
 struct Collected(Arc<Mutex<Vec<SpanData>>>);
@@ -28,8 +30,13 @@ pub(super) fn capture(f: impl FnOnce()) -> Vec<SpanData> {
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
+    // The server spans are not the SDK's: they end in the same list, in the order spans end.
+    let server = Arc::new(ServerSink {
+        sampler: TraceSampler::default(),
+        target: SinkTarget::Collect(exporter.0.clone()),
+    });
     let subscriber =
-        tracing_subscriber::registry().with(export_layer(provider.tracer("unit-test")));
+        tracing_subscriber::registry().with(export_layer(provider.tracer("unit-test"), server));
     tracing::subscriber::with_default(subscriber, f);
     let _ = provider.force_flush();
     exporter.0.lock().expect("not poisoned").clone()

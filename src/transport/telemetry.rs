@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::protocol::{
     McpResponse, Method, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
-use crate::telemetry::context::{RemoteParent, TraceCarrier, TraceCarrierExt};
+use crate::telemetry::context::{TraceCarrier, TraceCarrierExt};
 use crate::telemetry::duration::{self, OperationAttributes};
 use crate::telemetry::semconv::value;
 use crate::telemetry::spans::{self, McpServerSpan, Network, ServerSpan};
@@ -71,7 +71,8 @@ impl ServerOperation {
         headers: Option<&http::HeaderMap>,
         ctx: &mut RequestContext,
     ) -> Option<Self> {
-        if !spans::export_enabled() && !duration::is_recording() {
+        let exporting = spans::export_enabled();
+        if !exporting && !duration::is_recording() {
             return None;
         }
         let name = method_name(method);
@@ -83,16 +84,17 @@ impl ServerOperation {
         if let Some(tool) = tool {
             builder = builder.with_tool(tool);
         }
-        let id_text = id.map(RequestId::to_string);
-        if let Some(id) = id_text.as_deref() {
-            builder = builder.with_request_id(id);
-        }
-        let span = if spans::export_enabled() {
+        builder = match id {
+            None => builder,
+            Some(RequestId::Number(n)) => builder.with_request_number(*n),
+            Some(RequestId::String(text)) => builder.with_request_id(text),
+        };
+        let span = if exporting {
             let meta = match params.get("_meta") {
                 Some(Value::Object(meta)) => Some(meta),
                 _ => None,
             };
-            builder.start_in(RemoteParent::of_request(meta, headers))
+            builder.start_for_request(meta, headers)
         } else {
             builder.start()
         };
