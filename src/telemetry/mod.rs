@@ -1,9 +1,11 @@
 //! OpenTelemetry: traces (and the MCP duration metric) exported over OTLP/HTTP with protobuf
 //! bodies to any collector (the OpenTelemetry Collector, Jaeger, Tempo, Honeycomb, …), bridged
-//! from `tracing` by `tracing-opentelemetry` — except the per-request MCP server span, built
-//! with the OpenTelemetry API on the same tracer for its cost ([`spans::ServerSpan`]). The
-//! spans' protobuf is written by this module's exporter, straight from the SDK's span data;
-//! the metrics go through `opentelemetry-otlp`.
+//! from `tracing` by `tracing-opentelemetry` — except the per-request MCP server span, a plain
+//! record on the export's own bounded queue ([`spans::ServerSpan`]), sampled by the same rules
+//! and parenting the task's spans as an SDK span would. The protobuf of both kinds of span and
+//! of the `mcp.server.operation.duration` histogram (aggregated here, not by the SDK's
+//! instrument, which hashed its attributes on every call) is written by this module's
+//! exporter; the SDK and its instruments cost several µs a request, most of export's cost.
 //!
 //! - [`Telemetry`] is the running export: started from [`TelemetrySettings`] (which the
 //!   configuration resolves from `agent.yaml`'s `telemetry` section and the standard `OTEL_*`
