@@ -99,8 +99,7 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The 32 bytes that 64 hex digits (either case) stand for; `None` for anything else.
-pub fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+fn parse_hex32(text: &str) -> Option<[u8; 32]> {
     let bytes = text.as_bytes();
     if bytes.len() != 64 {
         return None;

@@ -216,12 +216,30 @@ fn write_durably(path: &Path, data: &[u8]) -> std::io::Result<()> {
 }
 
 fn hex(sha256: &[u8; 32]) -> String {
-    crate::layers::auth::hex(sha256)
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(64);
+    for b in sha256 {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
-/// The hash a file name stands for: exactly 64 lowercase hex digits (the names [`hex`] gives).
+/// The hash a file name stands for: exactly 64 lowercase hex digits.
 fn unhex(name: &str) -> Option<[u8; 32]> {
-    crate::layers::auth::parse_hex32(name).filter(|sha256| hex(sha256) == name)
+    let digits = name.as_bytes();
+    if digits.len() != 64 {
+        return None;
+    }
+    let value = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = value(pair[0])? << 4 | value(pair[1])?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
