@@ -294,6 +294,59 @@ fn shown(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The server span decides with [`TraceSampler::samples`], every other span with the SDK's
+    /// sampler ([`TraceSampler::to_sdk`]): the two must never disagree, or a trace would lose
+    /// its root or keep children of a dropped one.
+    #[test]
+    fn samples_decides_as_the_sdk_sampler_does() {
+        use opentelemetry::trace::{
+            SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
+        };
+        use opentelemetry_sdk::trace::{SamplingDecision, ShouldSample};
+        // Trace ids spread over the whole range (the ratio sampler reads their low bits).
+        let mut x: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        let ids: Vec<TraceId> = (0..400)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(0x2360_ED05_1FC6_5DA4_4385_DF64_9FCC_F645)
+                    .wrapping_add(1);
+                TraceId::from_bytes(x.to_be_bytes())
+            })
+            .collect();
+        for name in TraceSampler::NAMES {
+            for ratio in [0.0, 0.25, 0.5, 0.999, 1.0] {
+                let ours = TraceSampler::parse(name, Some(ratio)).unwrap();
+                let sdk = ours.to_sdk();
+                for &trace_id in &ids {
+                    for parent_flags in
+                        [None, Some(TraceFlags::SAMPLED), Some(TraceFlags::default())]
+                    {
+                        let parent = parent_flags.map(|flags| {
+                            SpanContext::new(
+                                trace_id,
+                                SpanId::from_bytes([7; 8]),
+                                flags,
+                                true,
+                                TraceState::default(),
+                            )
+                        });
+                        let cx = parent
+                            .clone()
+                            .map(|p| opentelemetry::Context::new().with_remote_span_context(p));
+                        let decision = sdk
+                            .should_sample(cx.as_ref(), trace_id, "x", &SpanKind::Server, &[], &[])
+                            .decision;
+                        assert_eq!(
+                            ours.samples(parent.as_ref(), trace_id),
+                            decision == SamplingDecision::RecordAndSample,
+                            "{name} ratio {ratio}, parent {parent_flags:?}, trace {trace_id}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn pairs_are_read_trimmed_and_decoded() {
         let pairs = parse_resource_attributes(
