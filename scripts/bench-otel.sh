@@ -47,6 +47,8 @@ cat > "$WORK/receiver.py" <<'PY'
 import http.server, signal, sys
 count = {"requests": 0, "bytes": 0}
 class H(http.server.BaseHTTPRequestHandler):
+    # Keep-alive, as a collector is: one connection for all the exports, not one each.
+    protocol_version = "HTTP/1.1"
     def do_POST(self):
         n = int(self.headers.get("content-length") or 0)
         self.rfile.read(n)
@@ -151,7 +153,7 @@ PY
     [ "$mode" = on ] && extra=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$RECEIVER_PORT")
     PIN_SAVED=("${PIN_SERVER[@]}")
     PIN_SERVER=(valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/cg.$mode.%p")
-    rm -f "$WORK/$mode/agent-mcp.db"*
+    rm -rf "$WORK/$mode/agent-mcp.db"*
     start_server "cg$mode" "$cg_port" "${extra[@]}"
     PIN_SERVER=("${PIN_SAVED[@]}")
     pid="$(cat "$WORK/cg$mode.pid")"
