@@ -82,19 +82,6 @@ impl Series {
     }
 }
 
-/// The part of an [`Operation`] the metric's attributes say (not the peer).
-fn same_series(a: &Operation, b: &Operation) -> bool {
-    let network = |n: Network| match n {
-        Network::Http { .. } => 0u8,
-        Network::Stdio => 1,
-        Network::InProcess => 2,
-    };
-    a.method == b.method
-        && a.tool == b.tool
-        && a.protocol_version == b.protocol_version
-        && network(a.network) == network(b.network)
-}
-
 impl Durations {
     fn new() -> Self {
         Self {
@@ -110,7 +97,7 @@ impl Durations {
         let bucket = metric::DURATION_BUCKETS.partition_point(|&bound| bound < seconds);
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
         let found = series.iter().position(|s| {
-            same_series(&s.operation, &attributes.operation) && s.error_type == error
+            s.operation.same_attributes(&attributes.operation) && s.error_type == error
         });
         let index = match found {
             Some(index) => index,

@@ -220,10 +220,7 @@ impl Telemetry {
             queue: queue.clone(),
             thread: Some(thread),
         };
-        let server = Arc::new(ServerSink {
-            sampler: settings.sampler,
-            target: SinkTarget::Queue(queue),
-        });
+        let server = ServerSink::new(settings.sampler, SinkTarget::Queue(queue));
         let batch = BatchSpanProcessor::builder(CountedExporter::new(exporter, stats.clone()))
             .with_batch_config(
                 BatchConfigBuilder::default()

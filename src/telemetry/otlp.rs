@@ -31,7 +31,7 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use super::TelemetryError;
 use super::duration::Series;
-use super::spans::{AttrValue, ServerSpanData};
+use super::spans::{AttrValue, Operation, ServerSpanData};
 
 const PROTOBUF: &str = "application/x-protobuf";
 
@@ -117,23 +117,32 @@ pub(super) fn parse_headers(text: &str) -> Vec<(HeaderName, HeaderValue)> {
 impl<C: HttpClient + 'static> OtlpSpanExporter<C> {
     /// Posts the server spans of one batch (their queue is ours, not the SDK's: see
     /// [`ServerQueue`](super::queue::ServerQueue)).
-    pub(super) async fn export_server_spans(&self, spans: &[ServerSpanData]) -> OTelSdkResult {
+    pub(super) async fn export_server_spans(
+        &self,
+        spans: &[ServerSpanData],
+        shared: &mut SharedAttributes,
+    ) -> OTelSdkResult {
         if spans.is_empty() {
             return Ok(());
         }
-        self.post(encode_server_request(&self.resource, &self.scope, spans))
-            .await
+        self.post(encode_server_request(
+            &self.resource,
+            &self.scope,
+            spans,
+            shared,
+        ))
+        .await
     }
 
     /// Posts one protobuf body to the endpoint, with the headers (the metrics use it too, on an
     /// exporter made for their endpoint).
-    pub(super) async fn post(&self, body: Vec<u8>) -> OTelSdkResult {
+    pub(super) async fn post(&self, body: impl Into<Bytes>) -> OTelSdkResult {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
             .header(CONTENT_TYPE, PROTOBUF)
             .header(USER_AGENT, concat!("agent-mcp/", env!("CARGO_PKG_VERSION")))
-            .body(Bytes::from(body))
+            .body(body.into())
             .map_err(|e| OTelSdkError::InternalFailure(format!("the export request: {e}")))?;
         for (name, value) in &self.headers {
             request.headers_mut().insert(name.clone(), value.clone());
@@ -302,38 +311,93 @@ pub(super) fn encode_server_request(
     resource: &[u8],
     scope: &[u8],
     spans: &[ServerSpanData],
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + spans.len() * 256);
-    message(&mut out, 1, |out| {
-        message(out, 1, |out| out.extend_from_slice(resource));
-        message(out, 2, |out| {
-            message(out, 1, |out| out.extend_from_slice(scope));
-            for span in spans {
-                message(out, 2, |out| encode_server_span(out, span));
-            }
-        });
-    });
-    out
+    shared: &mut SharedAttributes,
+) -> Bytes {
+    // ExportTraceServiceRequest { resource_spans = 1: ResourceSpans { resource = 1,
+    // scope_spans = 2: ScopeSpans { scope = 1, spans = 2 … } } }. The two outer lengths are
+    // known only once every span is written, and `message` would then move the whole body up
+    // twice: instead the spans are written after room for what precedes them (both headers
+    // and the resource), which is filled in last, right before them, so no byte moves.
+    const HEADER: usize = 1 + 10;
+    let room = 2 * HEADER + HEADER + resource.len();
+    // A server span of a tool call over HTTP is about 380 bytes: room for that, so the body
+    // is not grown (and copied) on the way.
+    let mut out = Vec::with_capacity(room + HEADER + scope.len() + spans.len() * 400);
+    out.resize(room, 0);
+    message(&mut out, 1, |out| out.extend_from_slice(scope));
+    for span in spans {
+        message(&mut out, 2, |out| encode_server_span(out, span, shared));
+    }
+    let scope_spans = out.len() - room;
+    let mut prefix = Vec::with_capacity(room);
+    message(&mut prefix, 1, |out| out.extend_from_slice(resource));
+    tag(&mut prefix, 2, 2);
+    varint(&mut prefix, scope_spans as u64);
+    let resource_spans = prefix.len() + scope_spans;
+    let mut head = Vec::with_capacity(HEADER);
+    tag(&mut head, 1, 2);
+    varint(&mut head, resource_spans as u64);
+    let start = room - prefix.len() - head.len();
+    out[start..start + head.len()].copy_from_slice(&head);
+    out[start + head.len()..room].copy_from_slice(&prefix);
+    Bytes::from(out).slice(start..)
 }
 
-fn encode_server_span(out: &mut Vec<u8>, span: &ServerSpanData) {
+/// The encoded [shared attributes](Operation::for_each_shared_attribute) of the operations
+/// seen so far, kept by the export thread: most of a server span's attributes are the same for
+/// every request of one method, tool, version and transport, so they are written once, not
+/// once a span (issue 32: they were half of the export thread's instructions). At most
+/// [`Self::MAX`] operations are kept; a further one is encoded each time (there are only so
+/// many names of ours, so this does not happen).
+#[derive(Debug, Default)]
+pub(super) struct SharedAttributes {
+    encoded: Vec<(Operation, Vec<u8>)>,
+}
+
+impl SharedAttributes {
+    const MAX: usize = 64;
+
+    /// Appends the attribute fields of `operation`'s shared attributes to `out`.
+    fn write(&mut self, out: &mut Vec<u8>, operation: &Operation) {
+        if let Some((_, fields)) = self
+            .encoded
+            .iter()
+            .find(|(seen, _)| seen.same_attributes(operation))
+        {
+            out.extend_from_slice(fields);
+            return;
+        }
+        let mut fields = Vec::new();
+        operation.for_each_shared_attribute(|key, value| {
+            attribute(&mut fields, 9, key, AttrValue::Str(value.as_bytes()));
+        });
+        out.extend_from_slice(&fields);
+        if self.encoded.len() < Self::MAX {
+            self.encoded.push((*operation, fields));
+        }
+    }
+}
+
+fn encode_server_span(out: &mut Vec<u8>, span: &ServerSpanData, shared: &mut SharedAttributes) {
     ids_and_state(out, &span.context);
     if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
         bytes(out, 4, &span.parent_span_id.to_bytes());
     }
-    string(out, 5, &span.name);
+    string(out, 5, &span.name());
     // SpanKind SERVER
     varint_field(out, 6, 2);
     fixed64(out, 7, nanos(span.start));
     fixed64(out, 8, nanos(span.end));
-    span.for_each_attribute(|key, value| attribute(out, 9, key, value));
+    // The order `ServerSpanData::for_each_attribute` gives: the shared ones, then its own.
+    shared.write(out, &span.operation);
+    span.for_each_own_attribute(|key, value| attribute(out, 9, key, value));
     if let Some(linked) = &span.link {
         message(out, 13, |out| {
             ids_and_state(out, linked);
             fixed32(out, 6, flags(linked, linked.is_remote()));
         });
     }
-    status(out, &span.status);
+    status(out, &span.status());
     fixed32(out, 16, flags(&span.context, span.parent_is_remote));
 }
 
@@ -363,7 +427,7 @@ fn attribute(out: &mut Vec<u8>, field: u32, key: &str, value: AttrValue<'_>) {
         AttrValue::Str(s) => {
             out.push(0x0a);
             varint(out, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
+            out.extend_from_slice(s);
         }
         AttrValue::Int(n) => {
             out.push(0x18);
@@ -719,6 +783,117 @@ mod tests {
             ),
         };
         assert_eq!(ours, official);
+    }
+
+    /// The server spans' own encoder (the shared attributes written once per operation, the
+    /// rest per span) decodes to exactly what the official conversion of the same spans as the
+    /// SDK's `SpanData` gives, for every kind of operation, id, peer, error and link, and
+    /// again on a second batch, when every operation's shared attributes come from the cache.
+    #[test]
+    fn server_spans_encode_as_the_official_conversion_of_their_span_data() {
+        use super::super::spans::{Network, RequestIdAttr, ServerError};
+        let start = UNIX_EPOCH + Duration::from_nanos(1_764_000_000_123_456_789);
+        let server = |operation: Operation, n: u64| ServerSpanData {
+            context: context(
+                0x4bf9_2f35 + u128::from(n),
+                0x100 + n,
+                !n.is_multiple_of(3),
+                false,
+                "",
+            ),
+            parent_span_id: SpanId::INVALID,
+            parent_is_remote: false,
+            start,
+            end: start + Duration::from_micros(40 + n),
+            operation,
+            request_id: RequestIdAttr::None,
+            error: None,
+            link: None,
+        };
+        let http = |peer: &str| Network::Http {
+            peer: Some(peer.parse().unwrap()),
+        };
+        let tool = |name, network| Operation {
+            tool: Some(name),
+            protocol_version: Some("2026-07-28"),
+            network,
+            ..Operation::new("tools/call")
+        };
+        let mut run = server(tool("agent_run", http("127.0.0.1:50123")), 1);
+        run.request_id = RequestIdAttr::Number(-42);
+        run.parent_span_id = SpanId::from(0x00f0_67aa_0ba9_02b7);
+        run.parent_is_remote = true;
+        run.context = context(0x4bf9, 0xabc, true, false, "rojo=00f067aa0ba902b7");
+        run.link = Some(Box::new(context(
+            0x1111,
+            0x2222,
+            false,
+            true,
+            "congo=t61rcWkgMzE",
+        )));
+        // The same operation from another peer, with a text id: the cache's hit.
+        let mut again = server(tool("agent_run", http("[fe80::1]:443")), 2);
+        again.request_id = RequestIdAttr::Text("req-é-7".to_owned());
+        let mut failed = server(tool("agent_status", http("10.20.100.255:1")), 3);
+        failed.request_id = RequestIdAttr::Number(i64::MAX);
+        failed.error = Some(ServerError::Rpc(-32602, "invalid params"));
+        let mut tool_error = server(tool("agent_status", Network::Stdio), 4);
+        tool_error.error = Some(ServerError::Tool);
+        let other = server(tool("_OTHER", Network::Http { peer: None }), 5);
+        let initialize = server(Operation::new("initialize"), 6);
+        let tasks = server(
+            Operation {
+                protocol_version: Some("2025-11-25"),
+                network: Network::InProcess,
+                ..Operation::new("tasks/get")
+            },
+            7,
+        );
+        let spans = vec![run, again, failed, tool_error, other, initialize, tasks];
+
+        let scope = InstrumentationScope::builder(super::super::semconv::SCOPE).build();
+        let mut scope_bytes = Vec::new();
+        instrumentation_scope(&mut scope_bytes, &scope);
+        let resource = Resource::builder_empty()
+            .with_service_name("agent-mcp-test")
+            .build();
+        let official = ExportTraceServiceRequest {
+            resource_spans: group_spans_by_resource_and_scope(
+                spans.iter().map(ServerSpanData::to_span_data).collect(),
+                &ResourceAttributesWithSchema::from(&resource),
+            ),
+        };
+        let mut shared = SharedAttributes::default();
+        for batch in ["first", "second"] {
+            let body = encode_server_request(
+                &encode_resource(&resource),
+                &scope_bytes,
+                &spans,
+                &mut shared,
+            );
+            let ours = ExportTraceServiceRequest::decode(body).expect("decodes");
+            assert_eq!(ours, official, "the {batch} batch");
+        }
+        // One entry per operation: the peer is not part of the shared attributes.
+        assert_eq!(shared.encoded.len(), 6);
+        // A full batch and more (lengths of three varint bytes), and a lone span.
+        for count in [1, 600] {
+            let many: Vec<ServerSpanData> = spans.iter().cycle().take(count).cloned().collect();
+            let official = ExportTraceServiceRequest {
+                resource_spans: group_spans_by_resource_and_scope(
+                    many.iter().map(ServerSpanData::to_span_data).collect(),
+                    &ResourceAttributesWithSchema::from(&resource),
+                ),
+            };
+            let body = encode_server_request(
+                &encode_resource(&resource),
+                &scope_bytes,
+                &many,
+                &mut shared,
+            );
+            let ours = ExportTraceServiceRequest::decode(body).expect("decodes");
+            assert_eq!(ours, official, "{count} spans");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::health::ExportHealth;
-use super::otlp::OtlpSpanExporter;
+use super::otlp::{OtlpSpanExporter, SharedAttributes};
 use super::settings::MAX_EXPORT_BATCH;
 use super::spans::ServerSpanData;
 use opentelemetry::Context;
@@ -154,7 +154,10 @@ impl ServerQueue {
             return None;
         }
         let batch = if state.spans.len() <= MAX_EXPORT_BATCH {
-            std::mem::take(&mut state.spans)
+            // The next batch starts with room for as many as this one had, so a request's push
+            // does not grow (and copy) the queue under load.
+            let room = state.spans.len().clamp(16, MAX_EXPORT_BATCH);
+            std::mem::replace(&mut state.spans, Vec::with_capacity(room))
         } else {
             state.spans.drain(..MAX_EXPORT_BATCH).collect()
         };
@@ -171,11 +174,12 @@ pub(super) fn run_server_export<C: HttpClient + 'static>(
     exporter: &OtlpSpanExporter<C>,
     delay: Duration,
 ) {
+    let mut shared = SharedAttributes::default();
     while let Some(batch) = queue.next_batch(delay) {
         if batch.is_empty() {
             continue;
         }
-        let result = block_on(exporter.export_server_spans(&batch));
+        let result = block_on(exporter.export_server_spans(&batch, &mut shared));
         drop(batch);
         queue.stats.health.finished(&result);
     }

@@ -150,6 +150,50 @@ impl Operation {
             network: Network::InProcess,
         }
     }
+
+    /// Whether the two have the same [shared attributes](Self::for_each_shared_attribute):
+    /// everything but the peer.
+    pub(super) fn same_attributes(&self, other: &Operation) -> bool {
+        let network = |n: Network| match n {
+            Network::Http { .. } => 0u8,
+            Network::Stdio => 1,
+            Network::InProcess => 2,
+        };
+        // Names of ours are the same `'static` text, so most compare by address alone.
+        fn same(a: &'static str, b: &'static str) -> bool {
+            std::ptr::eq(a, b) || a == b
+        }
+        same(self.method, other.method)
+            && match (self.tool, other.tool) {
+                (Some(a), Some(b)) => same(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+            && match (self.protocol_version, other.protocol_version) {
+                (Some(a), Some(b)) => same(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+            && network(self.network) == network(other.network)
+    }
+
+    /// Calls `f` with each attribute that every span of this operation has alike (all of them
+    /// names of ours, `'static`): the method, the tool, the protocol version and the transport.
+    /// The export thread encodes them once per operation, not once per span.
+    pub(super) fn for_each_shared_attribute(&self, mut f: impl FnMut(&'static str, &'static str)) {
+        f(attr::MCP_METHOD_NAME, self.method);
+        if let Some(tool) = self.tool {
+            f(attr::GEN_AI_TOOL_NAME, tool);
+            f(attr::GEN_AI_OPERATION_NAME, value::EXECUTE_TOOL);
+        }
+        if let Some(version) = self.protocol_version {
+            f(attr::MCP_PROTOCOL_VERSION, version);
+        }
+        if let Some(transport) = self.network.transport() {
+            f(attr::NETWORK_TRANSPORT, transport);
+        }
+        if let Network::Http { .. } = self.network {
+            f(attr::NETWORK_PROTOCOL_NAME, value::PROTOCOL_HTTP);
+        }
+    }
 }
 
 /// The builder methods of an [`Operation`]'s members, for a type that keeps one as
@@ -236,26 +280,22 @@ impl<'a> McpServerSpan<'a> {
         self.start_with(sink, caller, parent.parent, parent.link)
     }
 
-    /// [`Self::start_in`] with the caller's context read from `params._meta` and the HTTP
-    /// headers as [`RemoteParent::of_request`] reads it, without building an OpenTelemetry
-    /// `Context` unless the caller sent baggage (see [`Caller`]).
+    /// [`Self::start_in`] on the export layer `export` (found by the caller, once a request:
+    /// [`SpanExport::current`]), with the caller's context read from `params._meta` and the
+    /// HTTP headers as [`RemoteParent::of_request`] reads it, without building an
+    /// OpenTelemetry `Context` unless the caller sent baggage (see [`Caller`]).
     pub fn start_for_request(
         self,
+        export: SpanExport,
         meta: Option<&Map<String, serde_json::Value>>,
         headers: Option<&http::HeaderMap>,
     ) -> ServerSpan {
-        // No `export_enabled` check of its own (its caller makes it): without an export layer
-        // the lookup in `start_with` finds none and the span is disabled; the caller's context
-        // is read only when there is one.
-        let Some(sink) = export_sink() else {
-            return ServerSpan { inner: None };
-        };
         let Caller {
             parent,
             baggage,
             link,
         } = Caller::of_request(meta, headers);
-        self.start_with(sink, parent, baggage, link)
+        self.start_with(export.0, parent, baggage, link)
     }
 
     /// Not built with the SDK's tracer, nor as a `tracing` span through the bridge: this span
@@ -307,14 +347,12 @@ impl<'a> McpServerSpan<'a> {
                     context,
                     parent_span_id,
                     parent_is_remote,
-                    name: server_span_name(self.operation.method, self.operation.tool),
                     start: now,
                     end: now,
                     operation: self.operation,
                     request_id,
                     error: None,
-                    status: Status::Unset,
-                    link,
+                    link: link.map(Box::new),
                 },
                 sink: sampled.then_some(sink),
                 parent: parent_cx,
@@ -325,11 +363,41 @@ impl<'a> McpServerSpan<'a> {
 
 /// The server spans' sink of the export layer in force; `None` without one.
 fn export_sink() -> Option<Arc<ServerSink>> {
+    if !SINK_MADE.load(Ordering::Relaxed) {
+        return None;
+    }
     tracing::dispatcher::get_default(|dispatch| {
         dispatch
             .downcast_ref::<ExportFilter>()
             .map(|filter| filter.server.clone())
     })
+}
+
+/// Set once an export layer (and so a [`ServerSink`]) has been made in this process: until
+/// then no dispatcher can hold one, and [`SpanExport::current`] is one atomic load.
+static SINK_MADE: AtomicBool = AtomicBool::new(false);
+
+impl ServerSink {
+    pub(super) fn new(sampler: super::TraceSampler, target: SinkTarget) -> Arc<Self> {
+        SINK_MADE.store(true, Ordering::Relaxed);
+        Arc::new(Self { sampler, target })
+    }
+}
+
+/// The export layer of the subscriber in force, for the server span of one request: the edge
+/// looks it up once and, when there is one, hands it to
+/// [`McpServerSpan::start_for_request`]. This lookup is also the edge's "is export on": it
+/// costs about half of [`export_enabled`] with export on (whose check runs every filter of the
+/// subscriber, the log filter included, on every call), and one atomic load in a process that
+/// never started export.
+#[derive(Debug)]
+pub struct SpanExport(Arc<ServerSink>);
+
+impl SpanExport {
+    /// `None` when no export layer is installed in the current dispatcher.
+    pub fn current() -> Option<Self> {
+        export_sink().map(SpanExport)
+    }
 }
 
 /// Random span and trace ids from a per-thread SplitMix64 (seeded from the standard library's
@@ -379,27 +447,64 @@ mod ids {
     }
 }
 
-/// An address as text. IPv4 by hand: `Display` for `IpAddr` took 1 500 instructions, a
-/// third of the server span's own cost.
-fn ip_text(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut text = String::with_capacity(15);
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    text.push('.');
+/// An address as text, on the stack (no allocation a span). IPv4 by hand: `Display` for
+/// `IpAddr` took 1 500 instructions, a third of the server span's own cost.
+struct IpText {
+    /// The longest IPv6 text (`ffff:ffff:…:255.255.255.255`) is 45 bytes.
+    buf: [u8; 46],
+    len: usize,
+}
+
+impl IpText {
+    fn new(ip: IpAddr) -> Self {
+        let mut text = IpText {
+            buf: [0; 46],
+            len: 0,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        text.push(b'.');
+                    }
+                    if octet >= 100 {
+                        text.push(b'0' + octet / 100);
+                    }
+                    if octet >= 10 {
+                        text.push(b'0' + octet / 10 % 10);
+                    }
+                    text.push(b'0' + octet % 10);
                 }
-                if octet >= 100 {
-                    text.push(char::from(b'0' + octet / 100));
-                }
-                if octet >= 10 {
-                    text.push(char::from(b'0' + octet / 10 % 10));
-                }
-                text.push(char::from(b'0' + octet % 10));
             }
-            text
+            IpAddr::V6(v6) => {
+                use std::fmt::Write as _;
+                // Fits: `write_str` refuses (and `Display` stops) rather than overflow.
+                let _ = write!(text, "{v6}");
+            }
         }
-        IpAddr::V6(v6) => v6.to_string(),
+        text
+    }
+
+    fn push(&mut self, byte: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = byte;
+            self.len += 1;
+        }
+    }
+
+    /// Only ASCII digits, dots, colons and hex letters are ever written.
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl fmt::Write for IpText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -427,54 +532,75 @@ pub(super) enum RequestIdAttr {
 /// How a server span's request failed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum ServerError {
-    /// A JSON-RPC error answer with this code.
-    Rpc(i64),
+    /// A JSON-RPC error answer with this code, and the status description (a fixed text of
+    /// ours, perhaps empty).
+    Rpc(i64, &'static str),
     /// A `CallToolResult` with `isError: true`.
     Tool,
 }
 
-/// An attribute value of a server span, borrowed for the encoder.
+/// An attribute value of a server span, borrowed for the encoder. A text is its UTF-8 bytes:
+/// a `str`'s, or ASCII written on the stack (digits, an address), which the encoder copies as
+/// they are without checking them again.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum AttrValue<'a> {
-    Str(&'a str),
+    Str(&'a [u8]),
     Int(i64),
 }
 
 /// A server span as the export queue holds it: ids, times, the [`Operation`] (all `'static`
 /// names), the request id and the outcome. Its attributes are those the conventions give
-/// ([`Self::for_each_attribute`]), in the order the span was always exported with.
+/// ([`Self::for_each_attribute`]). Its name and status follow from the operation and the
+/// outcome, so they are not kept: a request moves this record a few times on its way to the
+/// queue, and each byte less is a byte less copied (issue 32).
 #[derive(Clone, Debug)]
 pub(super) struct ServerSpanData {
     pub(super) context: SpanContext,
     pub(super) parent_span_id: SpanId,
     pub(super) parent_is_remote: bool,
-    pub(super) name: Cow<'static, str>,
     pub(super) start: SystemTime,
     pub(super) end: SystemTime,
     pub(super) operation: Operation,
     pub(super) request_id: RequestIdAttr,
     pub(super) error: Option<ServerError>,
-    pub(super) status: Status,
-    /// The transport's context, when it differs from the parent.
-    pub(super) link: Option<SpanContext>,
+    /// The transport's context, when it differs from the parent (seldom: boxed).
+    pub(super) link: Option<Box<SpanContext>>,
 }
 
 impl ServerSpanData {
-    /// Calls `f` with each attribute, keys `'static`: the ones only known as numbers or
-    /// addresses are written out as text here (on the export thread).
-    pub(super) fn for_each_attribute(&self, mut f: impl FnMut(&'static str, AttrValue<'_>)) {
-        let op = &self.operation;
-        f(attr::MCP_METHOD_NAME, AttrValue::Str(op.method));
-        if let Some(tool) = op.tool {
-            f(attr::GEN_AI_TOOL_NAME, AttrValue::Str(tool));
-            f(
-                attr::GEN_AI_OPERATION_NAME,
-                AttrValue::Str(value::EXECUTE_TOOL),
-            );
+    /// `{mcp.method.name} {target}`.
+    pub(super) fn name(&self) -> Cow<'static, str> {
+        server_span_name(self.operation.method, self.operation.tool)
+    }
+
+    /// ERROR with the outcome's description when the request failed, else UNSET.
+    pub(super) fn status(&self) -> Status {
+        match self.error {
+            None => Status::Unset,
+            Some(ServerError::Rpc(_, description)) => Status::error(description),
+            Some(ServerError::Tool) => Status::error(""),
         }
+    }
+
+    /// Calls `f` with each attribute, keys `'static`: the operation's
+    /// [shared ones](Operation::for_each_shared_attribute), then [its own](Self::for_each_own_attribute)
+    /// (the encoder writes the two parts itself: the shared ones once per operation).
+    #[cfg(test)]
+    pub(super) fn for_each_attribute(&self, mut f: impl FnMut(&'static str, AttrValue<'_>)) {
+        self.operation
+            .for_each_shared_attribute(|key, value| f(key, AttrValue::Str(value.as_bytes())));
+        self.for_each_own_attribute(f);
+    }
+
+    /// Calls `f` with the attributes of this span alone (the request id, the peer, the
+    /// error); the ones only known as numbers or addresses are written out as text here, on
+    /// the export thread, on the stack.
+    pub(super) fn for_each_own_attribute(&self, mut f: impl FnMut(&'static str, AttrValue<'_>)) {
         match &self.request_id {
             RequestIdAttr::None => {}
-            RequestIdAttr::Text(text) => f(attr::JSONRPC_REQUEST_ID, AttrValue::Str(text)),
+            RequestIdAttr::Text(text) => {
+                f(attr::JSONRPC_REQUEST_ID, AttrValue::Str(text.as_bytes()))
+            }
             RequestIdAttr::Number(n) => {
                 let mut digits = [0u8; 20];
                 f(
@@ -483,32 +609,26 @@ impl ServerSpanData {
                 );
             }
         }
-        if let Some(version) = op.protocol_version {
-            f(attr::MCP_PROTOCOL_VERSION, AttrValue::Str(version));
-        }
-        if let Some(transport) = op.network.transport() {
-            f(attr::NETWORK_TRANSPORT, AttrValue::Str(transport));
-        }
-        if let Network::Http { peer } = op.network {
+        if let Network::Http { peer: Some(peer) } = self.operation.network {
             f(
-                attr::NETWORK_PROTOCOL_NAME,
-                AttrValue::Str(value::PROTOCOL_HTTP),
+                attr::CLIENT_ADDRESS,
+                AttrValue::Str(IpText::new(peer.ip()).as_bytes()),
             );
-            if let Some(peer) = peer {
-                f(attr::CLIENT_ADDRESS, AttrValue::Str(&ip_text(peer.ip())));
-                f(attr::CLIENT_PORT, AttrValue::Int(i64::from(peer.port())));
-            }
+            f(attr::CLIENT_PORT, AttrValue::Int(i64::from(peer.port())));
         }
         match self.error {
             None => {}
-            Some(ServerError::Rpc(code)) => {
+            Some(ServerError::Rpc(code, _)) => {
                 // A code's decimal text is already an `error.type` token.
                 let mut digits = [0u8; 20];
                 let code = decimal(code, &mut digits);
                 f(attr::RPC_RESPONSE_STATUS_CODE, AttrValue::Str(code));
                 f(attr::ERROR_TYPE, AttrValue::Str(code));
             }
-            Some(ServerError::Tool) => f(attr::ERROR_TYPE, AttrValue::Str(value::TOOL_ERROR)),
+            Some(ServerError::Tool) => f(
+                attr::ERROR_TYPE,
+                AttrValue::Str(value::TOOL_ERROR.as_bytes()),
+            ),
         }
     }
 
@@ -520,28 +640,30 @@ impl ServerSpanData {
         let mut attributes = Vec::new();
         self.for_each_attribute(|key, value| {
             let value = match value {
-                AttrValue::Str(s) => Value::from(s.to_owned()),
+                AttrValue::Str(s) => Value::from(String::from_utf8_lossy(s).into_owned()),
                 AttrValue::Int(i) => Value::I64(i),
             };
             attributes.push(KeyValue::new(Key::from_static_str(key), value));
         });
         let mut links = opentelemetry_sdk::trace::SpanLinks::default();
         if let Some(link) = &self.link {
-            links.links.push(Link::with_context(link.clone()));
+            links
+                .links
+                .push(Link::with_context(SpanContext::clone(link)));
         }
         opentelemetry_sdk::trace::SpanData {
             span_context: self.context.clone(),
             parent_span_id: self.parent_span_id,
             parent_span_is_remote: self.parent_is_remote,
             span_kind: SpanKind::Server,
-            name: self.name.clone(),
+            name: self.name(),
             start_time: self.start,
             end_time: self.end,
             attributes,
             dropped_attributes_count: 0,
             events: opentelemetry_sdk::trace::SpanEvents::default(),
             links,
-            status: self.status.clone(),
+            status: self.status(),
             instrumentation_scope: opentelemetry::InstrumentationScope::builder(
                 super::semconv::SCOPE,
             )
@@ -551,7 +673,7 @@ impl ServerSpanData {
 }
 
 /// `n` in decimal, written into `buf` (an `i64` needs at most 20 bytes).
-fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();
     let mut rest = n.unsigned_abs();
     loop {
@@ -566,14 +688,14 @@ fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
         at -= 1;
         buf[at] = b'-';
     }
-    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+    &buf[at..]
 }
 
 /// Where the export layer's server spans go, with the sampler that decides which do.
 #[derive(Debug)]
 pub(super) struct ServerSink {
-    pub(super) sampler: super::TraceSampler,
-    pub(super) target: SinkTarget,
+    sampler: super::TraceSampler,
+    target: SinkTarget,
 }
 
 #[derive(Debug)]
@@ -618,6 +740,11 @@ struct Recording {
 }
 
 impl ServerSpan {
+    /// A span that records nothing (export is off).
+    pub fn disabled() -> Self {
+        ServerSpan { inner: None }
+    }
+
     /// No span: export is off.
     pub fn is_disabled(&self) -> bool {
         self.inner.is_none()
@@ -641,8 +768,7 @@ impl ServerSpan {
     /// (`-32602`), the status ERROR with `description` (a fixed text of ours).
     pub fn record_rpc_error(&mut self, code: i64, description: Option<&'static str>) {
         if let Some(r) = self.inner.as_mut() {
-            r.data.error = Some(ServerError::Rpc(code));
-            r.data.status = Status::error(description.unwrap_or(""));
+            r.data.error = Some(ServerError::Rpc(code, description.unwrap_or("")));
         }
     }
 
@@ -650,7 +776,6 @@ impl ServerSpan {
     pub fn record_tool_error(&mut self) {
         if let Some(r) = self.inner.as_mut() {
             r.data.error = Some(ServerError::Tool);
-            r.data.status = Status::error("");
         }
     }
 }
@@ -949,11 +1074,14 @@ mod tests {
             "127.0.0.1",
             "10.20.100.255",
             "192.168.9.99",
+            "255.255.255.255",
             "::1",
             "fe80::1",
+            "::ffff:192.168.100.255",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
-            assert_eq!(ip_text(ip), ip.to_string());
+            assert_eq!(IpText::new(ip).as_bytes(), ip.to_string().as_bytes());
         }
     }
 

@@ -31,10 +31,10 @@ pub(super) fn capture(f: impl FnOnce()) -> Vec<SpanData> {
         .with_simple_exporter(exporter.clone())
         .build();
     // The server spans are not the SDK's: they end in the same list, in the order spans end.
-    let server = Arc::new(ServerSink {
-        sampler: TraceSampler::default(),
-        target: SinkTarget::Collect(exporter.0.clone()),
-    });
+    let server = ServerSink::new(
+        TraceSampler::default(),
+        SinkTarget::Collect(exporter.0.clone()),
+    );
     let subscriber =
         tracing_subscriber::registry().with(export_layer(provider.tracer("unit-test"), server));
     tracing::subscriber::with_default(subscriber, f);

@@ -8,9 +8,9 @@
 //! the stack as a [`TraceCarrier`] in the request's extensions, so the service can store it
 //! with the task it queues and the runner continue the trace (`invoke_agent` below this span).
 //!
-//! With export off the span is disabled where it is built and the metric instrument does not
-//! exist, so [`ServerOperation::start`] returns `None` after two atomic loads: no string is
-//! formatted, nothing is parsed, no clock is read.
+//! With export off the span is disabled where it is built and the metric is not aggregated,
+//! so [`ServerOperation::start`] returns `None` after two atomic loads (in a process that never
+//! started export): no string is formatted, nothing is parsed, no clock is read.
 
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use crate::protocol::{
 use crate::telemetry::context::{TraceCarrier, TraceCarrierExt};
 use crate::telemetry::duration::{self, OperationAttributes};
 use crate::telemetry::semconv::value;
-use crate::telemetry::spans::{self, McpServerSpan, Network, ServerSpan};
+use crate::telemetry::spans::{McpServerSpan, Network, ServerSpan, SpanExport};
 use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
 /// One request being traced and timed.
@@ -71,8 +71,9 @@ impl ServerOperation {
         headers: Option<&http::HeaderMap>,
         ctx: &mut RequestContext,
     ) -> Option<Self> {
-        let exporting = spans::export_enabled();
-        if !exporting && !duration::is_recording() {
+        // One lookup for "is export on" and where the span goes.
+        let export = SpanExport::current();
+        if export.is_none() && !duration::is_recording() {
             return None;
         }
         let name = method_name(method);
@@ -89,14 +90,15 @@ impl ServerOperation {
             Some(RequestId::Number(n)) => builder.with_request_number(*n),
             Some(RequestId::String(text)) => builder.with_request_id(text),
         };
-        let span = if exporting {
-            let meta = match params.get("_meta") {
-                Some(Value::Object(meta)) => Some(meta),
-                _ => None,
-            };
-            builder.start_for_request(meta, headers)
-        } else {
-            builder.start()
+        let span = match export {
+            Some(export) => {
+                let meta = match params.get("_meta") {
+                    Some(Value::Object(meta)) => Some(meta),
+                    _ => None,
+                };
+                builder.start_for_request(export, meta, headers)
+            }
+            None => ServerSpan::disabled(),
         };
         // Only a task carries the trace further (the other requests end here).
         if tool == Some(AGENT_RUN)
