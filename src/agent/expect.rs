@@ -831,28 +831,33 @@ mod tests {
         Expect::There(w.into())
     }
 
+    /// What a rename or a replacement expects: `old` gone, `new` there.
+    fn replaced(old: &str, new: &str) -> Vec<Expect> {
+        vec![gone(old), there(new)]
+    }
+
     #[test]
     fn plain_requests_say_what_the_workspace_will_hold() {
         for (request, wanted) in [
             (
                 "Rename the function fetch_data to load_data everywhere it is defined or used.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "In greeting.txt, replace the word Hello with Goodbye.",
-                vec![gone("Hello"), there("Goodbye")],
+                replaced("Hello", "Goodbye"),
             ),
             (
                 "In docs/guide.md, replace every 'colour' with 'color'.",
-                vec![gone("colour"), there("color")],
+                replaced("colour", "color"),
             ),
             (
                 "Bump the version from 1.4.2 to 1.5.0 in both VERSION and package.json.",
-                vec![gone("1.4.2"), there("1.5.0")],
+                replaced("1.4.2", "1.5.0"),
             ),
             (
                 "Change the port in config.yaml from 8080 to 9090.",
-                vec![gone("8080"), there("9090")],
+                replaced("8080", "9090"),
             ),
             (
                 "Remove the line DEBUG=true from settings.env.",
@@ -872,7 +877,7 @@ mod tests {
             ),
             (
                 "VERSION ファイルのバージョンを 2.0.0 から 2.0.1 に更新してください。",
-                vec![gone("2.0.0"), there("2.0.1")],
+                replaced("2.0.0", "2.0.1"),
             ),
             ("Fix the bug in calc.py.", vec![]),
             ("What is 2 + 2?", vec![]),
@@ -881,7 +886,7 @@ mod tests {
             ("Remove the first paragraph from README.md.", vec![]),
             (
                 "Rename the class Cart to ShoppingCart in every file that uses it.",
-                vec![gone("Cart"), there("ShoppingCart")],
+                replaced("Cart", "ShoppingCart"),
             ),
             (
                 "Now add a second line to todo.txt: call mum",
@@ -891,37 +896,37 @@ mod tests {
             ("Remove the unused import os from app.py.", vec![gone("os")]),
             (
                 "config.py の定数 TIMEOUT を TIMEOUT_SECONDS に名前を変えて、main.py も直してください。",
-                vec![gone("TIMEOUT"), there("TIMEOUT_SECONDS")],
+                replaced("TIMEOUT", "TIMEOUT_SECONDS"),
             ),
             (
                 "関数 greet を welcome にリネームしてください。",
-                vec![gone("greet"), there("welcome")],
+                replaced("greet", "welcome"),
             ),
             ("README.md を読んでください。", vec![]),
             // Renames in the other languages of the lexicon.
             (
                 "Benenne die Funktion calc_sum in sum_all um, in utils.py und in main.py.",
-                vec![gone("calc_sum"), there("sum_all")],
+                replaced("calc_sum", "sum_all"),
             ),
             (
                 "Renombra la función fetch_data a load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Renommez la fonction fetch_data en load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Renomeie a função fetch_data para load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Rinomina la funzione fetch_data in load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Переименуйте функцию fetch_data в load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             // A plain word after the verb names no code: nothing is read.
             ("Renombra la carpeta docs a manual.", vec![]),
