@@ -64,16 +64,22 @@ macro_rules! ledger_tool {
 ledger_tool!(WriteFile, WriteFileArgs, write_file);
 ledger_tool!(EditFile, EditFileArgs, edit_file);
 
+/// How `target` is shown to the model; refused when it is a folder (neither tool writes one).
+fn not_a_folder(ws: &Workspace, target: &Path) -> Result<String, ToolError> {
+    let shown = ws.display(target);
+    if target.is_dir() {
+        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
+    }
+    Ok(shown)
+}
+
 pub(super) fn write_file(
     ws: &Workspace,
     ledger: &Ledger,
     args: &WriteFileArgs,
 ) -> Result<String, ToolError> {
     let target = ws.writable(&args.path)?;
-    let shown = ws.display(&target);
-    if target.is_dir() {
-        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
-    }
+    let shown = not_a_folder(ws, &target)?;
     let existed = target.exists();
     ledger.may_change(&target, &shown)?;
     if existed
@@ -115,10 +121,7 @@ pub(super) fn edit_file(
 ) -> Result<String, ToolError> {
     let target = ws.existing(&args.path)?;
     ws.refuse_read_only(&target)?;
-    let shown = ws.display(&target);
-    if target.is_dir() {
-        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
-    }
+    let shown = not_a_folder(ws, &target)?;
     if args.old_text.is_empty() {
         return Err(ToolError::Refused(
             "old_text must not be empty; use write_file to write a whole file".into(),
