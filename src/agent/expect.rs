@@ -766,18 +766,13 @@ mod tests {
     /// The tests a request keeps, in a workspace of stats.py, test_stats.py, text.py,
     /// test_text.py and tests/test_more.py.
     fn kept(request: &str) -> Vec<String> {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("tests")).unwrap();
-        for file in [
-            "stats.py",
-            "test_stats.py",
-            "text.py",
-            "test_text.py",
-            "tests/test_more.py",
-        ] {
-            std::fs::write(dir.path().join(file), "x = 1\n").unwrap();
-        }
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (_dir, ws) = workspace_with(&[
+            ("stats.py", "x = 1\n"),
+            ("test_stats.py", "x = 1\n"),
+            ("text.py", "x = 1\n"),
+            ("test_text.py", "x = 1\n"),
+            ("tests/test_more.py", "x = 1\n"),
+        ]);
         let mut kept = tests_kept(request, &ws);
         kept.sort();
         kept
@@ -836,28 +831,33 @@ mod tests {
         Expect::There(w.into())
     }
 
+    /// What a rename or a replacement expects: `old` gone, `new` there.
+    fn replaced(old: &str, new: &str) -> Vec<Expect> {
+        vec![gone(old), there(new)]
+    }
+
     #[test]
     fn plain_requests_say_what_the_workspace_will_hold() {
         for (request, wanted) in [
             (
                 "Rename the function fetch_data to load_data everywhere it is defined or used.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "In greeting.txt, replace the word Hello with Goodbye.",
-                vec![gone("Hello"), there("Goodbye")],
+                replaced("Hello", "Goodbye"),
             ),
             (
                 "In docs/guide.md, replace every 'colour' with 'color'.",
-                vec![gone("colour"), there("color")],
+                replaced("colour", "color"),
             ),
             (
                 "Bump the version from 1.4.2 to 1.5.0 in both VERSION and package.json.",
-                vec![gone("1.4.2"), there("1.5.0")],
+                replaced("1.4.2", "1.5.0"),
             ),
             (
                 "Change the port in config.yaml from 8080 to 9090.",
-                vec![gone("8080"), there("9090")],
+                replaced("8080", "9090"),
             ),
             (
                 "Remove the line DEBUG=true from settings.env.",
@@ -877,7 +877,7 @@ mod tests {
             ),
             (
                 "VERSION ファイルのバージョンを 2.0.0 から 2.0.1 に更新してください。",
-                vec![gone("2.0.0"), there("2.0.1")],
+                replaced("2.0.0", "2.0.1"),
             ),
             ("Fix the bug in calc.py.", vec![]),
             ("What is 2 + 2?", vec![]),
@@ -886,7 +886,7 @@ mod tests {
             ("Remove the first paragraph from README.md.", vec![]),
             (
                 "Rename the class Cart to ShoppingCart in every file that uses it.",
-                vec![gone("Cart"), there("ShoppingCart")],
+                replaced("Cart", "ShoppingCart"),
             ),
             (
                 "Now add a second line to todo.txt: call mum",
@@ -896,37 +896,37 @@ mod tests {
             ("Remove the unused import os from app.py.", vec![gone("os")]),
             (
                 "config.py の定数 TIMEOUT を TIMEOUT_SECONDS に名前を変えて、main.py も直してください。",
-                vec![gone("TIMEOUT"), there("TIMEOUT_SECONDS")],
+                replaced("TIMEOUT", "TIMEOUT_SECONDS"),
             ),
             (
                 "関数 greet を welcome にリネームしてください。",
-                vec![gone("greet"), there("welcome")],
+                replaced("greet", "welcome"),
             ),
             ("README.md を読んでください。", vec![]),
             // Renames in the other languages of the lexicon.
             (
                 "Benenne die Funktion calc_sum in sum_all um, in utils.py und in main.py.",
-                vec![gone("calc_sum"), there("sum_all")],
+                replaced("calc_sum", "sum_all"),
             ),
             (
                 "Renombra la función fetch_data a load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Renommez la fonction fetch_data en load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Renomeie a função fetch_data para load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Rinomina la funzione fetch_data in load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             (
                 "Переименуйте функцию fetch_data в load_data.",
-                vec![gone("fetch_data"), there("load_data")],
+                replaced("fetch_data", "load_data"),
             ),
             // A plain word after the verb names no code: nothing is read.
             ("Renombra la carpeta docs a manual.", vec![]),
@@ -935,21 +935,47 @@ mod tests {
         }
     }
 
+    /// A workspace holding `files` (`(path, text)`; folders on the way are created).
+    fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, text) in files {
+            write(&dir, file, text);
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn write(dir: &tempfile::TempDir, file: &str, text: &str) {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Writes each `(file, text)` of `steps` in turn, and after each checks that `expected`
+    /// finds unmet what the step says (nothing: the request is met).
+    fn after_writes(
+        dir: &tempfile::TempDir,
+        ws: &Workspace,
+        expected: &Expectations,
+        steps: &[(&str, &str, &[&str])],
+    ) {
+        for (file, text, unmet) in steps {
+            write(dir, file, text);
+            assert_eq!(
+                expected.unmet(ws),
+                *unmet,
+                "after writing {text:?} to {file}"
+            );
+        }
+    }
+
     #[test]
     fn the_workspace_is_compared_word_by_word() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("shop.py"),
-            "class ShoppingCart:\n    pass\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("VERSION"), "1.5.0\n").unwrap();
-        std::fs::write(
-            dir.path().join("package.json"),
-            "{\"version\": \"1.4.2\"}\n",
-        )
-        .unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (dir, ws) = workspace_with(&[
+            ("shop.py", "class ShoppingCart:\n    pass\n"),
+            ("VERSION", "1.5.0\n"),
+            ("package.json", "{\"version\": \"1.4.2\"}\n"),
+        ]);
         let rename = Expectations::of("Rename the class Cart to ShoppingCart in every file.", &ws);
         assert!(rename.unmet(&ws).is_empty(), "{:?}", rename.unmet(&ws));
         let bump = Expectations::of(
@@ -964,9 +990,8 @@ mod tests {
             ]
         );
         // What one clause asks is checked in its own files, not in every file named.
-        std::fs::write(dir.path().join("PORT.txt"), "8080\n").unwrap();
-        std::fs::create_dir(dir.path().join("notes")).unwrap();
-        std::fs::write(dir.path().join("notes/todo.md"), "start\n").unwrap();
+        write(&dir, "PORT.txt", "8080\n");
+        write(&dir, "notes/todo.md", "start\n");
         let batched = Expectations::of(
             "Tell me the port in PORT.txt, and create notes/todo.md with the line start.",
             &ws,
@@ -976,39 +1001,29 @@ mod tests {
 
     #[test]
     fn a_file_a_clause_fixes_must_change_and_a_json_file_added_to_keeps_its_keys() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("stats.py"),
-            "def biggest(xs):\n    return min(xs)\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("test_stats.py"),
-            "assert biggest([1]) == 1\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("settings.json"),
-            "{\"port\": 80, \"host\": \"localhost\"}\n",
-        )
-        .unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
-        // The test edited instead of the code (a 1.5B model's "fix").
+        let (dir, ws) = workspace_with(&[
+            ("stats.py", "def biggest(xs):\n    return min(xs)\n"),
+            ("test_stats.py", "assert biggest([1]) == 1\n"),
+            ("settings.json", "{\"port\": 80, \"host\": \"localhost\"}\n"),
+        ]);
         let fix = Expectations::of(
             "The tests fail. Fix stats.py so that python3 -m unittest passes.",
             &ws,
         );
-        std::fs::write(dir.path().join("test_stats.py"), "assert True\n").unwrap();
-        assert_eq!(
-            fix.unmet(&ws),
-            ["stats.py is unchanged, but the request asks for it to be changed"]
+        after_writes(
+            &dir,
+            &ws,
+            &fix,
+            &[
+                // The test edited instead of the code (a 1.5B model's "fix").
+                (
+                    "test_stats.py",
+                    "assert True\n",
+                    &["stats.py is unchanged, but the request asks for it to be changed"],
+                ),
+                ("stats.py", "def biggest(xs):\n    return max(xs)\n", &[]),
+            ],
         );
-        std::fs::write(
-            dir.path().join("stats.py"),
-            "def biggest(xs):\n    return max(xs)\n",
-        )
-        .unwrap();
-        assert!(fix.unmet(&ws).is_empty(), "{:?}", fix.unmet(&ws));
         // A test file a clause names may stay as it is: "fix the test" often means the code.
         let test = Expectations::of("Fix the failing test in test_stats.py.", &ws);
         assert!(test.unmet(&ws).is_empty(), "{:?}", test.unmet(&ws));
@@ -1016,41 +1031,52 @@ mod tests {
             "Add the key \"debug\" with the value false to settings.json, keeping the other keys.",
             &ws,
         );
-        std::fs::write(dir.path().join("settings.json"), "{\"debug\": false}").unwrap();
-        assert_eq!(
-            add.unmet(&ws),
-            ["settings.json lost the keys host, port, but the request adds and removes nothing"]
+        after_writes(
+            &dir,
+            &ws,
+            &add,
+            &[
+                (
+                    "settings.json",
+                    "{\"debug\": false}",
+                    &[
+                        "settings.json lost the keys host, port, but the request adds and removes nothing",
+                    ],
+                ),
+                (
+                    "settings.json",
+                    "{\"port\": 80, \"host\": \"localhost\", \"debug\": false}",
+                    &[],
+                ),
+            ],
         );
-        std::fs::write(
-            dir.path().join("settings.json"),
-            "{\"port\": 80, \"host\": \"localhost\", \"debug\": false}",
-        )
-        .unwrap();
-        assert!(add.unmet(&ws).is_empty(), "{:?}", add.unmet(&ws));
     }
 
     #[test]
     fn a_request_to_add_a_line_keeps_the_lines_the_file_had() {
-        let dir = tempfile::tempdir().unwrap();
-        let todo = dir.path().join("todo.txt");
-        std::fs::write(&todo, "buy milk\n\n").unwrap();
-        let ws = Workspace::open(dir.path()).unwrap();
+        let (dir, ws) = workspace_with(&[("todo.txt", "buy milk\n\n")]);
         let add = Expectations::of("Now add a second line to todo.txt: call mum", &ws);
         assert_eq!(
             add.expects(),
             [there("call mum"), Expect::Kept("buy milk".into())]
         );
-        // The line replaced rather than added: what a 1.5B model did.
-        std::fs::write(&todo, "call mum\n").unwrap();
-        assert_eq!(
-            add.unmet(&ws),
-            [
-                "the line 'buy milk' of todo.txt is gone, but the request adds a line and \
-                 removes none"
-            ]
+        after_writes(
+            &dir,
+            &ws,
+            &add,
+            &[
+                // The line replaced rather than added: what a 1.5B model did.
+                (
+                    "todo.txt",
+                    "call mum\n",
+                    &[
+                        "the line 'buy milk' of todo.txt is gone, but the request adds a line \
+                       and removes none",
+                    ],
+                ),
+                ("todo.txt", "buy milk\ncall mum\n", &[]),
+            ],
         );
-        std::fs::write(&todo, "buy milk\ncall mum\n").unwrap();
-        assert!(add.unmet(&ws).is_empty(), "{:?}", add.unmet(&ws));
         // Replacing a line keeps nothing in particular.
         let replace = Expectations::of("In todo.txt, replace buy with sell.", &ws);
         assert!(

@@ -35,36 +35,42 @@
 
 /// `401` for a request that carried no token.
 pub fn token_required(resource_metadata: &str, scopes: &[&str]) -> String {
-    let mut out = String::from("Bearer ");
-    param(&mut out, "resource_metadata", resource_metadata);
-    scope_param(&mut out, scopes);
-    out
+    bearer(&[("resource_metadata", resource_metadata)], scopes, &[])
 }
 
 /// `401` for a token that failed a check; `description` says which.
 pub fn invalid_token(resource_metadata: &str, scopes: &[&str], description: &str) -> String {
-    let mut out = String::from("Bearer ");
-    param(&mut out, "error", "invalid_token");
-    param(&mut out, "error_description", description);
-    param(&mut out, "resource_metadata", resource_metadata);
-    scope_param(&mut out, scopes);
-    out
+    let before = [
+        ("error", "invalid_token"),
+        ("error_description", description),
+        ("resource_metadata", resource_metadata),
+    ];
+    bearer(&before, scopes, &[])
 }
 
 /// `403` for a valid token that lacks the scope `scopes` an operation needs.
 pub fn insufficient_scope(resource_metadata: &str, scopes: &[&str], description: &str) -> String {
-    let mut out = String::from("Bearer ");
-    param(&mut out, "error", "insufficient_scope");
-    scope_param(&mut out, scopes);
-    param(&mut out, "resource_metadata", resource_metadata);
-    param(&mut out, "error_description", description);
-    out
+    let after = [
+        ("resource_metadata", resource_metadata),
+        ("error_description", description),
+    ];
+    bearer(&[("error", "insufficient_scope")], scopes, &after)
 }
 
-fn scope_param(out: &mut String, scopes: &[&str]) {
-    if !scopes.is_empty() {
-        param(out, "scope", &scopes.join(" "));
+/// A `Bearer` challenge: the parameters `before`, then `scope` (left out when there are no
+/// `scopes`), then the parameters `after`.
+fn bearer(before: &[(&str, &str)], scopes: &[&str], after: &[(&str, &str)]) -> String {
+    let mut out = String::from("Bearer ");
+    for (name, value) in before {
+        param(&mut out, name, value);
     }
+    if !scopes.is_empty() {
+        param(&mut out, "scope", &scopes.join(" "));
+    }
+    for (name, value) in after {
+        param(&mut out, name, value);
+    }
+    out
 }
 
 /// Appends `, name="value"` (no comma first), `value` made safe for a quoted string.

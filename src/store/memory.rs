@@ -20,6 +20,19 @@ struct Inner {
     answers: HashMap<(Uuid, String), Answer>,
 }
 
+impl Inner {
+    /// The session `id` with its turns; [`StoreError::UnknownSession`] when there is none.
+    fn known_session(&self, id: Uuid) -> Result<&(Session, Vec<Turn>), StoreError> {
+        self.sessions.get(&id).ok_or(StoreError::UnknownSession(id))
+    }
+
+    /// The task `id`; [`StoreError::UnknownTask`] when there is none.
+    fn known_task(&self, id: Uuid) -> Result<&Task, StoreError> {
+        let (_, task) = self.tasks.get(&id).ok_or(StoreError::UnknownTask(id))?;
+        Ok(task)
+    }
+}
+
 /// Tasks and sessions in memory. Locks are never held across an await.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
@@ -56,11 +69,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError> {
-        self.read()
-            .sessions
-            .get(&id)
-            .map(|(_, turns)| turns.clone())
-            .ok_or(StoreError::UnknownSession(id))
+        Ok(self.read().known_session(id)?.1.clone())
     }
 
     async fn append_turns(&self, id: Uuid, turns: &[Turn]) -> Result<(), StoreError> {
@@ -97,11 +106,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn task_images(&self, id: Uuid) -> Result<Vec<TaskImage>, StoreError> {
-        self.read()
-            .tasks
-            .get(&id)
-            .map(|(_, t)| t.images.clone())
-            .ok_or(StoreError::UnknownTask(id))
+        Ok(self.read().known_task(id)?.images.clone())
     }
 
     async fn update_task(&self, task: &Task) -> Result<(), StoreError> {
@@ -146,9 +151,7 @@ impl TaskStore for MemoryStore {
 
     async fn answer_input(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError> {
         let mut inner = self.write();
-        if !inner.tasks.contains_key(&id) {
-            return Err(StoreError::UnknownTask(id));
-        }
+        inner.known_task(id)?;
         match inner.answers.entry((id, key.to_owned())) {
             std::collections::hash_map::Entry::Occupied(_) => Ok(false),
             std::collections::hash_map::Entry::Vacant(slot) => {

@@ -301,22 +301,14 @@ impl RemoteParent {
         meta: Option<&Map<String, Value>>,
         headers: Option<&http::HeaderMap>,
     ) -> Self {
-        let from_meta = meta.and_then(context_from_meta);
-        let from_headers = headers.and_then(context_from_headers);
-        match (from_meta, from_headers) {
-            (Some(parent), Some(transport)) => {
-                let transport = transport.span().span_context().clone();
-                let same = *parent.span().span_context() == transport;
-                RemoteParent {
-                    parent: Some(parent),
-                    link: (!same).then_some(transport),
-                }
-            }
-            (Some(parent), None) | (None, Some(parent)) => RemoteParent {
-                parent: Some(parent),
-                link: None,
-            },
-            (None, None) => RemoteParent::default(),
+        let (parent, link) = parent_and_link(
+            meta.and_then(context_from_meta),
+            headers.and_then(context_from_headers),
+            |a, b| a.span().span_context() == b.span().span_context(),
+        );
+        RemoteParent {
+            parent,
+            link: link.map(|cx| cx.span().span_context().clone()),
         }
     }
 
@@ -351,21 +343,35 @@ impl Caller {
         meta: Option<&Map<String, Value>>,
         headers: Option<&http::HeaderMap>,
     ) -> Self {
-        let from_meta = meta.and_then(|meta| side(&MetaFields::new(meta)));
-        let from_headers = headers.and_then(|headers| side(&PreparedHeaders(headers)));
-        match (from_meta, from_headers) {
-            (Some((parent, baggage)), Some((transport, _))) => Caller {
-                link: (parent != transport).then_some(transport),
-                parent: Some(parent),
-                baggage,
-            },
-            (Some((parent, baggage)), None) | (None, Some((parent, baggage))) => Caller {
-                parent: Some(parent),
-                baggage,
-                link: None,
-            },
-            (None, None) => Caller::default(),
+        let (parent, link) = parent_and_link(
+            meta.and_then(|meta| side(&MetaFields::new(meta))),
+            headers.and_then(|headers| side(&PreparedHeaders(headers))),
+            |(a, _), (b, _)| a == b,
+        );
+        let (parent, baggage) = parent.unzip();
+        Caller {
+            parent,
+            baggage: baggage.flatten(),
+            link: link.map(|(transport, _)| transport),
         }
+    }
+}
+
+/// The choice both [`RemoteParent::of_request`] and [`Caller::of_request`] make, given what
+/// `_meta` and the headers hold: `_meta`'s context is the parent; the headers' is the parent
+/// when `_meta` has none, and the link when both are present and not the `same` span.
+fn parent_and_link<T>(
+    from_meta: Option<T>,
+    from_headers: Option<T>,
+    same: impl FnOnce(&T, &T) -> bool,
+) -> (Option<T>, Option<T>) {
+    match (from_meta, from_headers) {
+        (Some(parent), Some(transport)) => {
+            let link = (!same(&parent, &transport)).then_some(transport);
+            (Some(parent), link)
+        }
+        (Some(parent), None) | (None, Some(parent)) => (Some(parent), None),
+        (None, None) => (None, None),
     }
 }
 

@@ -343,25 +343,13 @@ impl Telemetry {
         let server_done = done.clone();
         spawn_shutdown("server-spans", &mut pending, move || {
             server_export.queue.close();
-            let result = match server_thread.map(std::thread::JoinHandle::join) {
-                Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
-                    "the server span export thread panicked".into(),
-                )),
-                _ => Ok(()),
-            };
-            let _ = server_done.send(result);
+            let _ = server_done.send(joined(server_thread, "the server span export thread"));
         })?;
         if let Some(mut metrics) = self.metrics {
             let thread = metrics.thread.take();
             spawn_shutdown("metrics", &mut pending, move || {
                 metrics.close();
-                let result = match thread.map(std::thread::JoinHandle::join) {
-                    Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
-                        "the metrics export thread panicked".into(),
-                    )),
-                    _ => Ok(()),
-                };
-                let _ = done.send(result);
+                let _ = done.send(joined(thread, "the metrics export thread"));
             })?;
         }
         let deadline = std::time::Instant::now() + bound;
@@ -397,6 +385,20 @@ fn spawn_shutdown(
         })?;
     *pending += 1;
     Ok(())
+}
+
+/// Waits for an export thread (if it was started) to end: an error naming `thread` when it
+/// panicked.
+fn joined(
+    handle: Option<std::thread::JoinHandle<()>>,
+    thread: &str,
+) -> opentelemetry_sdk::error::OTelSdkResult {
+    match handle.map(std::thread::JoinHandle::join) {
+        Some(Err(_)) => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+            format!("{thread} panicked"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn is_exported(meta: &Metadata<'_>) -> bool {

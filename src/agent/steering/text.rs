@@ -545,6 +545,18 @@ mod tests {
         (dir, ws)
     }
 
+    /// `find` on each `(text, the file it should find)`, in a workspace of `files`.
+    fn finds(
+        find: fn(&str, &Workspace) -> Option<String>,
+        files: &[&str],
+        cases: &[(&str, Option<&str>)],
+    ) {
+        let (_dir, ws) = workspace_of(files);
+        for (text, found) in cases {
+            assert_eq!(find(text, &ws).as_deref(), *found, "{text}");
+        }
+    }
+
     fn names(calls: &[ToolCall]) -> Vec<(&str, &Value)> {
         calls
             .iter()
@@ -635,73 +647,78 @@ mod tests {
 
     #[test]
     fn a_named_path_is_found_in_quotes_before_a_full_stop_and_with_windows_separators() {
-        let (_dir, ws) = workspace_of(&["docs/memo.txt"]);
-        for (text, found) in [
-            (
-                "use read_file with the path `docs/memo.txt`.",
-                Some("docs/memo.txt"),
-            ),
-            ("the path is \"docs/memo.txt\".", Some("docs/memo.txt")),
-            ("read `.\\\\docs\\\\memo.txt`.", Some(".//docs//memo.txt")),
-            ("read docs\\memo.txt", Some("docs/memo.txt")),
-            ("read ./docs/memo.txt.", Some("./docs/memo.txt")),
-            ("read docs/other.txt", None),
-            ("no path here.", None),
-        ] {
-            assert_eq!(named_file(text, &ws).as_deref(), found, "{text}");
-        }
+        finds(
+            named_file,
+            &["docs/memo.txt"],
+            &[
+                (
+                    "use read_file with the path `docs/memo.txt`.",
+                    Some("docs/memo.txt"),
+                ),
+                ("the path is \"docs/memo.txt\".", Some("docs/memo.txt")),
+                ("read `.\\\\docs\\\\memo.txt`.", Some(".//docs//memo.txt")),
+                ("read docs\\memo.txt", Some("docs/memo.txt")),
+                ("read ./docs/memo.txt.", Some("./docs/memo.txt")),
+                ("read docs/other.txt", None),
+                ("no path here.", None),
+            ],
+        );
     }
 
     #[test]
     fn a_file_is_named_by_its_stem_when_it_is_the_only_one() {
-        let (_dir, ws) = workspace_of(&["README.md", "notes.txt", "notes.md", "data.csv"]);
-        for (text, found) in [
-            ("What does the readme say?", Some("README.md")),
-            ("Sum the data column.", Some("data.csv")),
-            // Two files have that stem.
-            ("Read the notes.", None),
-            // A plain noun.
-            ("Tell me why good data matters.", None),
-            ("What is the answer?", None),
-        ] {
-            assert_eq!(named_file(text, &ws).as_deref(), found, "{text}");
-        }
+        finds(
+            named_file,
+            &["README.md", "notes.txt", "notes.md", "data.csv"],
+            &[
+                ("What does the readme say?", Some("README.md")),
+                ("Sum the data column.", Some("data.csv")),
+                // Two files have that stem.
+                ("Read the notes.", None),
+                // A plain noun.
+                ("Tell me why good data matters.", None),
+                ("What is the answer?", None),
+            ],
+        );
     }
 
     #[test]
     fn a_missing_file_is_a_name_with_an_extension_that_is_not_there() {
-        let (_dir, ws) = workspace_of(&["names.txt"]);
-        for (text, found) in [
-            (
-                "Count the lines of names.txt and write the number into count.txt.",
-                Some("count.txt"),
-            ),
-            (
-                "Write its version followed by -final (for example 1.0-final) into out/release.txt",
-                Some("out/release.txt"),
-            ),
-            ("Save the list as `list.md`.", Some("list.md")),
-            ("result.txtというファイルを作って", Some("result.txt")),
-            // It exists.
-            ("Write the number into names.txt.", None),
-            ("Write the version 2.4.1 down.", None),
-            // A name starting with é.
-            ("é.txt", Some("é.txt")),
-        ] {
-            assert_eq!(missing_file(text, &ws).as_deref(), found, "{text}");
-        }
+        finds(
+            missing_file,
+            &["names.txt"],
+            &[
+                (
+                    "Count the lines of names.txt and write the number into count.txt.",
+                    Some("count.txt"),
+                ),
+                (
+                    "Write its version followed by -final (for example 1.0-final) into out/release.txt",
+                    Some("out/release.txt"),
+                ),
+                ("Save the list as `list.md`.", Some("list.md")),
+                ("result.txtというファイルを作って", Some("result.txt")),
+                // It exists.
+                ("Write the number into names.txt.", None),
+                ("Write the version 2.4.1 down.", None),
+                // A name starting with é.
+                ("é.txt", Some("é.txt")),
+            ],
+        );
     }
 
     #[test]
     fn a_named_file_is_found_in_japanese_text() {
-        let (_dir, ws) = workspace_of(&["slugify.py"]);
-        assert_eq!(
-            named_file("slugify.pyの関数 slugify が何をするか説明して", &ws).as_deref(),
-            Some("slugify.py")
-        );
-        assert_eq!(
-            named_file("この関数が何をするか一文で説明してください。", &ws),
-            None
+        finds(
+            named_file,
+            &["slugify.py"],
+            &[
+                (
+                    "slugify.pyの関数 slugify が何をするか説明して",
+                    Some("slugify.py"),
+                ),
+                ("この関数が何をするか一文で説明してください。", None),
+            ],
         );
     }
 

@@ -752,20 +752,30 @@ mod tests {
         assert!(out.contains("a..b s/../x/"), "{out}");
     }
 
+    /// What `sh -c script` reports in an empty workspace, run under `limits`.
+    #[cfg(target_os = "linux")]
+    async fn sh_under(
+        limits: crate::config::CommandLimits,
+        timeout: Duration,
+        script: &str,
+    ) -> String {
+        let (_dir, ws) = empty_workspace();
+        let mut s = settings(&["sh"], timeout, 4096);
+        s.limits = limits;
+        run(&ws, &s, &["sh", "-c", script]).await.unwrap()
+    }
+
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn resource_limits_reach_the_command() {
-        let (_dir, ws) = empty_workspace();
-        let mut s = settings(&["sh"], Duration::from_secs(10), 4096);
-        s.limits = crate::config::CommandLimits {
+        let limits = crate::config::CommandLimits {
             cpu_time: Some(Duration::from_secs(7)),
             address_space: Some(bytesize::ByteSize::gib(2)),
             processes: Some(50_000),
             file_size: Some(bytesize::ByteSize::kib(64)),
         };
-        let out = run(&ws, &s, &["sh", "-c", "ulimit -t; ulimit -v; ulimit -f"])
-            .await
-            .unwrap();
+        let script = "ulimit -t; ulimit -v; ulimit -f";
+        let out = sh_under(limits, Duration::from_secs(10), script).await;
         // ulimit -f counts 512-byte blocks.
         assert!(out.ends_with("stdout:\n7\n2097152\n128\n"), "{out}");
     }
@@ -773,13 +783,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_cpu_bound_command_is_stopped_by_its_cpu_limit() {
-        let (_dir, ws) = empty_workspace();
-        let mut s = settings(&["sh"], Duration::from_secs(30), 4096);
-        s.limits.cpu_time = Some(Duration::from_secs(1));
+        let limits = crate::config::CommandLimits {
+            cpu_time: Some(Duration::from_secs(1)),
+            ..crate::config::CommandLimits::default()
+        };
         let started = std::time::Instant::now();
-        let out = run(&ws, &s, &["sh", "-c", "while :; do :; done"])
-            .await
-            .unwrap();
+        let out = sh_under(limits, Duration::from_secs(30), "while :; do :; done").await;
         assert!(out.contains("ended by a signal"), "{out}");
         assert!(
             started.elapsed() < Duration::from_secs(15),

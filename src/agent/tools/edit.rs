@@ -48,26 +48,29 @@ pub(super) struct WriteFile;
 /// `edit_file`.
 pub(super) struct EditFile;
 
-impl BlockingTool for WriteFile {
-    type Args = WriteFileArgs;
-    fn work(ctx: &ToolContext, args: WriteFileArgs) -> Result<ToolOutput, CallError> {
-        Ok(ToolOutput::text(write_file(
-            &ctx.workspace,
-            &ctx.ledger,
-            &args,
-        )?))
-    }
+/// Both tools are the function of their name run on the call's workspace and ledger, the
+/// message it returns the result.
+macro_rules! ledger_tool {
+    ($tool:ty, $args:ty, $work:ident) => {
+        impl BlockingTool for $tool {
+            type Args = $args;
+            fn work(ctx: &ToolContext, args: $args) -> Result<ToolOutput, CallError> {
+                Ok(ToolOutput::text($work(&ctx.workspace, &ctx.ledger, &args)?))
+            }
+        }
+    };
 }
 
-impl BlockingTool for EditFile {
-    type Args = EditFileArgs;
-    fn work(ctx: &ToolContext, args: EditFileArgs) -> Result<ToolOutput, CallError> {
-        Ok(ToolOutput::text(edit_file(
-            &ctx.workspace,
-            &ctx.ledger,
-            &args,
-        )?))
+ledger_tool!(WriteFile, WriteFileArgs, write_file);
+ledger_tool!(EditFile, EditFileArgs, edit_file);
+
+/// How `target` is shown to the model; refused when it is a folder (neither tool writes one).
+fn not_a_folder(ws: &Workspace, target: &Path) -> Result<String, ToolError> {
+    let shown = ws.display(target);
+    if target.is_dir() {
+        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
     }
+    Ok(shown)
 }
 
 pub(super) fn write_file(
@@ -76,10 +79,7 @@ pub(super) fn write_file(
     args: &WriteFileArgs,
 ) -> Result<String, ToolError> {
     let target = ws.writable(&args.path)?;
-    let shown = ws.display(&target);
-    if target.is_dir() {
-        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
-    }
+    let shown = not_a_folder(ws, &target)?;
     let existed = target.exists();
     ledger.may_change(&target, &shown)?;
     if existed
@@ -121,10 +121,7 @@ pub(super) fn edit_file(
 ) -> Result<String, ToolError> {
     let target = ws.existing(&args.path)?;
     ws.refuse_read_only(&target)?;
-    let shown = ws.display(&target);
-    if target.is_dir() {
-        return Err(ToolError::Refused(format!("'{shown}' is a folder")));
-    }
+    let shown = not_a_folder(ws, &target)?;
     if args.old_text.is_empty() {
         return Err(ToolError::Refused(
             "old_text must not be empty; use write_file to write a whole file".into(),
@@ -370,6 +367,28 @@ mod tests {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
     }
 
+    /// Sets the permission bits of `path` to `mode`.
+    #[cfg(unix)]
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// A file `name` of the workspace in `dir`, holding `text`, with the permission bits
+    /// `mode`.
+    #[cfg(unix)]
+    fn file_with_mode(
+        dir: &tempfile::TempDir,
+        name: &str,
+        text: &str,
+        mode: u32,
+    ) -> std::path::PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        set_mode(&path, mode);
+        path
+    }
+
     #[test]
     fn an_existing_file_is_changed_only_after_it_was_read() {
         let (dir, ws) = ws();
@@ -468,26 +487,15 @@ mod tests {
     #[test]
     fn edits_exact_text_once_or_everywhere() {
         let (dir, ws) = ws();
-        assert!(
-            edit(&ws, "= 1", "= 2", false)
-                .unwrap_err()
-                .contains("occurs 2 times")
-        );
-        assert!(
-            edit(&ws, "z", "w", false)
-                .unwrap_err()
-                .contains("not found")
-        );
-        assert!(
-            edit(&ws, "", "w", false)
-                .unwrap_err()
-                .contains("must not be empty")
-        );
-        assert!(
-            edit(&ws, "x = 1", "x = 1", false)
-                .unwrap_err()
-                .contains("nothing would change")
-        );
+        for (old, new, error) in [
+            ("= 1", "= 2", "occurs 2 times"),
+            ("z", "w", "not found"),
+            ("", "w", "must not be empty"),
+            ("x = 1", "x = 1", "nothing would change"),
+        ] {
+            let err = edit(&ws, old, new, false).unwrap_err();
+            assert!(err.contains(error), "{old:?} by {new:?}: {err}");
+        }
         assert_eq!(
             edit(&ws, "x = 1", "x = 2", false).unwrap(),
             "replaced 1 occurrence in 'a.txt'"
@@ -577,18 +585,6 @@ mod tests {
         );
     }
 
-    #[cfg(unix)]
-    #[test]
-    fn permissions_survive_a_rewrite() {
-        use std::os::unix::fs::PermissionsExt;
-        let (dir, ws) = ws();
-        let script = dir.path().join("run.sh");
-        std::fs::write(&script, "echo 1").unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        write_after_reading(&ws, "run.sh", "echo 2");
-        assert_eq!(mode(&script), 0o755);
-    }
-
     /// The check-then-write race: the folder is swapped for a link out after the path was
     /// resolved. The write is refused and nothing lands outside.
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -617,15 +613,20 @@ mod tests {
     /// A rewrite keeps the permissions but never setuid/setgid.
     #[cfg(unix)]
     #[test]
-    fn setuid_and_setgid_are_cleared_on_a_rewrite() {
-        use std::os::unix::fs::PermissionsExt;
+    fn permissions_survive_a_rewrite_but_setuid_and_setgid_are_cleared() {
         let (dir, ws) = ws();
+        // (file, its text, its mode, the text written, the mode after)
+        for (name, text, before, rewritten, after) in [
+            ("run.sh", "echo 1", 0o755, "echo 2", 0o755),
+            ("tool", "#!/bin/sh\n", 0o6755, "#!/bin/sh\nid\n", 0o755),
+        ] {
+            let file = file_with_mode(&dir, name, text, before);
+            write_after_reading(&ws, name, rewritten);
+            assert_eq!(mode(&file), after, "{name}");
+        }
+        // An edit clears them too.
         let tool = dir.path().join("tool");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o6755)).unwrap();
-        write_after_reading(&ws, "tool", "#!/bin/sh\nid\n");
-        assert_eq!(mode(&tool), 0o755);
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        set_mode(&tool, 0o4755);
         let edit = EditFileArgs {
             path: "tool".into(),
             old_text: "id".into(),

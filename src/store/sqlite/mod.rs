@@ -123,9 +123,23 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
+        self.write_committed(f, |_| ()).await
+    }
+
+    /// [`Self::write`], and `on_commit` with the result once it is committed
+    /// ([`ConnectionThread::run_committed`]).
+    async fn write_committed<T, F, C>(&self, f: F, on_commit: C) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        C: FnOnce(&T) + Send + 'static,
+    {
         let path = self.path.clone();
         self.writer
-            .run(move |conn| f(conn).map_err(|e| describe(&path, e)))
+            .run_committed(
+                move |conn| f(conn).map_err(|e| describe(&path, e)),
+                on_commit,
+            )
             .await
     }
 
@@ -378,17 +392,15 @@ impl TaskStore for SqliteStore {
         let task = queries::without_images(task);
         let cached = task.clone();
         let cache = self.cache.clone();
-        let path = self.path.clone();
         let files = self.files.clone();
         let known = self
-            .writer
-            .run_committed(
+            .write_committed(
                 move |conn| {
                     if task.state.is_terminal() {
                         // It may release the last link to an image file.
                         files.mark();
                     }
-                    queries::finish_task(conn, &task, &turns).map_err(|e| describe(&path, e))
+                    queries::finish_task(conn, &task, &turns)
                 },
                 move |found| {
                     if *found == queries::Found::Both {
@@ -427,16 +439,13 @@ impl TaskStore for SqliteStore {
         let cutoff = queries::to_ns(finished_before);
         let mut purged = 0;
         loop {
-            let path = self.path.clone();
             let cache = self.cache.clone();
             let files = self.files.clone();
             let n = self
-                .writer
-                .run_committed(
+                .write_committed(
                     move |conn| {
                         files.mark();
                         queries::purge_batch(conn, cutoff, PURGE_BATCH)
-                            .map_err(|e| describe(&path, e))
                     },
                     move |n| {
                         if *n > 0 {
