@@ -4,7 +4,7 @@
 //! "Small models" lists them with their effect); each is scoped to one step and says so in its
 //! state. A capable model, under `off`, meets none of them.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::memory::CallMemory;
 use super::text::{
@@ -19,22 +19,144 @@ use crate::ollama::ToolCall;
 pub(crate) fn small() -> Vec<Box<dyn Rule>> {
     vec![
         Box::new(ReadFirst),
-        Box::new(TextCalls),
-        Box::new(BrokenCall::default()),
+        Box::new(OnText::new("text-calls", run_text_calls)),
+        Box::new(Once::new(BrokenCall)),
         Box::new(super::edits::DescribedEdit::default()),
         Box::new(DescribedCalls::default()),
-        Box::new(Markup),
-        Box::new(Echo),
+        Box::new(OnText::new("markup", strip_markup)),
+        Box::new(OnText::new("echo", strip_echo)),
         Box::new(HeldWrites::default()),
         Box::new(EmptyAnswer),
-        Box::new(NotAGuess::default()),
-        Box::new(ChangeReminder::default()),
-        Box::new(AnswerNotTools::default()),
+        Box::new(Once::new(NotAGuess)),
+        Box::new(Once::new(ChangeReminder)),
+        Box::new(Once::new(AnswerNotTools)),
         Box::new(Repeats::default()),
-        Box::new(LookAlikeRead),
-        Box::new(CaseFoldSearch),
+        Box::new(Retry::new("look-alike-read", "read_file", look_alike_read)),
+        Box::new(Retry::new(
+            "case-fold-search",
+            "search_text",
+            case_fold_search,
+        )),
         Box::new(ResultsFraming),
     ]
+}
+
+/// A rule that rewrites the text of a reply without calls and gives no verdict: `rewrite`
+/// is asked only for such a reply.
+pub(crate) struct OnText {
+    name: &'static str,
+    rewrite: fn(&mut Reply, &Facts),
+}
+
+impl OnText {
+    fn new(name: &'static str, rewrite: fn(&mut Reply, &Facts)) -> OnText {
+        OnText { name, rewrite }
+    }
+}
+
+impl Rule for OnText {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        if reply.calls.is_empty() {
+            (self.rewrite)(reply, facts);
+        }
+        None
+    }
+}
+
+/// A rule that tells the model something, at most once a step (see [`Once`]): a judgment of
+/// the reply or the answer, with no state of its own and nothing else to do.
+pub(crate) trait Tell: Send {
+    fn name(&self) -> &'static str;
+
+    /// As [`Rule::read_reply`], without changing the reply.
+    fn read_reply(&self, _reply: &Reply, _facts: &Facts) -> Option<Verdict> {
+        None
+    }
+
+    /// As [`Rule::before_answer`].
+    fn before_answer(&self, _answer: &str, _facts: &Facts) -> Option<Verdict> {
+        None
+    }
+}
+
+/// A [`Tell`] rule as a rule of the step: once it has given a verdict it is not asked again
+/// in the step (what the model does after being told stands).
+pub(crate) struct Once<T> {
+    rule: T,
+    told: bool,
+}
+
+impl<T: Tell> Once<T> {
+    fn new(rule: T) -> Once<T> {
+        Once { rule, told: false }
+    }
+
+    fn once(&mut self, ask: impl FnOnce(&T) -> Option<Verdict>) -> Option<Verdict> {
+        if self.told {
+            return None;
+        }
+        let verdict = ask(&self.rule);
+        self.told = verdict.is_some();
+        verdict
+    }
+}
+
+impl<T: Tell> Rule for Once<T> {
+    fn name(&self) -> &'static str {
+        self.rule.name()
+    }
+
+    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
+        self.once(|rule| rule.read_reply(reply, facts))
+    }
+
+    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
+        self.once(|rule| rule.before_answer(answer, facts))
+    }
+}
+
+/// A rule that makes another call of `tool` in place of one whose result it judges unhelpful:
+/// `retry` is given the call's arguments and its result, changes the arguments and returns the
+/// note to put before the new result, or returns `None` to keep the result.
+pub(crate) struct Retry {
+    name: &'static str,
+    tool: &'static str,
+    retry: RetryFn,
+}
+
+type RetryFn = fn(&mut Value, &Result<ToolOutput, ToolError>) -> Option<String>;
+
+impl Retry {
+    fn new(name: &'static str, tool: &'static str, retry: RetryFn) -> Retry {
+        Retry { name, tool, retry }
+    }
+}
+
+impl Rule for Retry {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn instead(
+        &mut self,
+        original: &ToolCall,
+        result: &Result<ToolOutput, ToolError>,
+        _facts: &Facts,
+    ) -> Option<Instead> {
+        if original.function.name != self.tool {
+            return None;
+        }
+        let mut args = parse_arguments(&original.function.arguments);
+        let note = (self.retry)(&mut args, result)?;
+        Some(Instead {
+            call: call(self.tool, args),
+            note,
+        })
+    }
 }
 
 /// Most files read on the model's behalf before its first call.
@@ -108,46 +230,32 @@ pub(crate) fn is_test_file(path: &str) -> bool {
     name.starts_with("test") || name.contains("_test.") || path.contains("tests/")
 }
 
-/// Tool calls written in the reply's text (bare JSON, fenced, `<tool_call>` tags) naming an
-/// offered tool are run as calls: real Ollama does not always parse them for small models.
-pub(crate) struct TextCalls;
-
-impl Rule for TextCalls {
-    fn name(&self) -> &'static str {
-        "text-calls"
-    }
-
-    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
-        if reply.calls.is_empty() {
-            let written = calls_in_text(&reply.text, &facts.offered());
-            if !written.is_empty() {
-                reply.calls = written;
-                reply.text.clear();
-            }
-        }
-        None
+/// `text-calls`: tool calls written in the reply's text (bare JSON, fenced, `<tool_call>`
+/// tags) naming an offered tool are run as calls: real Ollama does not always parse them for
+/// small models.
+fn run_text_calls(reply: &mut Reply, facts: &Facts) {
+    let written = calls_in_text(&reply.text, &facts.offered());
+    if !written.is_empty() {
+        reply.calls = written;
+        reply.text.clear();
     }
 }
 
 /// A reply whose text tried to call an offered tool in JSON that does not parse did nothing:
 /// once per step, the model is told so instead of the text being taken as the answer.
-#[derive(Default)]
-pub(crate) struct BrokenCall {
-    told: bool,
-}
+pub(crate) struct BrokenCall;
 
-impl Rule for BrokenCall {
+impl Tell for BrokenCall {
     fn name(&self) -> &'static str {
         "broken-call"
     }
 
-    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
-        if self.told || !reply.calls.is_empty() {
+    fn read_reply(&self, reply: &Reply, facts: &Facts) -> Option<Verdict> {
+        if !reply.calls.is_empty() {
             return None;
         }
         let offered = facts.offered();
         let tool = broken_call(&reply.text, &offered)?;
-        self.told = true;
         Some(Verdict::Nudge {
             message: format!(
                 "Your reply tried to call {tool}, but its JSON does not parse, so it did not run \
@@ -218,39 +326,17 @@ fn same_call(a: &ToolCall, b: &ToolCall) -> bool {
         && parse_arguments(&a.function.arguments) == parse_arguments(&b.function.arguments)
 }
 
-/// Echoed chat markup (`<tool_response>…`, `<|im_end|>`) is removed from the answer.
-pub(crate) struct Markup;
-
-impl Rule for Markup {
-    fn name(&self) -> &'static str {
-        "markup"
-    }
-
-    fn read_reply(&mut self, reply: &mut Reply, _facts: &Facts) -> Option<Verdict> {
-        if reply.calls.is_empty() {
-            reply.text = clean_answer(&reply.text);
-        }
-        None
-    }
+/// `markup`: echoed chat markup (`<tool_response>…`, `<|im_end|>`) is removed from the answer.
+fn strip_markup(reply: &mut Reply, _facts: &Facts) {
+    reply.text = clean_answer(&reply.text);
 }
 
-/// Lines of the answer copied from the loop's own messages (or from the request) are removed;
-/// an answer that was only such a copy is empty, and gets the empty-answer call.
-pub(crate) struct Echo;
-
-impl Rule for Echo {
-    fn name(&self) -> &'static str {
-        "echo"
-    }
-
-    fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
-        if reply.calls.is_empty() {
-            // The request copied back is no answer either.
-            let ours = facts.ours.iter().map(String::as_str);
-            reply.text = without_echo(&reply.text, ours.chain([facts.request]));
-        }
-        None
-    }
+/// `echo`: lines of the answer copied from the loop's own messages (or from the request) are
+/// removed; an answer that was only such a copy is empty, and gets the empty-answer call.
+fn strip_echo(reply: &mut Reply, facts: &Facts) {
+    // The request copied back is no answer either.
+    let ours = facts.ours.iter().map(String::as_str);
+    reply.text = without_echo(&reply.text, ours.chain([facts.request]));
 }
 
 /// Asked when a reply has no usable answer after tools ran.
@@ -436,21 +522,17 @@ fn after_held_writes(request: &str, held: &[String]) -> String {
 /// When every call so far failed and the model answers anyway, nothing was read and the
 /// answer is a guess (often written before the results came): once, the model is told so,
 /// tools offered. (Answered so again, the loop ends the step: no call worked.)
-#[derive(Default)]
-pub(crate) struct NotAGuess {
-    told: bool,
-}
+pub(crate) struct NotAGuess;
 
-impl Rule for NotAGuess {
+impl Tell for NotAGuess {
     fn name(&self) -> &'static str {
         "not-a-guess"
     }
 
-    fn before_answer(&mut self, _answer: &str, facts: &Facts) -> Option<Verdict> {
-        if self.told || !facts.tools_ran() || facts.any_succeeded() {
+    fn before_answer(&self, _answer: &str, facts: &Facts) -> Option<Verdict> {
+        if !facts.tools_ran() || facts.any_succeeded() {
             return None;
         }
-        self.told = true;
         Some(Verdict::Nudge {
             message: format!(
                 "None of your tool calls has worked yet (see the errors above), so nothing was \
@@ -471,21 +553,17 @@ impl Rule for NotAGuess {
 /// would change (named by the request, the answer or a result) was not read yet, it is read on
 /// the model's behalf with the reminder after it. (An answer after the reminder stands, and
 /// the runner fails the task if still nothing changed.)
-#[derive(Default)]
-pub(crate) struct ChangeReminder {
-    told: bool,
-}
+pub(crate) struct ChangeReminder;
 
-impl Rule for ChangeReminder {
+impl Tell for ChangeReminder {
     fn name(&self) -> &'static str {
         "change-reminder"
     }
 
-    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if self.told || !facts.asks_for_change || facts.changed || !facts.final_step {
+    fn before_answer(&self, answer: &str, facts: &Facts) -> Option<Verdict> {
+        if !facts.asks_for_change || facts.changed || !facts.final_step {
             return None;
         }
-        self.told = true;
         let ws = facts.toolbox.workspace();
         if let Some(file) = missing_file(facts.request, ws) {
             return Some(Verdict::Nudge {
@@ -551,18 +629,15 @@ const ANSWER_NOT_TOOLS: &str = "Your last reply talks about the tools instead of
 /// the step does: a README that mentions `list_dir`, a function of the user's called
 /// `read_file`) describes the tools instead of answering: once, it is asked for the thing
 /// itself, without tools.
-#[derive(Default)]
-pub(crate) struct AnswerNotTools {
-    told: bool,
-}
+pub(crate) struct AnswerNotTools;
 
-impl Rule for AnswerNotTools {
+impl Tell for AnswerNotTools {
     fn name(&self) -> &'static str {
         "answer-not-tools"
     }
 
-    fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if self.told || !facts.tools_ran() {
+    fn before_answer(&self, answer: &str, facts: &Facts) -> Option<Verdict> {
+        if !facts.tools_ran() {
             return None;
         }
         let offered = facts.offered();
@@ -576,7 +651,6 @@ impl Rule for AnswerNotTools {
         if named.is_empty() {
             return None;
         }
-        self.told = true;
         Some(Verdict::Nudge {
             message: ANSWER_NOT_TOOLS.into(),
             tools: false,
@@ -634,84 +708,44 @@ impl Rule for Repeats {
 /// `read_file` of a missing file whose folder holds exactly one look-alike reads that file
 /// instead, saying so: a model that got the name slightly wrong has its answer in one call,
 /// where a small model fumbles the second call a "Did you mean" would need. A path written
-/// with `\` is read with `/`.
-pub(crate) struct LookAlikeRead;
-
-impl Rule for LookAlikeRead {
-    fn name(&self) -> &'static str {
-        "look-alike-read"
-    }
-
-    fn instead(
-        &mut self,
-        original: &ToolCall,
-        result: &Result<ToolOutput, ToolError>,
-        _facts: &Facts,
-    ) -> Option<Instead> {
-        let Err(ToolError::NotFound {
-            look_alike: Some(look_alike),
-            ..
-        }) = result
-        else {
-            return None;
-        };
-        if original.function.name != "read_file" {
-            return None;
-        }
-        let mut args = parse_arguments(&original.function.arguments);
-        let asked = args["path"].as_str().unwrap_or_default().to_owned();
-        args["path"] = json!(look_alike.path);
-        let note = match look_alike.why {
-            LookAlikeKind::Backslashes => String::new(),
-            LookAlikeKind::SimilarName => format!(
-                "'{asked}' does not exist; the one file like it there, '{}', was read instead:\n",
-                look_alike.path
-            ),
-        };
-        Some(Instead {
-            call: call("read_file", args),
-            note,
-        })
-    }
+/// with `\` is read with `/`. (The `look-alike-read` rule, a [`Retry`] of `read_file`.)
+fn look_alike_read(args: &mut Value, result: &Result<ToolOutput, ToolError>) -> Option<String> {
+    let Err(ToolError::NotFound {
+        look_alike: Some(look_alike),
+        ..
+    }) = result
+    else {
+        return None;
+    };
+    let asked = args["path"].as_str().unwrap_or_default().to_owned();
+    args["path"] = json!(look_alike.path);
+    Some(match look_alike.why {
+        LookAlikeKind::Backslashes => String::new(),
+        LookAlikeKind::SimilarName => format!(
+            "'{asked}' does not exist; the one file like it there, '{}', was read instead:\n",
+            look_alike.path
+        ),
+    })
 }
 
 /// `search_text` without an exact match searches again ignoring case, saying so: a model
-/// asking for "secret" most likely wants "Secret word: …" too.
-pub(crate) struct CaseFoldSearch;
-
-impl Rule for CaseFoldSearch {
-    fn name(&self) -> &'static str {
-        "case-fold-search"
+/// asking for "secret" most likely wants "Secret word: …" too. (The `case-fold-search` rule, a
+/// [`Retry`] of `search_text`.)
+fn case_fold_search(args: &mut Value, result: &Result<ToolOutput, ToolError>) -> Option<String> {
+    let Ok(ToolOutput {
+        matches: Some(0), ..
+    }) = result
+    else {
+        return None;
+    };
+    let pattern = args["pattern"].as_str()?.to_owned();
+    if args["ignore_case"] == json!(true) || pattern.to_lowercase() == pattern.to_uppercase() {
+        return None;
     }
-
-    fn instead(
-        &mut self,
-        original: &ToolCall,
-        result: &Result<ToolOutput, ToolError>,
-        _facts: &Facts,
-    ) -> Option<Instead> {
-        let Ok(ToolOutput {
-            matches: Some(0), ..
-        }) = result
-        else {
-            return None;
-        };
-        let mut args = parse_arguments(&original.function.arguments);
-        let pattern = args["pattern"].as_str()?.to_owned();
-        if original.function.name != "search_text"
-            || args["ignore_case"] == json!(true)
-            || pattern.to_lowercase() == pattern.to_uppercase()
-        {
-            return None;
-        }
-        args["ignore_case"] = json!(true);
-        Some(Instead {
-            call: call("search_text", args),
-            note: format!(
-                "no line contains '{pattern}' exactly; these contain it in another case:\n"
-            ),
-        })
-    }
+    args["ignore_case"] = json!(true);
+    Some(format!(
+        "no line contains '{pattern}' exactly; these contain it in another case:\n"
+    ))
 }
 
 /// After each round of results one message says they come from the tools, repeats the
@@ -845,7 +879,7 @@ mod tests {
         let (_dir, tb) = toolbox(&[("README.md", "Run `list_dir` first.\n")]);
         let request = "What does README.md say to run first?";
         let quoted = [ran("read_file", "Run `list_dir` first.\n", true)];
-        let mut rule = AnswerNotTools::default();
+        let mut rule = Once::new(AnswerNotTools);
         assert!(
             rule.before_answer(
                 "It says to run `list_dir` first.",
@@ -863,16 +897,16 @@ mod tests {
     #[test]
     fn the_change_reminder_comes_once_and_only_for_a_change_not_made() {
         let (_dir, tb) = toolbox(&[("calc.py", "x\n")]);
-        let mut rule = ChangeReminder::default();
+        let mut rule = Once::new(ChangeReminder);
         let request = "Fix the bug in calc.py.";
         let mut f = facts(request, &tb, &[]);
         assert!(rule.before_answer("Done.", &f).is_some());
         assert!(rule.before_answer("Done.", &f).is_none(), "once");
-        let mut fresh = ChangeReminder::default();
+        let mut fresh = Once::new(ChangeReminder);
         f.changed = true;
         assert!(fresh.before_answer("Done.", &f).is_none());
         assert!(
-            ChangeReminder::default()
+            Once::new(ChangeReminder)
                 .before_answer("It adds.", &facts("What does calc.py do?", &tb, &[]))
                 .is_none()
         );
