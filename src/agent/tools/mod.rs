@@ -398,7 +398,12 @@ impl Toolbox {
         };
         let mut output = spec
             .handler
-            .run(spec, &self.ctx, &call.function.arguments, cancel)
+            .run(registry::Invocation {
+                spec,
+                ctx: &self.ctx,
+                args: &call.function.arguments,
+                cancel,
+            })
             .await?;
         output.text = output::cap_text(output.text, self.ctx.settings.max_output_bytes);
         Ok(output)
@@ -421,22 +426,20 @@ type Work = Box<dyn FnOnce() -> Result<ToolOutput, CallError> + Send>;
 /// Runs blocking file work off the async threads, for at most `deadline`, and gives up at
 /// once when the task is cancelled. A thread stuck in the kernel is left behind (it holds no
 /// lock the worker needs); the worker goes on.
-/// Parses `args` as `spec`'s arguments, then runs `work` with a copy of `ctx` on the blocking
-/// pool under `cancel` and the tool deadline: the whole `run` of every file tool.
+/// Parses the call's arguments as its tool's, then runs `work` with a copy of its context on
+/// the blocking pool under its cancel token and the tool deadline: the whole `run` of every
+/// file tool.
 async fn run_blocking<A: serde::de::DeserializeOwned + Send + 'static>(
-    spec: &registry::ToolSpec,
-    ctx: &ToolContext,
-    args: &serde_json::Value,
-    cancel: &CancellationToken,
+    call: registry::Invocation<'_>,
     work: fn(&ToolContext, A) -> Result<ToolOutput, CallError>,
 ) -> Result<ToolOutput, CallError> {
-    let args: A = spec.arguments(args)?;
-    let deadline = ctx.settings.tool_deadline;
-    let ctx = ctx.clone();
+    let args: A = call.spec.arguments(call.args)?;
+    let deadline = call.ctx.settings.tool_deadline;
+    let ctx = call.ctx.clone();
     blocking(
-        spec.name,
+        call.spec.name,
         Box::new(move || work(&ctx, args)),
-        cancel,
+        call.cancel,
         deadline,
     )
     .await

@@ -80,16 +80,19 @@ impl ToolSpec {
     }
 }
 
+/// One call of a tool, as its handler gets it: the tool, the context it runs in, the call's
+/// arguments and the token that cancels it.
+pub(super) struct Invocation<'a> {
+    pub spec: &'a ToolSpec,
+    pub ctx: &'a ToolContext,
+    pub args: &'a Value,
+    pub cancel: &'a CancellationToken,
+}
+
 /// Runs one tool's calls.
 #[async_trait]
 pub(super) trait ToolHandler {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError>;
+    async fn run(&self, call: Invocation<'_>) -> Result<ToolOutput, CallError>;
 }
 
 /// A tool whose work is blocking file-system work: [`run_blocking`](super::run_blocking) parses
@@ -103,14 +106,8 @@ pub(super) trait BlockingTool {
 
 #[async_trait]
 impl<T: BlockingTool + Sync> ToolHandler for T {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        super::run_blocking(spec, ctx, args, cancel, T::work).await
+    async fn run(&self, call: Invocation<'_>) -> Result<ToolOutput, CallError> {
+        super::run_blocking(call, T::work).await
     }
 }
 

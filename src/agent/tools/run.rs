@@ -3,12 +3,11 @@
 //! what is left).
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, CommandEnd, RunCommandArgs};
-use super::registry::{ToolHandler, ToolSpec};
-use super::{COMMAND_DEADLINE_MARGIN, CallError, ToolContext, ToolError, ToolOutput};
+use super::registry::{Invocation, ToolHandler};
+use super::{COMMAND_DEADLINE_MARGIN, CallError, ToolError, ToolOutput};
 
 /// `run_command`. A command that exits with a failure has still run: its output is the
 /// result, and the model reads the exit status in it.
@@ -16,20 +15,14 @@ pub(super) struct RunCommand;
 
 #[async_trait]
 impl ToolHandler for RunCommand {
-    async fn run(
-        &self,
-        spec: &ToolSpec,
-        ctx: &ToolContext,
-        args: &Value,
-        cancel: &CancellationToken,
-    ) -> Result<ToolOutput, CallError> {
-        let args: RunCommandArgs = spec.arguments(args)?;
-        let commands = &ctx.settings.commands;
+    async fn run(&self, call: Invocation<'_>) -> Result<ToolOutput, CallError> {
+        let args: RunCommandArgs = call.spec.arguments(call.args)?;
+        let commands = &call.ctx.settings.commands;
         let limit = commands.timeout + COMMAND_DEADLINE_MARGIN;
         let run = tokio::select! {
-            run = command::run_command(&ctx.workspace, commands, &args, cancel) => run?,
+            run = command::run_command(&call.ctx.workspace, commands, &args, call.cancel) => run?,
             () = tokio::time::sleep(limit) => return Err(ToolError::Deadline {
-                tool: spec.name,
+                tool: call.spec.name,
                 limit: humantime::format_duration(limit).to_string(),
             }.into()),
         };
