@@ -41,17 +41,7 @@ impl<S, B: TaskBackend> Tasks<S, B> {
         Self { inner, config }
     }
 
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::plugin::inner_accessors!(S);
 }
 
 impl<S: McpService, B: TaskBackend> Service<McpRequest> for Tasks<S, B> {

@@ -162,6 +162,43 @@ impl<S> McpService for S where
 {
 }
 
+/// The accessors of a service that wraps another in its `inner` field, as tower's own
+/// middleware has them: `get_ref`, `get_mut` and `into_inner`. Written in the wrapper's
+/// `impl` block, with the inner service's type:
+///
+/// ```
+/// use agent_mcp_plugin::inner_accessors;
+///
+/// struct Logged<S> {
+///     inner: S,
+/// }
+///
+/// impl<S> Logged<S> {
+///     inner_accessors!(S);
+/// }
+///
+/// assert_eq!(Logged { inner: 7 }.into_inner(), 7);
+/// ```
+#[macro_export]
+macro_rules! inner_accessors {
+    ($inner:ty) => {
+        /// The wrapped service.
+        pub fn get_ref(&self) -> &$inner {
+            &self.inner
+        }
+
+        /// The wrapped service, to change.
+        pub fn get_mut(&mut self) -> &mut $inner {
+            &mut self.inner
+        }
+
+        /// The wrapped service, this one taken apart.
+        pub fn into_inner(self) -> $inner {
+            self.inner
+        }
+    };
+}
+
 /// A layer that runs an [`Around`] on each request and its response: the `Service` of every
 /// such layer, written once (metrics, audit and auth are `Wrap`s).
 #[derive(Clone, Debug)]
@@ -184,17 +221,7 @@ impl<S, A> Wrap<S, A> {
         &self.around
     }
 
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_accessors!(S);
 }
 
 impl<S, A> Service<McpRequest> for Wrap<S, A>
