@@ -12,6 +12,7 @@ use agent_mcp::config::Config;
 use agent_mcp::store::{MemoryStore, TaskStore};
 use agent_mcp::task::{Session, Task, TaskState};
 use serde_json::{Value, json};
+use support::calls::{edit, list, read, run, run_in, search, write};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply, tool_results};
 use support::harness::{
     HttpClient, HttpServer, eventually, field, is_terminal, process_gone, result_of, tool_text,
@@ -383,50 +384,29 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
         (
             "outside the workspace",
             vec![
-                ("read_file", json!({"path": "../outside/secret.txt"})),
-                ("read_file", json!({"path": secret.to_str().unwrap()})),
-                ("read_file", json!({"path": "/etc/passwd"})),
-                ("list_dir", json!({"path": ".."})),
-                (
-                    "write_file",
-                    json!({"path": "../outside/pwned.txt", "content": "x"}),
-                ),
-                (
-                    "run_command",
-                    json!({"argv": ["echo"], "cwd": "../outside"}),
-                ),
+                read("../outside/secret.txt"),
+                read(secret.to_str().unwrap()),
+                read("/etc/passwd"),
+                list(".."),
+                write("../outside/pwned.txt", "x"),
+                run_in("../outside", &["echo"]),
             ],
         ),
         (
             "symbolic link",
             vec![
-                ("read_file", json!({"path": "out_file"})),
-                ("read_file", json!({"path": "out_dir/secret.txt"})),
-                (
-                    "search_text",
-                    json!({"pattern": "SECRET", "path": "out_dir"}),
-                ),
-                (
-                    "write_file",
-                    json!({"path": "out_dir/pwned.txt", "content": "x"}),
-                ),
-                ("write_file", json!({"path": "dangling", "content": "x"})),
-                (
-                    "edit_file",
-                    json!({"path": "out_file", "old_text": "TOP", "new_text": "NOT"}),
-                ),
+                read("out_file"),
+                read("out_dir/secret.txt"),
+                search("SECRET", "out_dir"),
+                write("out_dir/pwned.txt", "x"),
+                write("dangling", "x"),
+                edit("out_file", "TOP", "NOT"),
             ],
         ),
-        (
-            "hard links",
-            vec![("read_file", json!({"path": "hard.txt"}))],
-        ),
+        ("hard links", vec![read("hard.txt")]),
         (
             "not an allowed program",
-            vec![
-                ("run_command", json!({"argv": ["rm", "-rf", "../outside"]})),
-                ("run_command", json!({"argv": ["/bin/echo", "x"]})),
-            ],
+            vec![run(&["rm", "-rf", "../outside"]), run(&["/bin/echo", "x"])],
         ),
     ];
     let attempts: Vec<(&str, Value, &str)> = refusals
@@ -452,15 +432,9 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     fake.push_reply(Reply::tool_calls(
         &[
             // Shell metacharacters are plain arguments: nothing is touched.
-            (
-                "run_command",
-                json!({"argv": ["echo", "x; touch pwned", "$(touch pwned2)"]}),
-            ),
+            run(&["echo", "x; touch pwned", "$(touch pwned2)"]),
             // Replacing a hard-linked file breaks the link instead of writing through it.
-            (
-                "write_file",
-                json!({"path": "hard.txt", "content": "mine\n"}),
-            ),
+            write("hard.txt", "mine\n"),
         ],
         1,
         1,
