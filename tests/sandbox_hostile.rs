@@ -406,6 +406,15 @@ async fn a_swapped_folder_never_redirects_list_dir_search_text_or_a_cwd() {
     assert!(inside > 0, "no call saw the inside folder");
 }
 
+/// The layout, a fake Ollama and a configuration for them that allows `sh`.
+async fn layout_allowing_sh() -> (Layout, FakeOllama, Config) {
+    let l = layout();
+    let fake = FakeOllama::start().await;
+    let mut config = config(&fake, &l.ws);
+    config.agent.commands.allow = vec!["sh".into()];
+    (l, fake, config)
+}
+
 /// Processes a command leaves behind, even in a new session (`setsid`), are killed when the
 /// call ends. Finding 3.
 #[tokio::test]
@@ -413,10 +422,7 @@ async fn daemons_do_not_outlive_their_command() {
     if !cgroups_or_skip("daemons_do_not_outlive_their_command") {
         return;
     }
-    let l = layout();
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake, &l.ws);
-    config.agent.commands.allow = vec!["sh".into()];
+    let (l, fake, config) = layout_allowing_sh().await;
     let calls: Vec<(&str, Value)> = vec![
         // A daemon in its own session: out of the command's process group.
         run(&["sh", "-c", "setsid sleep 300 & echo $! > daemon.pid"]),
@@ -446,10 +452,7 @@ async fn the_process_limit_holds_for_root() {
     if !cgroups_or_skip("the_process_limit_holds_for_root") {
         return;
     }
-    let l = layout();
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake, &l.ws);
-    config.agent.commands.allow = vec!["sh".into()];
+    let (l, fake, mut config) = layout_allowing_sh().await;
     config.agent.commands.limits.processes = Some(16);
     let calls: Vec<(&str, Value)> = vec![run(&[
         "sh",
