@@ -183,6 +183,15 @@ def run_task(port, request="Probe.", token=None, timeout=30):
     return "stuck (" + str(field(s, "status")) + ")", s
 
 
+def task_after(port, timeout=20):
+    """The state a task submitted now ends in, or why the server gave no answer."""
+    try:
+        state, _ = run_task(port, timeout=timeout)
+    except OSError as e:
+        state = f"no answer ({e.__class__.__name__})"
+    return state
+
+
 def get(port, path, headers=None, timeout=10):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -365,10 +374,7 @@ def stderr():
             tool(srv.port, "agent_status", {"task_id": "00000000-0000-4000-8000-000000000000"}, timeout=5)
         except OSError:
             break
-    try:
-        state, _ = run_task(srv.port, timeout=20)
-    except OSError as e:
-        state = f"no answer ({e.__class__.__name__})"
+    state = task_after(srv.port)
     print(f"stderr [http, pipe unread]: a task submitted after 2,000 audited calls: {state}")
     srv.proc.kill()
     srv.stop()
@@ -381,10 +387,7 @@ def stderr():
             ok += s == 200
         except OSError:
             pass
-    try:
-        state, _ = run_task(srv.port, timeout=20)
-    except OSError as e:
-        state = f"no answer ({e.__class__.__name__})"
+    state = task_after(srv.port)
     code = srv.stop()
     print(f"stderr [http, closed]: {ok}/200 calls answered; a task: {state}; exit code on SIGTERM: {code}")
     fake.stop()

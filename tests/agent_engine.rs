@@ -12,6 +12,7 @@ use agent_mcp::config::Config;
 use agent_mcp::store::{MemoryStore, TaskStore};
 use agent_mcp::task::{Session, Task, TaskState};
 use serde_json::{Value, json};
+use support::calls::{edit, list, read, run, run_in, search, write};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply, tool_results};
 use support::harness::{
     HttpClient, HttpServer, eventually, field, is_terminal, process_gone, result_of, tool_text,
@@ -22,6 +23,13 @@ const DELAY: Duration = Duration::from_millis(250);
 
 fn config(fake: &FakeOllama, workspace: &Path) -> Config {
     workspace_config(&fake.url(), workspace)
+}
+
+/// The configuration with `agent.planning` on: the model first plans steps.
+fn planning_config(fake: &FakeOllama, workspace: &Path) -> Config {
+    let mut config = config(fake, workspace);
+    config.agent.planning = true;
+    config
 }
 
 /// What `agent_status` showed while the task ran.
@@ -36,6 +44,14 @@ fn push_new(list: &mut Vec<String>, value: String) {
     if list.last() != Some(&value) {
         list.push(value);
     }
+}
+
+/// Serves `config`, submits `request` and follows the task to its end: the final status text.
+async fn run_to_end(config: Config, request: &str) -> String {
+    let server = HttpServer::start(config).await;
+    let client = server.client();
+    let id = client.agent_run(request).await;
+    watch(&client, &id).await.0
 }
 
 /// Polls `agent_status` until the task is terminal; returns the final text and what changed.
@@ -94,6 +110,14 @@ async fn wait_gone(pid: u32) {
     .await;
 }
 
+/// A fresh workspace and a fake Ollama whose first reply asks to run `argv` there.
+async fn asked_to_run(argv: &[&str]) -> (tempfile::TempDir, FakeOllama) {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_reply(Reply::tool_call("run_command", json!({"argv": argv}), 1, 1));
+    (ws, fake)
+}
+
 fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -118,8 +142,7 @@ async fn a_three_step_plan_runs_in_dependency_order_with_progress() {
     fake.push_reply(delayed(Reply::text("B done", 70, 15)));
     fake.push_reply(delayed(Reply::text("C done", 40, 8)));
     fake.push_reply(delayed(Reply::text("All done.", 200, 20)));
-    let mut config = config(&fake, ws.path());
-    config.agent.planning = true;
+    let mut config = planning_config(&fake, ws.path());
     config.agent.commands.allow = vec!["sleep".into()];
     let server = HttpServer::start(config).await;
     let client = server.client();
@@ -202,8 +225,7 @@ async fn a_three_step_plan_runs_in_dependency_order_with_progress() {
 async fn invalid_plans_fall_back_to_one_visible_step() {
     let ws = tempfile::tempdir().unwrap();
     let fake = FakeOllama::start().await;
-    let mut config = config(&fake, ws.path());
-    config.agent.planning = true;
+    let mut config = planning_config(&fake, ws.path());
     config.agent.max_steps = 2;
     let server = HttpServer::start(config).await;
     let client = server.client();
@@ -271,11 +293,7 @@ async fn the_model_fixes_a_failing_check_in_the_workspace() {
     fake.push_reply(Reply::text("Fixed: the answer is 4 now.", 10, 4));
     let mut config = config(&fake, ws.path());
     config.agent.commands.allow = vec!["grep".into()];
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-
-    let id = client.agent_run("Fix the failing check.").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config, "Fix the failing check.").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(
         result_of(&done),
@@ -337,10 +355,7 @@ async fn a_step_still_calling_tools_at_max_iterations_fails() {
     }
     let mut config = config(&fake, ws.path());
     config.agent.max_iterations = 2;
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Loop forever.").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config, "Loop forever.").await;
     assert_eq!(field(&done, "status"), "failed");
     let reason = result_of(&done);
     assert!(reason.starts_with("step 'ollama chat' failed:"), "{reason}");
@@ -364,71 +379,40 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     std::os::unix::fs::symlink(outside.join("new.txt"), ws.join("dangling")).unwrap();
     std::fs::hard_link(&secret, ws.join("hard.txt")).unwrap();
 
-    let attempts: Vec<(&str, Value, &str)> = vec![
+    // Each refusal, and the attempts that must get it.
+    let refusals: [(&str, Vec<(&str, Value)>); 4] = [
         (
-            "read_file",
-            json!({"path": "../outside/secret.txt"}),
             "outside the workspace",
+            vec![
+                read("../outside/secret.txt"),
+                read(secret.to_str().unwrap()),
+                read("/etc/passwd"),
+                list(".."),
+                write("../outside/pwned.txt", "x"),
+                run_in("../outside", &["echo"]),
+            ],
         ),
         (
-            "read_file",
-            json!({"path": secret.to_str().unwrap()}),
-            "outside the workspace",
-        ),
-        (
-            "read_file",
-            json!({"path": "/etc/passwd"}),
-            "outside the workspace",
-        ),
-        ("read_file", json!({"path": "out_file"}), "symbolic link"),
-        (
-            "read_file",
-            json!({"path": "out_dir/secret.txt"}),
             "symbolic link",
+            vec![
+                read("out_file"),
+                read("out_dir/secret.txt"),
+                search("SECRET", "out_dir"),
+                write("out_dir/pwned.txt", "x"),
+                write("dangling", "x"),
+                edit("out_file", "TOP", "NOT"),
+            ],
         ),
-        ("list_dir", json!({"path": ".."}), "outside the workspace"),
+        ("hard links", vec![read("hard.txt")]),
         (
-            "search_text",
-            json!({"pattern": "SECRET", "path": "out_dir"}),
-            "symbolic link",
-        ),
-        (
-            "write_file",
-            json!({"path": "../outside/pwned.txt", "content": "x"}),
-            "outside the workspace",
-        ),
-        (
-            "write_file",
-            json!({"path": "out_dir/pwned.txt", "content": "x"}),
-            "symbolic link",
-        ),
-        (
-            "write_file",
-            json!({"path": "dangling", "content": "x"}),
-            "symbolic link",
-        ),
-        (
-            "edit_file",
-            json!({"path": "out_file", "old_text": "TOP", "new_text": "NOT"}),
-            "symbolic link",
-        ),
-        ("read_file", json!({"path": "hard.txt"}), "hard links"),
-        (
-            "run_command",
-            json!({"argv": ["rm", "-rf", "../outside"]}),
             "not an allowed program",
-        ),
-        (
-            "run_command",
-            json!({"argv": ["/bin/echo", "x"]}),
-            "not an allowed program",
-        ),
-        (
-            "run_command",
-            json!({"argv": ["echo"], "cwd": "../outside"}),
-            "outside the workspace",
+            vec![run(&["rm", "-rf", "../outside"]), run(&["/bin/echo", "x"])],
         ),
     ];
+    let attempts: Vec<(&str, Value, &str)> = refusals
+        .into_iter()
+        .flat_map(|(why, calls)| calls.into_iter().map(move |(name, args)| (name, args, why)))
+        .collect();
     // The reading attempts in one reply, the rest in the next: a write in the same reply as a
     // read is held back until the model has seen the read (the small-model steering), and
     // here every write must reach its tool to be refused there.
@@ -448,15 +432,9 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     fake.push_reply(Reply::tool_calls(
         &[
             // Shell metacharacters are plain arguments: nothing is touched.
-            (
-                "run_command",
-                json!({"argv": ["echo", "x; touch pwned", "$(touch pwned2)"]}),
-            ),
+            run(&["echo", "x; touch pwned", "$(touch pwned2)"]),
             // Replacing a hard-linked file breaks the link instead of writing through it.
-            (
-                "write_file",
-                json!({"path": "hard.txt", "content": "mine\n"}),
-            ),
+            write("hard.txt", "mine\n"),
         ],
         1,
         1,
@@ -470,10 +448,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     fake.push_reply(Reply::text("Nothing escaped.", 1, 1));
     let mut config = config(&fake, &ws);
     config.agent.commands.allow = vec!["echo".into()];
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Try to escape.").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config, "Try to escape.").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
 
     let sent = fake.chat_requests();
@@ -515,14 +490,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_command_past_its_timeout_is_killed_and_huge_output_is_capped() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "run_command",
-        json!({"argv": ["sh", "-c", "echo $$ > sh.pid; exec sleep 30"]}),
-        1,
-        1,
-    ));
+    let (ws, fake) = asked_to_run(&["sh", "-c", "echo $$ > sh.pid; exec sleep 30"]).await;
     fake.push_reply(Reply::tool_call(
         "run_command",
         json!({"argv": ["yes"]}),
@@ -602,14 +570,12 @@ impl Rig {
 #[cfg(unix)]
 #[tokio::test]
 async fn cancelling_during_a_command_kills_its_process_group() {
-    let ws = tempfile::tempdir().unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::tool_call(
-        "run_command",
-        json!({"argv": ["sh", "-c", "sleep 30 & echo $! > bg.pid; echo $$ > sh.pid; wait"]}),
-        1,
-        1,
-    ));
+    let (ws, fake) = asked_to_run(&[
+        "sh",
+        "-c",
+        "sleep 30 & echo $! > bg.pid; echo $$ > sh.pid; wait",
+    ])
+    .await;
     let mut config = config(&fake, ws.path());
     config.agent.commands.allow = vec!["sh".into()];
     config.agent.commands.timeout = Duration::from_secs(60);
@@ -689,10 +655,7 @@ async fn a_model_without_tools_runs_as_plain_chat_with_configured_think_and_num_
     let mut config = config(&fake, ws.path());
     config.agent.think = agent_mcp::config::ThinkSetting::On;
     config.ollama.num_ctx = 4096;
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Hello").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config, "Hello").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     // Thinking text stays out of the result.
     assert_eq!(result_of(&done), "Plain answer.");
@@ -725,10 +688,7 @@ async fn tool_calls_split_across_chunks_are_all_executed() {
         .to_string(),
     ]));
     fake.push_reply(Reply::text("alpha and beta", 5, 2));
-    let server = HttpServer::start(config(&fake, ws.path())).await;
-    let client = server.client();
-    let id = client.agent_run("Read both.").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config(&fake, ws.path()), "Read both.").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "alpha and beta");
     let results = tool_results(&fake.chat_requests()[1]);
@@ -745,8 +705,7 @@ async fn tool_calls_split_across_chunks_are_all_executed() {
 async fn images_with_a_non_vision_model_fail_before_planning() {
     let ws = tempfile::tempdir().unwrap();
     let fake = FakeOllama::start().await;
-    let mut config = config(&fake, ws.path());
-    config.agent.planning = true;
+    let config = planning_config(&fake, ws.path());
     let server = HttpServer::start(config).await;
     let client = server.client();
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
@@ -784,13 +743,9 @@ async fn independent_steps_run_concurrently_up_to_the_limit() {
         ));
     }
     fake.push_reply(Reply::text("Both sides done.", 1, 1));
-    let mut config = config(&fake, ws.path());
-    config.agent.planning = true;
+    let mut config = planning_config(&fake, ws.path());
     config.agent.step_concurrency = 2;
-    let server = HttpServer::start(config).await;
-    let client = server.client();
-    let id = client.agent_run("Do three things.").await;
-    let (done, _) = watch(&client, &id).await;
+    let done = run_to_end(config, "Do three things.").await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(field(&done, "completed_tasks"), "3/3");
     assert_eq!(field(&done, "critical_path_tokens"), "20");

@@ -11,6 +11,13 @@ use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(30);
 
+/// Asserts that `err` matches the pattern (with its guard), printing `err` when it does not.
+macro_rules! assert_err {
+    ($err:expr, $($pattern:tt)+) => {
+        assert!(matches!($err, $($pattern)+), "{:?}", $err)
+    };
+}
+
 fn client(fake: &FakeOllama) -> OllamaClient {
     OllamaClient::new(&fake.url(), LONG, Duration::from_secs(5)).expect("client")
 }
@@ -18,6 +25,11 @@ fn client(fake: &FakeOllama) -> OllamaClient {
 /// A client whose requests time out after `timeout` of silence.
 fn client_timing_out_after(fake: &FakeOllama, timeout: Duration) -> OllamaClient {
     OllamaClient::new(&fake.url(), timeout, Duration::from_secs(2)).expect("client")
+}
+
+/// A one-token reply `text` whose headers come only after `delay`.
+fn late_text(delay: Duration, text: &str) -> Reply {
+    Reply::delayed(delay, Reply::text(text, 1, 1))
 }
 
 fn hello(model: &str) -> ChatRequest {
@@ -209,6 +221,50 @@ async fn chat_error(reply: Reply) -> OllamaError {
         .expect_err("the scripted reply is an error")
 }
 
+/// Each scripted reply, a fresh fake each, becomes the error its case names.
+#[tokio::test]
+async fn scripted_error_replies_are_the_right_errors() {
+    type IsRight = fn(&OllamaError) -> bool;
+    let cases: [(&str, Reply, IsRight); 4] = [
+        (
+            "a stream without done is a stream error",
+            Reply::Raw(vec![
+                r#"{"model":"test-model","message":{"role":"assistant","content":"cut"},"done":false}"#
+                    .to_owned(),
+            ]),
+            |err| matches!(err, OllamaError::Stream(text) if text == "stream ended before done"),
+        ),
+        (
+            "a server error keeps its status and text",
+            Reply::http_error(500, "llama runner process has terminated: exit status 2"),
+            |err| {
+                matches!(err, OllamaError::Status { status: 500, body } if body == "llama runner process has terminated: exit status 2")
+            },
+        ),
+        (
+            "a full queue is busy",
+            Reply::http_error(
+                503,
+                "server busy, please try again.  maximum pending requests exceeded",
+            ),
+            |err| matches!(err, OllamaError::Busy { body } if body.starts_with("server busy")),
+        ),
+        (
+            "a malformed line is a decode error",
+            Reply::Malformed {
+                after_chunks: vec!["a".to_owned(), "b".to_owned()],
+            },
+            |err| {
+                matches!(err, OllamaError::Decode { line, .. } if line == "{\"model\": this is not json")
+            },
+        ),
+    ];
+    for (name, reply, is_right) in cases {
+        let err = chat_error(reply).await;
+        assert!(is_right(&err), "{name}: {err:?}");
+    }
+}
+
 #[tokio::test]
 async fn error_line_mid_stream_is_a_stream_error() {
     let fake = FakeOllama::start().await;
@@ -223,24 +279,8 @@ async fn error_line_mid_stream_is_a_stream_error() {
         })
         .await
         .expect_err("error line");
-    assert!(
-        matches!(&err, OllamaError::Stream(text) if text == "model runner has unexpectedly stopped"),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::Stream(text) if text == "model runner has unexpectedly stopped");
     assert_eq!(chunks, 1);
-}
-
-#[tokio::test]
-async fn stream_without_done_is_a_stream_error() {
-    let err = chat_error(Reply::Raw(vec![
-        r#"{"model":"test-model","message":{"role":"assistant","content":"cut"},"done":false}"#
-            .to_owned(),
-    ]))
-    .await;
-    assert!(
-        matches!(&err, OllamaError::Stream(text) if text == "stream ended before done"),
-        "{err:?}"
-    );
 }
 
 #[tokio::test]
@@ -249,39 +289,10 @@ async fn unknown_model_is_model_not_found() {
     let err = chat(&client(&fake), &hello("llama9:70b"))
         .await
         .expect_err("404");
-    assert!(
-        matches!(&err, OllamaError::ModelNotFound { model, body } if model == "llama9:70b" && body == "model 'llama9:70b' not found"),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::ModelNotFound { model, body } if model == "llama9:70b" && body == "model 'llama9:70b' not found");
     assert_eq!(
         err.to_string(),
         "model 'llama9:70b' not found on the Ollama server; pull it with `ollama pull llama9:70b` or set ollama.model"
-    );
-}
-
-#[tokio::test]
-async fn server_error_keeps_status_and_text() {
-    let err = chat_error(Reply::http_error(
-        500,
-        "llama runner process has terminated: exit status 2",
-    ))
-    .await;
-    assert!(
-        matches!(&err, OllamaError::Status { status: 500, body } if body == "llama runner process has terminated: exit status 2"),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn full_queue_is_busy() {
-    let err = chat_error(Reply::http_error(
-        503,
-        "server busy, please try again.  maximum pending requests exceeded",
-    ))
-    .await;
-    assert!(
-        matches!(&err, OllamaError::Busy { body } if body.starts_with("server busy")),
-        "{err:?}"
     );
 }
 
@@ -292,10 +303,7 @@ async fn missing_capability_is_a_400_with_the_servers_text() {
     let mut req = hello("test-model");
     req.tools = vec![json!({"type": "function", "function": {"name": "ls"}})];
     let err = chat(&client(&fake), &req).await.expect_err("400");
-    assert!(
-        matches!(&err, OllamaError::Status { status: 400, body } if body == "\"test-model\" does not support tools"),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::Status { status: 400, body } if body == "\"test-model\" does not support tools");
 }
 
 #[tokio::test]
@@ -307,10 +315,7 @@ async fn connection_refused_is_unreachable_naming_the_url() {
         OllamaClient::new(&format!("{url}/"), LONG, Duration::from_secs(2)).expect("client");
     assert_eq!(client.base_url(), url);
     let err = client.version().await.expect_err("refused");
-    assert!(
-        matches!(&err, OllamaError::Unreachable { url: u, .. } if *u == url),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::Unreachable { url: u, .. } if *u == url);
     let text = err.to_string();
     assert!(
         text.starts_with(&format!("cannot reach Ollama at {url}: ")),
@@ -323,19 +328,7 @@ async fn connection_refused_is_unreachable_naming_the_url() {
     let err = chat(&client, &hello("test-model"))
         .await
         .expect_err("refused");
-    assert!(matches!(err, OllamaError::Unreachable { .. }), "{err:?}");
-}
-
-#[tokio::test]
-async fn malformed_line_is_a_decode_error() {
-    let err = chat_error(Reply::Malformed {
-        after_chunks: vec!["a".to_owned(), "b".to_owned()],
-    })
-    .await;
-    assert!(
-        matches!(&err, OllamaError::Decode { line, .. } if line == "{\"model\": this is not json"),
-        "{err:?}"
-    );
+    assert_err!(err, OllamaError::Unreachable { .. });
 }
 
 #[tokio::test]
@@ -345,10 +338,7 @@ async fn hanging_stream_times_out() {
     let client = client_timing_out_after(&fake, Duration::from_millis(300));
     let started = Instant::now();
     let err = chat(&client, &hello("test-model")).await.expect_err("hang");
-    assert!(
-        matches!(&err, OllamaError::Timeout { url } if *url == format!("{}/api/chat", fake.url())),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::Timeout { url } if *url == format!("{}/api/chat", fake.url()));
     let elapsed = started.elapsed();
     assert!(
         elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(3),
@@ -360,15 +350,12 @@ async fn hanging_stream_times_out() {
 #[tokio::test]
 async fn delayed_headers_time_out_too() {
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::delayed(
-        Duration::from_secs(10),
-        Reply::text("late", 1, 1),
-    ));
+    fake.push_reply(late_text(Duration::from_secs(10), "late"));
     let client = client_timing_out_after(&fake, Duration::from_millis(200));
     let err = client
         .chat(&hello("test-model"), &CancellationToken::new(), &mut |_| {})
         .await;
-    assert!(matches!(err, Err(OllamaError::Timeout { .. })), "{err:?}");
+    assert_err!(err, Err(OllamaError::Timeout { .. }));
 }
 
 #[tokio::test]
@@ -393,7 +380,7 @@ async fn cancellation_during_a_slow_stream_returns_quickly_and_hangs_up() {
         .await
         .expect_err("cancelled");
     let elapsed = started.elapsed();
-    assert!(matches!(err, OllamaError::Cancelled), "{err:?}");
+    assert_err!(err, OllamaError::Cancelled);
     assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
     assert!((1..10).contains(&chunks), "{chunks} chunks");
     // Dropping the response closed the connection, so the server stops streaming.
@@ -417,7 +404,7 @@ async fn already_cancelled_sends_nothing() {
     let err = client(&fake)
         .chat(&hello("test-model"), &cancel, &mut |_| {})
         .await;
-    assert!(matches!(err, Err(OllamaError::Cancelled)), "{err:?}");
+    assert_err!(err, Err(OllamaError::Cancelled));
     assert_eq!(fake.chat_count(), 0);
 }
 
@@ -433,10 +420,7 @@ async fn reply_over_the_cap_is_too_large() {
     let err = chat(&client, &hello("test-model"))
         .await
         .expect_err("too large");
-    assert!(
-        matches!(err, OllamaError::ReplyTooLarge { limit: 16 }),
-        "{err:?}"
-    );
+    assert_err!(err, OllamaError::ReplyTooLarge { limit: 16 });
     // Exactly at the cap is fine.
     fake.push_reply(Reply::text("sixteen bytes!!!", 1, 1));
     let reply = chat(&client, &hello("test-model"))
@@ -461,10 +445,7 @@ async fn show_reports_capabilities() {
     assert_eq!(show.details.quantization_level.as_deref(), Some("Q4_K_M"));
 
     let err = client(&fake).show("nope").await.expect_err("404");
-    assert!(
-        matches!(&err, OllamaError::ModelNotFound { model, .. } if model == "nope"),
-        "{err:?}"
-    );
+    assert_err!(&err, OllamaError::ModelNotFound { model, .. } if model == "nope");
 }
 
 #[tokio::test]
@@ -476,14 +457,8 @@ async fn version_is_read() {
 #[tokio::test]
 async fn concurrent_chats_are_tracked() {
     let fake = FakeOllama::start().await;
-    fake.push_reply(Reply::delayed(
-        Duration::from_millis(300),
-        Reply::text("a", 1, 1),
-    ));
-    fake.push_reply(Reply::delayed(
-        Duration::from_millis(300),
-        Reply::text("b", 1, 1),
-    ));
+    fake.push_reply(late_text(Duration::from_millis(300), "a"));
+    fake.push_reply(late_text(Duration::from_millis(300), "b"));
     let client = client(&fake);
     let req = hello("test-model");
     let (a, b) = tokio::join!(chat(&client, &req), chat(&client, &req));

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_mcp::config::Config;
-use serde_json::{Value, json};
+use serde_json::Value;
+use support::calls::{edit, list, read, run, run_in, search, search_all, write};
 use support::fake_ollama::FakeOllama;
 use support::files::file_names;
 use support::harness::{
@@ -185,70 +186,37 @@ async fn path_tricks_and_links_are_refused_with_one_wording() {
     let if_abs = format!("if={secret}");
     let calls: Vec<(&str, Value)> = vec![
         // The oracle: an outside path that exists and one that does not answer alike.
-        ("read_file", json!({"path": "out_dir/secret.txt"})),
-        ("read_file", json!({"path": "out_dir/missing.txt"})),
-        ("read_file", json!({"path": "out_dir/missing/deeper.txt"})),
-        ("read_file", json!({"path": "out_dir/secret.txt/not_a_dir"})),
-        ("list_dir", json!({"path": "out_dir/sub"})),
-        ("list_dir", json!({"path": "out_dir/missing"})),
-        (
-            "search_text",
-            json!({"pattern": "SECRET", "path": "out_dir"}),
-        ),
-        (
-            "search_text",
-            json!({"pattern": "SECRET", "path": "out_dir/missing"}),
-        ),
-        ("read_file", json!({"path": "out_file"})),
-        ("read_file", json!({"path": "dangling"})),
-        ("read_file", json!({"path": "../outside/secret.txt"})),
-        ("read_file", json!({"path": secret})),
-        (
-            "write_file",
-            json!({"path": "out_dir/NEW.txt", "content": "x"}),
-        ),
-        ("write_file", json!({"path": "dangling", "content": "x"})),
-        (
-            "edit_file",
-            json!({"path": "out_file", "old_text": "TOP", "new_text": "NOT"}),
-        ),
-        ("run_command", json!({"argv": ["echo"], "cwd": "out_dir"})),
-        (
-            "run_command",
-            json!({"argv": ["echo"], "cwd": "out_dir/missing"}),
-        ),
+        read("out_dir/secret.txt"),
+        read("out_dir/missing.txt"),
+        read("out_dir/missing/deeper.txt"),
+        read("out_dir/secret.txt/not_a_dir"),
+        list("out_dir/sub"),
+        list("out_dir/missing"),
+        search("SECRET", "out_dir"),
+        search("SECRET", "out_dir/missing"),
+        read("out_file"),
+        read("dangling"),
+        read("../outside/secret.txt"),
+        read(secret),
+        write("out_dir/NEW.txt", "x"),
+        write("dangling", "x"),
+        edit("out_file", "TOP", "NOT"),
+        run_in("out_dir", &["echo"]),
+        run_in("out_dir/missing", &["echo"]),
         // run_command's argument check: key=value, glued short options, new names behind a
         // link out, `..` after an inside link, ln -s targets from the link's folder.
-        (
-            "run_command",
-            json!({"argv": ["dd", if_abs, "of=copy.txt"]}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["dd", "if=src/lib.rs", copied]}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["tar", glued_c, "-cf", "x.tar", "secret.txt"]}),
-        ),
-        ("run_command", json!({"argv": ["tar", glued_f, "src"]})),
-        ("run_command", json!({"argv": ["ls", "-I.."]})),
-        ("run_command", json!({"argv": ["touch", "out_dir/NEW"]})),
-        ("run_command", json!({"argv": ["touch", "self/../PWNED"]})),
-        ("run_command", json!({"argv": ["touch", "dangling"]})),
-        (
-            "run_command",
-            json!({"argv": ["ln", "-s", "../outside/secret.txt", "../../lnk"], "cwd": "a/b"}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["ln", "-s", "-t", "../..", "../outside/secret.txt"], "cwd": "a/b"}),
-        ),
-        ("run_command", json!({"argv": ["cat", "out_file"]})),
-        (
-            "run_command",
-            json!({"argv": ["cat", "--", "self/../outside/secret.txt"]}),
-        ),
+        run(&["dd", &if_abs, "of=copy.txt"]),
+        run(&["dd", "if=src/lib.rs", &copied]),
+        run(&["tar", &glued_c, "-cf", "x.tar", "secret.txt"]),
+        run(&["tar", &glued_f, "src"]),
+        run(&["ls", "-I.."]),
+        run(&["touch", "out_dir/NEW"]),
+        run(&["touch", "self/../PWNED"]),
+        run(&["touch", "dangling"]),
+        run_in("a/b", &["ln", "-s", "../outside/secret.txt", "../../lnk"]),
+        run_in("a/b", &["ln", "-s", "-t", "../..", "../outside/secret.txt"]),
+        run(&["cat", "out_file"]),
+        run(&["cat", "--", "self/../outside/secret.txt"]),
     ];
     let why = [OUTSIDE; 17]
         .into_iter()
@@ -258,19 +226,10 @@ async fn path_tricks_and_links_are_refused_with_one_wording() {
     assert_eq!(calls.len(), PATH_TRICKS);
     // Controls that must keep working (not counted as hostile).
     let controls: Vec<(&str, Value)> = vec![
-        ("run_command", json!({"argv": ["cat", "-n", "src/lib.rs"]})),
-        (
-            "run_command",
-            json!({"argv": ["echo", "a..b", "s/../x/", "k=v"]}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["ln", "-s", "../../src/lib.rs", "inner.rs"], "cwd": "a/b"}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["cat", "inner.rs"], "cwd": "a/b"}),
-        ),
+        run(&["cat", "-n", "src/lib.rs"]),
+        run(&["echo", "a..b", "s/../x/", "k=v"]),
+        run_in("a/b", &["ln", "-s", "../../src/lib.rs", "inner.rs"]),
+        run_in("a/b", &["cat", "inner.rs"]),
     ];
     let all: Vec<(&str, Value)> = calls.iter().cloned().chain(controls).collect();
     let fake = FakeOllama::start().await;
@@ -343,23 +302,17 @@ async fn special_files_are_refused_without_wedging_the_worker() {
     // is reported instead of hanging the runtime's shutdown.
     let _unblock = UnblockFifo(ws.join("fifo"));
     let calls: Vec<(&str, Value)> = vec![
-        ("read_file", json!({"path": "fifo"})),
-        (
-            "edit_file",
-            json!({"path": "fifo", "old_text": "a", "new_text": "b"}),
-        ),
-        ("read_file", json!({"path": "sock"})),
-        ("read_file", json!({"path": "zero"})),
-        (
-            "edit_file",
-            json!({"path": "zero", "old_text": "a", "new_text": "b"}),
-        ),
-        ("search_text", json!({"pattern": "needle", "path": "fifo"})),
-        ("search_text", json!({"pattern": "needle", "path": "zero"})),
+        read("fifo"),
+        edit("fifo", "a", "b"),
+        read("sock"),
+        read("zero"),
+        edit("zero", "a", "b"),
+        search("needle", "fifo"),
+        search("needle", "zero"),
         // A link to the FIFO: refused as well (the type is checked on what it leads to).
-        ("read_file", json!({"path": "fifo_link"})),
+        read("fifo_link"),
         // The folder walk skips them and still finds the text file.
-        ("search_text", json!({"pattern": "needle"})),
+        search_all("needle"),
     ];
     assert_eq!(calls.len(), SPECIAL_FILES);
     std::os::unix::fs::symlink("fifo", ws.join("fifo_link")).unwrap();
@@ -427,12 +380,9 @@ async fn a_swapped_folder_never_redirects_list_dir_search_text_or_a_cwd() {
     };
     let mut calls: Vec<(&str, Value)> = Vec::new();
     for _ in 0..100 {
-        calls.push(("list_dir", json!({"path": "dir"})));
-        calls.push(("search_text", json!({"pattern": "MARK", "path": "dir"})));
-        calls.push((
-            "run_command",
-            json!({"argv": ["cat", "f.txt"], "cwd": "dir"}),
-        ));
+        calls.push(list("dir"));
+        calls.push(search("MARK", "dir"));
+        calls.push(run_in("dir", &["cat", "f.txt"]));
     }
     assert_eq!(calls.len(), SWAP_RACES);
     let fake = FakeOllama::start().await;
@@ -456,6 +406,15 @@ async fn a_swapped_folder_never_redirects_list_dir_search_text_or_a_cwd() {
     assert!(inside > 0, "no call saw the inside folder");
 }
 
+/// The layout, a fake Ollama and a configuration for them that allows `sh`.
+async fn layout_allowing_sh() -> (Layout, FakeOllama, Config) {
+    let l = layout();
+    let fake = FakeOllama::start().await;
+    let mut config = config(&fake, &l.ws);
+    config.agent.commands.allow = vec!["sh".into()];
+    (l, fake, config)
+}
+
 /// Processes a command leaves behind, even in a new session (`setsid`), are killed when the
 /// call ends. Finding 3.
 #[tokio::test]
@@ -463,21 +422,16 @@ async fn daemons_do_not_outlive_their_command() {
     if !cgroups_or_skip("daemons_do_not_outlive_their_command") {
         return;
     }
-    let l = layout();
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake, &l.ws);
-    config.agent.commands.allow = vec!["sh".into()];
+    let (l, fake, config) = layout_allowing_sh().await;
     let calls: Vec<(&str, Value)> = vec![
         // A daemon in its own session: out of the command's process group.
-        (
-            "run_command",
-            json!({"argv": ["sh", "-c", "setsid sleep 300 & echo $! > daemon.pid"]}),
-        ),
+        run(&["sh", "-c", "setsid sleep 300 & echo $! > daemon.pid"]),
         // A double fork into a new session, the parent gone at once.
-        (
-            "run_command",
-            json!({"argv": ["sh", "-c", "(setsid sh -c 'sleep 300 & echo $! > grandchild.pid' &); sleep 1"]}),
-        ),
+        run(&[
+            "sh",
+            "-c",
+            "(setsid sh -c 'sleep 300 & echo $! > grandchild.pid' &); sleep 1",
+        ]),
     ];
     assert_eq!(calls.len(), DAEMONS);
     let results = run_calls(&fake, config, &calls).await;
@@ -498,15 +452,13 @@ async fn the_process_limit_holds_for_root() {
     if !cgroups_or_skip("the_process_limit_holds_for_root") {
         return;
     }
-    let l = layout();
-    let fake = FakeOllama::start().await;
-    let mut config = config(&fake, &l.ws);
-    config.agent.commands.allow = vec!["sh".into()];
+    let (l, fake, mut config) = layout_allowing_sh().await;
     config.agent.commands.limits.processes = Some(16);
-    let calls: Vec<(&str, Value)> = vec![(
-        "run_command",
-        json!({"argv": ["sh", "-c", "i=0; while [ $i -lt 40 ]; do sleep 30 & echo $! >> many.pid; i=$((i+1)); done; echo started $i"]}),
-    )];
+    let calls: Vec<(&str, Value)> = vec![run(&[
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 40 ]; do sleep 30 & echo $! >> many.pid; i=$((i+1)); done; echo started $i",
+    ])];
     assert_eq!(calls.len(), LIMITS);
     let results = run_calls(&fake, config, &calls).await;
     let many = std::fs::read_to_string(l.ws.join("many.pid")).unwrap();
@@ -540,21 +492,12 @@ async fn rewritten_files_lose_setuid_and_setgid() {
     let mut config = config(&fake, &l.ws);
     config.agent.commands.allow = vec!["chmod".into()];
     let calls: Vec<(&str, Value)> = vec![
-        (
-            "run_command",
-            json!({"argv": ["chmod", "6755", "a.sh", "b.sh"]}),
-        ),
+        run(&["chmod", "6755", "a.sh", "b.sh"]),
         // Read first: a file the task has not read is not replaced.
-        ("read_file", json!({"path": "a.sh"})),
-        ("read_file", json!({"path": "b.sh"})),
-        (
-            "write_file",
-            json!({"path": "a.sh", "content": "#!/bin/sh\nwhoami\n"}),
-        ),
-        (
-            "edit_file",
-            json!({"path": "b.sh", "old_text": "id", "new_text": "whoami"}),
-        ),
+        read("a.sh"),
+        read("b.sh"),
+        write("a.sh", "#!/bin/sh\nwhoami\n"),
+        edit("b.sh", "id", "whoami"),
     ];
     assert_eq!(calls.len() - 3, SET_ID);
     let results = run_calls(&fake, config, &calls).await;
@@ -576,7 +519,7 @@ async fn allow_cargo_runs_cargo_through_the_rustup_proxy() {
     let fake = FakeOllama::start().await;
     let mut config = config(&fake, &l.ws);
     config.agent.commands.allow = vec!["cargo".into()];
-    let calls: Vec<(&str, Value)> = vec![("run_command", json!({"argv": ["cargo", "--version"]}))];
+    let calls: Vec<(&str, Value)> = vec![run(&["cargo", "--version"])];
     let results = run_calls(&fake, config, &calls).await;
     assert!(
         results[0].contains("stdout:\ncargo 1."),
@@ -600,40 +543,19 @@ async fn the_servers_own_files_are_refused_even_inside_the_workspace() {
     config.agent.commands.allow = vec!["cat".into(), "sh".into(), "cp".into()];
     std::os::unix::fs::symlink("audit.log", ws.join("alias.log")).unwrap();
     let calls: Vec<(&str, Value)> = vec![
-        ("read_file", json!({"path": ".agent-mcp/agent-mcp.db"})),
-        ("read_file", json!({"path": ".agent-mcp/agent-mcp.db-wal"})),
-        (
-            "write_file",
-            json!({"path": ".agent-mcp/agent-mcp.db", "content": "x"}),
-        ),
-        (
-            "write_file",
-            json!({"path": ".agent-mcp/agent-mcp.db-wal", "content": "x"}),
-        ),
-        (
-            "write_file",
-            json!({"path": ".agent-mcp/agent-mcp.db.lock", "content": "x"}),
-        ),
-        ("read_file", json!({"path": "audit.log"})),
-        ("read_file", json!({"path": "alias.log"})),
-        (
-            "edit_file",
-            json!({"path": "audit.log", "old_text": "{", "new_text": "["}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["cat", ".agent-mcp/agent-mcp.db-wal"]}),
-        ),
-        (
-            "run_command",
-            json!({"argv": ["cp", "audit.log", "copy.log"]}),
-        ),
+        read(".agent-mcp/agent-mcp.db"),
+        read(".agent-mcp/agent-mcp.db-wal"),
+        write(".agent-mcp/agent-mcp.db", "x"),
+        write(".agent-mcp/agent-mcp.db-wal", "x"),
+        write(".agent-mcp/agent-mcp.db.lock", "x"),
+        read("audit.log"),
+        read("alias.log"),
+        edit("audit.log", "{", "["),
+        run(&["cat", ".agent-mcp/agent-mcp.db-wal"]),
+        run(&["cp", "audit.log", "copy.log"]),
         // A rename the argument check cannot see (a shell string); the identity stays.
-        (
-            "run_command",
-            json!({"argv": ["sh", "-c", "mv audit.log moved.log"]}),
-        ),
-        ("read_file", json!({"path": "moved.log"})),
+        run(&["sh", "-c", "mv audit.log moved.log"]),
+        read("moved.log"),
     ];
     assert_eq!(calls.len(), OWN_FILES);
     let results = run_calls(&fake, config, &calls).await;
@@ -661,13 +583,10 @@ async fn the_real_server_refuses_its_config_file_and_a_fifo_and_stops_on_sigterm
     config.rate_limit.enabled = false;
     config.agent.commands.allow = vec!["mkfifo".into()];
     let calls: Vec<(&str, Value)> = vec![
-        ("read_file", json!({"path": "agent.yaml"})),
-        (
-            "write_file",
-            json!({"path": "agent.yaml", "content": "agent:\n  workspace: /\n"}),
-        ),
-        ("run_command", json!({"argv": ["mkfifo", "pipe"]})),
-        ("read_file", json!({"path": "pipe"})),
+        read("agent.yaml"),
+        write("agent.yaml", "agent:\n  workspace: /\n"),
+        run(&["mkfifo", "pipe"]),
+        read("pipe"),
     ];
     // mkfifo is the model's preparation, not an attack.
     assert_eq!(calls.len() - 1, REAL_SERVER);

@@ -229,6 +229,11 @@ fn stack() -> (Svc, Arc<MemoryTasks>) {
     stack_with(|_| {}, json!({}))
 }
 
+/// A stack whose legacy `tasks/cancel` waits up to `wait` for the runner to stop the task.
+fn stack_cancel_waiting(wait: Duration) -> (Svc, Arc<MemoryTasks>) {
+    stack_with(|c| c.cancel_wait = wait, json!({}))
+}
+
 async fn call<S>(svc: &mut S, req: McpRequest) -> Value
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
@@ -245,6 +250,17 @@ fn id_of(task: &Task) -> Value {
 /// A 2025-11-25 `tasks/cancel` of `task`.
 async fn legacy_cancel(svc: &mut Svc, task: &Task) -> Value {
     call(svc, legacy("tasks/cancel", id_of(task))).await
+}
+
+/// A new task in `state`, and the answer to cancelling it the legacy way.
+async fn legacy_cancel_new(
+    svc: &mut Svc,
+    backend: &MemoryTasks,
+    state: TaskState,
+) -> (Task, Value) {
+    let task = backend.add(None, state);
+    let v = legacy_cancel(svc, &task).await;
+    (task, v)
 }
 
 #[tokio::test]
@@ -541,10 +557,9 @@ async fn legacy_result_wakes_on_a_change_and_stops_on_cancel() {
 
 #[tokio::test]
 async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
-    let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_secs(2), json!({}));
+    let (mut svc, backend) = stack_cancel_waiting(Duration::from_secs(2));
 
-    let queued = backend.add(None, TaskState::Queued);
-    let v = legacy_cancel(&mut svc, &queued).await;
+    let (_, v) = legacy_cancel_new(&mut svc, &backend, TaskState::Queued).await;
     assert_eq!(v["result"]["status"], "cancelled", "{v}");
     assert_eq!(
         v["result"]["statusMessage"],
@@ -585,9 +600,8 @@ async fn legacy_cancel_queued_at_once_running_cooperatively_terminal_refused() {
 
 #[tokio::test]
 async fn legacy_cancel_of_a_task_that_does_not_stop_answers_after_the_wait() {
-    let (mut svc, backend) = stack_with(|c| c.cancel_wait = Duration::from_millis(50), json!({}));
-    let stuck = backend.add(None, TaskState::Running);
-    let v = legacy_cancel(&mut svc, &stuck).await;
+    let (mut svc, backend) = stack_cancel_waiting(Duration::from_millis(50));
+    let (stuck, v) = legacy_cancel_new(&mut svc, &backend, TaskState::Running).await;
     assert_eq!(v["result"]["status"], "working", "{v}");
     assert!(backend.stop_requested(stuck.id));
 }
@@ -595,24 +609,21 @@ async fn legacy_cancel_of_a_task_that_does_not_stop_answers_after_the_wait() {
 #[tokio::test]
 async fn legacy_task_param_must_be_an_object_and_agent_status_is_not_a_task() {
     let (mut svc, backend) = stack();
-    let v = call(
-        &mut svc,
-        legacy(
-            "tools/call",
+    // A task param that is no object; agent_status, which is not a task.
+    let refused = [
+        (
             json!({"name": "agent_run", "arguments": {"request": "x"}, "task": 5}),
+            -32602,
         ),
-    )
-    .await;
-    assert_eq!(v["error"]["code"], -32602);
-    let v = call(
-        &mut svc,
-        legacy(
-            "tools/call",
+        (
             json!({"name": "agent_status", "arguments": {"task_id": "x"}, "task": {}}),
+            -32601,
         ),
-    )
-    .await;
-    assert_eq!(v["error"]["code"], -32601);
+    ];
+    for (params, code) in refused {
+        let v = call(&mut svc, legacy("tools/call", params.clone())).await;
+        assert_eq!(v["error"]["code"], code, "{params}");
+    }
     let v = call(
         &mut svc,
         legacy(

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod background;
+pub mod calls;
 pub mod fake_ollama;
 /// Reading files back (names, modes, audit lines), as the audit sink's own tests do.
 #[cfg(unix)]
