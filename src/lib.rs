@@ -220,7 +220,7 @@ impl AgentMcp {
         ops
     }
 
-    /// What [`transport::stdio::serve_asking`] needs to ask a 2025 stdio session for
+    /// What [`transport::stdio::serve_with`] needs to ask a 2025 stdio session for
     /// approvals (server→client `elicitation/create`).
     pub fn stdio_asker(&self) -> transport::stdio::StdioAsker {
         transport::stdio::StdioAsker::new(self.agent.core().clone())

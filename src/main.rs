@@ -267,11 +267,14 @@ async fn serve_stdio(config: Config, config_file: Option<PathBuf>) -> Result<(),
     info!(ollama = %agent_mcp::redact::redact_url(&config.ollama.url), model = %config.ollama.model, "serving MCP on stdio");
     // Ends on stdin EOF (after answering every request in flight) or on SIGINT/SIGTERM.
     tokio::select! {
-        served = agent_mcp::transport::stdio::serve_asking(
+        served = agent_mcp::transport::stdio::serve_with(
             server.stack(),
-            server.stdio_asker(),
             tokio::io::stdin(),
             tokio::io::stdout(),
+            agent_mcp::transport::stdio::StdioOptions {
+                asker: Some(server.stdio_asker()),
+                ..Default::default()
+            },
         ) => served?,
         () = shutdown_signal() => {}
     }

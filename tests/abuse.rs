@@ -329,11 +329,14 @@ async fn stdio_over_long_and_invalid_utf8_lines_are_answered_and_skipped() {
         .expect("start");
     let (mut client_end, server_end) = tokio::io::duplex(1 << 20);
     let (read_half, write_half) = tokio::io::split(server_end);
-    let serving = tokio::spawn(agent_mcp::transport::stdio::serve_with_limit(
+    let serving = tokio::spawn(agent_mcp::transport::stdio::serve_with(
         server.stack(),
         read_half,
         write_half,
-        1024,
+        agent_mcp::transport::stdio::StdioOptions {
+            max_line_bytes: 1024,
+            ..Default::default()
+        },
     ));
     let mut input = Vec::new();
     input.extend_from_slice(&vec![b'x'; 5000]);

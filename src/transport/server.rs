@@ -186,18 +186,6 @@ pub async fn serve_with_ops<S: HttpEdge>(
     serve_with_options(listener, mcp, ops, ServerOptions::default(), shutdown).await
 }
 
-/// The former name of [`serve_with_options`].
-#[deprecated(since = "0.1.0", note = "use serve_with_options")]
-pub async fn serve_with_timeouts<S: HttpEdge>(
-    listener: TcpListener,
-    mcp: S,
-    ops: Option<OpsEndpoints>,
-    options: ServerOptions,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    serve_with_options(listener, mcp, ops, options, shutdown).await
-}
-
 /// [`serve_with_ops`] with the given connection settings
 /// (`ServerOptions::from_config(&config.http)`).
 pub async fn serve_with_options<S: HttpEdge>(

@@ -63,38 +63,49 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_with_limit(service, input, output, DEFAULT_MAX_LINE_BYTES).await
+    serve_with(service, input, output, StdioOptions::default()).await
 }
 
-/// [`serve`] with a custom line-length cap.
-pub async fn serve_with_limit<S, R, W>(
+/// How [`serve_with`] serves: the line-length cap, and whether a 2025 session that declared
+/// `elicitation` is asked for approvals.
+#[derive(Clone, Debug)]
+pub struct StdioOptions {
+    /// The longest line accepted; longer ones are answered with an error and skipped.
+    pub max_line_bytes: usize,
+    /// Asks for approvals with server→client `elicitation/create` requests (see
+    /// [`StdioAsker`]); `None`: no asking.
+    pub asker: Option<StdioAsker>,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            asker: None,
+        }
+    }
+}
+
+/// [`serve`] with the given [`StdioOptions`] (a line-length cap, an approval asker).
+pub async fn serve_with<S, R, W>(
     service: S,
     input: R,
     output: W,
-    max_line_bytes: usize,
+    options: StdioOptions,
 ) -> std::io::Result<()>
 where
     S: McpService,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_inner(service, input, output, max_line_bytes, None).await
-}
-
-/// [`serve`], asking a 2025 session that declared `elicitation` for approvals with
-/// server→client `elicitation/create` requests (see [`StdioAsker`]).
-pub async fn serve_asking<S, R, W>(
-    service: S,
-    asker: StdioAsker,
-    input: R,
-    output: W,
-) -> std::io::Result<()>
-where
-    S: McpService,
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    serve_inner(service, input, output, DEFAULT_MAX_LINE_BYTES, Some(asker)).await
+    serve_inner(
+        service,
+        input,
+        output,
+        options.max_line_bytes,
+        options.asker,
+    )
+    .await
 }
 
 async fn serve_inner<S, R, W>(

@@ -23,7 +23,7 @@ use crate::task::input::{Action, Answer, AnswerPath};
 
 /// Put on a request's [`RequestContext::extensions`](crate::protocol::RequestContext) by the
 /// stdio transport when its session negotiated 2025 and declared `elicitation`, and the
-/// transport can ask ([`serve_asking`](super::stdio::serve_asking)).
+/// transport can ask ([`serve_with`](super::stdio::serve_with)).
 #[derive(Clone, Copy, Debug)]
 pub struct SessionElicits;
 
