@@ -857,42 +857,32 @@ mod tests {
         let resource = Resource::builder_empty()
             .with_service_name("agent-mcp-test")
             .build();
-        let official = ExportTraceServiceRequest {
+        // The official conversion of `spans`, and ours, decoded.
+        let official = |spans: &[ServerSpanData]| ExportTraceServiceRequest {
             resource_spans: group_spans_by_resource_and_scope(
                 spans.iter().map(ServerSpanData::to_span_data).collect(),
                 &ResourceAttributesWithSchema::from(&resource),
             ),
         };
+        let ours = |spans: &[ServerSpanData], shared: &mut SharedAttributes| {
+            let body =
+                encode_server_request(&encode_resource(&resource), &scope_bytes, spans, shared);
+            ExportTraceServiceRequest::decode(body).expect("decodes")
+        };
         let mut shared = SharedAttributes::default();
         for batch in ["first", "second"] {
-            let body = encode_server_request(
-                &encode_resource(&resource),
-                &scope_bytes,
-                &spans,
-                &mut shared,
+            assert_eq!(
+                ours(&spans, &mut shared),
+                official(&spans),
+                "the {batch} batch"
             );
-            let ours = ExportTraceServiceRequest::decode(body).expect("decodes");
-            assert_eq!(ours, official, "the {batch} batch");
         }
         // One entry per operation: the peer is not part of the shared attributes.
         assert_eq!(shared.encoded.len(), 6);
         // A full batch and more (lengths of three varint bytes), and a lone span.
         for count in [1, 600] {
             let many: Vec<ServerSpanData> = spans.iter().cycle().take(count).cloned().collect();
-            let official = ExportTraceServiceRequest {
-                resource_spans: group_spans_by_resource_and_scope(
-                    many.iter().map(ServerSpanData::to_span_data).collect(),
-                    &ResourceAttributesWithSchema::from(&resource),
-                ),
-            };
-            let body = encode_server_request(
-                &encode_resource(&resource),
-                &scope_bytes,
-                &many,
-                &mut shared,
-            );
-            let ours = ExportTraceServiceRequest::decode(body).expect("decodes");
-            assert_eq!(ours, official, "{count} spans");
+            assert_eq!(ours(&many, &mut shared), official(&many), "{count} spans");
         }
     }
 
