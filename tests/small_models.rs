@@ -1116,3 +1116,138 @@ async fn a_question_about_a_missing_file_reads_its_one_look_alike_first() {
         )]
     );
 }
+
+/// A workspace of utils.py (a used and an unused function) and app.py, which uses the first.
+fn dead_function_workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("utils.py"),
+        "def used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x * 100\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("app.py"),
+        "from utils import used_one\n\nprint(used_one(41))\n",
+    )
+    .unwrap();
+    ws
+}
+
+const REMOVE_DEAD: &str = "Remove the unused function old_helper from utils.py.";
+
+#[tokio::test]
+async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_written() {
+    // The coding benchmark's remove-dead-function: the 1.5B model read utils.py and explained
+    // how one would call edit_file, twice, and changed nothing.
+    let (done, fake, _server, ws) = scripted_in(
+        dead_function_workspace(),
+        vec![
+            Reply::text(
+                "To remove old_helper you can call edit_file with the function's lines.",
+                10,
+                12,
+            ),
+            Reply::text(
+                "Here it is:\n```python\ndef used_one(x):\n    return x + 1\n```",
+                10,
+                15,
+            ),
+            Reply::text("Removed old_helper from utils.py.", 10, 7),
+        ],
+        REMOVE_DEAD,
+    )
+    .await;
+    assert_eq!(
+        result_of(&done),
+        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)",
+        "{done}"
+    );
+    assert_eq!(fake.chat_count(), 3);
+    assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
+    let sent = fake.chat_requests();
+    let asked = last_said(&sent[1]);
+    assert!(
+        asked.starts_with("The request is not done yet: 'old_helper' is still in utils.py."),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("Write the complete new content of utils.py, with the change made"),
+        "{asked}"
+    );
+    // The ask keeps the tools (and so the prompt's prefix), and the block was the write.
+    assert!(offers_tools(&sent[1]));
+    assert!(
+        sent[1]["messages"]
+            .as_array()
+            .unwrap()
+            .starts_with(&sent[0]["messages"].as_array().unwrap()[..])
+    );
+    let results = tool_results(&sent[2]);
+    assert_eq!(results.last().unwrap().0, "write_file");
+}
+
+#[tokio::test]
+async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
+    let (done, fake, _server, ws) = scripted_in(
+        dead_function_workspace(),
+        vec![
+            Reply::text("Done, old_helper is gone.", 10, 6),
+            // Asked for the whole file, it gives a part of it, then a file without used_one.
+            Reply::text(
+                "```python\ndef used_one(x):\n    return x + 1\n# ... rest of the file\n```",
+                10,
+                15,
+            ),
+            Reply::text("```python\nimport os\n```", 10, 15),
+            Reply::text("```python\ndef used_one(x):\n    return x + 1\n```", 10, 15),
+            Reply::text("Removed it.", 10, 3),
+        ],
+        REMOVE_DEAD,
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(fake.chat_count(), 5);
+    let sent = fake.chat_requests();
+    let gap = last_said(&sent[2]);
+    assert!(
+        gap.starts_with(
+            "That code block was not written to utils.py. Its line `# ... rest of the file` \
+             stands for lines it leaves out"
+        ),
+        "{gap}"
+    );
+    let dropped = last_said(&sent[3]);
+    assert!(
+        dropped.starts_with(
+            "That code block was not written to utils.py. It drops `used_one`, which the \
+             request does not ask to remove."
+        ),
+        "{dropped}"
+    );
+    // Neither wrong block reached the file; the right one did.
+    assert_eq!(tool_results(&sent[3]).len(), 1, "only the first read ran");
+    assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
+}
+
+#[tokio::test]
+async fn a_request_naming_several_files_to_change_gets_no_whole_file_ask() {
+    // Which of two named files is to change, nothing says: the general reminder, not a guess.
+    let ws = workspace();
+    let (done, fake, _server, _ws) = scripted_in(
+        ws,
+        vec![
+            Reply::text("You would edit a.txt and b.txt.", 10, 6),
+            Reply::text("You would edit a.txt and b.txt.", 10, 6),
+        ],
+        "Refactor a.txt and b.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 2);
+    let reminder = last_said(&sent[1]);
+    assert!(
+        reminder.starts_with("The request asks for a change to the workspace, and no file has"),
+        "{reminder}"
+    );
+}

@@ -63,6 +63,24 @@ pub(crate) struct Expectations {
     scoped: Vec<Scoped>,
 }
 
+/// One expectation the workspace does not show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unmet {
+    /// What is wrong, as a line for the model and the result.
+    pub line: String,
+    /// The files where it does not hold (empty when it is in no file and none was named).
+    pub files: Vec<String>,
+}
+
+impl Unmet {
+    fn new(line: String, files: &[&str]) -> Unmet {
+        Unmet {
+            line,
+            files: files.iter().map(|f| (*f).to_owned()).collect(),
+        }
+    }
+}
+
 /// Most lines of one file kept by an "add a line" request.
 const MAX_KEPT: usize = 500;
 /// Largest file read to check an expectation; most files looked at when none is named.
@@ -178,6 +196,11 @@ impl Expectations {
     /// What the workspace does not show, as lines for the model and the result; empty when
     /// everything expected holds.
     pub fn unmet(&self, ws: &Workspace) -> Vec<String> {
+        self.unmet_in(ws).into_iter().map(|u| u.line).collect()
+    }
+
+    /// What the workspace does not show, each with the files where it does not.
+    pub fn unmet_in(&self, ws: &Workspace) -> Vec<Unmet> {
         let mut whole: Option<Vec<(String, String)>> = None;
         let mut unmet = Vec::new();
         for scoped in &self.scoped {
@@ -205,7 +228,10 @@ impl Expectations {
                         .map(|(f, _)| f.as_str())
                         .collect();
                     if !left.is_empty() {
-                        unmet.push(format!("'{word}' is still in {}", left.join(", ")));
+                        unmet.push(Unmet::new(
+                            format!("'{word}' is still in {}", left.join(", ")),
+                            &left,
+                        ));
                     }
                 }
                 Expect::Kept(line) => {
@@ -215,10 +241,13 @@ impl Expectations {
                         .map(|(f, _)| f.as_str())
                         .collect();
                     if !lost.is_empty() {
-                        unmet.push(format!(
-                            "the line '{line}' of {} is gone, but the request adds a line and \
-                             removes none",
-                            lost.join(", ")
+                        unmet.push(Unmet::new(
+                            format!(
+                                "the line '{line}' of {} is gone, but the request adds a line \
+                                 and removes none",
+                                lost.join(", ")
+                            ),
+                            &lost,
                         ));
                     }
                 }
@@ -229,9 +258,12 @@ impl Expectations {
                         .map(|(f, _)| f.as_str())
                         .collect();
                     if !same.is_empty() {
-                        unmet.push(format!(
-                            "{} is unchanged, but the request asks for it to be changed",
-                            same.join(", ")
+                        unmet.push(Unmet::new(
+                            format!(
+                                "{} is unchanged, but the request asks for it to be changed",
+                                same.join(", ")
+                            ),
+                            &same,
                         ));
                     }
                 }
@@ -244,11 +276,14 @@ impl Expectations {
                             .map(String::as_str)
                             .collect();
                         if !lost.is_empty() {
-                            unmet.push(format!(
-                                "{file} lost the key{} {}, but the request adds and removes \
-                                 nothing",
-                                if lost.len() == 1 { "" } else { "s" },
-                                lost.join(", ")
+                            unmet.push(Unmet::new(
+                                format!(
+                                    "{file} lost the key{} {}, but the request adds and removes \
+                                     nothing",
+                                    if lost.len() == 1 { "" } else { "s" },
+                                    lost.join(", ")
+                                ),
+                                &[file.as_str()],
                             ));
                         }
                     }
@@ -260,14 +295,19 @@ impl Expectations {
                         .map(|(f, _)| f.as_str())
                         .collect();
                     if scoped.own && !missing.is_empty() {
-                        unmet.push(format!("'{word}' is not in {}", missing.join(", ")));
+                        unmet.push(Unmet::new(
+                            format!("'{word}' is not in {}", missing.join(", ")),
+                            &missing,
+                        ));
                     } else if missing.len() == texts.len() {
                         let place = if scoped.files.is_empty() {
                             "any file".to_owned()
                         } else {
                             scoped.files.join(" or ")
                         };
-                        unmet.push(format!("'{word}' is not in {place}"));
+                        // Where it belongs is not known when no file was named.
+                        let files: Vec<&str> = scoped.files.iter().map(String::as_str).collect();
+                        unmet.push(Unmet::new(format!("'{word}' is not in {place}"), &files));
                     }
                 }
             }

@@ -30,7 +30,7 @@ use super::approval::{ApprovalGate, Gate};
 use super::checks::{self, CheckReport, Checks};
 use super::claim::TaskClaim;
 use super::context::Window;
-use super::expect::Expectations;
+use super::expect::{Expectations, Unmet};
 use super::model::ModelProfile;
 use super::runner::one_line;
 use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
@@ -220,6 +220,9 @@ struct Loop<'a> {
     ours: Vec<String>,
     last_round_failed: bool,
     calls: usize,
+    /// The request's expectations the workspace did not show at the last answer, for a policy
+    /// that reads them ([`Steering::wants_unmet`]).
+    unmet: Vec<Unmet>,
 }
 
 impl Loop<'_> {
@@ -235,6 +238,7 @@ impl Loop<'_> {
             final_step: self.final_step,
             calls: self.calls,
             checks: self.engine.checks.configured(),
+            unmet: &self.unmet,
         }
     }
 }
@@ -268,6 +272,7 @@ pub(crate) async fn run_step(
         ours: Vec::new(),
         last_round_failed: false,
         calls: 0,
+        unmet: Vec::new(),
     };
     let fixed = toolbox
         .definitions()
@@ -390,6 +395,9 @@ pub(crate) async fn run_step(
                 asked_empty = true;
                 verdict
             } else {
+                if final_step && engine.asks_for_change && steering.wants_unmet() {
+                    state.unmet = unmet_now(&engine, &toolbox).await;
+                }
                 steering.before_answer(&answer, &state.facts())
             };
             if let Some(verdict) = verdict {
@@ -513,6 +521,14 @@ async fn checked_without_answer(
         }
     }
     Ok(Some(NO_ANSWER_BUT_CHECKED.to_owned()))
+}
+
+/// What the request expects and the workspace does not show now.
+async fn unmet_now(engine: &Engine, toolbox: &Toolbox) -> Vec<Unmet> {
+    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
+    tokio::task::spawn_blocking(move || expectations.unmet_in(&ws))
+        .await
+        .unwrap_or_default()
 }
 
 /// Rounds of "the request is not done yet" before the step fails.

@@ -32,6 +32,7 @@ mod memory;
 mod props;
 pub mod rules;
 pub(crate) mod text;
+mod whole_file;
 
 use crate::agent::tools::{ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{ShowResponse, ToolCall};
@@ -124,6 +125,9 @@ pub(crate) struct Facts<'a> {
     pub calls: usize,
     /// `agent.checks` are configured.
     pub checks: bool,
+    /// What the request states and the workspace does not show yet, when a rule asked for it
+    /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
+    pub unmet: &'a [crate::agent::expect::Unmet],
 }
 
 impl Facts<'_> {
@@ -190,6 +194,12 @@ pub(crate) struct FollowUp {
 /// table). Every method has a default that does nothing.
 pub(crate) trait Rule: Send {
     fn name(&self) -> &'static str;
+
+    /// Whether the rule reads [`Facts::unmet`] before the answer (comparing the request's
+    /// expectations with the workspace costs reading its files, so only then).
+    fn wants_unmet(&self) -> bool {
+        false
+    }
 
     /// Before the step's first call: whether the checks should run first, to show the model
     /// what fails.
@@ -272,6 +282,10 @@ impl Steering {
     /// The names of the rules in force, in the order they are asked.
     pub fn names(&self) -> Vec<&'static str> {
         self.rules.iter().map(|r| r.name()).collect()
+    }
+
+    pub fn wants_unmet(&self) -> bool {
+        self.rules.iter().any(|r| r.wants_unmet())
     }
 
     pub fn checks_first(&self, facts: &Facts) -> bool {
@@ -424,6 +438,7 @@ mod tests {
                 "read-first",
                 "text-calls",
                 "broken-call",
+                "whole-file",
                 "described-edit",
                 "described-calls",
                 "markup",

@@ -21,6 +21,7 @@ pub(crate) fn small() -> Vec<Box<dyn Rule>> {
         Box::new(ReadFirst),
         Box::new(OnText::new("text-calls", run_text_calls)),
         Box::new(Once::new(BrokenCall)),
+        Box::new(super::whole_file::WholeFile::default()),
         Box::new(super::edits::DescribedEdit::default()),
         Box::new(DescribedCalls::default()),
         Box::new(OnText::new("markup", strip_markup)),
@@ -829,6 +830,7 @@ mod tests {
             final_step: true,
             calls: 1,
             checks: false,
+            unmet: &[],
         }
     }
 
