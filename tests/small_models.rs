@@ -1251,3 +1251,52 @@ async fn a_request_naming_several_files_to_change_gets_no_whole_file_ask() {
         "{reminder}"
     );
 }
+
+#[tokio::test]
+async fn a_write_that_did_not_take_is_asked_for_as_the_whole_file() {
+    // The coding benchmark's derive-csv: the header written, the edit that was to add the rows
+    // failed, and the model reported the rows as if they were there.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "ada\nbob\n").unwrap();
+    std::fs::write(ws.path().join("ages.txt"), "36\n41\n").unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::tool_calls(
+                &[
+                    (
+                        "write_file",
+                        json!({"path": "people.csv", "content": "name,age\n"}),
+                    ),
+                    (
+                        "edit_file",
+                        json!({"path": "people.csv", "old_text": "ada\nbob", "new_text": "ada,36\nbob,41"}),
+                    ),
+                ],
+                10,
+                20,
+            ),
+            Reply::text("people.csv holds ada,36 and bob,41.", 10, 9),
+            Reply::text("```csv\nname,age\nada,36\nbob,41\n```", 10, 12),
+            Reply::text("Wrote people.csv.", 10, 4),
+        ],
+        "names.txt and ages.txt hold one value per line, in the same order. Write people.csv \
+         with a header line name,age and then one line per person, like ada,36.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "people.csv", "name,age\nada,36\nbob,41\n");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let asked = last_said(&sent[2]);
+    assert!(
+        asked.starts_with("The request is not done yet: the edit_file of people.csv did not take"),
+        "{asked}"
+    );
+    // The file was read on the model's behalf before the ask (no blind overwrite).
+    let results = tool_results(&sent[2]);
+    assert_eq!(
+        results.last().unwrap(),
+        &("read_file".to_owned(), "name,age\n".to_owned())
+    );
+}

@@ -396,7 +396,7 @@ pub(crate) async fn run_step(
                 verdict
             } else {
                 if final_step && engine.asks_for_change && steering.wants_unmet() {
-                    state.unmet = unmet_now(&engine, &toolbox).await;
+                    state.unmet = unmet_now(&engine, &toolbox, &state.ran).await;
                 }
                 steering.before_answer(&answer, &state.facts())
             };
@@ -523,12 +523,17 @@ async fn checked_without_answer(
     Ok(Some(NO_ANSWER_BUT_CHECKED.to_owned()))
 }
 
-/// What the request expects and the workspace does not show now.
-async fn unmet_now(engine: &Engine, toolbox: &Toolbox) -> Vec<Unmet> {
+/// What is not done now: the changes the model tried that did not take, then what the
+/// request expects and the workspace does not show.
+async fn unmet_now(engine: &Engine, toolbox: &Toolbox, ran: &[Ran]) -> Vec<Unmet> {
+    let mut unmet = unmade_changes(ran, toolbox);
     let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    tokio::task::spawn_blocking(move || expectations.unmet_in(&ws))
-        .await
-        .unwrap_or_default()
+    unmet.extend(
+        tokio::task::spawn_blocking(move || expectations.unmet_in(&ws))
+            .await
+            .unwrap_or_default(),
+    );
+    unmet
 }
 
 /// Rounds of "the request is not done yet" before the step fails.
@@ -542,13 +547,13 @@ async fn not_done(
     engine: &Engine,
     toolbox: &Arc<Toolbox>,
     final_step: bool,
-    unmade: Vec<String>,
+    unmade: Vec<Unmet>,
 ) -> Option<Result<String, Vec<String>>> {
     if !final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
         return None;
     }
     let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    let mut unmet = unmade;
+    let mut unmet: Vec<String> = unmade.into_iter().map(|u| u.line).collect();
     unmet.extend(
         tokio::task::spawn_blocking(move || expectations.unmet(&ws))
             .await
@@ -578,7 +583,7 @@ async fn not_done(
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
 /// add the rows, and reported the rows); the workspace says it was not. A write refused
 /// because it would change the request's checks (`expect::tests_kept`) is not one of them.
-fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
+fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<Unmet> {
     let writes = |r: &Ran| {
         toolbox
             .get(&r.call.function.name)
@@ -592,7 +597,7 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
             .and_then(Value::as_str)
             .map(|p| p.trim().trim_start_matches("./").to_owned())
     };
-    let mut unmade: Vec<(String, String)> = Vec::new();
+    let mut unmade: Vec<Unmet> = Vec::new();
     for (at, failed) in ran.iter().enumerate().filter(|(_, r)| !r.ok && writes(r)) {
         let Some(path) = path_of(failed) else {
             continue;
@@ -604,16 +609,19 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<String> {
         let again = ran[at + 1..]
             .iter()
             .any(|later| writes(later) && path_of(later).as_ref() == Some(&path));
-        if !again && !unmade.iter().any(|(p, _)| *p == path) {
+        if !again && !unmade.iter().any(|u| u.files == [path.as_str()]) {
             let why = one_line(&failed.text, 200);
             let line = format!(
                 "the {} of {path} did not take ({why})",
                 failed.call.function.name
             );
-            unmade.push((path, line));
+            unmade.push(Unmet {
+                line,
+                files: vec![path],
+            });
         }
     }
-    unmade.into_iter().map(|(_, line)| line).collect()
+    unmade
 }
 
 /// After a round of results: the policy's message to follow them.

@@ -125,7 +125,8 @@ pub(crate) struct Facts<'a> {
     pub calls: usize,
     /// `agent.checks` are configured.
     pub checks: bool,
-    /// What the request states and the workspace does not show yet, when a rule asked for it
+    /// What is not done yet — writes the model tried that did not take, then what the request
+    /// states and the workspace does not show — when a rule asked for it
     /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
     pub unmet: &'a [crate::agent::expect::Unmet],
 }
