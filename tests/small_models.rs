@@ -1219,8 +1219,9 @@ async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
     let dropped = last_said(&sent[3]);
     assert!(
         dropped.starts_with(
-            "That code block was not written to utils.py. It drops `used_one`, which the \
-             request does not ask to remove."
+            "That code block was not written to utils.py: it drops `used_one`, which the \
+             request does not ask to remove.\nThe request is not done yet: 'old_helper' is \
+             still in utils.py."
         ),
         "{dropped}"
     );
@@ -1298,5 +1299,51 @@ async fn a_write_that_did_not_take_is_asked_for_as_the_whole_file() {
     assert_eq!(
         results.last().unwrap(),
         &("read_file".to_owned(), "name,age\n".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn the_changed_part_alone_given_for_a_whole_file_is_made_as_an_edit_of_that_part() {
+    // The coding benchmark's add-function: asked for all of strings.py, a small model gives
+    // only the new function. It is not the file, but it is the change: described-edit adds it.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("strings.py"),
+        "def shout(text):\n    return text.upper() + \"!\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("test_strings.py"),
+        "import unittest\nfrom strings import reverse_words, shout\n",
+    )
+    .unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::text("You can add it with edit_file.", 10, 6),
+            Reply::text(
+                "```python\ndef reverse_words(text):\n    return \" \".join(reversed(text.split()))\n```",
+                10,
+                20,
+            ),
+            Reply::text("Added reverse_words.", 10, 4),
+        ],
+        "test_strings.py expects a function reverse_words in strings.py. Add it, and keep shout \
+         as it is.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(fake.chat_count(), 3);
+    let sent = fake.chat_requests();
+    let asked = last_said(&sent[1]);
+    assert!(
+        asked.contains("Write the complete new content of strings.py"),
+        "{asked}"
+    );
+    let now = std::fs::read_to_string(ws.path().join("strings.py")).unwrap();
+    assert!(
+        now.starts_with("def shout(text):\n    return text.upper() + \"!\"\n")
+            && now.contains("def reverse_words(text):"),
+        "{now}"
     );
 }

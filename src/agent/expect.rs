@@ -97,6 +97,17 @@ const SKIPPED: [&str; 6] = [
 ];
 
 impl Expectations {
+    /// A request that expects nothing.
+    #[cfg(test)]
+    pub const NONE: Expectations = Expectations { scoped: Vec::new() };
+
+    /// Whether the request expects `word` to be gone ("remove X", "rename X to Y").
+    pub fn expects_gone(&self, word: &str) -> bool {
+        self.scoped
+            .iter()
+            .any(|s| matches!(&s.expect, Expect::Gone(w) if w == word))
+    }
+
     /// What `request` expects (see the module's table).
     pub fn of(request: &str, ws: &Workspace) -> Expectations {
         let all_files = file_words(request, ws);

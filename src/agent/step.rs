@@ -239,6 +239,7 @@ impl Loop<'_> {
             calls: self.calls,
             checks: self.engine.checks.configured(),
             unmet: &self.unmet,
+            expectations: &self.engine.expectations,
         }
     }
 }

@@ -129,6 +129,8 @@ pub(crate) struct Facts<'a> {
     /// states and the workspace does not show — when a rule asked for it
     /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
     pub unmet: &'a [crate::agent::expect::Unmet],
+    /// What the request says the workspace will hold.
+    pub expectations: &'a crate::agent::expect::Expectations,
 }
 
 impl Facts<'_> {

@@ -818,6 +818,9 @@ mod tests {
         (dir, toolbox)
     }
 
+    static EXPECTS_NOTHING: crate::agent::expect::Expectations =
+        crate::agent::expect::Expectations::NONE;
+
     fn facts<'a>(request: &'a str, toolbox: &'a Toolbox, ran: &'a [Ran]) -> Facts<'a> {
         Facts {
             request,
@@ -831,6 +834,7 @@ mod tests {
             calls: 1,
             checks: false,
             unmet: &[],
+            expectations: &EXPECTS_NOTHING,
         }
     }
 

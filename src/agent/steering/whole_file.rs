@@ -13,15 +13,18 @@
 //! test the request is checked by, a JSON or YAML file broken), and the checks and the
 //! request's expectations judge the result as they judge any change.
 //!
-//! A block that leaves lines out (`...`, "rest of the code unchanged") or drops a definition
-//! of the file the request does not name (`def used_one` when asked to remove `old_helper`)
-//! is not written: the model is asked again for every line. Files over [`MAX_LINES`] lines are
+//! A block that leaves lines out (`...`, "rest of the code unchanged") is not written: the
+//! model is asked again for every line. One that drops a definition of the file the request
+//! does not name (`def used_one` when asked to remove `old_helper`) is not written as the file
+//! either; it is most often the changed part alone, which `described-edit` may make as an edit
+//! of that part, and otherwise the next ask says what it dropped. Files over [`MAX_LINES`] lines are
 //! never asked for whole; the rule asks at most [`MAX_ASKS`] times a step.
 
 use serde_json::json;
 
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
+use crate::agent::expect::Expectations;
 use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step.
@@ -44,6 +47,8 @@ pub(crate) struct WholeFile {
     /// What the last message of the loop asked for: only the next reply can answer it.
     asked: Option<Asked>,
     asks: usize,
+    /// Why the block that answered the last ask was not written, for the next ask.
+    not_written: Option<String>,
 }
 
 impl Rule for WholeFile {
@@ -66,25 +71,14 @@ impl Rule for WholeFile {
             .rev()
             .find(|b| !b.trim().is_empty())?;
         let content = format!("{}\n", block.trim_end_matches(['\n', '\r']));
-        let wrong = left_out(&content, asked.before.as_deref()).map(|line| {
-            format!("Its line `{line}` stands for lines it leaves out, and the block replaces the whole file.")
-        }).or_else(|| {
-            let before = asked.before.as_deref()?;
-            let dropped = dropped_definitions(before, &content, facts.request);
-            (!dropped.is_empty()).then(|| {
-                format!(
-                    "It drops {}, which the request does not ask to remove.",
-                    dropped.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
-                )
-            })
-        });
-        if let Some(wrong) = wrong {
+        if let Some(line) = left_out(&content, asked.before.as_deref()) {
             if self.asks >= MAX_ASKS {
                 return None;
             }
             self.asks += 1;
             let message = format!(
-                "That code block was not written to {}. {wrong} {}",
+                "That code block was not written to {}. Its line `{line}` stands for lines it \
+                 leaves out, and the block replaces the whole file. {}",
                 asked.path,
                 ask(&asked, facts.request)
             );
@@ -93,6 +87,24 @@ impl Rule for WholeFile {
                 message,
                 tools: true,
             });
+        }
+        if let Some(before) = asked.before.as_deref() {
+            let dropped = dropped_definitions(before, &content, facts.expectations);
+            if !dropped.is_empty() {
+                // Most often the part that changes, shown alone: `described-edit` may make it
+                // as an edit of that part. If it does not, the next ask says what was wrong.
+                self.not_written = Some(format!(
+                    "That code block was not written to {}: it drops {}, which the request does \
+                     not ask to remove.",
+                    asked.path,
+                    dropped
+                        .iter()
+                        .map(|d| format!("`{d}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                return None;
+            }
         }
         reply.calls = vec![call(
             "write_file",
@@ -120,6 +132,9 @@ impl Rule for WholeFile {
         let mut message = ask(&asked, facts.request);
         if let Some(why) = why {
             message = format!("The request is not done yet: {why}.\n{message}");
+        }
+        if let Some(not_written) = self.not_written.take() {
+            message = format!("{not_written}\n{message}");
         }
         self.asks += 1;
         let read = asked.before.is_some() && !read_in_step(&asked.path, facts);
@@ -275,12 +290,12 @@ fn definitions(text: &str) -> Vec<&str> {
 }
 
 /// The top-level definitions of `before` that `after` no longer has and the request does not
-/// name (a request that names one may remove or rename it).
-fn dropped_definitions<'a>(before: &'a str, after: &str, request: &str) -> Vec<&'a str> {
+/// expect gone ("remove old_helper", "rename greet to welcome").
+fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations) -> Vec<&'a str> {
     let now = definitions(after);
     definitions(before)
         .into_iter()
-        .filter(|name| !now.contains(name) && !super::text::names_word(request, name))
+        .filter(|name| !now.contains(name) && !expected.expects_gone(name))
         .collect()
 }
 
@@ -320,24 +335,33 @@ mod tests {
     }
 
     #[test]
-    fn a_definition_the_request_does_not_name_must_stay() {
+    fn a_definition_the_request_does_not_expect_gone_must_stay() {
         let before = "def used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x\n";
-        let request = "Remove the unused function old_helper from utils.py.";
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let of = |request: &str| Expectations::of(request, &ws);
+        let remove = of("Remove the unused function old_helper from utils.py.");
         assert!(
-            dropped_definitions(before, "def used_one(x):\n    return x + 1\n", request).is_empty()
+            dropped_definitions(before, "def used_one(x):\n    return x + 1\n", &remove).is_empty()
         );
         assert_eq!(
-            dropped_definitions(before, "def old_helper(x):\n    return x\n", request),
+            dropped_definitions(before, "def old_helper(x):\n    return x\n", &remove),
             ["used_one"]
         );
-        let renamed = "Rename used_one to first_one";
+        let renamed = of("Rename used_one to first_one");
         assert!(
             dropped_definitions(
                 before,
                 "def first_one(x):\n    pass\ndef old_helper(x):\n    pass\n",
-                renamed
+                &renamed
             )
             .is_empty()
+        );
+        // Named, but to be kept.
+        let keep = of("Add reverse_words, and keep used_one and old_helper as they are.");
+        assert_eq!(
+            dropped_definitions(before, "def reverse_words(t):\n    pass\n", &keep),
+            ["used_one", "old_helper"]
         );
         assert_eq!(
             definitions("class Cart:\n    def total(self):\n        pass\nasync def run():\n"),
