@@ -1347,3 +1347,71 @@ async fn the_changed_part_alone_given_for_a_whole_file_is_made_as_an_edit_of_tha
         "{now}"
     );
 }
+
+#[tokio::test]
+async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_import() {
+    // The contract's own request on the coding benchmark: the 1.5B model, shown only the
+    // failing test, rewrote the test's expected value.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("greet.py"),
+        "def greet(name):\n    return \"Hello, \" + name\n",
+    )
+    .unwrap();
+    let test = "import unittest\nfrom greet import greet\n\n\nclass GreetTest(unittest.TestCase):\n    def test_greet(self):\n        self.assertEqual(greet(\"Ada\"), \"Hello, Ada!\")\n";
+    std::fs::write(ws.path().join("test_greet.py"), test).unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "test_greet.py", "old_text": "Hello, Ada!", "new_text": "Hello, Ada"}),
+            10,
+            9,
+        ),
+        Reply::text("テストは通りました。", 10, 5),
+        Reply::text(
+            "```python\ndef greet(name):\n    return \"Hello, \" + name + \"!\"\n```",
+            10,
+            20,
+        ),
+        Reply::text("greet に「!」を付けるよう修正しました。", 10, 9),
+    ]);
+    let mut config = config(&fake, ws.path());
+    // What a user of such a project configures: its tests judge the change.
+    config.agent.commands.allow = vec!["python3".into()];
+    config.agent.checks = vec![["python3", "-m", "unittest"].map(String::from).to_vec()];
+    let server = HttpServer::start(config).await;
+    let done = run(
+        &server.client(),
+        "プロジェクトのテスト失敗を調査し、原因を修正してください。",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "test_greet.py", test);
+    assert_holds(
+        &ws,
+        "greet.py",
+        "def greet(name):\n    return \"Hello, \" + name + \"!\"\n",
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    // Before its first call the model saw the code under test, then the test.
+    let first: Vec<String> = tool_results(&sent[0]).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        first,
+        [
+            "def greet(name):\n    return \"Hello, \" + name\n".to_owned(),
+            test.to_owned()
+        ]
+    );
+    let refused = &tool_results(&sent[1])[2].1;
+    assert!(
+        refused.contains("'test_greet.py' holds the tests this request is checked by"),
+        "{refused}"
+    );
+    assert!(
+        last_said(&sent[2]).contains("Write the complete new content of greet.py"),
+        "{}",
+        last_said(&sent[2])
+    );
+}

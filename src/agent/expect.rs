@@ -333,9 +333,10 @@ impl Expectations {
 /// model cannot make the tests pass by changing them (and a task is not judged done by tests
 /// it rewrote).
 ///
-/// Only when the request names a file to change that is no test file, mentions tests (a test
-/// file, "test(s)", "unittest", "pytest", "テスト"), and every mention is the check, not the
-/// object of the change: followed by a verb such as "fail", "expect", "pass", "check",
+/// Only when the request names a file to change that is no test file (or, naming no file at
+/// all, asks for a fault to be fixed: "fix the bug that makes python3 -m unittest fail",
+/// "テスト失敗を調査し、原因を修正して"), mentions tests (a test file, "test(s)", "unittest",
+/// "pytest", "テスト"), and every mention is the check, not the object of the change: followed by a verb such as "fail", "expect", "pass", "check",
 /// "import", or in Japanese by が / は / の. "Write a unit test", "fix the failing test",
 /// "test_calc.py にテストを追加して" ask to change tests: nothing is kept then. The files kept
 /// are the test files the request names, or when it names none (but speaks of tests), the
@@ -343,7 +344,14 @@ impl Expectations {
 pub(crate) fn tests_kept(request: &str, ws: &Workspace) -> Vec<String> {
     let named = file_words(request, ws);
     let is_test = super::steering::rules::is_test_file;
-    if !named.iter().any(|f| !is_test(f)) {
+    // What is to change: a file that is no test, or, when the request names no file, the fault
+    // it asks to be fixed ("fix the bug that makes the tests fail", "原因を修正して").
+    let to_change = if named.is_empty() {
+        super::intent::asks_for_change(request) && super::lexicon::names_a_fault(request)
+    } else {
+        named.iter().any(|f| !is_test(f))
+    };
+    if !to_change {
         return Vec::new();
     }
     let named_tests: Vec<&String> = named.iter().filter(|f| is_test(f)).collect();
@@ -849,6 +857,15 @@ mod tests {
             ["test_stats.py"]
         );
         assert_eq!(kept("🧪 tests fail ✓; fix stats.py ✓ 直して"), all);
+        // No file named: the fault is what is to change.
+        assert_eq!(
+            kept("Fix the bug that makes python3 -m unittest fail."),
+            all
+        );
+        assert_eq!(
+            kept("プロジェクトのテスト失敗を調査し、原因を修正してください。"),
+            all
+        );
     }
 
     #[test]

@@ -97,6 +97,81 @@ pub(crate) fn is_modal(word: &str) -> bool {
     SPACED.iter().any(|l| l.modal.contains(&word))
 }
 
+/// What goes wrong in code, as a request names what it asks to be fixed: "fix the bug",
+/// "原因を修正して" (fix the cause), "corrige el error". A request that asks to fix one of
+/// these, and speaks of its tests only as the check, asks for the code to change, not the
+/// tests. Whole words in the spaced languages, anywhere in a sentence in the others.
+pub(crate) const FAULTS: &[&str] = &[
+    // English
+    "bug",
+    "bugs",
+    "cause",
+    "error",
+    "errors",
+    "problem",
+    "issue",
+    "failure",
+    "fault",
+    "defect",
+    "crash", // Spanish, Portuguese, Italian
+    "fallo",
+    "causa",
+    "problema",
+    "erro",
+    "falha",
+    "errore",
+    "difetto", // French
+    "bogue",
+    "erreur",
+    "problème",
+    "défaut", // German
+    "fehler",
+    "ursache", // Russian
+    "ошибку",
+    "ошибка",
+    "ошибки",
+    "причину",
+    "проблему",
+    "баг", // Japanese
+    "原因",
+    "バグ",
+    "問題",
+    "エラー",
+    "不具合",
+    "障害", // Chinese
+    "错误",
+    "问题",
+    "缺陷",
+    "故障", // Korean
+    "원인",
+    "버그",
+    "문제",
+    "오류",
+    "결함",
+];
+
+/// Whether `text` names something that goes wrong in code ([`FAULTS`]).
+pub(crate) fn names_a_fault(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    FAULTS.iter().any(|fault| {
+        if fault.chars().any(is_cjk) {
+            lower.contains(fault)
+        } else {
+            words.contains(fault)
+        }
+    })
+}
+
+/// A character of the scripts read by stems (Han, kana, Hangul).
+fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
+}
+
 /// English, the language of the engine's own patterns (see `expect`).
 pub(crate) const ENGLISH: Spaced = Spaced {
     change: &[
@@ -1040,7 +1115,7 @@ const JAPANESE: Unspaced = Unspaced {
         "変数",
     ],
     tests: &["テスト"],
-    checked: &["が", "は", "の"],
+    checked: &["が", "は", "の", "失敗"],
 };
 
 const CHINESE: Unspaced = Unspaced {
@@ -1167,6 +1242,28 @@ mod tests {
                     "language {i}: fix stem {w} is no change stem"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn faults_are_found_as_words_and_stems() {
+        for (text, found) in [
+            ("Fix the bug that makes the tests fail.", true),
+            (
+                "プロジェクトのテスト失敗を調査し、原因を修正してください。",
+                true,
+            ),
+            ("Corrige el error de las pruebas", true),
+            ("Исправь ошибку", true),
+            ("debugging notes", false),
+            ("The tests fail; fix them", false),
+            ("테스트 실패 원인을 수정해", true),
+            ("", false),
+        ] {
+            assert_eq!(names_a_fault(text), found, "{text}");
+        }
+        for w in FAULTS {
+            assert_eq!(*w, w.to_lowercase(), "{w}");
         }
     }
 

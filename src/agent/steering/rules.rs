@@ -208,9 +208,22 @@ impl Rule for ReadFirst {
             files.push(missing);
         }
         if let Some(output) = checks {
-            let (tests, sources): (Vec<String>, Vec<String>) = named_files(output, ws)
+            let (tests, mut sources): (Vec<String>, Vec<String>) = named_files(output, ws)
                 .into_iter()
                 .partition(|f| is_test_file(f));
+            // A failed assertion names only its test: the code under test is what it imports.
+            for test in &tests {
+                let text = ws
+                    .existing(test)
+                    .ok()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .unwrap_or_default();
+                for source in imported_sources(&text, ws) {
+                    if !sources.contains(&source) {
+                        sources.push(source);
+                    }
+                }
+            }
             for file in sources.into_iter().chain(tests) {
                 if !files.contains(&file) {
                     files.push(file);
@@ -223,6 +236,38 @@ impl Rule for ReadFirst {
             .map(|path| call("read_file", json!({ "path": path })))
             .collect()
     }
+}
+
+/// The workspace's Python files a Python file imports at its top level (`from greet import
+/// greet`, `import pkg.mod`), that are no tests themselves.
+pub(crate) fn imported_sources(text: &str, ws: &crate::agent::tools::Workspace) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let modules: Vec<&str> = if let Some(rest) = line.strip_prefix("from ") {
+            rest.split_whitespace().next().into_iter().collect()
+        } else if let Some(rest) = line.strip_prefix("import ") {
+            rest.split(',')
+                .filter_map(|m| m.split_whitespace().next())
+                .collect()
+        } else {
+            continue;
+        };
+        for module in modules {
+            if module.starts_with('.') || module.is_empty() {
+                continue;
+            }
+            let base = module.replace('.', "/");
+            for path in [format!("{base}.py"), format!("{base}/__init__.py")] {
+                if !is_test_file(&path)
+                    && ws.existing(&path).is_ok_and(|p| p.is_file())
+                    && !found.contains(&path)
+                {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
 }
 
 /// `test_calc.py`, `tests/x.rs`, `calc_test.go`: a file of tests, read after the code it tests.
@@ -916,6 +961,24 @@ mod tests {
                 .before_answer("It adds.", &facts("What does calc.py do?", &tb, &[]))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_tests_imports_of_the_workspace_are_its_sources() {
+        let (dir, tb) = toolbox(&[
+            ("greet.py", "x\n"),
+            ("util.py", "x\n"),
+            ("test_x.py", "x\n"),
+        ]);
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        std::fs::write(dir.path().join("pkg/mod.py"), "x\n").unwrap();
+        let test = "import unittest, util\nfrom greet import greet\nfrom pkg.mod import f\n\
+                    import os.path\nfrom . import rel\nfrom test_x import t\n    import util\nimport\n";
+        assert_eq!(
+            imported_sources(test, tb.workspace()),
+            ["util.py", "greet.py", "pkg/mod.py"]
+        );
+        assert!(imported_sources("テスト 🧪\nfrom ", tb.workspace()).is_empty());
     }
 
     #[test]

@@ -177,8 +177,8 @@ fn ask(asked: &Asked, request: &str) -> String {
 /// Where the request's stated result does not hold, that file. With nothing changed yet and
 /// no new file named (a new file is asked for by `change-reminder` and `held-writes`, whose
 /// `write_file` a small model makes), the one existing file the request names to change, or,
-/// when it names none, the first one the answer or a tool result names, files of tests after
-/// the rest. A request that names several files says too little of which is to change. A test
+/// when it names none, the first one the answer names, the step read, or a tool result names,
+/// files of tests after the rest. A request that names several files says too little of which is to change. A test
 /// file the request is checked by is never one, nor a file too long to ask for whole.
 fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
     let ws = facts.toolbox.workspace();
@@ -211,6 +211,14 @@ fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
         _ => return None,
     }
     let mut seen = named_files(answer, ws);
+    for ran in facts.ran.iter().rev() {
+        if ran.ok
+            && ran.call.function.name == "read_file"
+            && let Some(path) = parse_arguments(&ran.call.function.arguments)["path"].as_str()
+        {
+            seen.push(path.trim_start_matches("./").to_owned());
+        }
+    }
     for ran in facts.ran.iter().rev() {
         seen.extend(named_files(&ran.text, ws));
     }
