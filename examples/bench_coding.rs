@@ -1219,6 +1219,137 @@ const TASKS: &[CodingTask] = &[
         },
         ..PLAIN
     },
+    // The sixth held-out set, `holdout-6-*`, written (2026-12-06) after the whole-file rule
+    // and before any run of its own: fix, remove, rename, add, create, repair and question
+    // tasks in English, Japanese and Spanish; run once, at the end
+    // (`scripts/bench-coding.sh holdout-6`).
+    CodingTask {
+        name: "holdout-6-fix-discount",
+        files: &[
+            (
+                "pricing.py",
+                "def discount(price, pct):\n    return price * pct / 100\n",
+            ),
+            (
+                "test_pricing.py",
+                "import unittest\nfrom pricing import discount\n\n\nclass PricingTest(unittest.TestCase):\n    def test_ten_percent_off(self):\n        self.assertEqual(discount(200, 10), 180)\n",
+            ),
+        ],
+        requests: &["test_pricing.py fails. Fix discount in pricing.py."],
+        judge: |o| o.fixed_keeping("test_pricing.py"),
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-6-remove-print-ja",
+        files: &[(
+            "app.py",
+            "def total(xs):\n    s = sum(xs)\n    print(\"DEBUG\", s)\n    return s\n",
+        )],
+        requests: &["app.py から print(\"DEBUG\", s) の行を削除してください。"],
+        judge: |o| {
+            !o.read("app.py").unwrap_or_default().contains("DEBUG")
+                && o.python(&["-c", "from app import total; assert total([1, 2]) == 3"])
+                    .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-rename-constant",
+        files: &[
+            ("config.py", "TIMEOUT_SECS = 30\n"),
+            (
+                "client.py",
+                "from config import TIMEOUT_SECS\n\n\ndef timeout():\n    return TIMEOUT_SECS * 1000\n",
+            ),
+        ],
+        requests: &["Rename the constant TIMEOUT_SECS to TIMEOUT_SECONDS in every file."],
+        judge: |o| {
+            o.renamed("TIMEOUT_SECS", "TIMEOUT_SECONDS")
+                && o.python(&[
+                    "-c",
+                    "from client import timeout; assert timeout() == 30000",
+                ])
+                .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-add-json-key",
+        files: &[(
+            "package.json",
+            "{\n  \"name\": \"lib\",\n  \"version\": \"2.1.0\"\n}\n",
+        )],
+        requests: &["Add the key license with the value MIT to package.json; keep the other keys."],
+        judge: |o| {
+            o.read("package.json")
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                == Some(serde_json::json!({"name": "lib", "version": "2.1.0", "license": "MIT"}))
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-new-module",
+        files: &[("README.md", "# utils\n")],
+        requests: &[
+            "Create a module mathx.py with a function clamp(x, lo, hi) that returns x limited to the range lo to hi.",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from mathx import clamp; assert clamp(5, 0, 3) == 3; assert clamp(-1, 0, 3) == 0; assert clamp(2, 0, 3) == 2",
+            ])
+            .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-fix-json-comma",
+        files: &[("limits.json", "{\n  \"max\": 10\n  \"min\": 2\n}\n")],
+        requests: &["limits.json is not valid JSON. Repair it and keep both values."],
+        judge: |o| {
+            o.read("limits.json")
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                == Some(serde_json::json!({"max": 10, "min": 2}))
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-readme-version",
+        files: &[("README.md", "# tool\n\nVersion: 0.9\n\nUse it well.\n")],
+        requests: &["Update the version in README.md from 0.9 to 1.0."],
+        judge: |o| o.lines("README.md") == ["# tool", "", "Version: 1.0", "", "Use it well."],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-fix-es",
+        files: &[
+            ("numeros.py", "def es_par(n):\n    return n % 2 == 1\n"),
+            (
+                "test_numeros.py",
+                "import unittest\nfrom numeros import es_par\n\n\nclass T(unittest.TestCase):\n    def test_par(self):\n        self.assertTrue(es_par(4))\n        self.assertFalse(es_par(3))\n",
+            ),
+        ],
+        requests: &["Las pruebas fallan. Corrige la función es_par en numeros.py."],
+        judge: |o| o.fixed_keeping("test_numeros.py"),
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-6-question-count",
+        files: &[(
+            "shapes.py",
+            "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n\ndef diagonal(w, h):\n    return (w * w + h * h) ** 0.5\n",
+        )],
+        requests: &["How many functions does shapes.py define? Answer with the number only."],
+        judge: |o| o.explains(&["3", "three"]),
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-6-append-line-ja",
+        files: &[("notes.txt", "a\nb\n")],
+        requests: &["notes.txt の最後に「done」という行を追加してください。"],
+        judge: |o| o.lines("notes.txt") == ["a", "b", "done"],
+        ..PLAIN
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
