@@ -1415,3 +1415,78 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
         last_said(&sent[2])
     );
 }
+
+#[tokio::test]
+async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
+    // The coding benchmark's write-unit-test: the model wrote a test importing functions that
+    // do not exist, and after the failure only explained it.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("mathutil.py"),
+        "def square(x):\n    return x * x\n",
+    )
+    .unwrap();
+    let good = "import unittest\nfrom mathutil import square\n\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "test_mathutil.py", "content": "import unittest\nfrom mathutil import read_file\n"}),
+            10,
+            9,
+        ),
+        Reply::text("Created the test.", 10, 4),
+        Reply::text(&format!("```python\n{good}```"), 10, 30),
+        Reply::text("Wrote test_mathutil.py; it passes.", 10, 8),
+    ]);
+    let mut config = config(&fake, ws.path());
+    // The task's own test is its check when python3 may run.
+    config.agent.commands.allow = vec!["python3".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(
+        &server.client(),
+        "Write a unit test for the function square in mathutil.py, in a new file \
+         test_mathutil.py, using unittest.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "test_mathutil.py", good);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(told.contains("ImportError"), "{told}");
+    assert!(
+        told.contains("Write the complete new content of test_mathutil.py, with the change made"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_whole_file_copied_back_unchanged_is_no_change() {
+    let (done, fake, _server, ws) = scripted_in(
+        dead_function_workspace(),
+        vec![
+            Reply::text("old_helper is unused.", 10, 5),
+            Reply::text(
+                "```python\ndef used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x * 100\n```",
+                10,
+                30,
+            ),
+            Reply::text("```python\ndef used_one(x):\n    return x + 1\n```", 10, 15),
+            Reply::text("Removed old_helper.", 10, 4),
+        ],
+        REMOVE_DEAD,
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with(
+            "That code block is utils.py as it is now: the change the request asks for is not in it"
+        ),
+        "{told}"
+    );
+    assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
+}

@@ -434,7 +434,10 @@ pub(crate) async fn run_step(
                     Ok(checks::Verdict::Retry(feedback)) => {
                         // The answer is left out: the work it reports is not done.
                         offer_tools = true;
-                        say(&mut messages, &mut state.ours, &feedback);
+                        let told = steering
+                            .after_failed_checks(&feedback, &state.facts())
+                            .unwrap_or(feedback);
+                        say(&mut messages, &mut state.ours, &told);
                         continue;
                     }
                     Ok(checks::Verdict::GiveUp(report)) => {

@@ -12,13 +12,14 @@
 //! | point | what a rule may do | rules |
 //! |---|---|---|
 //! | before the first call | run the checks first, read the files the request (or a failing check) names | `read-first` |
-//! | a reply arrived | read calls written as text, make the edit a reply describes, clean echoed markup and the loop's own words, ask again | `text-calls`, `broken-call`, `described-edit`, `described-calls`, `markup`, `echo` |
+//! | a reply arrived | read calls written as text, write the whole file asked for, make the edit a reply describes, clean echoed markup and the loop's own words, ask again | `text-calls`, `broken-call`, `whole-file`, `described-edit`, `described-calls`, `markup`, `echo` |
 //! | an empty reply | ask for the answer (without tools once tools ran; before, tools offered) | `empty-answer` |
-//! | before the answer is taken | ask again instead (make the held write, do not guess, make the change asked for, reading the file it needs for it, answer rather than describe the tools) or end the step | `described-calls`, `held-writes`, `not-a-guess`, `change-reminder`, `answer-not-tools` |
+//! | before the answer is taken | ask again instead (the file to change, whole; make the held write, do not guess, make the change asked for, reading the file it needs for it, answer rather than describe the tools) or end the step | `whole-file`, `described-calls`, `held-writes`, `not-a-guess`, `change-reminder`, `answer-not-tools` |
 //! | before a reply's calls run | hold back a write made before the read it needs | `held-writes` |
 //! | a call is about to run | answer a repeated call from its earlier result | `repeats` |
 //! | a call's result | make another call instead (the look-alike of a missing file, the search in any case) | `look-alike-read`, `case-fold-search` |
 //! | after a round of results | a message to follow them | `held-writes`, `repeats`, `results-framing` |
+//! | the checks failed after a change | ask for the changed file whole with their output | `whole-file` |
 //!
 //! What holds under every policy is the loop's, not steering's: a reply that only some of
 //! whose calls failed still counts; an answer given when every call of the step failed is no
@@ -256,6 +257,12 @@ pub(crate) trait Rule: Send {
     fn after_round(&mut self, _all_failed: bool, _facts: &Facts) -> Option<FollowUp> {
         None
     }
+
+    /// The checks failed after the model's change and `feedback` (their output) is to go back
+    /// to it: the message to send instead, which keeps what `feedback` says.
+    fn after_failed_checks(&mut self, _feedback: &str, _facts: &Facts) -> Option<String> {
+        None
+    }
 }
 
 /// The policy of one step: its rules, asked in order; the first that decides wins.
@@ -343,6 +350,12 @@ impl Steering {
         for rule in &mut self.rules {
             rule.after_call(call, kind, text);
         }
+    }
+
+    pub fn after_failed_checks(&mut self, feedback: &str, facts: &Facts) -> Option<String> {
+        self.rules
+            .iter_mut()
+            .find_map(|r| r.after_failed_checks(feedback, facts))
     }
 
     pub fn after_round(&mut self, all_failed: bool, facts: &Facts) -> Option<FollowUp> {

@@ -13,6 +13,8 @@
 //! test the request is checked by, a JSON or YAML file broken), and the checks and the
 //! request's expectations judge the result as they judge any change.
 //!
+//! When the checks fail after a change, their output goes back with an ask for the file the
+//! task wrote last, whole. A block that is the file as it was is no change and is not written.
 //! A block that leaves lines out (`...`, "rest of the code unchanged") is not written: the
 //! model is asked again for every line. One that drops a definition of the file the request
 //! does not name (`def used_one` when asked to remove `old_helper`) is not written as the file
@@ -88,6 +90,21 @@ impl Rule for WholeFile {
                 tools: true,
             });
         }
+        if asked.before.as_deref() == Some(content.as_str()) && self.asks < MAX_ASKS {
+            // The file copied back as it is: the change is not in it.
+            self.asks += 1;
+            let message = format!(
+                "That code block is {} as it is now: the change the request asks for is not in \
+                 it, so nothing was written. {}",
+                asked.path,
+                ask(&asked, facts.request)
+            );
+            self.asked = Some(asked);
+            return Some(Verdict::Nudge {
+                message,
+                tools: true,
+            });
+        }
         if let Some(before) = asked.before.as_deref() {
             let dropped = dropped_definitions(before, &content, facts.expectations);
             if !dropped.is_empty() {
@@ -112,6 +129,34 @@ impl Rule for WholeFile {
         )];
         reply.text.clear();
         None
+    }
+
+    fn after_failed_checks(&mut self, feedback: &str, facts: &Facts) -> Option<String> {
+        if !facts.final_step || self.asks >= MAX_ASKS {
+            return None;
+        }
+        // The file the task wrote last (a test it was checked by cannot be one).
+        let ws = facts.toolbox.workspace();
+        let path = facts.ran.iter().rev().find_map(|r| {
+            let written = r.ok
+                && facts
+                    .toolbox
+                    .get(&r.call.function.name)
+                    .is_some_and(|t| t.kind == crate::agent::tools::ToolKind::Write);
+            let path = parse_arguments(&r.call.function.arguments)["path"]
+                .as_str()
+                .map(|p| p.trim_start_matches("./").to_owned())?;
+            (written && fits(ws, &path)).then_some(path)
+        })?;
+        let before = ws
+            .existing(&path)
+            .ok()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        let asked = Asked { path, before };
+        let message = format!("{feedback}\n{}", ask(&asked, facts.request));
+        self.asks += 1;
+        self.asked = Some(asked);
+        Some(message)
     }
 
     fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
@@ -183,14 +228,7 @@ fn ask(asked: &Asked, request: &str) -> String {
 fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
     let ws = facts.toolbox.workspace();
     let kept = ws.checks();
-    let fits = |path: &str| {
-        !kept.iter().any(|k| k == path)
-            && ws.existing(path).is_ok_and(|p| {
-                p.metadata()
-                    .is_ok_and(|m| m.is_file() && m.len() <= MAX_BYTES)
-                    && std::fs::read_to_string(&p).is_ok_and(|t| t.lines().count() <= MAX_LINES)
-            })
-    };
+    let fits = |path: &str| fits(ws, path);
     for unmet in facts.unmet {
         if let Some(file) = unmet.files.iter().find(|f| fits(f)) {
             return Some((file.clone(), Some(unmet.line.clone())));
@@ -227,6 +265,17 @@ fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
         .chain(seen.iter().filter(|f| is_test(f)))
         .find(|f| fits(f))
         .map(|f| (f.clone(), None))
+}
+
+/// Whether `path` may be asked for whole: an existing file of at most [`MAX_LINES`] lines and
+/// [`MAX_BYTES`], not a test the request is checked by.
+fn fits(ws: &crate::agent::tools::Workspace, path: &str) -> bool {
+    !ws.checks().iter().any(|k| k == path)
+        && ws.existing(path).is_ok_and(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.len() <= MAX_BYTES)
+                && std::fs::read_to_string(&p).is_ok_and(|t| t.lines().count() <= MAX_LINES)
+        })
 }
 
 /// Whether `path` was read in this step.
