@@ -15,7 +15,10 @@
 //!
 //! When the checks fail after a change, their output goes back with an ask for the file the
 //! task wrote last, whole. A block that is the file as it was is no change and is not written.
-//! A block that leaves lines out (`...`, "rest of the code unchanged") is not written: the
+//! A comment line of the block that names what the request wants gone (`# Removed
+//! old_helper`) is left out of the file. A JSON file's block that loses a value of the file
+//! (a key, a string, a number) the request does not expect gone is not written: the model is
+//! asked again. A block that leaves lines out (`...`, "rest of the code unchanged") is not written: the
 //! model is asked again for every line. One that drops a definition of the file the request
 //! does not name (`def used_one` when asked to remove `old_helper`) is not written as the file
 //! either; it is most often the changed part alone, which `described-edit` may make as an edit
@@ -29,8 +32,9 @@ use super::{Facts, Reply, Rule, Verdict};
 use crate::agent::expect::Expectations;
 use crate::agent::tools::parse_arguments;
 
-/// Most whole-file asks in one step.
-const MAX_ASKS: usize = 4;
+/// Most whole-file asks in one step, and of one file.
+const MAX_ASKS: usize = 6;
+const MAX_ASKS_PER_FILE: usize = 3;
 /// Largest file asked for whole, in lines (and bytes): a small model copies a short file
 /// faithfully, a long one not.
 const MAX_LINES: usize = 150;
@@ -44,13 +48,49 @@ struct Asked {
     before: Option<String>,
 }
 
+impl Asked {
+    fn of(path: String, ws: &crate::agent::tools::Workspace) -> Asked {
+        let before = ws
+            .existing(&path)
+            .ok()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        Asked { path, before }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct WholeFile {
     /// What the last message of the loop asked for: only the next reply can answer it.
     asked: Option<Asked>,
-    asks: usize,
+    /// The asks made in this step, a path each.
+    asks: Vec<String>,
     /// Why the block that answered the last ask was not written, for the next ask.
     not_written: Option<String>,
+}
+
+impl WholeFile {
+    /// Whether `path` may be asked for (again), and if so, counts the ask.
+    fn ask_for(&mut self, path: &str) -> bool {
+        let of_file = self.asks.iter().filter(|p| *p == path).count();
+        if self.asks.len() >= MAX_ASKS || of_file >= MAX_ASKS_PER_FILE {
+            return false;
+        }
+        self.asks.push(path.to_owned());
+        true
+    }
+
+    /// Asks for `asked` again, saying why the last block was not written.
+    fn again(&mut self, asked: Asked, why: String, request: &str) -> Option<Verdict> {
+        if !self.ask_for(&asked.path) {
+            return None;
+        }
+        let message = format!("{why} {}", ask(&asked, request));
+        self.asked = Some(asked);
+        Some(Verdict::Nudge {
+            message,
+            tools: true,
+        })
+    }
 }
 
 impl Rule for WholeFile {
@@ -72,53 +112,40 @@ impl Rule for WholeFile {
             .into_iter()
             .rev()
             .find(|b| !b.trim().is_empty())?;
-        let content = format!("{}\n", block.trim_end_matches(['\n', '\r']));
+        let content = without_narration(block, facts.expectations);
+        let path = &asked.path;
         if let Some(line) = left_out(&content, asked.before.as_deref()) {
-            if self.asks >= MAX_ASKS {
-                return None;
-            }
-            self.asks += 1;
-            let message = format!(
-                "That code block was not written to {}. Its line `{line}` stands for lines it \
-                 leaves out, and the block replaces the whole file. {}",
-                asked.path,
-                ask(&asked, facts.request)
+            let why = format!(
+                "That code block was not written to {path}. Its line `{line}` stands for lines \
+                 it leaves out, and the block replaces the whole file."
             );
-            self.asked = Some(asked);
-            return Some(Verdict::Nudge {
-                message,
-                tools: true,
-            });
-        }
-        if asked.before.as_deref() == Some(content.as_str()) && self.asks < MAX_ASKS {
-            // The file copied back as it is: the change is not in it.
-            self.asks += 1;
-            let message = format!(
-                "That code block is {} as it is now: the change the request asks for is not in \
-                 it, so nothing was written. {}",
-                asked.path,
-                ask(&asked, facts.request)
-            );
-            self.asked = Some(asked);
-            return Some(Verdict::Nudge {
-                message,
-                tools: true,
-            });
+            return self.again(asked, why, facts.request);
         }
         if let Some(before) = asked.before.as_deref() {
+            if before == content {
+                let why = format!(
+                    "That code block is {path} as it is now: the change the request asks for is \
+                     not in it, so nothing was written."
+                );
+                return self.again(asked, why, facts.request);
+            }
+            let lost = dropped_values(path, before, &content, facts.expectations);
+            if !lost.is_empty() {
+                let why = format!(
+                    "That code block was not written to {path}: it loses {}, which the request \
+                     does not ask to change.",
+                    quoted(&lost)
+                );
+                return self.again(asked, why, facts.request);
+            }
             let dropped = dropped_definitions(before, &content, facts.expectations);
             if !dropped.is_empty() {
                 // Most often the part that changes, shown alone: `described-edit` may make it
                 // as an edit of that part. If it does not, the next ask says what was wrong.
                 self.not_written = Some(format!(
-                    "That code block was not written to {}: it drops {}, which the request does \
-                     not ask to remove.",
-                    asked.path,
-                    dropped
-                        .iter()
-                        .map(|d| format!("`{d}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "That code block was not written to {path}: it drops {}, which the request \
+                     does not ask to remove.",
+                    quoted(&dropped)
                 ));
                 return None;
             }
@@ -132,7 +159,7 @@ impl Rule for WholeFile {
     }
 
     fn after_failed_checks(&mut self, feedback: &str, facts: &Facts) -> Option<String> {
-        if !facts.final_step || self.asks >= MAX_ASKS {
+        if !facts.final_step {
             return None;
         }
         // The file the task wrote last (a test it was checked by cannot be one).
@@ -148,32 +175,25 @@ impl Rule for WholeFile {
                 .map(|p| p.trim_start_matches("./").to_owned())?;
             (written && fits(ws, &path)).then_some(path)
         })?;
-        let before = ws
-            .existing(&path)
-            .ok()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        let asked = Asked { path, before };
+        if !self.ask_for(&path) {
+            return None;
+        }
+        let asked = Asked::of(path, ws);
         let message = format!("{feedback}\n{}", ask(&asked, facts.request));
-        self.asks += 1;
         self.asked = Some(asked);
         Some(message)
     }
 
     fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if !facts.asks_for_change
-            || !facts.final_step
-            || self.asks >= MAX_ASKS
-            || facts.toolbox.get("write_file").is_none()
+        if !facts.asks_for_change || !facts.final_step || facts.toolbox.get("write_file").is_none()
         {
             return None;
         }
         let (path, why) = target(answer, facts)?;
-        let ws = facts.toolbox.workspace();
-        let before = ws
-            .existing(&path)
-            .ok()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        let asked = Asked { path, before };
+        if !self.ask_for(&path) {
+            return None;
+        }
+        let asked = Asked::of(path, facts.toolbox.workspace());
         let mut message = ask(&asked, facts.request);
         if let Some(why) = why {
             message = format!("The request is not done yet: {why}.\n{message}");
@@ -181,7 +201,6 @@ impl Rule for WholeFile {
         if let Some(not_written) = self.not_written.take() {
             message = format!("{not_written}\n{message}");
         }
-        self.asks += 1;
         let read = asked.before.is_some() && !read_in_step(&asked.path, facts);
         let path = asked.path.clone();
         self.asked = Some(asked);
@@ -196,6 +215,37 @@ impl Rule for WholeFile {
             tools: true,
         })
     }
+}
+
+/// `a`, `b` → "`a`, `b`".
+fn quoted(names: &[impl AsRef<str>]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{}`", n.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The block as the file's content, ending in a line end, without the comment lines that
+/// narrate the change by naming what the request wants gone (`# Removed old_helper`): a
+/// small model adds one, and the name it was asked to remove is then still in the file.
+fn without_narration(block: &str, expected: &Expectations) -> String {
+    let mut content = String::with_capacity(block.len() + 1);
+    for line in block.trim_end_matches(['\n', '\r']).lines() {
+        let trimmed = line.trim_start();
+        let comment = ["#", "//", "--", "<!--", ";"]
+            .iter()
+            .any(|c| trimmed.starts_with(c));
+        let names_gone = trimmed
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
+            .any(|w| !w.is_empty() && expected.expects_gone(w));
+        if comment && names_gone {
+            continue;
+        }
+        content.push_str(line);
+        content.push('\n');
+    }
+    content
 }
 
 /// The message asking for `asked`'s whole content.
@@ -319,6 +369,61 @@ fn left_out<'a>(content: &'a str, before: Option<&str>) -> Option<&'a str> {
     })
 }
 
+/// The values of a JSON file that a whole new content of it no longer has and the request
+/// does not expect gone: each string and number of `before` (read leniently, so a file that
+/// does not parse is read too), compared with those of `after`. Other files: none.
+fn dropped_values(path: &str, before: &str, after: &str, expected: &Expectations) -> Vec<String> {
+    if !path.to_ascii_lowercase().ends_with(".json") {
+        return Vec::new();
+    }
+    let now = json_literals(after);
+    let mut lost: Vec<String> = Vec::new();
+    for literal in json_literals(before) {
+        if !now.contains(&literal) && !expected.expects_gone(&literal) && !lost.contains(&literal) {
+            lost.push(literal);
+        }
+    }
+    lost
+}
+
+/// The strings (without their quotes) and numbers of a JSON text, in order, read leniently.
+fn json_literals(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c == '"' {
+            let mut value = String::new();
+            let mut escaped = false;
+            for (_, c) in chars.by_ref() {
+                match (escaped, c) {
+                    (false, '\\') => escaped = true,
+                    (false, '"') => break,
+                    _ => {
+                        escaped = false;
+                        value.push(c);
+                    }
+                }
+            }
+            found.push(value);
+        } else if c == '-' || c.is_ascii_digit() {
+            let mut end = at + c.len_utf8();
+            while let Some(&(next, d)) = chars.peek() {
+                if d.is_ascii_digit() || matches!(d, '.' | 'e' | 'E' | '+' | '-') {
+                    end = next + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let number = &text[at..end];
+            if number.chars().any(|d| d.is_ascii_digit()) {
+                found.push(number.to_owned());
+            }
+        }
+    }
+    found
+}
+
 /// Keywords that start a top-level definition, and the name after them.
 const DEFINES: [&str; 9] = [
     "def ",
@@ -381,6 +486,74 @@ mod tests {
         ] {
             assert_eq!(left_out(block, None), found, "{block:?}");
         }
+    }
+
+    fn expectations(request: &str) -> (tempfile::TempDir, Expectations) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
+        let expected = Expectations::of(request, &ws);
+        (dir, expected)
+    }
+
+    #[test]
+    fn a_json_file_rewritten_whole_keeps_its_values_unless_asked() {
+        assert_eq!(
+            json_literals(
+                "{\n  \"name\": \"a\\\"pi\",\n  \"port\": -8080.5e3,\n  \"debug\": false,\n}"
+            ),
+            ["name", "a\"pi", "port", "-8080.5e3", "debug"]
+        );
+        let broken = "{\n  \"name\": \"api\",\n  \"port\": 8080,\n  \"debug\": false,\n}\n";
+        let (_d, none) = expectations("config.json does not parse. Fix it.");
+        assert_eq!(
+            dropped_values(
+                "config.json",
+                broken,
+                "{\"api\": {\"port\": 8080, \"debug\": false}}",
+                &none
+            ),
+            ["name"]
+        );
+        assert!(
+            dropped_values(
+                "config.json",
+                broken,
+                "{\"name\": \"api\", \"port\": 8080, \"debug\": false}",
+                &none
+            )
+            .is_empty()
+        );
+        let (_d, bump) = expectations("Bump the version from 1.4.2 to 1.5.0 in package.json.");
+        assert!(
+            dropped_values(
+                "package.json",
+                "{\"version\": \"1.4.2\"}",
+                "{\"version\": \"1.5.0\"}",
+                &bump
+            )
+            .is_empty()
+        );
+        // Other files are not read as JSON; any text never panics.
+        assert!(dropped_values("a.py", "\"x\"", "", &none).is_empty());
+        assert_eq!(json_literals("\"テスト🧪"), ["テスト🧪"]);
+        assert!(json_literals("- -- e").is_empty());
+    }
+
+    #[test]
+    fn comments_narrating_what_the_request_removes_are_left_out() {
+        let (_d, remove) = expectations("Remove the unused function old_helper from utils.py.");
+        assert_eq!(
+            without_narration(
+                "def used_one(x):\n    return x + 1\n# Removed old_helper function\n\n",
+                &remove
+            ),
+            "def used_one(x):\n    return x + 1\n"
+        );
+        // Code that names it is code; a comment that does not name it stays.
+        assert_eq!(
+            without_narration("x = old_helper\n# keep this\n", &remove),
+            "x = old_helper\n# keep this\n"
+        );
     }
 
     #[test]
