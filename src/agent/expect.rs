@@ -43,6 +43,9 @@ pub(crate) enum Expect {
     /// These top-level keys of a JSON object are still there: "add the key debug to
     /// settings.json" keeps the others.
     KeysKept(Vec<String>),
+    /// The file's lines, as it had them (blank ones aside), still come first: "add a line to
+    /// todo.txt: call mum" (with no place named: before, after, at the top…) adds it at the end.
+    Leads(Vec<String>),
 }
 
 /// One expectation and the files it is about.
@@ -167,6 +170,14 @@ impl Expectations {
                         .ok()
                         .and_then(|p| read_small(&p))
                         .unwrap_or_default();
+                    let lines = content_lines(&text);
+                    if !lines.is_empty() && !places_the_line(&clause) {
+                        kept.push(Scoped {
+                            expect: Expect::Leads(lines),
+                            files: vec![file.clone()],
+                            own: true,
+                        });
+                    }
                     for line in text.lines().filter(|l| !l.trim().is_empty()).take(MAX_KEPT) {
                         let expect = Expect::Kept(line.to_owned());
                         if !kept
@@ -275,6 +286,27 @@ impl Expectations {
                                 same.join(", ")
                             ),
                             &same,
+                        ));
+                    }
+                }
+                Expect::Leads(lines) => {
+                    let moved: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| {
+                            // A line lost is `Kept`'s to say; this is about their place.
+                            let now = content_lines(t);
+                            !now.starts_with(lines) && lines.iter().all(|l| now.contains(l))
+                        })
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if !moved.is_empty() {
+                        unmet.push(Unmet::new(
+                            format!(
+                                "the lines {} had no longer come first, but the request adds a \
+                                 line at the end",
+                                moved.join(", ")
+                            ),
+                            &moved,
                         ));
                     }
                 }
@@ -690,6 +722,38 @@ fn adds_lines(clause: &str) -> bool {
             after_word(rest, "line").is_some() || after_word(rest, "lines").is_some()
         })
     })
+}
+
+/// A text's lines that are not blank, without their trailing white space.
+fn content_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .take(MAX_KEPT)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether an "add a line" clause says where the line goes (before or after another, at the
+/// top, as the first line…): then the file's lines need not come first.
+fn places_the_line(clause: &str) -> bool {
+    const PLACES: [&str; 12] = [
+        "before",
+        "after",
+        "above",
+        "below",
+        "under",
+        "top",
+        "beginning",
+        "start",
+        "first",
+        "between",
+        "insert",
+        "prepend",
+    ];
+    clause
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| PLACES.contains(&w.to_lowercase().as_str()))
 }
 
 /// `X を Y に名前を変えて` (改名, リネーム, 変更, 置き換え): the Japanese "rename X to Y".
@@ -1126,7 +1190,11 @@ mod tests {
         let add = Expectations::of("Now add a second line to todo.txt: call mum", &ws);
         assert_eq!(
             add.expects(),
-            [there("call mum"), Expect::Kept("buy milk".into())]
+            [
+                there("call mum"),
+                Expect::Leads(vec!["buy milk".into()]),
+                Expect::Kept("buy milk".into())
+            ]
         );
         after_writes(
             &dir,
@@ -1142,9 +1210,21 @@ mod tests {
                        and removes none",
                     ],
                 ),
+                // Both lines, the new one first: what the 1.5B model wrote when asked again.
+                (
+                    "todo.txt",
+                    "call mum\nbuy milk\n",
+                    &[
+                        "the lines todo.txt had no longer come first, but the request adds a \
+                         line at the end",
+                    ],
+                ),
                 ("todo.txt", "buy milk\ncall mum\n", &[]),
             ],
         );
+        // A line with a place of its own keeps the others, in any place.
+        let top = Expectations::of("Add a line at the top of todo.txt: call mum", &ws);
+        assert!(!top.expects().iter().any(|e| matches!(e, Expect::Leads(_))));
         // Replacing a line keeps nothing in particular.
         let replace = Expectations::of("In todo.txt, replace buy with sell.", &ws);
         assert!(

@@ -103,15 +103,15 @@ impl Rule for WholeFile {
     }
 
     fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
-        let asked = self.asked.take()?;
         if !reply.calls.is_empty() {
-            // It made calls of its own instead: they run.
+            // It made calls of its own instead: they run, and the ask is answered by them.
+            self.asked = None;
             return None;
         }
-        let block = fenced_blocks(&reply.text)
-            .into_iter()
-            .rev()
-            .find(|b| !b.trim().is_empty())?;
+        // The ask stands until a block answers it (a small model often says something else
+        // first), a write is made, or another ask replaces it.
+        let block = whole_block(&reply.text)?;
+        let asked = self.asked.take()?;
         let content = without_narration(block, facts.expectations);
         let path = &asked.path;
         if let Some(line) = left_out(&content, asked.before.as_deref()) {
@@ -156,6 +156,17 @@ impl Rule for WholeFile {
         )];
         reply.text.clear();
         None
+    }
+
+    fn after_call(
+        &mut self,
+        _call: &crate::ollama::ToolCall,
+        kind: crate::agent::tools::ToolKind,
+        _text: &str,
+    ) {
+        if kind == crate::agent::tools::ToolKind::Write {
+            self.asked = None;
+        }
     }
 
     fn after_failed_checks(&mut self, feedback: &str, facts: &Facts) -> Option<String> {
@@ -217,6 +228,21 @@ impl Rule for WholeFile {
     }
 }
 
+/// The code block of a reply asked for a whole file: its last non-empty fenced block, else a
+/// block whose closing fence never came (the reply starts with an opening fence).
+fn whole_block(text: &str) -> Option<&str> {
+    if let Some(block) = fenced_blocks(text)
+        .into_iter()
+        .rev()
+        .find(|b| !b.trim().is_empty())
+    {
+        return Some(block);
+    }
+    let rest = text.trim_start().strip_prefix("```")?;
+    let (_, body) = rest.split_once('\n')?;
+    (!body.trim().is_empty() && !body.contains("```")).then_some(body)
+}
+
 /// `a`, `b` → "`a`, `b`".
 fn quoted(names: &[impl AsRef<str>]) -> String {
     names
@@ -254,14 +280,15 @@ fn ask(asked: &Asked, request: &str) -> String {
     match asked.before {
         Some(_) => format!(
             "The request is: {}\nWrite the complete new content of {path}, with the change \
-             made, as one fenced code block (```): every line of the file, the lines you keep as \
-             well as the lines you change, and nothing else. The block is written to {path} as \
-             it is.",
+             made: every line of the file, the lines you keep as well as the lines you change. \
+             Reply with only that content, in one code block that opens and closes with ``` \
+             lines; it is written to {path} as it is.",
             echo(request)
         ),
         None => format!(
-            "The request is: {}\nWrite the complete content of the new file {path} as one \
-             fenced code block (```), and nothing else. The block is written to {path} as it is.",
+            "The request is: {}\nWrite the complete content of the new file {path}. Reply with \
+             only that content, in one code block that opens and closes with ``` lines; it is \
+             written to {path} as it is.",
             echo(request)
         ),
     }
@@ -464,6 +491,18 @@ fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_block_is_the_last_fenced_one_or_one_never_closed() {
+        assert_eq!(whole_block("a\n```\nx\n```\n```py\ny\n```"), Some("y\n"));
+        assert_eq!(
+            whole_block("```csv\nname,age\nada,36\n"),
+            Some("name,age\nada,36\n")
+        );
+        for none in ["```", "```\n", "no block", "```\n\n", ""] {
+            assert_eq!(whole_block(none), None, "{none:?}");
+        }
+    }
 
     #[test]
     fn lines_standing_for_others_are_found_and_code_is_not() {
