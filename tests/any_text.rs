@@ -36,6 +36,8 @@ fn any_reply() -> impl Strategy<Value = Reply> {
             20,
             5
         )),
+        // A code block, as a small model answers an ask for a whole file.
+        any_text().prop_map(|t| Reply::text(&format!("Here:\n```\n{t}\n```"), 20, 5)),
         any_text().prop_map(|p| Reply::text(
             &format!(
                 "<tool_call>{}</tool_call>",
@@ -73,15 +75,22 @@ fn any_request_and_any_reply_end_the_task_without_a_panic() {
             failure_persistence: None,
             ..Config::default()
         });
-        let strategy = (any_text(), prop::collection::vec(any_reply(), 1..5));
-        let outcome = runner.run(&strategy, |(request, replies)| {
+        // A question, or a change to a file of the workspace (which steering answers with
+        // its asks for the whole file).
+        let opening = prop::sample::select(vec!["q ", "Fix a.txt: ", "メモ.md を修正して: "]);
+        let strategy = (
+            opening,
+            any_text(),
+            prop::collection::vec(any_reply(), 1..5),
+        );
+        let outcome = runner.run(&strategy, |(opening, request, replies)| {
             fake.clear_replies();
             fake.clear_requests();
             for reply in replies {
                 fake.push_reply(reply);
             }
             // agent_run refuses an empty or blank request (a tool error, not a task).
-            let request = format!("q {request}");
+            let request = format!("{opening}{request}");
             let done = runtime.block_on(async {
                 let id = client.agent_run(&request).await;
                 wait_terminal(|| client.agent_status(&id)).await

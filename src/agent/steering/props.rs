@@ -57,6 +57,13 @@ proptest! {
     }
 
     #[test]
+    fn reading_a_whole_file_block_of_any_text_never_panics(text in any_text(), before in any_text()) {
+        let (_dir, ws) = workspace();
+        let expected = crate::agent::expect::Expectations::of(&before, &ws);
+        super::whole_file::check_any_text(&text, &before, &expected);
+    }
+
+    #[test]
     fn files_named_in_any_text_exist(text in any_text()) {
         let (_dir, ws) = workspace();
         if let Some(found) = named_file(&text, &ws) {

@@ -488,6 +488,26 @@ fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations
         .collect()
 }
 
+/// Every text helper of the rule on `text` (a reply) and `before` (a file): for the property
+/// tests, which give them any text; what they return stays within what they were given.
+#[cfg(test)]
+pub(super) fn check_any_text(text: &str, before: &str, expected: &Expectations) {
+    if let Some(block) = whole_block(text) {
+        assert!(text.contains(block));
+        let content = without_narration(block, expected);
+        assert!(content.len() <= block.len() + 1);
+        let _ = left_out(&content, Some(before));
+        let _ = dropped_definitions(before, &content, expected);
+        let _ = dropped_values("x.json", before, &content, expected);
+    }
+    for literal in json_literals(text) {
+        assert!(text.contains(literal.as_str()) || literal.len() <= text.len());
+    }
+    for name in definitions(text) {
+        assert!(text.contains(name));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
