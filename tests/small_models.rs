@@ -1135,6 +1135,11 @@ fn dead_function_workspace() -> tempfile::TempDir {
 
 const REMOVE_DEAD: &str = "Remove the unused function old_helper from utils.py.";
 
+/// A reply that is only a Python code block holding `code`.
+fn python_block(code: &str) -> Reply {
+    Reply::text(&format!("```python\n{code}```"), 10, 15)
+}
+
 #[tokio::test]
 async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_written() {
     // The coding benchmark's remove-dead-function: the 1.5B model read utils.py and explained
@@ -1193,13 +1198,9 @@ async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
         vec![
             Reply::text("Done, old_helper is gone.", 10, 6),
             // Asked for the whole file, it gives a part of it, then a file without used_one.
-            Reply::text(
-                "```python\ndef used_one(x):\n    return x + 1\n# ... rest of the file\n```",
-                10,
-                15,
-            ),
-            Reply::text("```python\nimport os\n```", 10, 15),
-            Reply::text("```python\ndef used_one(x):\n    return x + 1\n```", 10, 15),
+            python_block("def used_one(x):\n    return x + 1\n# ... rest of the file\n"),
+            python_block("import os\n"),
+            python_block("def used_one(x):\n    return x + 1\n"),
             Reply::text("Removed it.", 10, 3),
         ],
         REMOVE_DEAD,
@@ -1321,10 +1322,8 @@ async fn the_changed_part_alone_given_for_a_whole_file_is_made_as_an_edit_of_tha
         ws,
         vec![
             Reply::text("You can add it with edit_file.", 10, 6),
-            Reply::text(
-                "```python\ndef reverse_words(text):\n    return \" \".join(reversed(text.split()))\n```",
-                10,
-                20,
+            python_block(
+                "def reverse_words(text):\n    return \" \".join(reversed(text.split()))\n",
             ),
             Reply::text("Added reverse_words.", 10, 4),
         ],
@@ -1369,11 +1368,7 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
             9,
         ),
         Reply::text("テストは通りました。", 10, 5),
-        Reply::text(
-            "```python\ndef greet(name):\n    return \"Hello, \" + name + \"!\"\n```",
-            10,
-            20,
-        ),
+        python_block("def greet(name):\n    return \"Hello, \" + name + \"!\"\n"),
         Reply::text("greet に「!」を付けるよう修正しました。", 10, 9),
     ]);
     let mut config = config(&fake, ws.path());
@@ -1436,7 +1431,7 @@ async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
             9,
         ),
         Reply::text("Created the test.", 10, 4),
-        Reply::text(&format!("```python\n{good}```"), 10, 30),
+        python_block(good),
         Reply::text("Wrote test_mathutil.py; it passes.", 10, 8),
     ]);
     let mut config = config(&fake, ws.path());
@@ -1467,12 +1462,10 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
         dead_function_workspace(),
         vec![
             Reply::text("old_helper is unused.", 10, 5),
-            Reply::text(
-                "```python\ndef used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x * 100\n```",
-                10,
-                30,
+            python_block(
+                "def used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x * 100\n",
             ),
-            Reply::text("```python\ndef used_one(x):\n    return x + 1\n```", 10, 15),
+            python_block("def used_one(x):\n    return x + 1\n"),
             Reply::text("Removed old_helper.", 10, 4),
         ],
         REMOVE_DEAD,

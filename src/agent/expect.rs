@@ -737,23 +737,11 @@ fn content_lines(text: &str) -> Vec<String> {
 /// Whether an "add a line" clause says where the line goes (before or after another, at the
 /// top, as the first line…): then the file's lines need not come first.
 fn places_the_line(clause: &str) -> bool {
-    const PLACES: [&str; 12] = [
-        "before",
-        "after",
-        "above",
-        "below",
-        "under",
-        "top",
-        "beginning",
-        "start",
-        "first",
-        "between",
-        "insert",
-        "prepend",
-    ];
+    const PLACES: &str =
+        "before after above below under top beginning start first between insert prepend";
     clause
         .split(|c: char| !c.is_alphanumeric())
-        .any(|w| PLACES.contains(&w.to_lowercase().as_str()))
+        .any(|w| PLACES.split(' ').any(|p| p == w.to_lowercase()))
 }
 
 /// `X を Y に名前を変えて` (改名, リネーム, 変更, 置き換え): the Japanese "rename X to Y".
