@@ -464,27 +464,56 @@ const DEFINES: [&str; 9] = [
     "export function ",
 ];
 
-/// The names of the top-level definitions of `text` (`def used_one(` → `used_one`).
-fn definitions(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter_map(|line| {
-            let rest = DEFINES.iter().find_map(|k| line.strip_prefix(k))?;
-            let name = rest
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .next()
-                .filter(|n| !n.is_empty())?;
-            Some(name)
-        })
-        .collect()
+/// The top-level definitions of `text`: (`def used_one(` → `used_one`, and the lines of its
+/// body: the indented or blank lines that follow, trimmed, blank ones left out).
+fn defined(text: &str) -> Vec<(&str, Vec<&str>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(rest) = DEFINES.iter().find_map(|k| line.strip_prefix(k)) else {
+            continue;
+        };
+        let Some(name) = rest
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        let body = lines[at + 1..]
+            .iter()
+            .take_while(|l| l.trim().is_empty() || l.starts_with(char::is_whitespace))
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        found.push((name, body));
+    }
+    found
 }
 
-/// The top-level definitions of `before` that `after` no longer has and the request does not
-/// expect gone ("remove old_helper", "rename greet to welcome").
+/// The names of the top-level definitions of `text`.
+#[cfg(test)]
+fn definitions(text: &str) -> Vec<&str> {
+    defined(text).into_iter().map(|(name, _)| name).collect()
+}
+
+/// The top-level definitions of `before` that `after` no longer has, neither by name nor
+/// renamed (a new name over the same body: "the function's name is misspelled"), and that
+/// the request does not expect gone ("remove old_helper", "rename greet to welcome").
 fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations) -> Vec<&'a str> {
-    let now = definitions(after);
-    definitions(before)
-        .into_iter()
-        .filter(|name| !now.contains(name) && !expected.expects_gone(name))
+    let now = defined(after);
+    let old = defined(before);
+    let names_before: Vec<&str> = old.iter().map(|(n, _)| *n).collect();
+    old.iter()
+        .filter(|(name, body)| {
+            let kept = now.iter().any(|(n, _)| n == name);
+            let renamed = !body.is_empty()
+                && now
+                    .iter()
+                    .any(|(n, b)| !names_before.contains(n) && b == body);
+            !kept && !renamed && !expected.expects_gone(name)
+        })
+        .map(|(name, _)| *name)
         .collect()
 }
 
@@ -646,11 +675,29 @@ mod tests {
             )
             .is_empty()
         );
+        // Renamed: a new name over the same body.
+        assert!(
+            dropped_definitions(
+                before,
+                "def used_one(x):\n    return x + 1\n\n\ndef helper(x):\n    return x\n",
+                &remove
+            )
+            .is_empty()
+        );
         // Named, but to be kept.
         let keep = of("Add reverse_words, and keep used_one and old_helper as they are.");
         assert_eq!(
             dropped_definitions(before, "def reverse_words(t):\n    pass\n", &keep),
             ["used_one", "old_helper"]
+        );
+        // A new function in place of another is no rename.
+        assert_eq!(
+            dropped_definitions(
+                before,
+                "def used_one(x):\n    return x + 1\n\n\ndef fresh(x):\n    return 2\n",
+                &keep
+            ),
+            ["old_helper"]
         );
         assert_eq!(
             definitions("class Cart:\n    def total(self):\n        pass\nasync def run():\n"),
