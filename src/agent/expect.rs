@@ -133,6 +133,8 @@ impl Expectations {
         for clause in clauses(request) {
             let mut expects = Vec::new();
             read_clause(&clause, &mut expects);
+            // "add a line to F: X", "add the line X": the clause gives the line it adds.
+            let gives_a_line = expects.iter().any(|e| matches!(e, Expect::There(_)));
             add(expects, &clause);
             for file in file_words(&clause, ws) {
                 let Some(text) = ws.existing(&file).ok().and_then(|p| read_small(&p)) else {
@@ -171,7 +173,7 @@ impl Expectations {
                         .and_then(|p| read_small(&p))
                         .unwrap_or_default();
                     let lines = content_lines(&text);
-                    if !lines.is_empty() && !places_the_line(&clause) {
+                    if gives_a_line && !lines.is_empty() && !places_the_line(&clause) {
                         kept.push(Scoped {
                             expect: Expect::Leads(lines),
                             files: vec![file.clone()],
@@ -1209,6 +1211,18 @@ mod tests {
                 ),
                 ("todo.txt", "buy milk\ncall mum\n", &[]),
             ],
+        );
+        // A docstring is no line of the file's end ("add a one-line docstring").
+        let (_d, py) = workspace_with(&[("geometry.py", "def area(w, h):\n    return w * h\n")]);
+        let docstring = Expectations::of(
+            "Add a one-line docstring to the function area in geometry.py.",
+            &py,
+        );
+        assert!(
+            !docstring
+                .expects()
+                .iter()
+                .any(|e| matches!(e, Expect::Leads(_)))
         );
         // A line with a place of its own keeps the others, in any place.
         let top = Expectations::of("Add a line at the top of todo.txt: call mum", &ws);

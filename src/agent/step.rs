@@ -420,7 +420,8 @@ pub(crate) async fn run_step(
                 }
                 match engine.checks.after_answer(&toolbox, &cancel).await {
                     Ok(checks::Verdict::Pass) => {
-                        let unmade = unmade_changes(&state.ran, &toolbox);
+                        let unmade =
+                            unmade_changes(&state.ran, &toolbox, engine.checks.configured());
                         match not_done(&engine, &toolbox, final_step, unmade).await {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
@@ -502,7 +503,7 @@ async fn checked_without_answer(
     if !state.final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
         return Ok(None);
     }
-    if !unmade_changes(&state.ran, toolbox).is_empty() {
+    if !unmade_changes(&state.ran, toolbox, engine.checks.configured()).is_empty() {
         return Ok(None);
     }
     let expected = engine.expectations.expects_anything();
@@ -530,7 +531,7 @@ async fn checked_without_answer(
 /// What is not done now: the changes the model tried that did not take, then what the
 /// request expects and the workspace does not show.
 async fn unmet_now(engine: &Engine, toolbox: &Toolbox, ran: &[Ran]) -> Vec<Unmet> {
-    let mut unmet = unmade_changes(ran, toolbox);
+    let mut unmet = unmade_changes(ran, toolbox, engine.checks.configured());
     let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
     unmet.extend(
         tokio::task::spawn_blocking(move || expectations.unmet_in(&ws))
@@ -587,7 +588,13 @@ async fn not_done(
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
 /// add the rows, and reported the rows); the workspace says it was not. A write refused
 /// because it would change the request's checks (`expect::tests_kept`) is not one of them.
-fn unmade_changes(ran: &[Ran], toolbox: &Toolbox) -> Vec<Unmet> {
+/// With `agent.checks` configured (`checked`) none is: the checks judge the change (a 1.5B
+/// model fixed `cart.py` one way, then tried another way on the text the first had changed,
+/// and the checks passed).
+fn unmade_changes(ran: &[Ran], toolbox: &Toolbox, checked: bool) -> Vec<Unmet> {
+    if checked {
+        return Vec::new();
+    }
     let writes = |r: &Ran| {
         toolbox
             .get(&r.call.function.name)
