@@ -276,18 +276,19 @@ fn without_narration(block: &str, expected: &Expectations) -> String {
 
 /// The message asking for `asked`'s whole content.
 fn ask(asked: &Asked, request: &str) -> String {
+    // No word on the block's form: asked to reply "in one code block that opens and closes
+    // with ``` lines" (or "as one fenced code block (```)"), the 1.5B model wrote a lone fence
+    // and stopped; asked only for the content, it writes the block, or the write_file call.
     let path = &asked.path;
     match asked.before {
         Some(_) => format!(
             "The request is: {}\nWrite the complete new content of {path}, with the change \
              made: every line of the file, the lines you keep as well as the lines you change. \
-             Reply with only that content, in one code block that opens and closes with ``` \
-             lines; it is written to {path} as it is.",
+             It is written to {path} as it is.",
             echo(request)
         ),
         None => format!(
-            "The request is: {}\nWrite the complete content of the new file {path}. Reply with \
-             only that content, in one code block that opens and closes with ``` lines; it is \
+            "The request is: {}\nWrite the complete content of the new file {path}. It is \
              written to {path} as it is.",
             echo(request)
         ),
