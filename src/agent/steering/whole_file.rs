@@ -1,29 +1,33 @@
 //! The `whole-file` rule: a change a small model does not make with a tool call is asked for
-//! as the whole new content of one file, in one code block, and written on its behalf.
+//! as the whole new content of one file, and the code block it answers with is written as
+//! that file on its behalf.
 //!
 //! A 1.5B coder model that is to change a file it has read explains how one would do it,
 //! writes a Python `def edit_file(...)`, or calls `edit_file` with an `old_text` taken from the
 //! request; shown the file and asked for all of it as it should be, it writes the file. (Aider
 //! found the same: weak models edit best in its "whole" format.) So when the model answers a
 //! request for a change while the change is not in the workspace, the rule names one file —
-//! where the request's stated result does not hold yet, else the new file the request asks
-//! for, else the file it names (or the answer or a tool result names) — reads it on the model's
-//! behalf if the step has not, and asks for its whole new content. The next reply's code block
-//! is taken as that file's `write_file`; the tool refuses what it refuses from the model (a
-//! test the request is checked by, a JSON or YAML file broken), and the checks and the
-//! request's expectations judge the result as they judge any change.
+//! where the request's stated result does not hold yet or a write did not take, else the one
+//! file the request names to change, else one the answer names, the step read or a tool result
+//! names — reads it on the model's behalf if the step has not, and asks for its whole new
+//! content. The next code block the model writes is taken as that file's `write_file`; the
+//! tool refuses what it refuses from the model (a test the request is checked by, a JSON or
+//! YAML file broken), and the checks and the request's expectations judge the result as they
+//! judge any change. When the checks fail after a change, their output goes back with an ask
+//! for the file the task wrote last.
 //!
-//! When the checks fail after a change, their output goes back with an ask for the file the
-//! task wrote last, whole. A block that is the file as it was is no change and is not written.
+//! What is not written as the file:
+//!
+//! | the block | what follows |
+//! |---|---|
+//! | a line stands for lines it leaves out (`...`, `# rest of the code unchanged`) | asked again, saying so |
+//! | the file as it was | asked again, saying so |
+//! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
+//! | a top-level definition dropped (not renamed) that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
+//!
 //! A comment line of the block that names what the request wants gone (`# Removed
-//! old_helper`) is left out of the file. A JSON file's block that loses a value of the file
-//! (a key, a string, a number) the request does not expect gone is not written: the model is
-//! asked again. A block that leaves lines out (`...`, "rest of the code unchanged") is not written: the
-//! model is asked again for every line. One that drops a definition of the file the request
-//! does not name (`def used_one` when asked to remove `old_helper`) is not written as the file
-//! either; it is most often the changed part alone, which `described-edit` may make as an edit
-//! of that part, and otherwise the next ask says what it dropped. Files over [`MAX_LINES`] lines are
-//! never asked for whole; the rule asks at most [`MAX_ASKS`] times a step.
+//! old_helper`) is left out of the file. Files over [`MAX_LINES`] lines are never asked for
+//! whole; the rule asks at most [`MAX_ASKS_PER_FILE`] times a file and [`MAX_ASKS`] a step.
 
 use serde_json::json;
 
