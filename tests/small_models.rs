@@ -1483,3 +1483,47 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
     );
     assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
 }
+
+#[tokio::test]
+async fn a_test_file_of_the_tasks_own_that_runs_no_test_checks_nothing() {
+    // The coding benchmark's write-unit-test: the file the 1.5B model wrote held the function
+    // under test and no test; `python3 -m unittest` ran 0 tests and (before 3.12) passed.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("mathutil.py"),
+        "def square(x):\n    return x * x\n",
+    )
+    .unwrap();
+    let good = "import unittest\nfrom mathutil import square\n\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "test_mathutil.py", "content": "def square(x):\n    return x * x\n"}),
+            10,
+            9,
+        ),
+        Reply::text("The test passed.", 10, 4),
+        python_block(good),
+        Reply::text("Wrote test_mathutil.py.", 10, 5),
+    ]);
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["python3".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(
+        &server.client(),
+        "Write a unit test for the function square in mathutil.py, in a new file \
+         test_mathutil.py, using unittest.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "test_mathutil.py", good);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(told.contains("Ran 0 tests"), "{told}");
+    assert!(
+        told.contains("no test ran: a unittest test file needs"),
+        "{told}"
+    );
+}

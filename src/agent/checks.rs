@@ -218,6 +218,20 @@ fn own_tests(toolbox: &Toolbox) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A test file of the task's own that runs no test checks nothing: `unittest` says `Ran 0
+/// tests` and, before Python 3.12, exits 0 (3.12 exits 5, "no tests ran"). The 1.5B model
+/// asked for a unit test wrote a file holding only the function it was to test, and the check
+/// passed. Such a run counts as failed, with exit status 5, saying why.
+fn no_test_ran_is_a_failure(result: &mut CheckResult) {
+    if result.end == CheckEnd::Passed && result.output.contains("\nRan 0 tests") {
+        result.end = CheckEnd::Failed(Some(5));
+        result.output.push_str(
+            "\nno test ran: a unittest test file needs a unittest.TestCase class whose methods \
+             are named test_…, each asserting what the code does\n",
+        );
+    }
+}
+
 /// `tests/test_calc.py` → `tests.test_calc`: the module `unittest` runs, for a file named as
 /// a test whose path is plain module names; else `None`.
 fn python_test_module(path: &str) -> Option<String> {
@@ -254,6 +268,7 @@ impl Checks {
         if commands.is_empty() {
             return Ok(Verdict::Pass);
         }
+        let ours = self.commands.is_empty();
         {
             // Nothing changed since they last ran: their outcome stands. Answering again
             // after a failure is another round, not a pass.
@@ -271,7 +286,12 @@ impl Checks {
                 return Ok(Verdict::Retry(feedback(&last)));
             }
         }
-        let results = run_all(commands, toolbox, cancel).await?;
+        let mut results = run_all(commands, toolbox, cancel).await?;
+        if ours {
+            for result in &mut results {
+                no_test_ran_is_a_failure(result);
+            }
+        }
         let mut state = self.state();
         let report = CheckReport {
             results,

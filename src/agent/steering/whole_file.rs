@@ -25,6 +25,7 @@
 //! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
 //! | a top-level definition dropped (not renamed) that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
 //!
+//! (A file the task created is the model's own: nothing it drops from it is held against it.)
 //! A comment line of the block that names what the request wants gone (`# Removed
 //! old_helper`) is left out of the file. Files over [`MAX_LINES`] lines are never asked for
 //! whole; the rule asks at most [`MAX_ASKS_PER_FILE`] times a file and [`MAX_ASKS`] a step.
@@ -50,15 +51,18 @@ struct Asked {
     path: String,
     /// Its text when asked (`None`: a new file).
     before: Option<String>,
+    /// The task created it: what it holds is the model's own, to drop as it likes.
+    own: bool,
 }
 
 impl Asked {
-    fn of(path: String, ws: &crate::agent::tools::Workspace) -> Asked {
-        let before = ws
-            .existing(&path)
-            .ok()
+    fn of(path: String, toolbox: &crate::agent::tools::Toolbox) -> Asked {
+        let existing = toolbox.workspace().existing(&path).ok();
+        let before = existing
+            .as_deref()
             .and_then(|p| std::fs::read_to_string(p).ok());
-        Asked { path, before }
+        let own = existing.is_some_and(|p| toolbox.ledger().created(&p));
+        Asked { path, before, own }
     }
 }
 
@@ -133,7 +137,11 @@ impl Rule for WholeFile {
                 );
                 return self.again(asked, why, facts.request);
             }
-            let lost = dropped_values(path, before, &content, facts.expectations);
+            let lost = if asked.own {
+                Vec::new()
+            } else {
+                dropped_values(path, before, &content, facts.expectations)
+            };
             if !lost.is_empty() {
                 let why = format!(
                     "That code block was not written to {path}: it loses {}, which the request \
@@ -142,7 +150,11 @@ impl Rule for WholeFile {
                 );
                 return self.again(asked, why, facts.request);
             }
-            let dropped = dropped_definitions(before, &content, facts.expectations);
+            let dropped = if asked.own {
+                Vec::new()
+            } else {
+                dropped_definitions(before, &content, facts.expectations)
+            };
             if !dropped.is_empty() {
                 // Most often the part that changes, shown alone: `described-edit` may make it
                 // as an edit of that part. If it does not, the next ask says what was wrong.
@@ -193,7 +205,7 @@ impl Rule for WholeFile {
         if !self.ask_for(&path) {
             return None;
         }
-        let asked = Asked::of(path, ws);
+        let asked = Asked::of(path, facts.toolbox);
         let message = format!("{feedback}\n{}", ask(&asked, facts.request));
         self.asked = Some(asked);
         Some(message)
@@ -208,7 +220,7 @@ impl Rule for WholeFile {
         if !self.ask_for(&path) {
             return None;
         }
-        let asked = Asked::of(path, facts.toolbox.workspace());
+        let asked = Asked::of(path, facts.toolbox);
         let mut message = ask(&asked, facts.request);
         if let Some(why) = why {
             message = format!("The request is not done yet: {why}.\n{message}");
@@ -502,9 +514,30 @@ fn definitions(text: &str) -> Vec<&str> {
     defined(text).into_iter().map(|(name, _)| name).collect()
 }
 
+/// Whether two names differ by a slip of spelling (`format_nmae`, `format_name`): at most two
+/// edits, or a quarter of the longer name's characters.
+fn spelled_alike(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) =
+        (a.chars().take(64).collect(), b.chars().take(64).collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()] <= 2.max(a.len().max(b.len()) / 4)
+}
+
 /// The top-level definitions of `before` that `after` no longer has, neither by name nor
-/// renamed (a new name over the same body: "the function's name is misspelled"), and that
-/// the request does not expect gone ("remove old_helper", "rename greet to welcome").
+/// renamed (a name spelled alike over the same body: "the function's name is misspelled";
+/// a new function given the body of one it drops is no rename), and that the request does
+/// not expect gone ("remove old_helper", "rename greet to welcome").
 fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations) -> Vec<&'a str> {
     let now = defined(after);
     let old = defined(before);
@@ -515,7 +548,7 @@ fn dropped_definitions<'a>(before: &'a str, after: &str, expected: &Expectations
             let renamed = !body.is_empty()
                 && now
                     .iter()
-                    .any(|(n, b)| !names_before.contains(n) && b == body);
+                    .any(|(n, b)| !names_before.contains(n) && b == body && spelled_alike(name, n));
             !kept && !renamed && !expected.expects_gone(name)
         })
         .map(|(name, _)| *name)
@@ -680,15 +713,31 @@ mod tests {
             )
             .is_empty()
         );
-        // Renamed: a new name over the same body.
+        // Renamed: a name spelled alike over the same body.
+        let typo = "def format_nmae(first, last):\n    return f\"{last}, {first}\"\n";
         assert!(
             dropped_definitions(
-                before,
-                "def used_one(x):\n    return x + 1\n\n\ndef helper(x):\n    return x\n",
+                typo,
+                "def format_name(first, last):\n    return f\"{last}, {first}\"\n",
                 &remove
             )
             .is_empty()
         );
+        // A new function over the body of the one it drops (the model's reverse_words with
+        // shout's body, shout gone) is no rename.
+        let shout = "def shout(text):\n    return text.upper() + \"!\"\n";
+        assert_eq!(
+            dropped_definitions(
+                shout,
+                "def reverse_words(text):\n    return text.upper() + \"!\"\n",
+                &remove
+            ),
+            ["shout"]
+        );
+        assert!(spelled_alike("format_nmae", "format_name"));
+        assert!(!spelled_alike("shout", "reverse_words"));
+        assert!(spelled_alike("", ""));
+        assert!(!spelled_alike("テスト関数", "別の名前です"));
         // Named, but to be kept.
         let keep = of("Add reverse_words, and keep used_one and old_helper as they are.");
         assert_eq!(

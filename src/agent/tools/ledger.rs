@@ -189,6 +189,12 @@ impl Ledger {
             .collect()
     }
 
+    /// Whether the task's tools created `path` (resolved): it did not exist when they first
+    /// wrote it.
+    pub fn created(&self, path: &Path) -> bool {
+        matches!(self.state().originals.get(path), Some(Original::Absent))
+    }
+
     /// The resolved paths the task's tools changed.
     fn changed_paths(&self) -> Vec<PathBuf> {
         self.state().originals.keys().cloned().collect()
