@@ -1527,3 +1527,35 @@ async fn a_test_file_of_the_tasks_own_that_runs_no_test_checks_nothing() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_block_quoted_in_the_answer_after_a_change_is_not_made_again() {
+    // The coding benchmark's derive-csv: people.csv written right, then the answer quoted it
+    // with a typo ("ncy,29"), and that block, made as an edit, mangled the file.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("names.txt"), "ada\ncy\n").unwrap();
+    std::fs::write(ws.path().join("ages.txt"), "36\n29\n").unwrap();
+    let right = "name,age\nada,36\ncy,29\n";
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "people.csv", "content": right}),
+                10,
+                9,
+            ),
+            Reply::text(
+                "people.csv now holds:\n```\nname,age\nada,36\nncy,29\n```",
+                10,
+                12,
+            ),
+        ],
+        "names.txt and ages.txt hold one value per line, in the same order. Write people.csv \
+         with a header line name,age and then one line per person, like ada,36.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(fake.chat_count(), 2);
+    assert_holds(&ws, "people.csv", right);
+}

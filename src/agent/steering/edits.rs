@@ -6,6 +6,7 @@
 //! and makes no call. When the request asks for a change and the text says exactly which one,
 //! the call is made on its behalf: the tool still refuses what it would refuse from the model
 //! (a file not read, text not found, not found once), and the checks still judge the result.
+//! Only while no file has changed: after a change, a block in a reply quotes it.
 //!
 //! | the reply says | the call made |
 //! |---|---|
@@ -37,7 +38,15 @@ impl Rule for DescribedEdit {
     }
 
     fn read_reply(&mut self, reply: &mut Reply, facts: &Facts) -> Option<Verdict> {
-        if !reply.calls.is_empty() || !facts.asks_for_change || self.made >= MAX_EDITS {
+        // Once a file changed, a code block in the answer is most often the change quoted
+        // back ("people.csv now holds: ```…```"), not another one to make: made again as an
+        // edit, it mangled the file the 1.5B model had just written right. What is left to do
+        // then is `whole-file`'s to ask for, by name.
+        if !reply.calls.is_empty()
+            || !facts.asks_for_change
+            || facts.changed
+            || self.made >= MAX_EDITS
+        {
             return None;
         }
         let edit = described_edit(&reply.text, facts)?;

@@ -23,7 +23,7 @@
 //! | a line stands for lines it leaves out (`...`, `# rest of the code unchanged`) | asked again, saying so |
 //! | the file as it was | asked again, saying so |
 //! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
-//! | a top-level definition dropped (not renamed) that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
+//! | a top-level definition (not renamed) or block (`if __name__ == "__main__":`) dropped that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
 //!
 //! (A file the task created is the model's own: nothing it drops from it is held against it.)
 //! A comment line of the block that names what the request wants gone (`# Removed
@@ -150,10 +150,12 @@ impl Rule for WholeFile {
                 );
                 return self.again(asked, why, facts.request);
             }
-            let dropped = if asked.own {
+            let dropped: Vec<&str> = if asked.own {
                 Vec::new()
             } else {
-                dropped_definitions(before, &content, facts.expectations)
+                let mut dropped = dropped_definitions(before, &content, facts.expectations);
+                dropped.extend(dropped_blocks(before, &content, facts.expectations));
+                dropped
             };
             if !dropped.is_empty() {
                 // Most often the part that changes, shown alone: `described-edit` may make it
@@ -514,6 +516,26 @@ fn definitions(text: &str) -> Vec<&str> {
     defined(text).into_iter().map(|(name, _)| name).collect()
 }
 
+/// The top-level lines of `before` that open a block (`if __name__ == "__main__":`, `impl
+/// Cart {`), other than definitions, that `after` no longer has and that name nothing the
+/// request expects gone: a small model rewriting a file whole leaves out its main block.
+fn dropped_blocks<'a>(before: &'a str, after: &str, expected: &Expectations) -> Vec<&'a str> {
+    let now: Vec<&str> = after.lines().map(str::trim_end).collect();
+    before
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| {
+            !line.starts_with(char::is_whitespace)
+                && (line.ends_with(':') || line.ends_with('{'))
+                && !DEFINES.iter().any(|k| line.starts_with(k))
+                && !line
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| !w.is_empty() && expected.expects_gone(w))
+                && !now.contains(line)
+        })
+        .collect()
+}
+
 /// Whether two names differ by a slip of spelling (`format_nmae`, `format_name`): at most two
 /// edits, or a quarter of the longer name's characters.
 fn spelled_alike(a: &str, b: &str) -> bool {
@@ -565,6 +587,7 @@ pub(super) fn check_any_text(text: &str, before: &str, expected: &Expectations) 
         assert!(content.len() <= block.len() + 1);
         let _ = left_out(&content, Some(before));
         let _ = dropped_definitions(before, &content, expected);
+        let _ = dropped_blocks(before, &content, expected);
         let _ = dropped_values("x.json", before, &content, expected);
     }
     for literal in json_literals(text) {
@@ -679,6 +702,28 @@ mod tests {
         assert_eq!(
             without_narration("x = old_helper\n# keep this\n", &remove),
             "x = old_helper\n# keep this\n"
+        );
+    }
+
+    #[test]
+    fn a_main_block_left_out_is_dropped() {
+        let (_d, rename) = expectations("Rename the function greet to welcome in hello.py.");
+        let before = "def greet(name):\n    return \"Hi \" + name\n\n\nif __name__ == \"__main__\":\n    print(greet(\"Ada\"))\n";
+        assert_eq!(
+            dropped_blocks(
+                before,
+                "def welcome(name):\n    return \"Hi \" + name\n",
+                &rename
+            ),
+            ["if __name__ == \"__main__\":"]
+        );
+        assert!(
+            dropped_blocks(
+                before,
+                "def welcome(name):\n    return \"Hi \" + name\n\n\nif __name__ == \"__main__\":\n    print(welcome(\"Ada\"))\n",
+                &rename
+            )
+            .is_empty()
         );
     }
 
