@@ -154,11 +154,21 @@ pub fn classify(
     params: &Map<String, Value>,
     hints: VersionHints<'_>,
 ) -> Result<Classified, ErrorObject> {
-    // Read in place: only what the answer keeps is copied (the capabilities, the client info).
     let meta = match params.get("_meta") {
         Some(Value::Object(meta)) => Some(meta),
         _ => None,
     };
+    classify_meta(method, meta, hints)
+}
+
+/// [`classify`] of a message whose params' `_meta` object is `meta` (`None`: absent, or not an
+/// object).
+pub fn classify_meta(
+    method: &Method,
+    meta: Option<&Map<String, Value>>,
+    hints: VersionHints<'_>,
+) -> Result<Classified, ErrorObject> {
+    // Read in place: only what the answer keeps is copied (the capabilities, the client info).
     let body_version = meta
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .map(|v| match v {
