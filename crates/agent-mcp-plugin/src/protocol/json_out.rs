@@ -109,61 +109,70 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     })
 }
 
-/// [`write_str`] without the memo.
+/// [`write_str`] without the memo: the runs of bytes that need no escape copied whole, found
+/// eight bytes at a time.
 fn escape(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
-    // `start..i` is a run of bytes that need no escape, not written yet.
+    // `start..` is not written yet.
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Skip eight clean bytes at a time; stop on the first one that needs an escape.
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let mask = escape_mask(u64::from_le_bytes(word));
-            if mask == 0 {
-                i += 8;
-                continue;
-            }
-            i += (mask.trailing_zeros() / 8) as usize;
-        }
-        let b = bytes[i];
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            // Only in the last, shorter-than-eight bytes.
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
+    loop {
+        let i = next_escape(bytes, start);
         out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]);
-        } else {
-            out.extend_from_slice(escape);
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ]);
+            }
         }
-        i += 1;
-        start = i;
+        start = i + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The index of the first byte at or after `from` that needs an escape (a control character,
+/// `"` or `\`), or `bytes.len()`.
+#[inline]
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let mask = escape_mask(u64::from_le_bytes(word));
+        if mask != 0 {
+            return i + (mask.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    // The last few bytes, padded with spaces (which need no escape).
+    let rest = bytes.get(i..).unwrap_or_default();
+    if rest.is_empty() {
+        return bytes.len();
+    }
+    let mut word = [b' '; 8];
+    word[..rest.len()].copy_from_slice(rest);
+    match escape_mask(u64::from_le_bytes(word)) {
+        0 => bytes.len(),
+        mask => i + (mask.trailing_zeros() / 8) as usize,
+    }
 }
 
 #[cfg(test)]
