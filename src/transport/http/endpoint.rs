@@ -105,6 +105,8 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpEndpoint<S> {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The whole body within `rules.body_timeout` (a deadline, not an idle timeout: a client
 /// trickling its body must not hold a connection and its buffer forever), its bytes taken
 /// from the shared [`BodyBudget`](super::BodyBudget) before they are read: 408 if late, 413
@@ -129,11 +131,25 @@ where
     let mut body = std::pin::pin!(body);
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(FREE_BYTES));
     loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+        // A frame that is there already (a small body comes with its headers) is taken
+        // without arming the deadline's timer; one that is not is waited for within it.
+        let ready = std::future::poll_fn(|cx| {
+            Poll::Ready(match body.as_mut().poll_frame(cx) {
+                Poll::Ready(frame) => Some(frame.map(|f| f.map_err(Into::<BoxError>::into))),
+                Poll::Pending => None,
+            })
+        })
+        .await;
+        let frame = match ready {
+            Some(frame) => Ok(frame),
+            None => tokio::time::timeout_at(deadline, body.frame())
+                .await
+                .map(|frame| frame.map(|f| f.map_err(Into::<BoxError>::into))),
+        };
+        let frame = match frame {
             Err(_) => return Err(request_timeout(rules)),
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
                 if e.downcast_ref::<LengthLimitError>().is_some() {
                     return Err(payload_too_large(rules.max_body_bytes));
                 }
@@ -227,7 +243,7 @@ fn route(headers: &HeaderMap, bytes: &[u8]) -> Route {
         None => empty(StatusCode::BAD_REQUEST),
         Some(id) => refuse(Some(id), error),
     };
-    let classified = match classify_meta(&method, params.meta(), hints) {
+    let classified = match classify_meta(&method, params.meta_fields(), hints) {
         Ok(c) => c,
         Err(error) => return Route::Reply(refuse_message(&error)),
     };
@@ -289,7 +305,7 @@ where
         &method,
         id.as_ref(),
         params.str("name"),
-        params.meta(),
+        params.meta_others(),
         Some(&parts.headers),
         &mut ctx,
     );

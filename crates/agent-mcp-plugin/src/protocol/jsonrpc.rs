@@ -139,20 +139,61 @@ pub enum ReadParams {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolsCallRead {
     pub params: super::ToolsCallParams,
-    /// `_meta` as sent (any JSON value), if present.
-    pub meta: Option<Value>,
+    /// `_meta`, if present.
+    pub meta: Option<MetaRead>,
+}
+
+/// A `tools/call`'s `_meta` as [`Incoming::read`] reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MetaRead {
+    /// An object: the members that classify the request (as sent), and the others.
+    Object {
+        protocol_version: Option<Value>,
+        client_capabilities: Option<Value>,
+        client_info: Option<Value>,
+        /// Every other member (the caller's trace context, …).
+        other: Map<String, Value>,
+    },
+    /// Anything but an object: nothing in it is read.
+    NotAnObject,
 }
 
 impl ReadParams {
-    /// `_meta`, when it is an object.
-    pub fn meta(&self) -> Option<&Map<String, Value>> {
-        let meta = match self {
-            ReadParams::Map(map) => map.get("_meta"),
-            ReadParams::ToolsCall(call) => call.meta.as_ref(),
-        };
-        match meta {
-            Some(Value::Object(meta)) => Some(meta),
-            _ => None,
+    /// The members of `_meta` that classify the request, when `_meta` is an object.
+    pub fn meta_fields(&self) -> Option<super::MetaFields<'_>> {
+        match self {
+            ReadParams::Map(map) => match map.get("_meta") {
+                Some(Value::Object(meta)) => Some(super::MetaFields::of(meta)),
+                _ => None,
+            },
+            ReadParams::ToolsCall(call) => match &call.meta {
+                Some(MetaRead::Object {
+                    protocol_version,
+                    client_capabilities,
+                    client_info,
+                    ..
+                }) => Some(super::MetaFields {
+                    protocol_version: protocol_version.as_ref(),
+                    client_capabilities: client_capabilities.as_ref(),
+                    client_info: client_info.as_ref(),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// When `_meta` is an object, its members besides (maybe with) the three of
+    /// [`Self::meta_fields`]: what the caller's trace context is read from.
+    pub fn meta_others(&self) -> Option<&Map<String, Value>> {
+        match self {
+            ReadParams::Map(map) => match map.get("_meta") {
+                Some(Value::Object(meta)) => Some(meta),
+                _ => None,
+            },
+            ReadParams::ToolsCall(call) => match &call.meta {
+                Some(MetaRead::Object { other, .. }) => Some(other),
+                _ => None,
+            },
         }
     }
 
@@ -433,8 +474,11 @@ mod envelope_de {
     use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
-    use super::{Fields, IdField, MethodField, ParamsField, RequestId, ToolsCallRead, Top};
+    use super::{
+        Fields, IdField, MetaRead, MethodField, ParamsField, RequestId, ToolsCallRead, Top,
+    };
     use crate::protocol::Method;
+    use crate::protocol::era::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION};
 
     fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
         while seq.next_element::<Value>()?.is_some() {}
@@ -729,13 +773,112 @@ mod envelope_de {
                     ParamKey::Task => params.task = Some(map.next_value()?),
                     ParamKey::InputResponses => params.input_responses = Some(map.next_value()?),
                     ParamKey::RequestState => params.request_state = Some(map.next_value()?),
-                    ParamKey::Meta => call.meta = Some(map.next_value()?),
+                    ParamKey::Meta => call.meta = Some(map.next_value::<MetaDe>()?.0),
                     ParamKey::Other => {
                         map.next_value::<Value>()?;
                     }
                 }
             }
             Ok(ParamsField::ToolsCall(Box::new(call)))
+        }
+    }
+
+    /// A `tools/call`'s `_meta`: an object read into [`MetaRead::Object`], anything else
+    /// marked (after parsing it through).
+    struct MetaDe(MetaRead);
+
+    impl<'de> de::Deserialize<'de> for MetaDe {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(MetaVisitor).map(MetaDe)
+        }
+    }
+
+    struct MetaVisitor;
+
+    impl<'de> Visitor<'de> for MetaVisitor {
+        type Value = MetaRead;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a _meta object")
+        }
+
+        null_and_integers!(MetaRead, other: MetaRead::NotAnObject);
+        fn visit_bool<E>(self, _: bool) -> Result<MetaRead, E> {
+            Ok(MetaRead::NotAnObject)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<MetaRead, E> {
+            Ok(MetaRead::NotAnObject)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<MetaRead, E> {
+            Ok(MetaRead::NotAnObject)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<MetaRead, A::Error> {
+            drain_seq(seq).map(|()| MetaRead::NotAnObject)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaRead, A::Error> {
+            // A repeated key's last value counts, as in a `Value` map.
+            let (mut protocol_version, mut client_capabilities, mut client_info) =
+                (None, None, None);
+            let mut other = serde_json::Map::new();
+            while let Some(key) = map.next_key::<MetaKey>()? {
+                match key {
+                    MetaKey::ProtocolVersion => protocol_version = Some(map.next_value()?),
+                    MetaKey::ClientCapabilities => client_capabilities = Some(map.next_value()?),
+                    MetaKey::ClientInfo => client_info = Some(map.next_value()?),
+                    MetaKey::Other(key) => {
+                        other.insert(key, map.next_value()?);
+                    }
+                }
+            }
+            Ok(MetaRead::Object {
+                protocol_version,
+                client_capabilities,
+                client_info,
+                other,
+            })
+        }
+    }
+
+    /// A member name of `_meta`.
+    enum MetaKey {
+        ProtocolVersion,
+        ClientCapabilities,
+        ClientInfo,
+        Other(String),
+    }
+
+    impl<'de> de::Deserialize<'de> for MetaKey {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_str(MetaKeyVisitor)
+        }
+    }
+
+    struct MetaKeyVisitor;
+
+    impl Visitor<'_> for MetaKeyVisitor {
+        type Value = MetaKey;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a member name")
+        }
+
+        fn visit_str<E>(self, key: &str) -> Result<MetaKey, E> {
+            Ok(MetaKey::known(key).unwrap_or_else(|| MetaKey::Other(key.to_owned())))
+        }
+
+        fn visit_string<E>(self, key: String) -> Result<MetaKey, E> {
+            Ok(MetaKey::known(&key).unwrap_or(MetaKey::Other(key)))
+        }
+    }
+
+    impl MetaKey {
+        fn known(key: &str) -> Option<MetaKey> {
+            match key {
+                META_PROTOCOL_VERSION => Some(MetaKey::ProtocolVersion),
+                META_CLIENT_CAPABILITIES => Some(MetaKey::ClientCapabilities),
+                META_CLIENT_INFO => Some(MetaKey::ClientInfo),
+                _ => None,
+            }
         }
     }
 
@@ -878,20 +1021,34 @@ mod tests {
         Option<RequestId>,
         Option<Method>,
         Option<super::super::Params>,
+        Option<[Option<Value>; 3]>,
         Option<Map<String, Value>>,
         Option<String>,
     );
 
     fn seen(message: Incoming<ReadParams>) -> Seen {
+        use crate::protocol::era::{
+            META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+        };
         let (id, method, params) = match message {
             Incoming::Request { id, method, params } => (Some(id), method, params),
             Incoming::Notification { method, params } => (None, method, params),
-            Incoming::Response { id } => return (id, None, None, None, None),
+            Incoming::Response { id } => return (id, None, None, None, None, None),
         };
-        let meta = params.meta().cloned();
+        let fields = params.meta_fields().map(|m| {
+            [m.protocol_version, m.client_capabilities, m.client_info].map(|v| v.cloned())
+        });
+        let mut others = params.meta_others().cloned();
+        for key in [
+            META_PROTOCOL_VERSION,
+            META_CLIENT_CAPABILITIES,
+            META_CLIENT_INFO,
+        ] {
+            others.as_mut().map(|o| o.remove(key));
+        }
         let name = params.str("name").map(str::to_owned);
         let params = params.into_params(&method);
-        (id, Some(method), Some(params), meta, name)
+        (id, Some(method), Some(params), fields, others, name)
     }
 
     /// [`Incoming::read`] as the edge sees it, against the object parse of the same body.
@@ -926,7 +1083,10 @@ mod tests {
         };
         assert_eq!(call.params.name.as_deref(), Some("agent_status"));
         assert_eq!(call.params.arguments, Some(json!({"task_id": "t"})));
-        assert_eq!(call.meta, Some(json!({"a": 1})));
+        let Some(MetaRead::Object { other, .. }) = call.meta else {
+            panic!("_meta is an object");
+        };
+        assert_eq!(Value::Object(other), json!({"a": 1}));
     }
 
     #[test]
@@ -942,6 +1102,11 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b","name":[1]}}"#,
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"n\u0061me":"b","_meta":7}}"#,
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"x":[]},"_meta":"s"}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":null}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":[{"a":1e999}]}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"a":1e999}}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"traceparent":"00-x","io.modelcontextprotocol/protocolVersion":2026,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[],"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol\/clientInfo":{"name":"d"},"traceparent":"00-y"}}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":{"v":1},"x\u0041":7}}}"#,
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"task":{"ttl":1},"inputResponses":{"k":{}},"requestState":"s","other":{"deep":[1,2]}}}"#,
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":null,"arguments":[1]}}"#,
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"other":1e999}}"#,
