@@ -297,10 +297,10 @@ impl AuditRecord {
                     if i > 0 {
                         out.push(b'.');
                     }
-                    decimal(out, octet.into());
+                    json_value(out, &octet);
                 }
                 out.push(b':');
-                decimal(out, peer.port().into());
+                json_value(out, &peer.port());
                 out.push(b'"');
             }
             Some(peer) => {
@@ -343,21 +343,6 @@ impl AuditRecord {
         }
         out.push(b'}');
     }
-}
-
-/// `n` in decimal, as `Display` writes it.
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// `time` as `humantime::format_rfc3339_micros` writes it (`2026-12-06T01:02:03.000004Z`),

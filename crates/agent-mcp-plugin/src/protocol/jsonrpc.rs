@@ -490,10 +490,10 @@ mod envelope_de {
         Ok(())
     }
 
-    /// The visits that map a member to `other`: a boolean, a non-integer number, and an array
-    /// or object (parsed through first).
-    macro_rules! scalars {
-        ($ty:ty, other: $other:expr) => {
+    /// The visits of a boolean, a non-integer number (giving `$other`) and an array (parsed
+    /// through first, giving `$seq`).
+    macro_rules! leaves {
+        ($ty:ty, seq: $seq:expr, other: $other:expr) => {
             fn visit_bool<E>(self, _: bool) -> Result<$ty, E> {
                 Ok($other)
             }
@@ -501,19 +501,43 @@ mod envelope_de {
                 Ok($other)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<$ty, A::Error> {
-                drain_seq(seq).map(|()| $other)
+                drain_seq(seq).map(|()| $seq)
             }
+        };
+    }
+
+    /// The visits that map a member to `other`: a boolean, a non-integer number, and an array
+    /// or object (parsed through first).
+    macro_rules! scalars {
+        ($ty:ty, other: $other:expr) => {
+            leaves!($ty, seq: $other, other: $other);
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<$ty, A::Error> {
                 drain_map(map).map(|()| $other)
             }
         };
     }
 
-    /// The visits of `null` and an integer, for a member that keeps neither.
+    /// The visits of everything but an object (for a visitor of one): `null` gives `$unit`,
+    /// an array (parsed through) `$seq`, any other value `$other`.
+    macro_rules! non_objects {
+        ($ty:ty, unit: $unit:expr, seq: $seq:expr, other: $other:expr) => {
+            null_and_integers!($ty, null: $unit, other: $other);
+            leaves!($ty, seq: $seq, other: $other);
+            fn visit_str<E>(self, _: &str) -> Result<$ty, E> {
+                Ok($other)
+            }
+        };
+    }
+
+    /// The visits of `null` and an integer, for a member that keeps neither (`null` gives
+    /// `$null` when given).
     macro_rules! null_and_integers {
         ($ty:ty, other: $other:expr) => {
+            null_and_integers!($ty, null: $other, other: $other);
+        };
+        ($ty:ty, null: $null:expr, other: $other:expr) => {
             fn visit_unit<E>(self) -> Result<$ty, E> {
-                Ok($other)
+                Ok($null)
             }
             fn visit_i64<E>(self, _: i64) -> Result<$ty, E> {
                 Ok($other)
@@ -549,19 +573,7 @@ mod envelope_de {
             f.write_str("a JSON-RPC message")
         }
 
-        null_and_integers!(Top, other: Top::Other);
-        fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Top, E> {
-            Ok(Top::Other)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top, A::Error> {
-            drain_seq(seq).map(|()| Top::Array)
-        }
+        non_objects!(Top, unit: Top::Other, seq: Top::Array, other: Top::Other);
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
             let mut fields = Fields::default();
             while let Some(key) = map.next_key::<Key>()? {
@@ -591,54 +603,67 @@ mod envelope_de {
         }
     }
 
-    /// A member name of the envelope.
-    enum Key {
-        Id,
-        Jsonrpc,
-        Method,
-        Params,
-        Result,
-        Error,
-        Other,
+    /// A member name read as `$name`: each listed name one variant, any other `$other`.
+    macro_rules! member_names {
+        (
+            $(#[$doc:meta])*
+            $name:ident via $visitor:ident {
+                $($wire:literal => $variant:ident,)*
+                _ => $other:ident
+            }
+        ) => {
+            $(#[$doc])*
+            enum $name {
+                $($variant,)*
+                $other,
+            }
+
+            impl<'de> de::Deserialize<'de> for $name {
+                fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                    deserializer.deserialize_str($visitor)
+                }
+            }
+
+            struct $visitor;
+
+            impl Visitor<'_> for $visitor {
+                type Value = $name;
+
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a member name")
+                }
+
+                fn visit_str<E>(self, key: &str) -> Result<$name, E> {
+                    Ok(match key {
+                        $($wire => $name::$variant,)*
+                        _ => $name::$other,
+                    })
+                }
+            }
+        };
     }
 
-    impl<'de> de::Deserialize<'de> for Key {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_str(KeyVisitor)
+    member_names! {
+        /// A member name of the envelope.
+        Key via KeyVisitor {
+            "id" => Id,
+            "jsonrpc" => Jsonrpc,
+            "method" => Method,
+            "params" => Params,
+            "result" => Result,
+            "error" => Error,
+            _ => Other
         }
     }
 
-    struct KeyVisitor;
-
-    impl Visitor<'_> for KeyVisitor {
-        type Value = Key;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a member name")
-        }
-
-        fn visit_str<E>(self, key: &str) -> Result<Key, E> {
-            Ok(match key {
-                "id" => Key::Id,
-                "jsonrpc" => Key::Jsonrpc,
-                "method" => Key::Method,
-                "params" => Key::Params,
-                "result" => Key::Result,
-                "error" => Key::Error,
-                _ => Key::Other,
-            })
-        }
-    }
-
-    /// A member the envelope keeps: the newtype `$wrapper` read through `$visitor`, whose
-    /// visits of a boolean, a non-integer number, an array and an object give `$other`
-    /// (`scalars!`). The other visits follow in braces.
+    /// A member the envelope keeps: the newtype `$wrapper` read through `$visitor`, with the
+    /// visits in braces (`scalars!` for the values a member does not keep, `non_objects!` and
+    /// a `visit_map` for one read as an object).
     macro_rules! member {
         (
             $(#[$doc:meta])*
             $wrapper:ident($ty:ty) via $visitor:ident,
             expecting $expecting:literal,
-            other: $other:expr,
             { $($visits:tt)* }
         ) => {
             $(#[$doc])*
@@ -659,8 +684,6 @@ mod envelope_de {
                     f.write_str($expecting)
                 }
 
-                scalars!($ty, other: $other);
-
                 $($visits)*
             }
         };
@@ -670,8 +693,8 @@ mod envelope_de {
         /// `id`: kept if a string or an `i64`, else marked invalid (after parsing it through).
         IdDe(IdField) via IdVisitor,
         expecting "a request id",
-        other: IdField::Invalid,
         {
+            scalars!(IdField, other: IdField::Invalid);
             /// `null`: no id.
             fn visit_unit<E>(self) -> Result<IdField, E> {
                 Ok(IdField::None)
@@ -695,8 +718,8 @@ mod envelope_de {
         /// `jsonrpc`: is it the string `"2.0"`?
         Jsonrpc(bool) via JsonrpcVisitor,
         expecting "\"2.0\"",
-        other: false,
         {
+            scalars!(bool, other: false);
             null_and_integers!(bool, other: false);
             fn visit_str<E>(self, s: &str) -> Result<bool, E> {
                 Ok(s == "2.0")
@@ -708,8 +731,8 @@ mod envelope_de {
         /// `method`: a known name without a copy, any other string kept, anything else marked.
         MethodDe(MethodField) via MethodVisitor,
         expecting "a method name",
-        other: MethodField::NotAString,
         {
+            scalars!(MethodField, other: MethodField::NotAString);
             null_and_integers!(MethodField, other: MethodField::NotAString);
             fn visit_str<E>(self, s: &str) -> Result<MethodField, E> {
                 Ok(MethodField::Method(Method::from(s)))
@@ -720,122 +743,78 @@ mod envelope_de {
         }
     }
 
-    /// The params of a `tools/call`: an object read into its typed fields, `null` kept as it
-    /// is, anything else marked (after parsing it through).
-    struct ToolsCallDe(ParamsField);
-
-    impl<'de> de::Deserialize<'de> for ToolsCallDe {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer
-                .deserialize_any(ToolsCallVisitor)
-                .map(ToolsCallDe)
-        }
-    }
-
-    struct ToolsCallVisitor;
-
-    impl<'de> Visitor<'de> for ToolsCallVisitor {
-        type Value = ParamsField;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("the params of a tools/call")
-        }
-
-        fn visit_unit<E>(self) -> Result<ParamsField, E> {
-            Ok(ParamsField::Value(Value::Null))
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<ParamsField, E> {
-            Ok(ParamsField::NotAnObject)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<ParamsField, E> {
-            Ok(ParamsField::NotAnObject)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<ParamsField, E> {
-            Ok(ParamsField::NotAnObject)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<ParamsField, E> {
-            Ok(ParamsField::NotAnObject)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<ParamsField, E> {
-            Ok(ParamsField::NotAnObject)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ParamsField, A::Error> {
-            drain_seq(seq).map(|()| ParamsField::NotAnObject)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsField, A::Error> {
-            // What `Params::parse` keeps, and `_meta`; a repeated key's last value counts.
-            let mut call = ToolsCallRead::default();
-            let params = &mut call.params;
-            while let Some(key) = map.next_key::<ParamKey>()? {
-                match key {
-                    ParamKey::Name => params.name = map.next_value::<NameDe>()?.0,
-                    ParamKey::Arguments => params.arguments = Some(map.next_value()?),
-                    ParamKey::Task => params.task = Some(map.next_value()?),
-                    ParamKey::InputResponses => params.input_responses = Some(map.next_value()?),
-                    ParamKey::RequestState => params.request_state = Some(map.next_value()?),
-                    ParamKey::Meta => call.meta = Some(map.next_value::<MetaDe>()?.0),
-                    ParamKey::Other => {
-                        map.next_value::<Value>()?;
+    member! {
+        /// The params of a `tools/call`: an object read into its typed fields, `null` kept as
+        /// it is, anything else marked (after parsing it through).
+        ToolsCallDe(ParamsField) via ToolsCallVisitor,
+        expecting "the params of a tools/call",
+        {
+            non_objects!(
+                ParamsField,
+                unit: ParamsField::Value(Value::Null),
+                seq: ParamsField::NotAnObject,
+                other: ParamsField::NotAnObject
+            );
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsField, A::Error> {
+                // What `Params::parse` keeps, and `_meta`; a repeated key's last value counts.
+                let mut call = ToolsCallRead::default();
+                let params = &mut call.params;
+                while let Some(key) = map.next_key::<ParamKey>()? {
+                    match key {
+                        ParamKey::Name => params.name = map.next_value::<NameDe>()?.0,
+                        ParamKey::Arguments => params.arguments = Some(map.next_value()?),
+                        ParamKey::Task => params.task = Some(map.next_value()?),
+                        ParamKey::InputResponses => {
+                            params.input_responses = Some(map.next_value()?)
+                        }
+                        ParamKey::RequestState => params.request_state = Some(map.next_value()?),
+                        ParamKey::Meta => call.meta = Some(map.next_value::<MetaDe>()?.0),
+                        ParamKey::Other => {
+                            map.next_value::<Value>()?;
+                        }
                     }
                 }
+                Ok(ParamsField::ToolsCall(Box::new(call)))
             }
-            Ok(ParamsField::ToolsCall(Box::new(call)))
         }
     }
 
-    /// A `tools/call`'s `_meta`: an object read into [`MetaRead::Object`], anything else
-    /// marked (after parsing it through).
-    struct MetaDe(MetaRead);
-
-    impl<'de> de::Deserialize<'de> for MetaDe {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_any(MetaVisitor).map(MetaDe)
-        }
-    }
-
-    struct MetaVisitor;
-
-    impl<'de> Visitor<'de> for MetaVisitor {
-        type Value = MetaRead;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a _meta object")
-        }
-
-        null_and_integers!(MetaRead, other: MetaRead::NotAnObject);
-        fn visit_bool<E>(self, _: bool) -> Result<MetaRead, E> {
-            Ok(MetaRead::NotAnObject)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<MetaRead, E> {
-            Ok(MetaRead::NotAnObject)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<MetaRead, E> {
-            Ok(MetaRead::NotAnObject)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<MetaRead, A::Error> {
-            drain_seq(seq).map(|()| MetaRead::NotAnObject)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaRead, A::Error> {
-            // A repeated key's last value counts, as in a `Value` map.
-            let (mut protocol_version, mut client_capabilities, mut client_info) =
-                (None, None, None);
-            let mut other = serde_json::Map::new();
-            while let Some(key) = map.next_key::<MetaKey>()? {
-                match key {
-                    MetaKey::ProtocolVersion => protocol_version = Some(map.next_value()?),
-                    MetaKey::ClientCapabilities => client_capabilities = Some(map.next_value()?),
-                    MetaKey::ClientInfo => client_info = Some(map.next_value()?),
-                    MetaKey::Other(key) => {
-                        other.insert(key, map.next_value()?);
+    member! {
+        /// A `tools/call`'s `_meta`: an object read into [`MetaRead::Object`], anything else
+        /// marked (after parsing it through).
+        MetaDe(MetaRead) via MetaVisitor,
+        expecting "a _meta object",
+        {
+            non_objects!(
+                MetaRead,
+                unit: MetaRead::NotAnObject,
+                seq: MetaRead::NotAnObject,
+                other: MetaRead::NotAnObject
+            );
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaRead, A::Error> {
+                // A repeated key's last value counts, as in a `Value` map.
+                let (mut protocol_version, mut client_capabilities, mut client_info) =
+                    (None, None, None);
+                let mut other = serde_json::Map::new();
+                while let Some(key) = map.next_key::<MetaKey>()? {
+                    match key {
+                        MetaKey::ProtocolVersion => protocol_version = Some(map.next_value()?),
+                        MetaKey::ClientCapabilities => {
+                            client_capabilities = Some(map.next_value()?)
+                        }
+                        MetaKey::ClientInfo => client_info = Some(map.next_value()?),
+                        MetaKey::Other(key) => {
+                            other.insert(key, map.next_value()?);
+                        }
                     }
                 }
+                Ok(MetaRead::Object {
+                    protocol_version,
+                    client_capabilities,
+                    client_info,
+                    other,
+                })
             }
-            Ok(MetaRead::Object {
-                protocol_version,
-                client_capabilities,
-                client_info,
-                other,
-            })
         }
     }
 
@@ -886,8 +865,8 @@ mod envelope_de {
         /// A `tools/call`'s `name`: kept if a string (as `Params::parse` keeps it).
         NameDe(Option<String>) via NameVisitor,
         expecting "a tool name",
-        other: None,
         {
+            scalars!(Option<String>, other: None);
             null_and_integers!(Option<String>, other: None);
             fn visit_str<E>(self, s: &str) -> Result<Option<String>, E> {
                 Ok(Some(s.to_owned()))
@@ -898,42 +877,16 @@ mod envelope_de {
         }
     }
 
-    /// A member name of a `tools/call`'s params.
-    enum ParamKey {
-        Name,
-        Arguments,
-        Task,
-        InputResponses,
-        RequestState,
-        Meta,
-        Other,
-    }
-
-    impl<'de> de::Deserialize<'de> for ParamKey {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_str(ParamKeyVisitor)
-        }
-    }
-
-    struct ParamKeyVisitor;
-
-    impl Visitor<'_> for ParamKeyVisitor {
-        type Value = ParamKey;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a member name")
-        }
-
-        fn visit_str<E>(self, key: &str) -> Result<ParamKey, E> {
-            Ok(match key {
-                "name" => ParamKey::Name,
-                "arguments" => ParamKey::Arguments,
-                "task" => ParamKey::Task,
-                "inputResponses" => ParamKey::InputResponses,
-                "requestState" => ParamKey::RequestState,
-                "_meta" => ParamKey::Meta,
-                _ => ParamKey::Other,
-            })
+    member_names! {
+        /// A member name of a `tools/call`'s params.
+        ParamKey via ParamKeyVisitor {
+            "name" => Name,
+            "arguments" => Arguments,
+            "task" => Task,
+            "inputResponses" => InputResponses,
+            "requestState" => RequestState,
+            "_meta" => Meta,
+            _ => Other
         }
     }
 }
