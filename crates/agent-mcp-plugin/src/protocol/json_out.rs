@@ -69,8 +69,8 @@ fn escape_mask(chunk: u64) -> u64 {
 /// look up).
 const MEMO_MIN_BYTES: usize = 128;
 const MEMO_MAX_BYTES: usize = 16 * 1024;
-/// Strings a thread's memo keeps (replaced in turn): at most about 512 KiB of text and its
-/// escapes.
+/// Strings a thread's memo keeps (replaced in turn): at most 256 KiB of text, and its escapes
+/// (as long as the text, up to six times for control characters).
 const MEMO_ENTRIES: usize = 16;
 
 /// Long strings and their escaped forms, most written first in the slot after the last.
