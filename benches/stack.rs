@@ -17,6 +17,10 @@
 #[path = "support/runtime.rs"]
 mod runtime;
 
+/// The allocator of the `agent-mcp` binary, so the counts are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -274,8 +274,7 @@ impl AuditRecord {
     pub fn write_json(&self, out: &mut Vec<u8>) {
         use std::io::Write as _;
         out.extend_from_slice(b"{\"time\":\"");
-        // Writing into a Vec cannot fail.
-        let _ = write!(out, "{}", humantime::format_rfc3339_micros(self.time));
+        rfc3339_micros(out, self.time);
         out.extend_from_slice(b"\",\"id\":");
         match &self.id {
             None => out.extend_from_slice(b"null"),
@@ -291,7 +290,21 @@ impl AuditRecord {
         out.extend_from_slice(b",\"peer\":");
         match &self.peer {
             None => out.extend_from_slice(b"null"),
+            Some(SocketAddr::V4(peer)) => {
+                // As `Display` writes it, without the formatting machinery.
+                out.push(b'"');
+                for (i, octet) in peer.ip().octets().into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b'.');
+                    }
+                    json_value(out, &octet);
+                }
+                out.push(b':');
+                json_value(out, &peer.port());
+                out.push(b'"');
+            }
             Some(peer) => {
+                // Writing into a Vec cannot fail.
                 let _ = write!(out, "\"{peer}\"");
             }
         }
@@ -329,6 +342,52 @@ impl AuditRecord {
             json_value(out, answers);
         }
         out.push(b'}');
+    }
+}
+
+/// `time` as `humantime::format_rfc3339_micros` writes it (`2026-12-06T01:02:03.000004Z`),
+/// without the formatting machinery for the years 1970 to 9999 (the rest through humantime):
+/// it is written on every line.
+fn rfc3339_micros(out: &mut Vec<u8>, time: SystemTime) {
+    const YEAR_10000: u64 = 253_402_300_800;
+    let since_epoch = match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) if d.as_secs() < YEAR_10000 => d,
+        _ => {
+            use std::io::Write as _;
+            // Writing into a Vec cannot fail.
+            let _ = write!(out, "{}", humantime::format_rfc3339_micros(time));
+            return;
+        }
+    };
+    let secs = since_epoch.as_secs();
+    let (days, of_day) = (secs / 86_400, secs % 86_400);
+    // Days to the civil date (proleptic Gregorian; H. Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let (era, of_era) = (z / 146_097, z % 146_097);
+    let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    let micros = u64::from(since_epoch.subsec_micros());
+    let fields: [(u64, usize, u8); 7] = [
+        (year, 4, b'-'),
+        (month, 2, b'-'),
+        (day, 2, b'T'),
+        (of_day / 3600, 2, b':'),
+        (of_day / 60 % 60, 2, b':'),
+        (of_day % 60, 2, b'.'),
+        (micros, 6, b'Z'),
+    ];
+    for (mut value, width, then) in fields {
+        let mut digits = [b'0'; 6];
+        for digit in digits[..width].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+        out.extend_from_slice(&digits[..width]);
+        out.push(then);
     }
 }
 
@@ -371,6 +430,77 @@ fn uuid(out: &mut Vec<u8>, id: Option<Uuid>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn times_and_peers_are_written_as_their_display_writes_them() {
+        use std::time::Duration;
+        let mut times: Vec<SystemTime> = [
+            0,
+            1,
+            59,
+            86_399,
+            86_400,
+            951_782_400,   // 2000-02-29
+            951_868_800,   // 2000-03-01
+            4_107_542_399, // 2100-02-28 23:59:59
+            4_107_542_400, // 2100-03-01
+            1_798_761_600, // 2027-01-01
+            253_402_300_799,
+        ]
+        .into_iter()
+        .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+        .collect();
+        // Every day of four years across a leap year and 2100, at odd times of day.
+        let mut at = 4_070_908_800u64; // 2099-01-01
+        for i in 0..(4 * 366) {
+            at += 86_400;
+            times.push(
+                SystemTime::UNIX_EPOCH
+                    + Duration::new(
+                        at + (i * 7919) % 86_400,
+                        (i as u32 * 104_729) % 1_000_000_000,
+                    ),
+            );
+        }
+        times.push(SystemTime::now());
+        for time in times {
+            let mut out = Vec::new();
+            rfc3339_micros(&mut out, time);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                humantime::format_rfc3339_micros(time).to_string()
+            );
+        }
+        for peer in ["127.0.0.1:1", "0.0.0.0:0", "255.10.0.9:65535", "[::1]:8080"] {
+            let peer: SocketAddr = peer.parse().unwrap();
+            let record = AuditRecord {
+                time: SystemTime::UNIX_EPOCH,
+                id: None,
+                era: "modern",
+                version: "2026-07-28",
+                transport: "http",
+                peer: Some(peer),
+                identity: None,
+                client: None,
+                method: Cow::Borrowed("tools/call"),
+                tool: None,
+                task_id: None,
+                session_id: None,
+                outcome: Outcome::Ok,
+                error_code: None,
+                error_message: None,
+                duration_us: 0,
+                args: None,
+                suppressed: None,
+                answers: None,
+            };
+            let mut out = Vec::new();
+            record.write_json(&mut out);
+            let line: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(line["peer"], peer.to_string());
+            assert_eq!(out, serde_json::to_vec(&record).unwrap());
+        }
+    }
 
     #[test]
     fn decoded_length_from_base64_length() {

@@ -223,17 +223,26 @@ pub async fn serve_with_options<S: HttpEdge>(
                 continue;
             }
         };
-        let mcp = mcp.clone();
+        // One edge per connection, called in place: HTTP/1.1 serves its requests one at a
+        // time, so no request needs a clone of its own (the stack inside is cloned once, by
+        // the endpoint), and hyper holds only the edge's small future.
+        let edge = std::cell::RefCell::new(mcp.clone());
         let ops = ops.clone();
         let in_conn = slot.clone();
         let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            let mcp = mcp.clone();
-            let ops = ops.clone();
             // Busy until the answer's body is written or dropped: never closed for room.
             let request = in_conn.request();
             req.extensions_mut().insert(peer);
+            let answer = if req.uri().path() == "/mcp" {
+                Either::Left(call_edge(&edge, req))
+            } else {
+                Either::Right(Box::pin(other(req, ops.clone())))
+            };
             async move {
-                let resp = route(req, mcp, ops).await;
+                let resp = match answer {
+                    Either::Left(mcp) => mcp.await.map(Either::Right),
+                    Either::Right(other) => other.await,
+                };
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _request: request,
@@ -266,15 +275,28 @@ pub async fn serve_with_options<S: HttpEdge>(
 
 type Answer = Either<Full<Bytes>, McpBody>;
 
-/// `/mcp` to the MCP edge, the operator endpoints to `ops`, anything else 404.
-async fn route<S>(req: Request<Incoming>, mcp: S, ops: Option<OpsEndpoints>) -> Response<Answer>
-where
-    S: Service<Request<Incoming>, Response = Response<McpBody>, Error = Infallible>,
-{
-    if req.uri().path() == "/mcp" {
-        let Ok(resp) = mcp.oneshot(req).await;
-        return resp.map(Either::Right);
+/// The MCP edge's answer to `req`: the connection's `edge` is called in place when it is ready
+/// (as it always is), with no clone; otherwise a clone of its own waits for readiness.
+fn call_edge<S: HttpEdge>(
+    edge: &std::cell::RefCell<S>,
+    req: Request<Incoming>,
+) -> impl Future<Output = Response<McpBody>> + Send + use<S> {
+    let mut edge = edge.borrow_mut();
+    let called = match edge.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+        Poll::Ready(Ok(())) => Either::Left(edge.call(req)),
+        Poll::Pending => Either::Right(edge.clone().oneshot(req)),
+    };
+    async move {
+        let Ok(resp) = match called {
+            Either::Left(future) => future.await,
+            Either::Right(oneshot) => oneshot.await,
+        };
+        resp
     }
+}
+
+/// The operator endpoints to `ops` (GET only), anything else 404.
+async fn other(req: Request<Incoming>, ops: Option<OpsEndpoints>) -> Response<Answer> {
     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
         && let Some(resp) = ops.handle(&req).await
     {

@@ -193,7 +193,14 @@ where
         ctx.client_capabilities = classified.client_capabilities;
         ctx.client_info = classified.client_info;
         let is_initialize = method == Method::Initialize;
-        let operation = ServerOperation::start(&method, id.as_ref(), &params, None, &mut ctx);
+        let operation = ServerOperation::start(
+            &method,
+            id.as_ref(),
+            params.get("name").and_then(Value::as_str),
+            params.get("_meta").and_then(Value::as_object),
+            None,
+            &mut ctx,
+        );
         let request = McpRequest::new(id.clone(), method, params, ctx);
         if is_initialize {
             // Handled inline: later lines of this process are classified with its outcome.

@@ -48,12 +48,12 @@ fn method_name(method: &Method) -> &'static str {
     method.static_name().unwrap_or(value::OTHER)
 }
 
-/// The tool of a `tools/call`: ours by name, anything else [`value::OTHER`].
-fn tool_name(method: &Method, params: &Map<String, Value>) -> Option<&'static str> {
+/// The tool of a `tools/call` named `name`: ours by name, anything else [`value::OTHER`].
+fn tool_name(method: &Method, name: Option<&str>) -> Option<&'static str> {
     if *method != Method::ToolsCall {
         return None;
     }
-    Some(match params.get("name").and_then(Value::as_str) {
+    Some(match name {
         Some(AGENT_RUN) => AGENT_RUN,
         Some(AGENT_STATUS) => AGENT_STATUS,
         _ => value::OTHER,
@@ -61,13 +61,15 @@ fn tool_name(method: &Method, params: &Map<String, Value>) -> Option<&'static st
 }
 
 impl ServerOperation {
-    /// Starts the span of the request `method`/`id` with these raw `params` (their `_meta` is
-    /// read for the caller's context) and `headers` (HTTP only), and puts its
-    /// [`TraceCarrier`] into `ctx.extensions`. `None` when export is off.
+    /// Starts the span of the request `method`/`id` whose params hold the string
+    /// `tool_called` as `name` (a `tools/call`'s tool) and the `_meta` object `meta` (read for the caller's context),
+    /// with these `headers` (HTTP only), and puts its [`TraceCarrier`] into `ctx.extensions`.
+    /// `None` when export is off.
     pub(crate) fn start(
         method: &Method,
         id: Option<&RequestId>,
-        params: &Map<String, Value>,
+        tool_called: Option<&str>,
+        meta: Option<&Map<String, Value>>,
         headers: Option<&http::HeaderMap>,
         ctx: &mut RequestContext,
     ) -> Option<Self> {
@@ -77,7 +79,7 @@ impl ServerOperation {
             return None;
         }
         let name = method_name(method);
-        let tool = tool_name(method, params);
+        let tool = tool_name(method, tool_called);
         let network = network(ctx.transport);
         let mut builder = McpServerSpan::new(name)
             .with_protocol_version(ctx.version.as_str())
@@ -91,13 +93,7 @@ impl ServerOperation {
             Some(RequestId::String(text)) => builder.with_request_id(text),
         };
         let span = match export {
-            Some(export) => {
-                let meta = match params.get("_meta") {
-                    Some(Value::Object(meta)) => Some(meta),
-                    _ => None,
-                };
-                builder.start_for_request(export, meta, headers)
-            }
+            Some(export) => builder.start_for_request(export, meta, headers),
             None => ServerSpan::disabled(),
         };
         // Only a task carries the trace further (the other requests end here).
@@ -176,7 +172,8 @@ mod tests {
             let started = ServerOperation::start(
                 &Method::ToolsCall,
                 Some(&RequestId::Number(1)),
-                &params,
+                params.get("name").and_then(Value::as_str),
+                params.get("_meta").and_then(Value::as_object),
                 None,
                 &mut ctx,
             );
@@ -187,15 +184,11 @@ mod tests {
 
     #[test]
     fn only_our_names_become_the_target() {
-        let Value::Object(ours) = json!({"name": "agent_status"}) else {
-            unreachable!()
-        };
-        let Value::Object(theirs) = json!({"name": "secret project plan"}) else {
-            unreachable!()
-        };
-        assert_eq!(tool_name(&Method::ToolsCall, &ours), Some(AGENT_STATUS));
-        assert_eq!(tool_name(&Method::ToolsCall, &theirs), Some(value::OTHER));
-        assert_eq!(tool_name(&Method::ToolsList, &ours), None);
+        let (ours, theirs) = (Some("agent_status"), Some("secret project plan"));
+        assert_eq!(tool_name(&Method::ToolsCall, ours), Some(AGENT_STATUS));
+        assert_eq!(tool_name(&Method::ToolsCall, theirs), Some(value::OTHER));
+        assert_eq!(tool_name(&Method::ToolsCall, None), Some(value::OTHER));
+        assert_eq!(tool_name(&Method::ToolsList, ours), None);
         assert_eq!(method_name(&Method::parse("vendor/secret")), value::OTHER);
         assert_eq!(method_name(&Method::TasksGet), "tasks/get");
     }

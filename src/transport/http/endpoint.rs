@@ -18,7 +18,6 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError};
-use serde_json::{Map, Value};
 use tower::ServiceExt;
 use tower_service::Service;
 
@@ -31,8 +30,8 @@ use super::{
 use crate::protocol::era::Era;
 use crate::protocol::jsonrpc::{EnvelopeError, response_json};
 use crate::protocol::{
-    Classified, Credential, ErrorObject, Incoming, McpRequest, McpResponse, Method, RequestContext,
-    RequestId, Transport, VersionHints, classify, code,
+    Classified, Credential, ErrorObject, Incoming, McpRequest, McpResponse, Method, ReadParams,
+    RequestContext, RequestId, Transport, VersionHints, classify_meta, code,
 };
 use crate::transport::telemetry::ServerOperation;
 
@@ -106,6 +105,8 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpEndpoint<S> {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The whole body within `rules.body_timeout` (a deadline, not an idle timeout: a client
 /// trickling its body must not hold a connection and its buffer forever), its bytes taken
 /// from the shared [`BodyBudget`](super::BodyBudget) before they are read: 408 if late, 413
@@ -130,11 +131,25 @@ where
     let mut body = std::pin::pin!(body);
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(FREE_BYTES));
     loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+        // A frame that is there already (a small body comes with its headers) is taken
+        // without arming the deadline's timer; one that is not is waited for within it.
+        let ready = std::future::poll_fn(|cx| {
+            Poll::Ready(match body.as_mut().poll_frame(cx) {
+                Poll::Ready(frame) => Some(frame.map(|f| f.map_err(Into::<BoxError>::into))),
+                Poll::Pending => None,
+            })
+        })
+        .await;
+        let frame = match ready {
+            Some(frame) => Ok(frame),
+            None => tokio::time::timeout_at(deadline, body.frame())
+                .await
+                .map(|frame| frame.map(|f| f.map_err(Into::<BoxError>::into))),
+        };
+        let frame = match frame {
             Err(_) => return Err(request_timeout(rules)),
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
                 if e.downcast_ref::<LengthLimitError>().is_some() {
                     return Err(payload_too_large(rules.max_body_bytes));
                 }
@@ -196,7 +211,7 @@ fn busy_response(total: usize) -> HttpResponse {
 struct Call {
     id: Option<RequestId>,
     method: Method,
-    params: Map<String, Value>,
+    params: ReadParams,
     classified: Classified,
 }
 
@@ -208,7 +223,7 @@ enum Route {
 
 /// Parse one JSON-RPC message, classify its era and check the headers that era requires.
 fn route(headers: &HeaderMap, bytes: &[u8]) -> Route {
-    let message = match Incoming::from_slice(bytes) {
+    let message = match Incoming::read(bytes) {
         Ok(m) => m,
         Err(EnvelopeError { id, error }) => return Route::Reply(refuse(id.as_ref(), &error)),
     };
@@ -228,7 +243,7 @@ fn route(headers: &HeaderMap, bytes: &[u8]) -> Route {
         None => empty(StatusCode::BAD_REQUEST),
         Some(id) => refuse(Some(id), error),
     };
-    let classified = match classify(&method, &params, hints) {
+    let classified = match classify_meta(&method, params.meta_fields(), hints) {
         Ok(c) => c,
         Err(error) => return Route::Reply(refuse_message(&error)),
     };
@@ -289,14 +304,21 @@ where
     let operation = ServerOperation::start(
         &method,
         id.as_ref(),
-        &params,
+        params.str("name"),
+        params.meta_others(),
         Some(&parts.headers),
         &mut ctx,
     );
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.
     let guard = modern.then(|| ctx.cancel.clone().drop_guard());
-    let request = McpRequest::new(id, method, params, ctx);
+    let request = McpRequest {
+        id,
+        params: params.into_params(&method),
+        method,
+        ctx,
+        call: None,
+    };
     let Ok(response) = inner.oneshot(request).await;
     if let Some(guard) = guard {
         guard.disarm();
@@ -311,7 +333,7 @@ where
 fn check_routing_headers(
     headers: &HeaderMap,
     method: &Method,
-    params: &Map<String, Value>,
+    params: &ReadParams,
 ) -> Result<(), ErrorObject> {
     let mismatch = |msg: String| ErrorObject::new(code::HEADER_MISMATCH, msg);
     match header_str(headers, &METHOD_HEADER) {
@@ -338,7 +360,7 @@ fn check_routing_headers(
         _ => None,
     };
     if let Some(key) = name_key {
-        let expected = params.get(key).and_then(Value::as_str).unwrap_or("");
+        let expected = params.str(key).unwrap_or("");
         match header_str(headers, &NAME_HEADER).map(decode_header_value) {
             None => {
                 return Err(mismatch(format!(

@@ -154,17 +154,44 @@ pub fn classify(
     params: &Map<String, Value>,
     hints: VersionHints<'_>,
 ) -> Result<Classified, ErrorObject> {
-    // Read in place: only what the answer keeps is copied (the capabilities, the client info).
     let meta = match params.get("_meta") {
-        Some(Value::Object(meta)) => Some(meta),
+        Some(Value::Object(meta)) => Some(MetaFields::of(meta)),
         _ => None,
     };
-    let body_version = meta
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .map(|v| match v {
-            Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
-            other => std::borrow::Cow::Owned(other.to_string()),
-        });
+    classify_meta(method, meta, hints)
+}
+
+/// The members of a request's `_meta` object that [`classify_meta`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MetaFields<'a> {
+    pub protocol_version: Option<&'a Value>,
+    pub client_capabilities: Option<&'a Value>,
+    pub client_info: Option<&'a Value>,
+}
+
+impl<'a> MetaFields<'a> {
+    /// The members of the `_meta` object `meta`.
+    pub fn of(meta: &'a Map<String, Value>) -> Self {
+        Self {
+            protocol_version: meta.get(META_PROTOCOL_VERSION),
+            client_capabilities: meta.get(META_CLIENT_CAPABILITIES),
+            client_info: meta.get(META_CLIENT_INFO),
+        }
+    }
+}
+
+/// [`classify`] of a message whose params' `_meta` is an object with these members (`None`:
+/// absent, or not an object).
+pub fn classify_meta(
+    method: &Method,
+    meta: Option<MetaFields<'_>>,
+    hints: VersionHints<'_>,
+) -> Result<Classified, ErrorObject> {
+    // Read in place: only what the answer keeps is copied (the capabilities, the client info).
+    let body_version = meta.and_then(|m| m.protocol_version).map(|v| match v {
+        Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+        other => std::borrow::Cow::Owned(other.to_string()),
+    });
     if let Some(body_version) = body_version.as_deref() {
         if let Some(header) = hints.header
             && header != body_version
@@ -180,7 +207,7 @@ pub fn classify(
             return Err(unsupported_version(body_version));
         };
         if version.era() == Era::Modern {
-            let Some(caps) = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) else {
+            let Some(caps) = meta.and_then(|m| m.client_capabilities) else {
                 return Err(missing_meta(META_CLIENT_CAPABILITIES));
             };
             if !caps.is_object() {
@@ -191,7 +218,7 @@ pub fn classify(
             return Ok(Classified {
                 version,
                 client_capabilities: caps.clone(),
-                client_info: meta.and_then(|m| m.get(META_CLIENT_INFO)).cloned(),
+                client_info: meta.and_then(|m| m.client_info).cloned(),
             });
         }
         return Ok(legacy(version));

@@ -1,7 +1,10 @@
 //! JSON text written straight into a buffer, byte for byte what `serde_json::to_vec` writes
 //! for the same value (compact, keys in a `Map`'s order, the same string escapes), but with
 //! strings scanned eight bytes at a time: the answer's text is most of its bytes, and
-//! serde_json looks at each byte on its own.
+//! serde_json looks at each byte on its own. A long string's escaped form is also kept a
+//! while ([`write_str`]): a client polling a task gets the same text many times over.
+
+use std::cell::RefCell;
 
 use serde_json::{Map, Value};
 
@@ -61,61 +64,115 @@ fn escape_mask(chunk: u64) -> u64 {
     (below_space | has_quote | has_backslash) & HIGH_BITS
 }
 
-/// Appends `s` as a JSON string, escaped as serde_json escapes it.
+/// Strings at least this long and at most [`MEMO_MAX_BYTES`] are looked up in this thread's
+/// memo of escaped strings before they are escaped (shorter ones cost less to escape than to
+/// look up).
+const MEMO_MIN_BYTES: usize = 128;
+const MEMO_MAX_BYTES: usize = 16 * 1024;
+/// Strings a thread's memo keeps (replaced in turn): at most 256 KiB of text, and its escapes
+/// (as long as the text, up to six times for control characters).
+const MEMO_ENTRIES: usize = 16;
+
+/// Long strings and their escaped forms, most written first in the slot after the last.
+#[derive(Default)]
+struct Memo {
+    entries: Vec<(Box<str>, Box<[u8]>)>,
+    next: usize,
+}
+
+thread_local! {
+    static MEMO: RefCell<Memo> = RefCell::default();
+}
+
+/// Appends `s` as a JSON string, escaped as serde_json escapes it. A long string is first
+/// looked up by its content in this thread's memo: the escaped form of exactly the same text
+/// (compared byte for byte, so never another text's) is copied instead of escaped again. A
+/// status answer is mostly one such text, the same for every poll until the task moves on.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    if !(MEMO_MIN_BYTES..=MEMO_MAX_BYTES).contains(&s.len()) {
+        return escape(out, s);
+    }
+    MEMO.with_borrow_mut(|memo| {
+        if let Some((_, escaped)) = memo.entries.iter().find(|(text, _)| **text == *s) {
+            out.extend_from_slice(escaped);
+            return;
+        }
+        let start = out.len();
+        escape(out, s);
+        let entry = (Box::from(s), Box::from(&out[start..]));
+        let slot = memo.next;
+        memo.next = (slot + 1) % MEMO_ENTRIES;
+        match memo.entries.get_mut(slot) {
+            Some(old) => *old = entry,
+            None => memo.entries.push(entry),
+        }
+    })
+}
+
+/// [`write_str`] without the memo: the runs of bytes that need no escape copied whole, found
+/// eight bytes at a time.
+fn escape(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
-    // `start..i` is a run of bytes that need no escape, not written yet.
+    // `start..` is not written yet.
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Skip eight clean bytes at a time; stop on the first one that needs an escape.
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let mask = escape_mask(u64::from_le_bytes(word));
-            if mask == 0 {
-                i += 8;
-                continue;
-            }
-            i += (mask.trailing_zeros() / 8) as usize;
-        }
-        let b = bytes[i];
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            // Only in the last, shorter-than-eight bytes.
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
+    loop {
+        let i = next_escape(bytes, start);
         out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]);
-        } else {
-            out.extend_from_slice(escape);
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ]);
+            }
         }
-        i += 1;
-        start = i;
+        start = i + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The index of the first byte at or after `from` that needs an escape (a control character,
+/// `"` or `\`), or `bytes.len()`.
+#[inline]
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let mask = escape_mask(u64::from_le_bytes(word));
+        if mask != 0 {
+            return i + (mask.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    // The last few bytes, padded with spaces (which need no escape).
+    let rest = bytes.get(i..).unwrap_or_default();
+    if rest.is_empty() {
+        return bytes.len();
+    }
+    let mut word = [b' '; 8];
+    word[..rest.len()].copy_from_slice(rest);
+    match escape_mask(u64::from_le_bytes(word)) {
+        0 => bytes.len(),
+        mask => i + (mask.trailing_zeros() / 8) as usize,
+    }
 }
 
 #[cfg(test)]
@@ -186,12 +243,62 @@ mod tests {
         })
     }
 
+    #[test]
+    fn long_strings_are_escaped_once_and_told_apart_by_every_byte() {
+        let texts: Vec<String> = (0..3 * MEMO_ENTRIES)
+            .map(|i| {
+                format!(
+                    "task {i}\n\"quoted\" \\ {}",
+                    "x".repeat(MEMO_MIN_BYTES + i % 3)
+                )
+            })
+            .chain([
+                "y".repeat(MEMO_MIN_BYTES - 1),
+                "y".repeat(MEMO_MIN_BYTES),
+                "y".repeat(MEMO_MAX_BYTES),
+                "y".repeat(MEMO_MAX_BYTES + 1),
+                format!("{}\u{1}", "y".repeat(MEMO_MIN_BYTES)),
+                format!("{}\u{2}", "y".repeat(MEMO_MIN_BYTES)),
+            ])
+            .collect();
+        // Each text written again and again, in an order that fills and recycles the memo.
+        for round in 0..4 {
+            for (i, text) in texts.iter().enumerate() {
+                let text = if (i + round) % 2 == 0 {
+                    &texts[i / 2]
+                } else {
+                    text
+                };
+                let value = Value::from(text.as_str());
+                assert_eq!(written(&value), serde_json::to_string(&value).unwrap());
+            }
+        }
+        assert!(MEMO.with_borrow(|memo| memo.entries.len()) <= MEMO_ENTRIES);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
         #[test]
         fn any_value_is_written_as_serde_json_writes_it(value in values()) {
             prop_assert_eq!(written(&value), serde_json::to_string(&value).unwrap());
+        }
+
+        /// Long texts that differ in one byte each get their own escapes, memo or not.
+        #[test]
+        fn memo_never_answers_for_another_text(
+            base in prop::collection::vec(prop::sample::select(vec!['a', '"', '\n', 'é']), 130..200),
+            at in any::<prop::sample::Index>(),
+            other in prop::sample::select(vec!['b', '\\', '\u{0}', '😀']),
+        ) {
+            let first: String = base.iter().collect();
+            let mut second = base.clone();
+            second[at.index(base.len())] = other;
+            let second: String = second.into_iter().collect();
+            for text in [&first, &second, &first, &second] {
+                let value = Value::from(text.as_str());
+                prop_assert_eq!(written(&value), serde_json::to_string(&value).unwrap());
+            }
         }
     }
 }

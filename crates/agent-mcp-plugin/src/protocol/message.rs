@@ -403,16 +403,24 @@ enum Added<'a> {
     ServerInfo,
 }
 
+/// A string of ours that needs no escape (an added key, `complete`, `private`), quoted.
+fn write_plain(out: &mut Vec<u8>, s: &str) {
+    debug_assert!(!s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'));
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+}
+
 fn write_added(out: &mut Vec<u8>, added: &Added<'_>) {
     match added {
-        Added::Str(s) => json_out::write_str(out, s),
+        Added::Str(s) => write_plain(out, s),
         Added::U64(n) => json_out::write_value(out, &Value::from(*n)),
         Added::Meta(meta) => {
             write_merged(out, *meta, &[Some((META_SERVER_INFO, Added::ServerInfo))])
         }
         Added::ServerInfo => {
             out.extend_from_slice(b"{\"name\":\"agent-mcp\",\"version\":");
-            json_out::write_str(out, env!("CARGO_PKG_VERSION"));
+            write_plain(out, env!("CARGO_PKG_VERSION"));
             out.push(b'}');
         }
     }
@@ -426,33 +434,38 @@ fn write_merged(
     added: &[Option<(&'static str, Added<'_>)>],
 ) {
     let mut first = true;
-    let mut entry = |out: &mut Vec<u8>, key: &str| {
+    // `ours`: an added key, which needs no escape.
+    let mut entry = |out: &mut Vec<u8>, key: &str, ours: bool| {
         if !std::mem::take(&mut first) {
             out.push(b',');
         }
-        json_out::write_str(out, key);
+        if ours {
+            write_plain(out, key);
+        } else {
+            json_out::write_str(out, key);
+        }
         out.push(b':');
     };
     out.push(b'{');
     let mut added = added.iter().flatten().peekable();
     for (key, value) in body.into_iter().flatten() {
         while let Some((k, v)) = added.next_if(|(k, _)| *k < key.as_str()) {
-            entry(out, k);
+            entry(out, k, true);
             write_added(out, v);
         }
         match added.next_if(|(k, _)| *k == key.as_str()) {
             Some((k, v)) => {
-                entry(out, k);
+                entry(out, k, true);
                 write_added(out, v);
             }
             None => {
-                entry(out, key);
+                entry(out, key, false);
                 json_out::write_value(out, value);
             }
         }
     }
     for (k, v) in added {
-        entry(out, k);
+        entry(out, k, true);
         write_added(out, v);
     }
     out.push(b'}');

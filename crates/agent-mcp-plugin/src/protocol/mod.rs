@@ -23,8 +23,10 @@ pub mod refusal;
 pub mod stream;
 
 pub use credential::{BearerToken, Credential, Grants, VerifiedBearer};
-pub use era::{Classified, Era, ProtocolVersion, VersionHints, classify};
-pub use jsonrpc::{ErrorObject, Incoming, RequestId, code};
+pub use era::{
+    Classified, Era, MetaFields, ProtocolVersion, VersionHints, classify, classify_meta,
+};
+pub use jsonrpc::{ErrorObject, Incoming, MetaRead, ReadParams, RequestId, ToolsCallRead, code};
 pub use message::{
     CacheHint, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
     ResponseIds, ResultKind, STDIO_IDENTITY, Transport, invalid_args, server_info,
