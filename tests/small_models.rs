@@ -1559,3 +1559,46 @@ async fn a_block_quoted_in_the_answer_after_a_change_is_not_made_again() {
     assert_eq!(fake.chat_count(), 2);
     assert_holds(&ws, "people.csv", right);
 }
+
+#[tokio::test]
+async fn a_whole_file_still_holding_what_the_request_wants_gone_is_asked_again() {
+    // The coding benchmark's rename-across-files: asked for api.py whole, the 1.5B model showed
+    // it "before" and "after" in one block; written, both would have stayed.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("api.py"),
+        "def fetch_data():\n    return [1, 2, 3]\n",
+    )
+    .unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::text("Renamed it.", 10, 3),
+            python_block("# Before\ndef fetch_data():\n    return [1, 2, 3]\n# After\ndef load_data():\n    return [1, 2, 3]\n"),
+            Reply::text("", 10, 0),
+            python_block("def load_data():\n    return [1, 2, 3]\n"),
+            Reply::text("Renamed fetch_data to load_data.", 10, 6),
+        ],
+        "Rename the function fetch_data to load_data everywhere it is defined or used.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "api.py", "def load_data():\n    return [1, 2, 3]\n");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 5);
+    let refused = last_said(&sent[2]);
+    assert!(
+        refused.starts_with(
+            "That code block was not written to api.py: it still has `fetch_data`, which the \
+             request wants gone."
+        ),
+        "{refused}"
+    );
+    // An empty reply while the ask stands gets the ask again, tools and all.
+    let again = last_said(&sent[3]);
+    assert!(
+        again.starts_with("Your last reply was empty. The request is:"),
+        "{again}"
+    );
+    assert!(offers_tools(&sent[3]));
+}

@@ -111,6 +111,23 @@ impl Expectations {
             .any(|s| matches!(&s.expect, Expect::Gone(w) if w == word))
     }
 
+    /// The words the request wants gone from `path` (a `Gone` whose files are `path`'s, or
+    /// any file's when it names none) that `text`, the file's would-be content, still has.
+    pub fn still_in(&self, path: &str, text: &str) -> Vec<&str> {
+        self.scoped
+            .iter()
+            .filter_map(|s| match &s.expect {
+                Expect::Gone(word)
+                    if (s.files.is_empty() || s.files.iter().any(|f| f == path))
+                        && has_word(text, word) =>
+                {
+                    Some(word.as_str())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What `request` expects (see the module's table).
     pub fn of(request: &str, ws: &Workspace) -> Expectations {
         let all_files = file_words(request, ws);

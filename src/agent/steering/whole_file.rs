@@ -14,13 +14,14 @@
 //! tool refuses what it refuses from the model (a test the request is checked by, a JSON or
 //! YAML file broken), and the checks and the request's expectations judge the result as they
 //! judge any change. When the checks fail after a change, their output goes back with an ask
-//! for the file the task wrote last.
+//! for the file the task wrote last. An empty reply while an ask stands gets the ask again.
 //!
 //! What is not written as the file:
 //!
 //! | the block | what follows |
 //! |---|---|
 //! | a line stands for lines it leaves out (`...`, `# rest of the code unchanged`) | asked again, saying so |
+//! | it still has what the request wants gone (a "before" and "after" of the file) | asked again, saying so |
 //! | the file as it was | asked again, saying so |
 //! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
 //! | a top-level definition (not renamed) or block (`if __name__ == "__main__":`) dropped that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
@@ -129,14 +130,25 @@ impl Rule for WholeFile {
             );
             return self.again(asked, why, facts.request);
         }
+        if asked.before.as_deref() == Some(content.as_str()) {
+            let why = format!(
+                "That code block is {path} as it is now: the change the request asks for is not \
+                 in it, so nothing was written."
+            );
+            return self.again(asked, why, facts.request);
+        }
+        let left = facts.expectations.still_in(path, &content);
+        if !left.is_empty() {
+            // Written, it would be asked for again; a block showing the file "before" and
+            // "after" would leave both in it.
+            let why = format!(
+                "That code block was not written to {path}: it still has {}, which the request \
+                 wants gone.",
+                quoted(&left)
+            );
+            return self.again(asked, why, facts.request);
+        }
         if let Some(before) = asked.before.as_deref() {
-            if before == content {
-                let why = format!(
-                    "That code block is {path} as it is now: the change the request asks for is \
-                     not in it, so nothing was written."
-                );
-                return self.again(asked, why, facts.request);
-            }
             let lost = if asked.own {
                 Vec::new()
             } else {
@@ -174,6 +186,14 @@ impl Rule for WholeFile {
         )];
         reply.text.clear();
         None
+    }
+
+    fn on_empty(&mut self, facts: &Facts) -> Option<Verdict> {
+        // Nothing said while an ask stands (or only a lone fence): the ask again, not the
+        // general "answer now", after which the 1.5B model reported the change as made.
+        let asked = self.asked.take()?;
+        let why = "Your last reply was empty.".to_owned();
+        self.again(asked, why, facts.request)
     }
 
     fn after_call(
