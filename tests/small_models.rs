@@ -1411,10 +1411,9 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
     );
 }
 
-#[tokio::test]
-async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
-    // The coding benchmark's write-unit-test: the model wrote a test importing functions that
-    // do not exist, and after the failure only explained it.
+/// The coding benchmark's write-unit-test, played with `first` as the test file the model writes
+/// first and a right one after; returns what the task's own test check told the model.
+async fn write_unit_test_after(first: &str, claim: &str) -> String {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(
         ws.path().join("mathutil.py"),
@@ -1426,13 +1425,13 @@ async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
     fake.push_replies(vec![
         Reply::tool_call(
             "write_file",
-            json!({"path": "test_mathutil.py", "content": "import unittest\nfrom mathutil import read_file\n"}),
+            json!({"path": "test_mathutil.py", "content": first}),
             10,
             9,
         ),
-        Reply::text("Created the test.", 10, 4),
+        Reply::text(claim, 10, 4),
         python_block(good),
-        Reply::text("Wrote test_mathutil.py; it passes.", 10, 8),
+        Reply::text("Wrote test_mathutil.py.", 10, 5),
     ]);
     let mut config = config(&fake, ws.path());
     // The task's own test is its check when python3 may run.
@@ -1448,7 +1447,18 @@ async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
     assert_holds(&ws, "test_mathutil.py", good);
     let sent = fake.chat_requests();
     assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    last_said(&sent[2]).to_string()
+}
+
+#[tokio::test]
+async fn failing_checks_after_a_change_ask_for_the_changed_file_whole() {
+    // The model wrote a test importing functions that do not exist, and after the failure only
+    // explained it.
+    let told = write_unit_test_after(
+        "import unittest\nfrom mathutil import read_file\n",
+        "Created the test.",
+    )
+    .await;
     assert!(told.contains("ImportError"), "{told}");
     assert!(
         told.contains("Write the complete new content of test_mathutil.py, with the change made"),
@@ -1486,41 +1496,10 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
 
 #[tokio::test]
 async fn a_test_file_of_the_tasks_own_that_runs_no_test_checks_nothing() {
-    // The coding benchmark's write-unit-test: the file the 1.5B model wrote held the function
-    // under test and no test; `python3 -m unittest` ran 0 tests and (before 3.12) passed.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("mathutil.py"),
-        "def square(x):\n    return x * x\n",
-    )
-    .unwrap();
-    let good = "import unittest\nfrom mathutil import square\n\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
-    let fake = FakeOllama::start().await;
-    fake.push_replies(vec![
-        Reply::tool_call(
-            "write_file",
-            json!({"path": "test_mathutil.py", "content": "def square(x):\n    return x * x\n"}),
-            10,
-            9,
-        ),
-        Reply::text("The test passed.", 10, 4),
-        python_block(good),
-        Reply::text("Wrote test_mathutil.py.", 10, 5),
-    ]);
-    let mut config = config(&fake, ws.path());
-    config.agent.commands.allow = vec!["python3".into()];
-    let server = HttpServer::start(config).await;
-    let done = run(
-        &server.client(),
-        "Write a unit test for the function square in mathutil.py, in a new file \
-         test_mathutil.py, using unittest.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "test_mathutil.py", good);
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    // The file the 1.5B model wrote held the function under test and no test; `python3 -m
+    // unittest` ran 0 tests and (before 3.12) passed.
+    let told =
+        write_unit_test_after("def square(x):\n    return x * x\n", "The test passed.").await;
     assert!(told.contains("Ran 0 tests"), "{told}");
     assert!(
         told.contains("no test ran: a unittest test file needs"),
