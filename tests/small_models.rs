@@ -1581,3 +1581,49 @@ async fn a_whole_file_still_holding_what_the_request_wants_gone_is_asked_again()
     );
     assert!(offers_tools(&sent[3]));
 }
+
+#[tokio::test]
+async fn a_failed_write_to_a_folder_is_not_a_change_left_unmade() {
+    // Seen in the held-out coding run (holdout-6-rename-constant): the 1.5B model first called
+    // edit_file on ".", which failed ("'.' is a folder"), then wrote both files right; the task
+    // ended `failed` with "the edit_file of . did not take". A folder is no file to change: the
+    // request's own expectations (the old name gone) judge the result.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("config.py"), "TIMEOUT_SECS = 30\n").unwrap();
+    std::fs::write(
+        ws.path().join("client.py"),
+        "from config import TIMEOUT_SECS\n\n\ndef timeout():\n    return TIMEOUT_SECS * 1000\n",
+    )
+    .unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": ".", "old_text": "TIMEOUT_SECS", "new_text": "TIMEOUT_SECONDS"}),
+                10,
+                9,
+            ),
+            Reply::tool_call("read_file", json!({"path": "config.py"}), 10, 5),
+            Reply::tool_call("read_file", json!({"path": "client.py"}), 10, 5),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "config.py", "content": "TIMEOUT_SECONDS = 30\n"}),
+                10,
+                9,
+            ),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "client.py", "content": "from config import TIMEOUT_SECONDS\n\n\ndef timeout():\n    return TIMEOUT_SECONDS * 1000\n"}),
+                10,
+                9,
+            ),
+            Reply::text("Renamed TIMEOUT_SECS to TIMEOUT_SECONDS in config.py and client.py.", 10, 12),
+        ],
+        "Rename the constant TIMEOUT_SECS to TIMEOUT_SECONDS in every file.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "config.py", "TIMEOUT_SECONDS = 30\n");
+    assert_eq!(fake.chat_count(), 6);
+}

@@ -587,7 +587,8 @@ async fn not_done(
 /// call of a writing tool with no later call of one on the same path. Its answer may say the
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
 /// add the rows, and reported the rows); the workspace says it was not. A write refused
-/// because it would change the request's checks (`expect::tests_kept`) is not one of them.
+/// because it would change the request's checks (`expect::tests_kept`), or aimed at a
+/// folder, is not one of them.
 /// With `agent.checks` configured (`checked`) none is: the checks judge the change (a 1.5B
 /// model fixed `cart.py` one way, then tried another way on the text the first had changed,
 /// and the checks passed).
@@ -613,8 +614,11 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox, checked: bool) -> Vec<Unmet> {
         let Some(path) = path_of(failed) else {
             continue;
         };
-        // A test the request is checked by was kept on purpose: not a change to make.
-        if toolbox.workspace().checks().contains(&path) {
+        // A test the request is checked by was kept on purpose: not a change to make. A
+        // folder is no file to change (a 1.5B model called edit_file on "." before writing
+        // each file of a rename): the request's expectations judge what it meant.
+        let ws = toolbox.workspace();
+        if ws.checks().contains(&path) || ws.existing(&path).is_ok_and(|p| p.is_dir()) {
             continue;
         }
         let again = ran[at + 1..]

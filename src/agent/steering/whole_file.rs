@@ -339,8 +339,9 @@ fn ask(asked: &Asked, request: &str) -> String {
 /// no new file named (a new file is asked for by `change-reminder` and `held-writes`, whose
 /// `write_file` a small model makes), the one existing file the request names to change, or,
 /// when it names none, the first one the answer names, the step read, or a tool result names,
-/// files of tests after the rest. A request that names several files says too little of which is to change. A test
-/// file the request is checked by is never one, nor a file too long to ask for whole.
+/// files of tests after the rest. A request that names several files says too little of which
+/// is to change. A test file the request is checked by is never one, nor a file too long to
+/// ask for whole.
 fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
     let ws = facts.toolbox.workspace();
     let kept = ws.checks();
