@@ -1627,3 +1627,42 @@ async fn a_failed_write_to_a_folder_is_not_a_change_left_unmade() {
     assert_holds(&ws, "config.py", "TIMEOUT_SECONDS = 30\n");
     assert_eq!(fake.chat_count(), 6);
 }
+
+#[tokio::test]
+async fn a_japanese_request_to_add_a_line_that_replaced_the_file_is_not_done() {
+    // Seen in the held-out coding run (holdout-6-append-line-ja): asked to add the line 「done」
+    // at the end of notes.txt, the 1.5B model wrote notes.txt as "done" alone and the task
+    // ended `completed`. The request keeps the file's lines, in Japanese as in English.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "a\nb\n").unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            Reply::tool_call("read_file", json!({"path": "notes.txt"}), 10, 5),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": "done\n"}),
+                10,
+                9,
+            ),
+            Reply::text("notes.txt の最後に done を追加しました。", 10, 8),
+            Reply::text("```\na\nb\ndone\n```", 10, 8),
+            Reply::text("notes.txt の最後に done を追加しました。", 10, 8),
+        ],
+        "notes.txt の最後に「done」という行を追加してください。",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "notes.txt", "a\nb\ndone\n");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 5);
+    let told = last_said(&sent[3]);
+    assert!(
+        told.starts_with("The request is not done yet: the line 'a' of notes.txt is gone"),
+        "{told}"
+    );
+    assert!(
+        told.contains("Write the complete new content of notes.txt"),
+        "{told}"
+    );
+}

@@ -15,7 +15,7 @@
 //! | replace X with Y; change X to Y; from X to Y; X から Y に | X gone, Y there |
 //! | remove / delete X | X gone |
 //! | add / with / containing (the line) X; add a line to F: X | X there |
-//! | add / append / insert … line(s) … to F | F's lines kept |
+//! | add / append / insert … line(s) … to F; F に「X」という行を追加 | F's lines kept (and first, unless a place is named) |
 //! | set … to Y | Y there |
 //!
 //! "There" and "gone" are in the files the request names, or, when it names none, in the
@@ -150,6 +150,9 @@ impl Expectations {
         for clause in clauses(request) {
             let mut expects = Vec::new();
             read_clause(&clause, &mut expects);
+            if let Some(line) = unspaced_line(&clause) {
+                expects.push(Expect::There(line));
+            }
             // "add a line to F: X", "add the line X": the clause gives the line it adds.
             let gives_a_line = expects.iter().any(|e| matches!(e, Expect::There(_)));
             add(expects, &clause);
@@ -734,13 +737,46 @@ fn adds(clause: &str) -> bool {
 }
 
 /// Whether `clause` asks for a line to be added to a file: "add" (or "append", "insert")
-/// and then "line" or "lines".
+/// and then "line" or "lines"; in Japanese, Chinese or Korean, a stem of adding and a word for
+/// a line ("notes.txt の最後に「done」という行を追加して").
 fn adds_lines(clause: &str) -> bool {
     ["add", "append", "insert"].iter().any(|verb| {
         after_word(clause, verb).is_some_and(|rest| {
             after_word(rest, "line").is_some() || after_word(rest, "lines").is_some()
         })
-    })
+    }) || (UNSPACED_ADDS.iter().any(|a| clause.contains(a))
+        && UNSPACED_LINES.iter().any(|l| clause.contains(l)))
+}
+
+/// Stems of adding and words for a line, in Japanese, Chinese and Korean.
+const UNSPACED_ADDS: [&str; 4] = ["追加", "追記", "添加", "추가"];
+const UNSPACED_LINES: [&str; 3] = ["行", "줄", "라인"];
+
+/// The line an unspaced "add a line" clause gives, in corner brackets before its word for a
+/// line: 「done」という行, 「done」の行, “done”这一行.
+fn unspaced_line(clause: &str) -> Option<String> {
+    if !adds_lines(clause) {
+        return None;
+    }
+    let (open, close) = [('「', '」'), ('『', '』'), ('“', '”')]
+        .into_iter()
+        .find(|(open, _)| clause.contains(*open))?;
+    let (_, rest) = clause.split_once(open)?;
+    let (line, after) = rest.split_once(close)?;
+    let line = line.trim();
+    let names_a_line = [
+        "という行",
+        "と言う行",
+        "の行",
+        "行",
+        "这一行",
+        "这行",
+        "라는 줄",
+        "줄",
+    ]
+    .iter()
+    .any(|w| after.trim_start().starts_with(w));
+    (names_a_line && !line.is_empty() && !line.contains('\n')).then(|| line.to_owned())
 }
 
 /// A text's lines that are not blank, without their trailing white space.
@@ -758,9 +794,30 @@ fn content_lines(text: &str) -> Vec<String> {
 fn places_the_line(clause: &str) -> bool {
     const PLACES: &str =
         "before after above below under top beginning start first between insert prepend";
+    // 先頭 / 冒頭 (the top), の前 / の後 / の上 / の下 (before, after, above, below), 間 (between),
+    // 挿入 (insert); 开头, 之前, 之后; 맨 앞, 앞에, 뒤에. (最後, "the end", is no other place.)
+    const UNSPACED: [&str; 16] = [
+        "先頭",
+        "冒頭",
+        "の前",
+        "の後",
+        "の上に",
+        "の下に",
+        "の間",
+        "挿入",
+        "开头",
+        "之前",
+        "之后",
+        "插入",
+        "맨 앞",
+        "앞에",
+        "뒤에",
+        "사이",
+    ];
     clause
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| PLACES.split(' ').any(|p| p == w.to_lowercase()))
+        || UNSPACED.iter().any(|p| clause.contains(p))
 }
 
 /// `X を Y に名前を変えて` (改名, リネーム, 変更, 置き換え): the Japanese "rename X to Y".
@@ -1240,6 +1297,25 @@ mod tests {
                 .expects()
                 .iter()
                 .any(|e| matches!(e, Expect::Leads(_)))
+        );
+        // The same in Japanese: the line in corner brackets, at the end unless placed.
+        let (_d, ws) = workspace_with(&[("todo.txt", "buy milk\n")]);
+        let ja = Expectations::of(
+            "todo.txt の最後に「call mum」という行を追加してください。",
+            &ws,
+        );
+        assert_eq!(
+            ja.expects(),
+            [
+                there("call mum"),
+                Expect::Leads(vec!["buy milk".into()]),
+                Expect::Kept("buy milk".into())
+            ]
+        );
+        let ja_top = Expectations::of("todo.txt の先頭に「call mum」という行を追加して", &ws);
+        assert_eq!(
+            ja_top.expects(),
+            [there("call mum"), Expect::Kept("buy milk".into())]
         );
         // A line with a place of its own keeps the others, in any place.
         let top = Expectations::of("Add a line at the top of todo.txt: call mum", &ws);
