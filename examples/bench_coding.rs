@@ -1350,6 +1350,117 @@ const TASKS: &[CodingTask] = &[
         judge: |o| o.lines("notes.txt") == ["a", "b", "done"],
         ..PLAIN
     },
+    // The seventh held-out set, `holdout-7-*`, written (2026-12-06) after the sixth ran and
+    // before any run of its own: fix, add, remove, rename, set, append, create, repair and
+    // question tasks in English, Korean, French, German, Chinese, Japanese and Portuguese; run
+    // once, at the end (`scripts/bench-coding.sh holdout-7`).
+    CodingTask {
+        name: "holdout-7-fix-last",
+        files: &[
+            ("seq.py", "def last(xs):\n    return xs[len(xs)]\n"),
+            (
+                "test_seq.py",
+                "import unittest\nfrom seq import last\n\n\nclass SeqTest(unittest.TestCase):\n    def test_last(self):\n        self.assertEqual(last([1, 2, 3]), 3)\n",
+            ),
+        ],
+        requests: &["python3 -m unittest fails with an IndexError. Fix last in seq.py."],
+        judge: |o| o.fixed_keeping("test_seq.py"),
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-7-add-max-ko",
+        files: &[(
+            "utils.py",
+            "def min2(a, b):\n    return a if a < b else b\n",
+        )],
+        requests: &["utils.py에 두 수 중 큰 값을 반환하는 함수 max2(a, b)를 추가해 주세요."],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from utils import max2, min2; assert max2(2, 5) == 5; assert max2(7, 1) == 7; assert min2(2, 5) == 2",
+            ])
+            .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-remove-import-fr",
+        files: &[(
+            "main.py",
+            "import os\nimport sys\n\n\ndef argc():\n    return len(sys.argv)\n",
+        )],
+        requests: &["Supprime l'import inutilisé os de main.py."],
+        judge: |o| {
+            !o.lines("main.py").iter().any(|l| l == "import os")
+                && o.python(&["-c", "from main import argc; assert argc() >= 1"])
+                    .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-rename-de",
+        files: &[
+            (
+                "cart.py",
+                "def calc_total(prices):\n    return sum(prices)\n",
+            ),
+            (
+                "main.py",
+                "from cart import calc_total\n\nprint(calc_total([1, 2, 3]))\n",
+            ),
+        ],
+        requests: &["Benenne die Funktion calc_total in compute_total um, in cart.py und main.py."],
+        judge: |o| o.renamed("calc_total", "compute_total") && o.prints("main.py", "6"),
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-yaml-port-zh",
+        files: &[("config.yaml", "host: 127.0.0.1\nport: 8080\nworkers: 4\n")],
+        requests: &["把 config.yaml 里的 port 从 8080 改成 9090。"],
+        judge: |o| o.lines("config.yaml") == ["host: 127.0.0.1", "port: 9090", "workers: 4"],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-append-ignore",
+        files: &[(".gitignore", "target/\n")],
+        requests: &["Append the line *.log to .gitignore."],
+        judge: |o| o.lines(".gitignore") == ["target/", "*.log"],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-question-ja",
+        files: &[(
+            "greet.py",
+            "def greet(name):\n    return \"Hello, \" + name + \"!\"\n",
+        )],
+        requests: &["greet.py の greet 関数は何を返しますか？一文で答えてください。"],
+        judge: |o| o.explains(&["hello"]),
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-create-text",
+        files: &[("README.md", "# demo\n")],
+        requests: &["Create hello.txt containing the single line hello world."],
+        judge: |o| o.lines("hello.txt") == ["hello world"] && o.unchanged("README.md"),
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-typo-pt",
+        files: &[("docs.txt", "We recieve mail.\nThen we recieve more.\n")],
+        requests: &["Corrija o erro de digitação recieve para receive em docs.txt."],
+        judge: |o| o.lines("docs.txt") == ["We receive mail.", "Then we receive more."],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-7-greeting",
+        files: &[(
+            "greet.py",
+            "def greet(name):\n    return \"Hello, \" + name\n\n\nif __name__ == \"__main__\":\n    print(greet(\"Bob\"))\n",
+        )],
+        requests: &["Change the greeting in greet.py from Hello to Hi."],
+        judge: |o| o.prints("greet.py", "Hi, Bob"),
+        ..PLAIN
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
