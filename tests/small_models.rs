@@ -1666,3 +1666,40 @@ async fn a_japanese_request_to_add_a_line_that_replaced_the_file_is_not_done() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_korean_particle_on_a_file_name_names_that_file_not_a_new_one() {
+    // Seen in the held-out coding run (holdout-7-add-max-ko): "utils.py에 … 추가해 주세요" (add
+    // to utils.py) was read as asking for a new file `utils.py에`, and the model's code block
+    // was written there; utils.py never changed and the task ended `completed`.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("utils.py"),
+        "def min2(a, b):\n    return a if a < b else b\n",
+    )
+    .unwrap();
+    let both = "def min2(a, b):\n    return a if a < b else b\n\n\ndef max2(a, b):\n    return a if a > b else b\n";
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // utils.py is read first, on the model's behalf.
+            Reply::text(
+                "You can add this:\n```python\ndef max2(a, b):\n    return a if a > b else b\n```",
+                10,
+                20,
+            ),
+            Reply::text("utils.py에 max2를 추가했습니다.", 10, 8),
+        ],
+        "utils.py에 두 수 중 큰 값을 반환하는 함수 max2(a, b)를 추가해 주세요.",
+    )
+    .await;
+    let names: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["utils.py"], "{done}");
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "utils.py", both);
+    // The block is added to utils.py (`described-edit`), and the answer follows.
+    assert_eq!(fake.chat_count(), 2);
+}

@@ -435,11 +435,13 @@ pub(crate) fn missing_file(request: &str, workspace: &Workspace) -> Option<Strin
             name.chars().count() > 2
                 && inner.contains('.')
                 && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
-                // An extension: `count.txt`, not a version (`2.4.1`, `1.0-final`).
+                // An extension: `count.txt`, not a version (`2.4.1`, `1.0-final`), nor a name
+                // with the word after it (Korean and Japanese write no space between them:
+                // `utils.py에`, `count.txtに`; their ASCII run is the name).
                 && name.rsplit('.').next().is_some_and(|ext| {
-                    ext.chars().count() <= 8
-                        && ext.starts_with(|c: char| c.is_alphabetic())
-                        && ext.chars().all(char::is_alphanumeric)
+                    ext.len() <= 8
+                        && ext.starts_with(|c: char| c.is_ascii_alphabetic())
+                        && ext.chars().all(|c| c.is_ascii_alphanumeric())
                 })
         })
         .find(|word| workspace.existing(word).is_err())
@@ -703,6 +705,10 @@ mod tests {
                 ("Write the version 2.4.1 down.", None),
                 // A name starting with é.
                 ("é.txt", Some("é.txt")),
+                // A particle written on the name: the name alone.
+                ("names.txt에 줄을 추가해 주세요", None),
+                ("result.txt에 저장해 주세요", Some("result.txt")),
+                ("count.txtに数を書いてください", Some("count.txt")),
             ],
         );
     }
