@@ -1703,3 +1703,51 @@ async fn a_korean_particle_on_a_file_name_names_that_file_not_a_new_one() {
     // The block is added to utils.py (`described-edit`), and the answer follows.
     assert_eq!(fake.chat_count(), 2);
 }
+
+#[tokio::test]
+async fn a_whole_file_that_is_another_files_content_is_asked_again() {
+    // Seen in the held-out coding run (holdout-7-rename-de): asked for main.py whole after
+    // cart.py was renamed, the 1.5B model wrote cart.py's new content; written as main.py, the
+    // old name was gone and the task ended `completed` with main.py lost.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("cart.py"),
+        "def calc_total(prices):\n    return sum(prices)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("main.py"),
+        "from cart import calc_total\n\nprint(calc_total([1, 2, 3]))\n",
+    )
+    .unwrap();
+    let main = "from cart import compute_total\n\nprint(compute_total([1, 2, 3]))\n";
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // cart.py and main.py are read first, on the model's behalf.
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "cart.py", "old_text": "def calc_total", "new_text": "def compute_total"}),
+                10,
+                9,
+            ),
+            Reply::text("Renamed calc_total to compute_total.", 10, 8),
+            python_block("def compute_total(prices):\n    return sum(prices)\n"),
+            python_block(main),
+            Reply::text("Renamed calc_total to compute_total in cart.py and main.py.", 10, 12),
+        ],
+        "Benenne die Funktion calc_total in compute_total um, in cart.py und main.py.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "main.py", main);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 5);
+    let told = last_said(&sent[3]);
+    assert!(
+        told.starts_with(
+            "That code block was not written to main.py: it has none of the lines of main.py"
+        ),
+        "{told}"
+    );
+}

@@ -111,6 +111,15 @@ impl Expectations {
             .any(|s| matches!(&s.expect, Expect::Gone(w) if w == word))
     }
 
+    /// Whether the request names `word` as gone or there ("rename X to Y": X and Y).
+    pub fn names(&self, word: &str) -> bool {
+        !word.is_empty()
+            && self
+                .scoped
+                .iter()
+                .any(|s| matches!(&s.expect, Expect::Gone(w) | Expect::There(w) if w == word))
+    }
+
     /// The words the request wants gone from `path` (a `Gone` whose files are `path`'s, or
     /// any file's when it names none) that `text`, the file's would-be content, still has.
     pub fn still_in(&self, path: &str, text: &str) -> Vec<&str> {

@@ -25,6 +25,7 @@
 //! | the file as it was | asked again, saying so |
 //! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
 //! | a top-level definition (not renamed) or block (`if __name__ == "__main__":`) dropped that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
+//! | none of the file's lines (but for the names the request changes): another file's content | asked again, saying so |
 //!
 //! (A file the task created is the model's own: nothing it drops from it is held against it.)
 //! A comment line of the block that names what the request wants gone (`# Removed
@@ -178,6 +179,15 @@ impl Rule for WholeFile {
                     quoted(&dropped)
                 ));
                 return None;
+            }
+            if !asked.own && keeps_no_line(before, &content, facts.expectations) {
+                // Another file's content (asked for main.py after changing cart.py, the 1.5B
+                // model wrote cart.py again), not this one's with the change made.
+                let why = format!(
+                    "That code block was not written to {path}: it has none of the lines of \
+                     {path}, so it is not {path} with the change made."
+                );
+                return self.again(asked, why, facts.request);
             }
         }
         reply.calls = vec![call(
@@ -436,6 +446,40 @@ fn left_out<'a>(content: &'a str, before: Option<&str>) -> Option<&'a str> {
     })
 }
 
+/// Whether `after`, a file's whole new content, keeps none of the lines of `before` (its
+/// text, of two lines or more that are not blank), lines compared trimmed and without the
+/// words the request names as gone or there (`from cart import calc_total` is kept as `from
+/// cart import compute_total` by a rename).
+fn keeps_no_line(before: &str, after: &str, expected: &Expectations) -> bool {
+    let plain = |line: &str| -> String {
+        line.trim()
+            .split_inclusive(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|piece| {
+                let end = piece.len()
+                    - piece
+                        .chars()
+                        .next_back()
+                        .filter(|c| !(c.is_alphanumeric() || *c == '_'))
+                        .map_or(0, char::len_utf8);
+                let (word, rest) = piece.split_at(end);
+                if expected.names(word) { rest } else { piece }
+            })
+            .collect()
+    };
+    let was: Vec<String> = before
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(plain)
+        .collect();
+    if was.len() < 2 {
+        return false;
+    }
+    !after
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .any(|l| was.contains(&plain(l)))
+}
+
 /// The values of a JSON file that a whole new content of it no longer has and the request
 /// does not expect gone: each string and number of `before` (read leniently, so a file that
 /// does not parse is read too), compared with those of `after`. Other files: none.
@@ -610,6 +654,7 @@ pub(super) fn check_any_text(text: &str, before: &str, expected: &Expectations) 
         let _ = dropped_definitions(before, &content, expected);
         let _ = dropped_blocks(before, &content, expected);
         let _ = dropped_values("x.json", before, &content, expected);
+        let _ = keeps_no_line(before, &content, expected);
     }
     for literal in json_literals(text) {
         assert!(text.contains(literal.as_str()) || literal.len() <= text.len());
@@ -663,6 +708,38 @@ mod tests {
         let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
         let expected = Expectations::of(request, &ws);
         (dir, expected)
+    }
+
+    #[test]
+    fn a_block_that_keeps_none_of_the_files_lines_is_another_file() {
+        let (_d, rename) = expectations(
+            "Benenne die Funktion calc_total in compute_total um, in cart.py und main.py.",
+        );
+        let main = "from cart import calc_total\n\nprint(calc_total([1, 2, 3]))\n";
+        // cart.py's content, asked for main.py (the held-out holdout-7-rename-de).
+        assert!(keeps_no_line(
+            main,
+            "def compute_total(prices):\n    return sum(prices)\n",
+            &rename
+        ));
+        // main.py renamed: its lines are kept but for the names the request changes.
+        assert!(!keeps_no_line(
+            main,
+            "from cart import compute_total\n\nprint(compute_total([1, 2, 3]))\n",
+            &rename
+        ));
+        // One line kept is enough; a one-line file may change its one line.
+        assert!(!keeps_no_line(
+            main,
+            "from cart import compute_total\nprint(6)\n",
+            &rename
+        ));
+        assert!(!keeps_no_line(
+            "TIMEOUT = 3\n",
+            "LIMIT = 4\n",
+            &Expectations::NONE
+        ));
+        assert!(!keeps_no_line("", "x\ny\n", &Expectations::NONE));
     }
 
     #[test]
