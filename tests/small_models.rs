@@ -1751,3 +1751,42 @@ async fn a_whole_file_that_is_another_files_content_is_asked_again() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_spelling_fixed_in_one_place_of_two_is_not_done() {
+    // Seen in the held-out coding run (holdout-7-typo-pt): the model corrected the first
+    // "recieve" of docs.txt and not the second, and the task ended `completed`.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("docs.txt"),
+        "We recieve mail.\nThen we recieve more.\n",
+    )
+    .unwrap();
+    let right = "We receive mail.\nThen we receive more.\n";
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // docs.txt is read first, on the model's behalf.
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "docs.txt", "old_text": "We recieve mail.", "new_text": "We receive mail."}),
+                10,
+                9,
+            ),
+            Reply::text("Corrigi recieve para receive em docs.txt.", 10, 8),
+            Reply::text(&format!("```\n{right}```"), 10, 12),
+            Reply::text("Corrigi as duas ocorrências.", 10, 6),
+        ],
+        "Corrija o erro de digitação recieve para receive em docs.txt.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "docs.txt", right);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with("The request is not done yet: 'recieve' is still in docs.txt"),
+        "{told}"
+    );
+}

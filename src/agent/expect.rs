@@ -14,6 +14,7 @@
 //! | rename X to Y | X nowhere, Y somewhere |
 //! | replace X with Y; change X to Y; from X to Y; X から Y に | X gone, Y there |
 //! | remove / delete X | X gone |
+//! | fix … X to Y, X para Y, X → Y (in any language; X and Y spelled alike) | X gone, Y there |
 //! | add / with / containing (the line) X; add a line to F: X | X there |
 //! | add / append / insert … line(s) … to F; F に「X」という行を追加 | F's lines kept (and first, unless a place is named) |
 //! | set … to Y | Y there |
@@ -690,6 +691,11 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
             }
         }
     }
+    if let Some((old, new)) = corrected_spelling(clause) {
+        out.push(Expect::Gone(old));
+        out.push(Expect::There(new));
+        return;
+    }
     // "add a second line to todo.txt: call mum": the line follows the colon.
     if adds_lines(clause)
         && let Some((_, line)) = clause.rsplit_once(':')
@@ -723,6 +729,26 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
     }
 }
 
+/// Whether two names differ by a slip of spelling (`format_nmae`, `format_name`): at most two
+/// edits, or a quarter of the longer name's characters.
+pub(crate) fn spelled_alike(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) =
+        (a.chars().take(64).collect(), b.chars().take(64).collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()] <= 2.max(a.len().max(b.len()) / 4)
+}
+
 /// Whether `clause` starts (after fillers) with a verb that changes the files it names (fix,
 /// correct, update, corrige, behebe, исправь …, see the lexicon), or, in Japanese, Chinese or
 /// Korean, carries such a verb's stem outside a question (修正して, 修复, 수정해).
@@ -736,6 +762,34 @@ fn fixes(clause: &str) -> bool {
         .find(|w| !w.is_empty() && !super::lexicon::is_filler(w))
         .is_some_and(|w| super::lexicon::is_fix_verb(&w))
         || super::intent::unspaced_fix(clause)
+}
+
+/// A misspelling and its correction in a clause asking for a fix, in any language: two
+/// words spelled alike (of four letters or more) with one short word or an arrow between
+/// them — "fix the typo recieve to receive", "corrija recieve para receive", "recieve →
+/// receive".
+fn corrected_spelling(clause: &str) -> Option<(String, String)> {
+    if !fixes(clause) {
+        return None;
+    }
+    let words: Vec<&str> = clause
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_')))
+        .collect();
+    let long =
+        |w: &str| w.chars().count() >= 4 && w.chars().all(|c| c.is_alphanumeric() || c == '_');
+    words.windows(3).find_map(|w| {
+        let link = w[1];
+        let linked =
+            link.is_empty() || (link.chars().count() <= 4 && link.chars().all(char::is_alphabetic));
+        (linked
+            && long(w[0])
+            && long(w[2])
+            && w[0] != w[2]
+            && w[0].to_lowercase() != w[2].to_lowercase()
+            && spelled_alike(w[0], w[2]))
+        .then(|| (w[0].to_owned(), w[2].to_owned()))
+    })
 }
 
 /// Whether `clause` asks for something to be added ("add", "append", "insert").
@@ -1255,6 +1309,41 @@ mod tests {
                 ),
             ],
         );
+    }
+
+    #[test]
+    fn a_spelling_corrected_in_any_language_is_expected_gone_and_there() {
+        let (_dir, ws) = workspace_with(&[("docs.txt", "We recieve mail.\n")]);
+        for request in [
+            "Corrija o erro de digitação recieve para receive em docs.txt.",
+            "Fix the typo recieve to receive in docs.txt",
+            "Fix the typo in docs.txt: recieve → receive",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            assert!(
+                expected
+                    .expects()
+                    .starts_with(&[Expect::Gone("recieve".into()), there("receive")]),
+                "{request}: {:?}",
+                expected.expects()
+            );
+        }
+        // Not a fix, or words not spelled alike: nothing of the kind.
+        for request in [
+            "Explain why recieve to receive matters in docs.txt",
+            "Fix the function greet to return a greeting in docs.txt",
+            "Fix the tests in docs.txt to pass",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            assert!(
+                !expected
+                    .expects()
+                    .iter()
+                    .any(|e| matches!(e, Expect::Gone(_))),
+                "{request}: {:?}",
+                expected.expects()
+            );
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use serde_json::json;
 
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
-use crate::agent::expect::Expectations;
+use crate::agent::expect::{Expectations, spelled_alike};
 use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step, and of one file.
@@ -599,26 +599,6 @@ fn dropped_blocks<'a>(before: &'a str, after: &str, expected: &Expectations) -> 
                 && !now.contains(line)
         })
         .collect()
-}
-
-/// Whether two names differ by a slip of spelling (`format_nmae`, `format_name`): at most two
-/// edits, or a quarter of the longer name's characters.
-fn spelled_alike(a: &str, b: &str) -> bool {
-    let (a, b): (Vec<char>, Vec<char>) =
-        (a.chars().take(64).collect(), b.chars().take(64).collect());
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()] <= 2.max(a.len().max(b.len()) / 4)
 }
 
 /// The top-level definitions of `before` that `after` no longer has, neither by name nor
