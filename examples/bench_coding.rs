@@ -1461,6 +1461,147 @@ const TASKS: &[CodingTask] = &[
         judge: |o| o.prints("greet.py", "Hi, Bob"),
         ..PLAIN
     },
+    // The eighth held-out set, `holdout-8-*`, written (2026-12-06) after the seventh ran and
+    // prompted three fixes, before any run of its own: fix, rename, remove, replace, add,
+    // create, delete, spelling and question tasks in English, Japanese, Spanish, French,
+    // Russian, Chinese and Italian; run once, at the end (`scripts/bench-coding.sh holdout-8`).
+    CodingTask {
+        name: "holdout-8-fix-mean",
+        files: &[
+            (
+                "stats.py",
+                "def mean(xs):\n    return sum(xs) / (len(xs) - 1)\n",
+            ),
+            (
+                "test_stats.py",
+                "import unittest\nfrom stats import mean\n\n\nclass StatsTest(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([2, 4]), 3)\n",
+            ),
+        ],
+        requests: &["The test in test_stats.py fails. Fix mean in stats.py."],
+        judge: |o| o.fixed_keeping("test_stats.py"),
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-8-rename-ja",
+        files: &[
+            ("config.py", "MAX_RETRY = 3\n"),
+            (
+                "app.py",
+                "from config import MAX_RETRY\n\nprint(MAX_RETRY)\n",
+            ),
+        ],
+        requests: &["config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。"],
+        judge: |o| {
+            // As a whole word: MAX_RETRY is the start of MAX_RETRIES.
+            let sources = o.python_sources();
+            !sources
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| w == "MAX_RETRY")
+                && sources.contains("MAX_RETRIES")
+                && o.prints("app.py", "3")
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-remove-func-es",
+        files: &[(
+            "mathops.py",
+            "def legacy_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n\n\ndef add(a, b):\n    return a + b\n",
+        )],
+        requests: &["Elimina la función obsoleta legacy_sum de mathops.py."],
+        judge: |o| {
+            !o.read("mathops.py")
+                .unwrap_or_default()
+                .contains("legacy_sum")
+                && o.python(&["-c", "from mathops import add; assert add(2, 3) == 5"])
+                    .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-json-port-fr",
+        files: &[(
+            "settings.json",
+            "{\n  \"host\": \"localhost\",\n  \"port\": 8000\n}\n",
+        )],
+        requests: &["Dans settings.json, remplace le port 8000 par 8080."],
+        judge: |o| {
+            o.read("settings.json")
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                == Some(serde_json::json!({"host": "localhost", "port": 8080}))
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-add-method",
+        files: &[(
+            "rect.py",
+            "class Rect:\n    def __init__(self, width, height):\n        self.width = width\n        self.height = height\n",
+        )],
+        requests: &[
+            "Add a method area() to the class Rect in rect.py that returns width * height.",
+        ],
+        judge: |o| {
+            o.python(&["-c", "from rect import Rect; assert Rect(2, 3).area() == 6"])
+                .0
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-question-es",
+        files: &[(
+            "net.py",
+            "def default_port():\n    return 5432\n\n\ndef default_host():\n    return \"db\"\n",
+        )],
+        requests: &[
+            "¿Qué valor devuelve la función default_port en net.py? Responde solo con el número.",
+        ],
+        judge: |o| o.explains(&["5432"]),
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-create-json-ru",
+        files: &[("README.md", "# app\n")],
+        requests: &["Создай файл version.json с содержимым {\"version\": \"1.2.3\"}."],
+        judge: |o| {
+            o.read("version.json")
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                == Some(serde_json::json!({"version": "1.2.3"}))
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-delete-line-zh",
+        files: &[("notes.md", "# Notes\nTODO: remove me\nkeep this\n")],
+        requests: &["删除 notes.md 中的 TODO: remove me 这一行。"],
+        judge: |o| o.lines("notes.md") == ["# Notes", "keep this"],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-spelling",
+        files: &[(
+            "README.md",
+            "Set the adress in config.\nThe adress is required.\n",
+        )],
+        requests: &["Fix the misspelled word adress in README.md; it should be address."],
+        judge: |o| {
+            o.lines("README.md") == ["Set the address in config.", "The address is required."]
+        },
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-8-import-it",
+        files: &[("geo.py", "def circle(r):\n    return math.pi * r * r\n")],
+        requests: &["Aggiungi import math all'inizio di geo.py."],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from geo import circle; assert abs(circle(1) - 3.14159) < 0.001",
+            ])
+            .0
+        },
+        ..PLAIN
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
