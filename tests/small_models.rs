@@ -1790,3 +1790,91 @@ async fn a_spelling_fixed_in_one_place_of_two_is_not_done() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_spanish_removal_left_undone_is_not_completed() {
+    // Seen in the held-out coding run (holdout-8-remove-func-es): "Elimina la función obsoleta
+    // legacy_sum de mathops.py" was read as expecting nothing gone (only English remove verbs
+    // were read); the model's block, made as an edit, kept legacy_sum, and the task ended
+    // `completed`.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("mathops.py"),
+        "def legacy_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n\n\ndef add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // mathops.py is read first, on the model's behalf.
+            Reply::text(
+                "To remove it:\n```python\ndef legacy_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n# Copy the content of mathops.py to a backup\n```",
+                10,
+                30,
+            ),
+            Reply::text("The function legacy_sum has been removed.", 10, 8),
+            python_block("def add(a, b):\n    return a + b\n"),
+            Reply::text("Eliminé legacy_sum de mathops.py.", 10, 8),
+        ],
+        "Elimina la función obsoleta legacy_sum de mathops.py.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "mathops.py", "def add(a, b):\n    return a + b\n");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with("The request is not done yet: 'legacy_sum' is still in mathops.py"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_of_a_rename_replaced_by_other_content_is_not_done() {
+    // Seen in the held-out coding run (holdout-8-rename-ja): the model renamed MAX_RETRY in
+    // config.py, then wrote app.py as config.py's one line; the old name was gone from both
+    // and the task ended `completed` with app.py lost.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("config.py"), "MAX_RETRY = 3\n").unwrap();
+    std::fs::write(
+        ws.path().join("app.py"),
+        "from config import MAX_RETRY\n\nprint(MAX_RETRY)\n",
+    )
+    .unwrap();
+    let app = "from config import MAX_RETRIES\n\nprint(MAX_RETRIES)\n";
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // config.py and app.py are read first, on the model's behalf.
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "config.py", "content": "MAX_RETRIES = 3\n"}),
+                10,
+                9,
+            ),
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "app.py", "content": "MAX_RETRIES = 3\n"}),
+                10,
+                9,
+            ),
+            Reply::text("MAX_RETRIES = 3", 10, 5),
+            python_block(app),
+            Reply::text("MAX_RETRY を MAX_RETRIES に変えました。", 10, 8),
+        ],
+        "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "app.py", app);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 5);
+    let told = last_said(&sent[3]);
+    assert!(
+        told.starts_with(
+            "The request is not done yet: app.py no longer has any of the lines it had"
+        ),
+        "{told}"
+    );
+}

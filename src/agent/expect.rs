@@ -11,9 +11,9 @@
 //!
 //! | the request says | expected |
 //! |---|---|
-//! | rename X to Y | X nowhere, Y somewhere |
+//! | rename X to Y | X nowhere, Y somewhere; each file named keeps a line of its own |
 //! | replace X with Y; change X to Y; from X to Y; X から Y に | X gone, Y there |
-//! | remove / delete X | X gone |
+//! | remove / delete X (elimina, supprime, entferne, remova, rimuovi, удали …; X を削除) | X gone |
 //! | fix … X to Y, X para Y, X → Y (in any language; X and Y spelled alike) | X gone, Y there |
 //! | add / with / containing (the line) X; add a line to F: X | X there |
 //! | add / append / insert … line(s) … to F; F に「X」という行を追加 | F's lines kept (and first, unless a place is named) |
@@ -44,6 +44,10 @@ pub(crate) enum Expect {
     /// These top-level keys of a JSON object are still there: "add the key debug to
     /// settings.json" keeps the others.
     KeysKept(Vec<String>),
+    /// The file (its text when the task began, of two lines or more) keeps at least one of its
+    /// lines, the names the request changes aside: "rename X to Y in app.py" changes names in
+    /// app.py, it does not replace it with other content.
+    Resembles(String),
     /// The file's lines, as it had them (blank ones aside), still come first: "add a line to
     /// todo.txt: call mum" (with no place named: before, after, at the top…) adds it at the end.
     Leads(Vec<String>),
@@ -165,6 +169,9 @@ impl Expectations {
             }
             // "add a line to F: X", "add the line X": the clause gives the line it adds.
             let gives_a_line = expects.iter().any(|e| matches!(e, Expect::There(_)));
+            if renames(&expects) {
+                resembles(&file_words(&clause, ws), ws, &mut kept);
+            }
             add(expects, &clause);
             for file in file_words(&clause, ws) {
                 let Some(text) = ws.existing(&file).ok().and_then(|p| read_small(&p)) else {
@@ -228,6 +235,9 @@ impl Expectations {
         }
         let mut expects = Vec::new();
         japanese(request, &mut expects);
+        if renames(&expects) {
+            resembles(&all_files, ws, &mut kept);
+        }
         add(expects, request);
         scoped.extend(kept);
         Expectations { scoped }
@@ -318,6 +328,23 @@ impl Expectations {
                                 same.join(", ")
                             ),
                             &same,
+                        ));
+                    }
+                }
+                Expect::Resembles(original) => {
+                    let replaced: Vec<&str> = texts
+                        .iter()
+                        .filter(|(_, t)| keeps_no_line(original, t, self))
+                        .map(|(f, _)| f.as_str())
+                        .collect();
+                    if !replaced.is_empty() {
+                        unmet.push(Unmet::new(
+                            format!(
+                                "{} no longer has any of the lines it had, but the request \
+                                 changes names in it, not the whole file",
+                                replaced.join(", ")
+                            ),
+                            &replaced,
                         ));
                     }
                 }
@@ -580,6 +607,37 @@ fn object(rest: &str) -> Option<Object<'_>> {
     })
 }
 
+/// What a remove verb's object names: after a noun of code, the word that follows it, or the
+/// one after that when only that one looks like code ("la función obsoleta legacy_sum": an
+/// adjective after the noun); else the first of the next three words that looks like code.
+/// A file name is not one (the clause names the file it is removed from).
+fn removed(rest: &str, named_code: bool) -> Option<String> {
+    let file_like = |o: &Object| {
+        o.text.contains('/')
+            || o.text
+                .rsplit_once('.')
+                .is_some_and(|(_, ext)| !ext.is_empty() && ext.chars().all(char::is_alphabetic))
+    };
+    let names = |o: &Object| o.code_like() && !file_like(o);
+    let first = object(rest)?;
+    let second = object(first.rest);
+    if named_code {
+        return Some(match second {
+            Some(second) if !names(&first) && names(&second) => second.text,
+            _ => first.text,
+        });
+    }
+    let mut next = Some(first);
+    for _ in 0..3 {
+        let candidate = next.take()?;
+        if names(&candidate) {
+            return Some(candidate.text);
+        }
+        next = object(candidate.rest);
+    }
+    None
+}
+
 /// `text` with its first words dropped while they are articles or nouns of code of the verb's
 /// language (`the`, `la`, `die`; `function`, `Funktion`, `функцию`: one language only, since
 /// the Portuguese article `os` is the English word `os`); whether a noun of code was among
@@ -682,12 +740,14 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
         out.push(Expect::There(new.text));
         return;
     }
-    for verb in ["remove", "delete"] {
-        if let Some(rest) = after_word(clause, verb) {
-            let (rest, named_code) = skip_words(rest, &ENGLISH);
-            if let Some(gone) = object(rest).filter(|o| named_code || o.code_like()) {
-                out.push(Expect::Gone(gone.text));
-                return;
+    for language in &super::lexicon::SPACED {
+        for verb in language.remove {
+            if let Some(rest) = after_word(clause, verb) {
+                let (rest, named_code) = skip_words(rest, language);
+                if let Some(gone) = removed(rest, named_code) {
+                    out.push(Expect::Gone(gone));
+                    return;
+                }
             }
         }
     }
@@ -727,6 +787,40 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
             }
         }
     }
+}
+
+/// Whether `after`, a file's whole new content, keeps none of the lines of `before` (its
+/// text, of two lines or more that are not blank), lines compared trimmed and without the
+/// words the request names as gone or there (`from cart import calc_total` is kept as `from
+/// cart import compute_total` by a rename).
+pub(crate) fn keeps_no_line(before: &str, after: &str, expected: &Expectations) -> bool {
+    let plain = |line: &str| -> String {
+        line.trim()
+            .split_inclusive(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|piece| {
+                let end = piece.len()
+                    - piece
+                        .chars()
+                        .next_back()
+                        .filter(|c| !(c.is_alphanumeric() || *c == '_'))
+                        .map_or(0, char::len_utf8);
+                let (word, rest) = piece.split_at(end);
+                if expected.names(word) { rest } else { piece }
+            })
+            .collect()
+    };
+    let was: Vec<String> = before
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(plain)
+        .collect();
+    if was.len() < 2 {
+        return false;
+    }
+    !after
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .any(|l| was.contains(&plain(l)))
 }
 
 /// Whether two names differ by a slip of spelling (`format_nmae`, `format_name`): at most two
@@ -790,6 +884,36 @@ fn corrected_spelling(clause: &str) -> Option<(String, String)> {
             && spelled_alike(w[0], w[2]))
         .then(|| (w[0].to_owned(), w[2].to_owned()))
     })
+}
+
+/// Whether `expects` change one name or value into another (a rename, a replace: X gone and
+/// Y there).
+fn renames(expects: &[Expect]) -> bool {
+    expects.iter().any(|e| matches!(e, Expect::Gone(_)))
+        && expects.iter().any(|e| matches!(e, Expect::There(_)))
+}
+
+/// [`Expect::Resembles`] for each of `files` that has two lines or more.
+fn resembles(files: &[String], ws: &Workspace, kept: &mut Vec<Scoped>) {
+    for file in files {
+        let Some(text) = ws.existing(file).ok().and_then(|p| read_small(&p)) else {
+            continue;
+        };
+        if text.lines().filter(|l| !l.trim().is_empty()).count() < 2 {
+            continue;
+        }
+        let expect = Expect::Resembles(text);
+        if !kept
+            .iter()
+            .any(|s| s.expect == expect && s.files == [file.clone()])
+        {
+            kept.push(Scoped {
+                expect,
+                files: vec![file.clone()],
+                own: true,
+            });
+        }
+    }
 }
 
 /// Whether `clause` asks for something to be added ("add", "append", "insert").
@@ -930,15 +1054,54 @@ fn japanese(request: &str, out: &mut Vec<Expect>) {
     if !out.is_empty() {
         return;
     }
+    // `X を削除して` (消して, 取り除いて): X, when it looks like code, is gone.
+    for (at, _) in request.match_indices('を') {
+        let after = &request[at + 'を'.len_utf8()..];
+        if !["削除", "消し", "消す", "取り除", "除去"]
+            .iter()
+            .any(|v| after.starts_with(v))
+        {
+            continue;
+        }
+        let name: String = {
+            let mut name: Vec<char> = request[..at]
+                .chars()
+                .rev()
+                .skip_while(|c| c.is_whitespace())
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            name.reverse();
+            name.into_iter().collect()
+        };
+        let object = Object {
+            text: name,
+            quoted: false,
+            rest: "",
+        };
+        if !object.text.is_empty() && object.code_like() {
+            out.push(Expect::Gone(object.text));
+            return;
+        }
+    }
     let Some((before, after)) = request.split_once("から") else {
         return;
     };
     let old = before.split_whitespace().next_back().unwrap_or_default();
-    let new = after
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .trim_end_matches('に');
+    // "X から Y に": Y is followed by に (`1.0 に`, `1.0に`), else から is "from" in another
+    // sense ("app.py から print の行を削除": remove the print line from app.py).
+    let Some(new) = after.split_whitespace().next() else {
+        return;
+    };
+    let new = match new.strip_suffix('に') {
+        Some(new) => new,
+        None if after.trim_start()[new.len()..]
+            .trim_start()
+            .starts_with('に') =>
+        {
+            new
+        }
+        None => return,
+    };
     let versionish = |t: &str| {
         !t.is_empty()
             && t.chars()
@@ -1309,6 +1472,92 @@ mod tests {
                 ),
             ],
         );
+    }
+
+    #[test]
+    fn a_removal_in_any_language_expects_the_name_gone() {
+        let (_dir, ws) = workspace_with(&[("mathops.py", "def legacy_sum(xs):\n    return 0\n")]);
+        for request in [
+            "Elimina la función obsoleta legacy_sum de mathops.py.",
+            "Supprime la fonction legacy_sum de mathops.py.",
+            "Entferne die Funktion legacy_sum aus mathops.py.",
+            "Удали функцию legacy_sum из mathops.py.",
+            "Remove the unused function legacy_sum from mathops.py.",
+            "mathops.py から legacy_sum を削除してください。",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            assert_eq!(
+                expected.expects().first(),
+                Some(&gone("legacy_sum")),
+                "{request}: {:?}",
+                expected.expects()
+            );
+        }
+        // Nothing that looks like code, no noun of code: nothing expected gone.
+        for request in [
+            "Remove the debug prints from mathops.py.",
+            "Elimina los comentarios viejos de mathops.py.",
+            "app.py から print の行を削除してください。",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            assert!(
+                !expected
+                    .expects()
+                    .iter()
+                    .any(|e| matches!(e, Expect::Gone(_))),
+                "{request}: {:?}",
+                expected.expects()
+            );
+        }
+    }
+
+    #[test]
+    fn a_renamed_file_keeps_its_lines_but_for_the_names() {
+        let app = "from config import MAX_RETRY\n\nprint(MAX_RETRY)\n";
+        let (dir, ws) = workspace_with(&[("config.py", "MAX_RETRY = 3\n"), ("app.py", app)]);
+        for request in [
+            "Rename MAX_RETRY to MAX_RETRIES in config.py and app.py.",
+            "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            // config.py, one line, may change its one line.
+            assert!(
+                expected.expects().contains(&Expect::Resembles(app.into())),
+                "{request}: {:?}",
+                expected.expects()
+            );
+            after_writes(
+                &dir,
+                &ws,
+                &expected,
+                &[
+                    (
+                        "config.py",
+                        "MAX_RETRIES = 3\n",
+                        &[
+                            "'MAX_RETRY' is still in app.py",
+                            "'MAX_RETRIES' is not in app.py",
+                        ],
+                    ),
+                    // app.py written as config.py: what the 1.5B model did.
+                    (
+                        "app.py",
+                        "MAX_RETRIES = 3\n",
+                        &[
+                            "app.py no longer has any of the lines it had, but the request \
+                           changes names in it, not the whole file",
+                        ],
+                    ),
+                    (
+                        "app.py",
+                        "from config import MAX_RETRIES\n\nprint(MAX_RETRIES)\n",
+                        &[],
+                    ),
+                ],
+            );
+            write(&dir, "config.py", "MAX_RETRY = 3\n");
+            write(&dir, "app.py", app);
+        }
     }
 
     #[test]

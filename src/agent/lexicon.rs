@@ -38,6 +38,9 @@ pub(crate) struct Spaced {
     /// Words that may stand between a mention of the tests and its verb: places ("in",
     /// "of") and adverbs ("still").
     pub between: &'static [&'static str],
+    /// Verbs that ask for something to be removed ("remove", "elimina", "entferne"): what
+    /// follows, when it names code, is expected gone.
+    pub remove: &'static [&'static str],
     /// How a rename is said: (verb, the word between the old name and the new), as in
     /// "rename X to Y", "benenne X in Y um", "переименуй X в Y".
     pub rename: &'static [(&'static str, &'static str)],
@@ -267,6 +270,7 @@ pub(crate) const ENGLISH: Spaced = Spaced {
         "runs", "must", "should",
     ],
     between: &["in", "of", "from", "still", "now", "all", "currently"],
+    remove: &["remove", "delete", "drop"],
     rename: &[("rename", "to")],
     articles: &[
         "the", "a", "an", "every", "all", "each", "unused", "old", "dead",
@@ -416,6 +420,10 @@ const SPANISH: Spaced = Spaced {
         "debe", "importan", "importa", "llaman", "llama", "usan", "usa", "no",
     ],
     between: &["de", "en", "del", "todavía", "aún", "ya", "todas", "todos"],
+    remove: &[
+        "elimina", "elimine", "eliminar", "borra", "borre", "borrar", "quita", "quite", "quitar",
+        "suprime", "suprima",
+    ],
     rename: &[
         ("renombra", "a"),
         ("renombre", "a"),
@@ -551,6 +559,19 @@ const FRENCH: Spaced = Spaced {
         "ne",
     ],
     between: &["de", "du", "dans", "en", "encore", "toujours", "tous"],
+    remove: &[
+        "supprime",
+        "supprimez",
+        "supprimer",
+        "enlève",
+        "enlevez",
+        "enlever",
+        "retire",
+        "retirez",
+        "retirer",
+        "efface",
+        "effacez",
+    ],
     rename: &[("renomme", "en"), ("renommez", "en")],
     articles: &["le", "la", "les", "l'", "un", "une"],
     identifiers: &["fonction", "méthode", "classe", "variable", "mot", "ligne"],
@@ -684,6 +705,14 @@ const GERMAN: Spaced = Spaced {
         "ist",
     ],
     between: &["in", "im", "von", "aus", "noch", "immer", "alle", "jetzt"],
+    remove: &[
+        "entferne",
+        "entfernen",
+        "lösche",
+        "löschen",
+        "streiche",
+        "streichen",
+    ],
     rename: &[("benenne", "in"), ("benennen", "in"), ("benenne", "zu")],
     articles: &["der", "die", "das", "den", "dem", "eine", "einen"],
     identifiers: &["funktion", "methode", "klasse", "variable", "wort", "zeile"],
@@ -806,6 +835,10 @@ const PORTUGUESE: Spaced = Spaced {
         "importam", "importa", "chamam", "chama", "não",
     ],
     between: &["de", "em", "do", "no", "ainda", "todos"],
+    remove: &[
+        "remova", "remover", "exclua", "excluir", "apague", "apagar", "elimine", "eliminar",
+        "retire", "retirar",
+    ],
     rename: &[
         ("renomeie", "para"),
         ("renomeia", "para"),
@@ -935,6 +968,18 @@ const ITALIAN: Spaced = Spaced {
         "non",
     ],
     between: &["di", "in", "del", "nel", "ancora", "tutti"],
+    remove: &[
+        "rimuovi",
+        "rimuova",
+        "rimuovere",
+        "elimina",
+        "elimini",
+        "eliminare",
+        "cancella",
+        "cancelli",
+        "togli",
+        "tolga",
+    ],
     rename: &[("rinomina", "in"), ("rinomini", "in"), ("rinomina", "come")],
     articles: &["il", "lo", "la", "i", "gli", "le", "l'", "un", "una"],
     identifiers: &[
@@ -1051,6 +1096,7 @@ const RUSSIAN: Spaced = Spaced {
         "вызывают",
     ],
     between: &["в", "из", "всё", "все", "еще", "ещё"],
+    remove: &["удали", "удалите", "удалить", "убери", "уберите", "убрать"],
     rename: &[("переименуй", "в"), ("переименуйте", "в")],
     articles: &[],
     identifiers: &[

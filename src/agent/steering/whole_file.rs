@@ -36,7 +36,7 @@ use serde_json::json;
 
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
-use crate::agent::expect::{Expectations, spelled_alike};
+use crate::agent::expect::{Expectations, keeps_no_line, spelled_alike};
 use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step, and of one file.
@@ -444,40 +444,6 @@ fn left_out<'a>(content: &'a str, before: Option<&str>) -> Option<&'a str> {
                     || bare.starts_with("...")
                     || bare.starts_with('…'))
     })
-}
-
-/// Whether `after`, a file's whole new content, keeps none of the lines of `before` (its
-/// text, of two lines or more that are not blank), lines compared trimmed and without the
-/// words the request names as gone or there (`from cart import calc_total` is kept as `from
-/// cart import compute_total` by a rename).
-fn keeps_no_line(before: &str, after: &str, expected: &Expectations) -> bool {
-    let plain = |line: &str| -> String {
-        line.trim()
-            .split_inclusive(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .map(|piece| {
-                let end = piece.len()
-                    - piece
-                        .chars()
-                        .next_back()
-                        .filter(|c| !(c.is_alphanumeric() || *c == '_'))
-                        .map_or(0, char::len_utf8);
-                let (word, rest) = piece.split_at(end);
-                if expected.names(word) { rest } else { piece }
-            })
-            .collect()
-    };
-    let was: Vec<String> = before
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(plain)
-        .collect();
-    if was.len() < 2 {
-        return false;
-    }
-    !after
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .any(|l| was.contains(&plain(l)))
 }
 
 /// The values of a JSON file that a whole new content of it no longer has and the request
