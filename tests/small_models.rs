@@ -1878,3 +1878,45 @@ async fn a_file_of_a_rename_replaced_by_other_content_is_not_done() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_line_deleted_with_its_neighbour_is_not_done() {
+    // Seen in the held-out coding run (holdout-8-delete-line-zh): asked to delete one line of
+    // notes.md, the model's edit_file took the line after it too, and the task ended
+    // `completed`.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("notes.md"),
+        "# Notes\nTODO: remove me\nkeep this\n",
+    )
+    .unwrap();
+    let (done, fake, _server, ws) = scripted_in(
+        ws,
+        vec![
+            // notes.md is read first, on the model's behalf.
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "notes.md", "old_text": "TODO: remove me\nkeep this", "new_text": ""}),
+                10,
+                9,
+            ),
+            Reply::text("The line has been deleted from notes.md.", 10, 8),
+            Reply::text("```\n# Notes\nkeep this\n```", 10, 8),
+            Reply::text("已删除这一行。", 10, 4),
+        ],
+        "删除 notes.md 中的 TODO: remove me 这一行。",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(&ws, "notes.md", "# Notes\nkeep this\n");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with(
+            "The request is not done yet: notes.md lost 2 lines ('TODO: remove me', 'keep \
+             this'), but the request deletes one line"
+        ),
+        "{told}"
+    );
+}

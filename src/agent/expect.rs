@@ -17,6 +17,7 @@
 //! | fix … X to Y, X para Y, X → Y (in any language; X and Y spelled alike) | X gone, Y there |
 //! | add / with / containing (the line) X; add a line to F: X | X there |
 //! | add / append / insert … line(s) … to F; F に「X」という行を追加 | F's lines kept (and first, unless a place is named) |
+//! | delete / elimina … the line …; 删除 … 这一行; …の行を削除 | F's lines kept but one |
 //! | set … to Y | Y there |
 //!
 //! "There" and "gone" are in the files the request names, or, when it names none, in the
@@ -48,6 +49,9 @@ pub(crate) enum Expect {
     /// lines, the names the request changes aside: "rename X to Y in app.py" changes names in
     /// app.py, it does not replace it with other content.
     Resembles(String),
+    /// Of the file's lines when the task began (blank ones aside), all but one are still there:
+    /// "delete the line TODO from notes.md" deletes that line, not the one after it.
+    AllButOne(Vec<String>),
     /// The file's lines, as it had them (blank ones aside), still come first: "add a line to
     /// todo.txt: call mum" (with no place named: before, after, at the top…) adds it at the end.
     Leads(Vec<String>),
@@ -202,6 +206,21 @@ impl Expectations {
                     });
                 }
             }
+            if deletes_a_line(&clause) {
+                for file in file_words(&clause, ws) {
+                    let Some(text) = ws.existing(&file).ok().and_then(|p| read_small(&p)) else {
+                        continue;
+                    };
+                    let lines = content_lines(&text);
+                    if lines.len() >= 2 {
+                        kept.push(Scoped {
+                            expect: Expect::AllButOne(lines),
+                            files: vec![file.clone()],
+                            own: true,
+                        });
+                    }
+                }
+            }
             if adds_lines(&clause) {
                 for file in file_words(&clause, ws) {
                     let text = ws
@@ -329,6 +348,35 @@ impl Expectations {
                             ),
                             &same,
                         ));
+                    }
+                }
+                Expect::AllButOne(lines) => {
+                    for (file, text) in &texts {
+                        let mut now = content_lines(text);
+                        let lost: Vec<&str> = lines
+                            .iter()
+                            .filter(|line| match now.iter().position(|l| l == *line) {
+                                Some(at) => {
+                                    now.swap_remove(at);
+                                    false
+                                }
+                                None => true,
+                            })
+                            .map(String::as_str)
+                            .collect();
+                        if lost.len() > 1 {
+                            unmet.push(Unmet::new(
+                                format!(
+                                    "{file} lost {} lines ({}), but the request deletes one line",
+                                    lost.len(),
+                                    lost.iter()
+                                        .map(|l| format!("'{}'", one_line(l)))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                                &[file.as_str()],
+                            ));
+                        }
                     }
                 }
                 Expect::Resembles(original) => {
@@ -914,6 +962,52 @@ fn resembles(files: &[String], ws: &Workspace, kept: &mut Vec<Scoped>) {
             });
         }
     }
+}
+
+/// Whether `clause` asks for one line to be deleted: a remove verb of the lexicon and a word
+/// for one line ("delete the line …", "elimina la línea …"), or 删除 … 这一行 / 行を削除 / 줄을
+/// 삭제. ("the lines" asks for more than one.)
+fn deletes_a_line(clause: &str) -> bool {
+    const LINE: [&str; 9] = [
+        "line",
+        "línea",
+        "ligne",
+        "zeile",
+        "linha",
+        "riga",
+        "строку",
+        "строка",
+        "строчку",
+    ];
+    const UNSPACED: [(&str, &str); 6] = [
+        ("删除", "这一行"),
+        ("删除", "这行"),
+        ("删除", "的行"),
+        ("削除", "行を"),
+        ("消し", "行を"),
+        ("삭제", "줄을"),
+    ];
+    let lower = clause.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let removes = super::lexicon::SPACED
+        .iter()
+        .any(|l| l.remove.iter().any(|v| words.contains(v)));
+    (removes && words.iter().any(|w| LINE.contains(w)))
+        || UNSPACED
+            .iter()
+            .any(|(verb, line)| clause.contains(verb) && clause.contains(line))
+}
+
+/// A line shortened for a message: its first 60 characters.
+fn one_line(line: &str) -> String {
+    let mut short: String = line.trim().chars().take(60).collect();
+    if line.trim().chars().count() > 60 {
+        short.push('…');
+    }
+    short
 }
 
 /// Whether `clause` asks for something to be added ("add", "append", "insert").
@@ -1509,6 +1603,51 @@ mod tests {
                 expected.expects()
             );
         }
+    }
+
+    #[test]
+    fn a_line_deleted_is_the_only_line_lost() {
+        let notes = "# Notes\nTODO: remove me\nkeep this\n";
+        let (dir, ws) = workspace_with(&[("notes.md", notes)]);
+        let all_but_one = Expect::AllButOne(vec![
+            "# Notes".into(),
+            "TODO: remove me".into(),
+            "keep this".into(),
+        ]);
+        for request in [
+            "删除 notes.md 中的 TODO: remove me 这一行。",
+            "Delete the line TODO: remove me from notes.md.",
+            "notes.md の TODO: remove me の行を削除してください。",
+            "Elimina la línea TODO de notes.md.",
+        ] {
+            let expected = Expectations::of(request, &ws);
+            assert!(
+                expected.expects().contains(&all_but_one),
+                "{request}: {:?}",
+                expected.expects()
+            );
+            after_writes(
+                &dir,
+                &ws,
+                &expected,
+                &[
+                    // The line and the one after it: what the 1.5B model did.
+                    (
+                        "notes.md",
+                        "# Notes\n",
+                        &[
+                            "notes.md lost 2 lines ('TODO: remove me', 'keep this'), but the \
+                           request deletes one line",
+                        ],
+                    ),
+                    ("notes.md", "# Notes\nkeep this\n", &[]),
+                ],
+            );
+            write(&dir, "notes.md", notes);
+        }
+        // Lines, not a line: any number may go.
+        let lines = Expectations::of("Delete the lines with TODO from notes.md.", &ws);
+        assert!(!lines.expects().contains(&all_but_one));
     }
 
     #[test]
