@@ -1920,3 +1920,56 @@ async fn a_line_deleted_with_its_neighbour_is_not_done() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
+    // The coding benchmark's fix-off-by-one, in a run where the model's first edit was wrong:
+    // asked after the failing checks for listutil.py whole, it gave the fixed `def last`
+    // alone. That is the change: it takes the place of the file's `last`, keeping `first`.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("listutil.py"),
+        "def first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[len(items)]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("test_listutil.py"),
+        "import unittest\nfrom listutil import first, last\n\n\nclass ListTest(unittest.TestCase):\n    def test_first(self):\n        self.assertEqual(first([4, 5, 6]), 4)\n\n    def test_last(self):\n        self.assertEqual(last([4, 5, 6]), 6)\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "listutil.py", "old_text": "return items[len(items)]", "new_text": "return items[len(items) + 1]"}),
+            10,
+            9,
+        ),
+        Reply::text("The bug was in last.", 10, 5),
+        python_block("def last(items):\n    return items[-1]\n"),
+        Reply::text("last now returns items[-1]; the tests pass.", 10, 9),
+    ]);
+    let mut config = config(&fake, ws.path());
+    // What a user of such a project configures: its tests judge the change.
+    config.agent.commands.allow = vec!["python3".into()];
+    config.agent.checks = vec![["python3", "-m", "unittest"].map(String::from).to_vec()];
+    let server = HttpServer::start(config).await;
+    let done = run(
+        &server.client(),
+        "Fix the bug that makes python3 -m unittest fail.",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_holds(
+        &ws,
+        "listutil.py",
+        "def first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[-1]\n",
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 4);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.contains("Write the complete new content of listutil.py"),
+        "{told}"
+    );
+}

@@ -24,7 +24,7 @@
 //! | it still has what the request wants gone (a "before" and "after" of the file) | asked again, saying so |
 //! | the file as it was | asked again, saying so |
 //! | a JSON file losing a key or value the request does not expect gone | asked again, saying so |
-//! | a top-level definition (not renamed) or block (`if __name__ == "__main__":`) dropped that the request does not expect gone | most often the changed part alone: `described-edit` may make it as that part's edit; else the next ask says what it dropped |
+//! | a top-level definition (not renamed) or block (`if __name__ == "__main__":`) dropped that the request does not expect gone | most often the changed part alone: a block of nothing but definitions the file has (once each) takes their place in the file; else `described-edit` may make it as that part's edit; else the next ask says what it dropped |
 //! | none of the file's lines (but for the names the request changes): another file's content | asked again, saying so |
 //!
 //! (A file the task created is the model's own: nothing it drops from it is held against it.)
@@ -170,6 +170,22 @@ impl Rule for WholeFile {
                 dropped.extend(dropped_blocks(before, &content, facts.expectations));
                 dropped
             };
+            let merged = if dropped.is_empty() {
+                None
+            } else {
+                with_definitions(before, &content)
+            };
+            if let Some(merged) = merged {
+                // The changed definitions alone, each one the file has: they take the place
+                // of the file's (after a change, when `described-edit` no longer acts, the
+                // 1.5B model answered the failing checks with the fixed `def last` alone).
+                reply.calls = vec![call(
+                    "write_file",
+                    json!({"path": asked.path, "content": merged}),
+                )];
+                reply.text.clear();
+                return None;
+            }
             if !dropped.is_empty() {
                 // Most often the part that changes, shown alone: `described-edit` may make it
                 // as an edit of that part. If it does not, the next ask says what was wrong.
@@ -514,6 +530,84 @@ const DEFINES: [&str; 9] = [
     "export function ",
 ];
 
+/// The top-level definitions of `text` as spans of lines: (name, first line, end), the end
+/// past the last indented or blank line that follows, trailing blank lines left out.
+fn definition_spans(lines: &[&str]) -> Vec<(String, usize, usize)> {
+    let mut spans = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(rest) = DEFINES.iter().find_map(|k| line.strip_prefix(k)) else {
+            continue;
+        };
+        let Some(name) = rest
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        let mut end = at + 1;
+        while end < lines.len()
+            && (lines[end].trim().is_empty() || lines[end].starts_with(char::is_whitespace))
+        {
+            end += 1;
+        }
+        while end > at + 1 && lines[end - 1].trim().is_empty() {
+            end -= 1;
+        }
+        spans.push((name.to_owned(), at, end));
+    }
+    spans
+}
+
+/// `before` with its top-level definitions replaced by those of `block`, when `block` is
+/// nothing but top-level definitions (blank lines between them) and `before` has each of them
+/// once, by name: the changed part of the file, given alone. `None` otherwise, or when nothing
+/// would change.
+fn with_definitions(before: &str, block: &str) -> Option<String> {
+    let new_lines: Vec<&str> = block.lines().collect();
+    let new_spans = definition_spans(&new_lines);
+    if new_spans.is_empty() {
+        return None;
+    }
+    let covered = |at: usize| {
+        new_spans
+            .iter()
+            .any(|(_, from, to)| (*from..*to).contains(&at))
+    };
+    if new_lines
+        .iter()
+        .enumerate()
+        .any(|(at, line)| !line.trim().is_empty() && !covered(at))
+    {
+        return None;
+    }
+    let old_lines: Vec<&str> = before.lines().collect();
+    let old_spans = definition_spans(&old_lines);
+    let mut replace: Vec<(usize, usize, &[&str])> = Vec::new();
+    for (name, from, to) in &new_spans {
+        let mut same = old_spans.iter().filter(|(n, _, _)| n == name);
+        let (Some((_, old_from, old_to)), None) = (same.next(), same.next()) else {
+            return None;
+        };
+        if replace.iter().any(|(f, _, _)| f == old_from) {
+            return None;
+        }
+        replace.push((*old_from, *old_to, &new_lines[*from..*to]));
+    }
+    replace.sort_by_key(|(from, _, _)| *from);
+    let mut out: Vec<&str> = Vec::with_capacity(old_lines.len());
+    let mut at = 0;
+    for (from, to, lines) in replace {
+        out.extend_from_slice(&old_lines[at..from]);
+        out.extend_from_slice(lines);
+        at = to;
+    }
+    out.extend_from_slice(&old_lines[at..]);
+    let mut merged = out.join("\n");
+    merged.push('\n');
+    (merged != before).then_some(merged)
+}
+
 /// The top-level definitions of `text`: (`def used_one(` → `used_one`, and the lines of its
 /// body: the indented or blank lines that follow, trimmed, blank ones left out).
 fn defined(text: &str) -> Vec<(&str, Vec<&str>)> {
@@ -601,6 +695,9 @@ pub(super) fn check_any_text(text: &str, before: &str, expected: &Expectations) 
         let _ = dropped_blocks(before, &content, expected);
         let _ = dropped_values("x.json", before, &content, expected);
         let _ = keeps_no_line(before, &content, expected);
+        if let Some(merged) = with_definitions(before, &content) {
+            assert_ne!(merged, before);
+        }
     }
     for literal in json_literals(text) {
         assert!(text.contains(literal.as_str()) || literal.len() <= text.len());
@@ -654,6 +751,43 @@ mod tests {
         let ws = crate::agent::tools::Workspace::open(dir.path()).unwrap();
         let expected = Expectations::of(request, &ws);
         (dir, expected)
+    }
+
+    #[test]
+    fn the_changed_definitions_alone_take_the_place_of_the_files() {
+        let before = "import os\n\n\ndef first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[len(items)]\n\n\nif __name__ == \"__main__\":\n    print(last([1]))\n";
+        assert_eq!(
+            with_definitions(before, "def last(items):\n    return items[-1]\n").as_deref(),
+            Some(
+                "import os\n\n\ndef first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[-1]\n\n\nif __name__ == \"__main__\":\n    print(last([1]))\n"
+            )
+        );
+        // Two of them, in another order.
+        let both = with_definitions(
+            before,
+            "def last(items):\n    return items[-1]\n\n\ndef first(items):\n    return items[:1][0]\n",
+        )
+        .unwrap();
+        assert!(both.contains("return items[:1][0]\n\n\ndef last(items):\n    return items[-1]\n"));
+        for block in [
+            // A definition the file does not have (a new one is described-edit's to add).
+            "def middle(items):\n    return items[1]\n",
+            // Anything besides definitions.
+            "import sys\n\ndef last(items):\n    return items[-1]\n",
+            // The same as the file.
+            "def first(items):\n    return items[0]\n",
+            "",
+        ] {
+            assert_eq!(with_definitions(before, block), None, "{block:?}");
+        }
+        // A name the file defines twice is not guessed at.
+        assert_eq!(
+            with_definitions(
+                "def f():\n    pass\n\ndef f():\n    pass\n",
+                "def f():\n    return 1\n"
+            ),
+            None
+        );
     }
 
     #[test]
