@@ -530,9 +530,9 @@ const DEFINES: [&str; 9] = [
     "export function ",
 ];
 
-/// The top-level definitions of `text` as spans of lines: (name, first line, end), the end
-/// past the last indented or blank line that follows, trailing blank lines left out.
-fn definition_spans(lines: &[&str]) -> Vec<(String, usize, usize)> {
+/// The top-level definitions of `lines` as spans: (name, first line, end), the end past the
+/// last indented or blank line that follows, trailing blank lines left out.
+fn definition_spans<'a>(lines: &[&'a str]) -> Vec<(&'a str, usize, usize)> {
     let mut spans = Vec::new();
     for (at, line) in lines.iter().enumerate() {
         let Some(rest) = DEFINES.iter().find_map(|k| line.strip_prefix(k)) else {
@@ -554,7 +554,7 @@ fn definition_spans(lines: &[&str]) -> Vec<(String, usize, usize)> {
         while end > at + 1 && lines[end - 1].trim().is_empty() {
             end -= 1;
         }
-        spans.push((name.to_owned(), at, end));
+        spans.push((name, at, end));
     }
     spans
 }
@@ -612,27 +612,17 @@ fn with_definitions(before: &str, block: &str) -> Option<String> {
 /// body: the indented or blank lines that follow, trimmed, blank ones left out).
 fn defined(text: &str) -> Vec<(&str, Vec<&str>)> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut found = Vec::new();
-    for (at, line) in lines.iter().enumerate() {
-        let Some(rest) = DEFINES.iter().find_map(|k| line.strip_prefix(k)) else {
-            continue;
-        };
-        let Some(name) = rest
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .next()
-            .filter(|n| !n.is_empty())
-        else {
-            continue;
-        };
-        let body = lines[at + 1..]
-            .iter()
-            .take_while(|l| l.trim().is_empty() || l.starts_with(char::is_whitespace))
-            .map(|l| l.trim())
-            .filter(|l| !l.is_empty())
-            .collect();
-        found.push((name, body));
-    }
-    found
+    definition_spans(&lines)
+        .into_iter()
+        .map(|(name, from, to)| {
+            let body = lines[from + 1..to]
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty())
+                .collect();
+            (name, body)
+        })
+        .collect()
 }
 
 /// The names of the top-level definitions of `text`.
