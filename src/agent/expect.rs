@@ -193,17 +193,7 @@ impl Expectations {
                     extra.push(Expect::KeysKept(map.keys().cloned().collect()));
                 }
                 for expect in extra {
-                    if kept
-                        .iter()
-                        .any(|s| s.expect == expect && s.files == [file.clone()])
-                    {
-                        continue;
-                    }
-                    kept.push(Scoped {
-                        expect,
-                        files: vec![file.clone()],
-                        own: true,
-                    });
+                    guard(&mut kept, expect, &file);
                 }
             }
             if deletes_a_line(&clause) {
@@ -213,11 +203,7 @@ impl Expectations {
                     };
                     let lines = content_lines(&text);
                     if lines.len() >= 2 {
-                        kept.push(Scoped {
-                            expect: Expect::AllButOne(lines),
-                            files: vec![file.clone()],
-                            own: true,
-                        });
+                        guard(&mut kept, Expect::AllButOne(lines), &file);
                     }
                 }
             }
@@ -230,24 +216,10 @@ impl Expectations {
                         .unwrap_or_default();
                     let lines = content_lines(&text);
                     if gives_a_line && !lines.is_empty() && !places_the_line(&clause) {
-                        kept.push(Scoped {
-                            expect: Expect::Leads(lines),
-                            files: vec![file.clone()],
-                            own: true,
-                        });
+                        guard(&mut kept, Expect::Leads(lines), &file);
                     }
                     for line in text.lines().filter(|l| !l.trim().is_empty()).take(MAX_KEPT) {
-                        let expect = Expect::Kept(line.to_owned());
-                        if !kept
-                            .iter()
-                            .any(|s| s.expect == expect && s.files == [file.clone()])
-                        {
-                            kept.push(Scoped {
-                                expect,
-                                files: vec![file.clone()],
-                                own: true,
-                            });
-                        }
+                        guard(&mut kept, Expect::Kept(line.to_owned()), &file);
                     }
                 }
             }
@@ -950,17 +922,18 @@ fn resembles(files: &[String], ws: &Workspace, kept: &mut Vec<Scoped>) {
         if text.lines().filter(|l| !l.trim().is_empty()).count() < 2 {
             continue;
         }
-        let expect = Expect::Resembles(text);
-        if !kept
-            .iter()
-            .any(|s| s.expect == expect && s.files == [file.clone()])
-        {
-            kept.push(Scoped {
-                expect,
-                files: vec![file.clone()],
-                own: true,
-            });
-        }
+        guard(kept, Expect::Resembles(text), file);
+    }
+}
+
+/// Adds `expect` about `file` alone to the guards, once.
+fn guard(kept: &mut Vec<Scoped>, expect: Expect, file: &str) {
+    if !kept.iter().any(|s| s.expect == expect && s.files == [file]) {
+        kept.push(Scoped {
+            expect,
+            files: vec![file.to_owned()],
+            own: true,
+        });
     }
 }
 
@@ -968,17 +941,7 @@ fn resembles(files: &[String], ws: &Workspace, kept: &mut Vec<Scoped>) {
 /// for one line ("delete the line …", "elimina la línea …"), or 删除 … 这一行 / 行を削除 / 줄을
 /// 삭제. ("the lines" asks for more than one.)
 fn deletes_a_line(clause: &str) -> bool {
-    const LINE: [&str; 9] = [
-        "line",
-        "línea",
-        "ligne",
-        "zeile",
-        "linha",
-        "riga",
-        "строку",
-        "строка",
-        "строчку",
-    ];
+    const LINE: &str = "line línea ligne zeile linha riga строку строка строчку";
     const UNSPACED: [(&str, &str); 6] = [
         ("删除", "这一行"),
         ("删除", "这行"),
@@ -995,7 +958,7 @@ fn deletes_a_line(clause: &str) -> bool {
     let removes = super::lexicon::SPACED
         .iter()
         .any(|l| l.remove.iter().any(|v| words.contains(v)));
-    (removes && words.iter().any(|w| LINE.contains(w)))
+    (removes && words.iter().any(|w| LINE.split(' ').any(|l| l == *w)))
         || UNSPACED
             .iter()
             .any(|(verb, line)| clause.contains(verb) && clause.contains(line))
@@ -1571,38 +1534,27 @@ mod tests {
     #[test]
     fn a_removal_in_any_language_expects_the_name_gone() {
         let (_dir, ws) = workspace_with(&[("mathops.py", "def legacy_sum(xs):\n    return 0\n")]);
-        for request in [
-            "Elimina la función obsoleta legacy_sum de mathops.py.",
-            "Supprime la fonction legacy_sum de mathops.py.",
-            "Entferne die Funktion legacy_sum aus mathops.py.",
-            "Удали функцию legacy_sum из mathops.py.",
-            "Remove the unused function legacy_sum from mathops.py.",
-            "mathops.py から legacy_sum を削除してください。",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            assert_eq!(
-                expected.expects().first(),
-                Some(&gone("legacy_sum")),
-                "{request}: {:?}",
-                expected.expects()
-            );
-        }
+        expect_first(
+            &ws,
+            &[
+                "Elimina la función obsoleta legacy_sum de mathops.py.",
+                "Supprime la fonction legacy_sum de mathops.py.",
+                "Entferne die Funktion legacy_sum aus mathops.py.",
+                "Удали функцию legacy_sum из mathops.py.",
+                "Remove the unused function legacy_sum from mathops.py.",
+                "mathops.py から legacy_sum を削除してください。",
+            ],
+            &[gone("legacy_sum")],
+        );
         // Nothing that looks like code, no noun of code: nothing expected gone.
-        for request in [
-            "Remove the debug prints from mathops.py.",
-            "Elimina los comentarios viejos de mathops.py.",
-            "app.py から print の行を削除してください。",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            assert!(
-                !expected
-                    .expects()
-                    .iter()
-                    .any(|e| matches!(e, Expect::Gone(_))),
-                "{request}: {:?}",
-                expected.expects()
-            );
-        }
+        expect_nothing_gone(
+            &ws,
+            &[
+                "Remove the debug prints from mathops.py.",
+                "Elimina los comentarios viejos de mathops.py.",
+                "app.py から print の行を削除してください。",
+            ],
+        );
     }
 
     #[test]
@@ -1614,37 +1566,29 @@ mod tests {
             "TODO: remove me".into(),
             "keep this".into(),
         ]);
-        for request in [
-            "删除 notes.md 中的 TODO: remove me 这一行。",
-            "Delete the line TODO: remove me from notes.md.",
-            "notes.md の TODO: remove me の行を削除してください。",
-            "Elimina la línea TODO de notes.md.",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            assert!(
-                expected.expects().contains(&all_but_one),
-                "{request}: {:?}",
-                expected.expects()
-            );
-            after_writes(
-                &dir,
-                &ws,
-                &expected,
-                &[
-                    // The line and the one after it: what the 1.5B model did.
-                    (
-                        "notes.md",
-                        "# Notes\n",
-                        &[
-                            "notes.md lost 2 lines ('TODO: remove me', 'keep this'), but the \
-                           request deletes one line",
-                        ],
-                    ),
-                    ("notes.md", "# Notes\nkeep this\n", &[]),
-                ],
-            );
-            write(&dir, "notes.md", notes);
-        }
+        each_request(
+            (&dir, &ws),
+            &[
+                "删除 notes.md 中的 TODO: remove me 这一行。",
+                "Delete the line TODO: remove me from notes.md.",
+                "notes.md の TODO: remove me の行を削除してください。",
+                "Elimina la línea TODO de notes.md.",
+            ],
+            &all_but_one,
+            &[
+                // The line and the one after it: what the 1.5B model did.
+                (
+                    "notes.md",
+                    "# Notes\n",
+                    &[
+                        "notes.md lost 2 lines ('TODO: remove me', 'keep this'), but the \
+                       request deletes one line",
+                    ],
+                ),
+                ("notes.md", "# Notes\nkeep this\n", &[]),
+            ],
+            &[("notes.md", notes)],
+        );
         // Lines, not a line: any number may go.
         let lines = Expectations::of("Delete the lines with TODO from notes.md.", &ws);
         assert!(!lines.expects().contains(&all_but_one));
@@ -1653,85 +1597,113 @@ mod tests {
     #[test]
     fn a_renamed_file_keeps_its_lines_but_for_the_names() {
         let app = "from config import MAX_RETRY\n\nprint(MAX_RETRY)\n";
-        let (dir, ws) = workspace_with(&[("config.py", "MAX_RETRY = 3\n"), ("app.py", app)]);
-        for request in [
-            "Rename MAX_RETRY to MAX_RETRIES in config.py and app.py.",
-            "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            // config.py, one line, may change its one line.
+        let config = "MAX_RETRY = 3\n";
+        let (dir, ws) = workspace_with(&[("config.py", config), ("app.py", app)]);
+        // config.py, one line, may change its one line.
+        each_request(
+            (&dir, &ws),
+            &[
+                "Rename MAX_RETRY to MAX_RETRIES in config.py and app.py.",
+                "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
+            ],
+            &Expect::Resembles(app.into()),
+            &[
+                (
+                    "config.py",
+                    "MAX_RETRIES = 3\n",
+                    &[
+                        "'MAX_RETRY' is still in app.py",
+                        "'MAX_RETRIES' is not in app.py",
+                    ],
+                ),
+                // app.py written as config.py: what the 1.5B model did.
+                (
+                    "app.py",
+                    "MAX_RETRIES = 3\n",
+                    &[
+                        "app.py no longer has any of the lines it had, but the request \
+                       changes names in it, not the whole file",
+                    ],
+                ),
+                (
+                    "app.py",
+                    "from config import MAX_RETRIES\n\nprint(MAX_RETRIES)\n",
+                    &[],
+                ),
+            ],
+            &[("config.py", config), ("app.py", app)],
+        );
+    }
+
+    /// For each of `requests`: it expects `holds`, and after each write of `steps` the
+    /// workspace shows what the step says is unmet; then the files are put back as `originals`.
+    fn each_request(
+        (dir, ws): (&tempfile::TempDir, &Workspace),
+        requests: &[&str],
+        holds: &Expect,
+        steps: &[(&str, &str, &[&str])],
+        originals: &[(&str, &str)],
+    ) {
+        for expected in readings(ws, requests, |e| e.contains(holds)) {
+            after_writes(dir, ws, &expected, steps);
+            for (file, text) in originals {
+                write(dir, file, text);
+            }
+        }
+    }
+
+    /// What each of `requests` expects, each checked by `holds`.
+    fn readings(
+        ws: &Workspace,
+        requests: &[&str],
+        holds: impl Fn(&[Expect]) -> bool,
+    ) -> Vec<Expectations> {
+        let mut all = Vec::new();
+        for request in requests {
+            let expected = Expectations::of(request, ws);
             assert!(
-                expected.expects().contains(&Expect::Resembles(app.into())),
+                holds(&expected.expects()),
                 "{request}: {:?}",
                 expected.expects()
             );
-            after_writes(
-                &dir,
-                &ws,
-                &expected,
-                &[
-                    (
-                        "config.py",
-                        "MAX_RETRIES = 3\n",
-                        &[
-                            "'MAX_RETRY' is still in app.py",
-                            "'MAX_RETRIES' is not in app.py",
-                        ],
-                    ),
-                    // app.py written as config.py: what the 1.5B model did.
-                    (
-                        "app.py",
-                        "MAX_RETRIES = 3\n",
-                        &[
-                            "app.py no longer has any of the lines it had, but the request \
-                           changes names in it, not the whole file",
-                        ],
-                    ),
-                    (
-                        "app.py",
-                        "from config import MAX_RETRIES\n\nprint(MAX_RETRIES)\n",
-                        &[],
-                    ),
-                ],
-            );
-            write(&dir, "config.py", "MAX_RETRY = 3\n");
-            write(&dir, "app.py", app);
+            all.push(expected);
         }
+        all
     }
 
     #[test]
     fn a_spelling_corrected_in_any_language_is_expected_gone_and_there() {
         let (_dir, ws) = workspace_with(&[("docs.txt", "We recieve mail.\n")]);
-        for request in [
-            "Corrija o erro de digitação recieve para receive em docs.txt.",
-            "Fix the typo recieve to receive in docs.txt",
-            "Fix the typo in docs.txt: recieve → receive",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            assert!(
-                expected
-                    .expects()
-                    .starts_with(&[Expect::Gone("recieve".into()), there("receive")]),
-                "{request}: {:?}",
-                expected.expects()
-            );
-        }
+        expect_first(
+            &ws,
+            &[
+                "Corrija o erro de digitação recieve para receive em docs.txt.",
+                "Fix the typo recieve to receive in docs.txt",
+                "Fix the typo in docs.txt: recieve → receive",
+            ],
+            &[gone("recieve"), there("receive")],
+        );
         // Not a fix, or words not spelled alike: nothing of the kind.
-        for request in [
-            "Explain why recieve to receive matters in docs.txt",
-            "Fix the function greet to return a greeting in docs.txt",
-            "Fix the tests in docs.txt to pass",
-        ] {
-            let expected = Expectations::of(request, &ws);
-            assert!(
-                !expected
-                    .expects()
-                    .iter()
-                    .any(|e| matches!(e, Expect::Gone(_))),
-                "{request}: {:?}",
-                expected.expects()
-            );
-        }
+        expect_nothing_gone(
+            &ws,
+            &[
+                "Explain why recieve to receive matters in docs.txt",
+                "Fix the function greet to return a greeting in docs.txt",
+                "Fix the tests in docs.txt to pass",
+            ],
+        );
+    }
+
+    /// Each of `requests` expects `first` before anything else.
+    fn expect_first(ws: &Workspace, requests: &[&str], first: &[Expect]) {
+        readings(ws, requests, |e| e.starts_with(first));
+    }
+
+    /// None of `requests` expects anything gone.
+    fn expect_nothing_gone(ws: &Workspace, requests: &[&str]) {
+        readings(ws, requests, |e| {
+            !e.iter().any(|e| matches!(e, Expect::Gone(_)))
+        });
     }
 
     #[test]
