@@ -56,6 +56,23 @@ async fn scripted_in(
     (done, fake, server, ws)
 }
 
+/// [`scripted_in`] for a project whose tests judge the change: `python3` allowed and
+/// `python3 -m unittest` the checks, what a user of such a project configures.
+async fn scripted_tested(
+    ws: tempfile::TempDir,
+    replies: Vec<Reply>,
+    request: &str,
+) -> (String, FakeOllama, HttpServer, tempfile::TempDir) {
+    let fake = FakeOllama::start().await;
+    fake.push_replies(replies);
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["python3".into()];
+    config.agent.checks = vec![["python3", "-m", "unittest"].map(String::from).to_vec()];
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), request).await;
+    (done, fake, server, ws)
+}
+
 fn last_message(request: &Value) -> &Value {
     request["messages"].as_array().unwrap().last().unwrap()
 }
@@ -69,6 +86,23 @@ fn last_said(request: &Value) -> &str {
 fn assert_holds(ws: &tempfile::TempDir, name: &str, content: &str) {
     let found = std::fs::read_to_string(ws.path().join(name)).unwrap();
     assert_eq!(found, content, "{name}");
+}
+
+/// The task completed with the workspace's `name` holding `content` after `chats` model calls;
+/// returns what the loop told the model last before its final reply.
+fn completed_after_telling(
+    done: &str,
+    ws: &tempfile::TempDir,
+    name: &str,
+    content: &str,
+    fake: &FakeOllama,
+    chats: usize,
+) -> String {
+    assert_eq!(field(done, "status"), "completed", "{done}");
+    assert_holds(ws, name, content);
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), chats, "{done}");
+    last_said(&sent[chats - 2]).to_owned()
 }
 
 /// The task ended `status` with `result`, after `chats` model calls.
@@ -1359,25 +1393,19 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
     .unwrap();
     let test = "import unittest\nfrom greet import greet\n\n\nclass GreetTest(unittest.TestCase):\n    def test_greet(self):\n        self.assertEqual(greet(\"Ada\"), \"Hello, Ada!\")\n";
     std::fs::write(ws.path().join("test_greet.py"), test).unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_replies(vec![
-        Reply::tool_call(
-            "edit_file",
-            json!({"path": "test_greet.py", "old_text": "Hello, Ada!", "new_text": "Hello, Ada"}),
-            10,
-            9,
-        ),
-        Reply::text("テストは通りました。", 10, 5),
-        python_block("def greet(name):\n    return \"Hello, \" + name + \"!\"\n"),
-        Reply::text("greet に「!」を付けるよう修正しました。", 10, 9),
-    ]);
-    let mut config = config(&fake, ws.path());
-    // What a user of such a project configures: its tests judge the change.
-    config.agent.commands.allow = vec!["python3".into()];
-    config.agent.checks = vec![["python3", "-m", "unittest"].map(String::from).to_vec()];
-    let server = HttpServer::start(config).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, ws) = scripted_tested(
+        ws,
+        vec![
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "test_greet.py", "old_text": "Hello, Ada!", "new_text": "Hello, Ada"}),
+                10,
+                9,
+            ),
+            Reply::text("テストは通りました。", 10, 5),
+            python_block("def greet(name):\n    return \"Hello, \" + name + \"!\"\n"),
+            Reply::text("greet に「!」を付けるよう修正しました。", 10, 9),
+        ],
         "プロジェクトのテスト失敗を調査し、原因を修正してください。",
     )
     .await;
@@ -1481,17 +1509,20 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
         REMOVE_DEAD,
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    let told = completed_after_telling(
+        &done,
+        &ws,
+        "utils.py",
+        "def used_one(x):\n    return x + 1\n",
+        &fake,
+        4,
+    );
     assert!(
         told.starts_with(
             "That code block is utils.py as it is now: the change the request asks for is not in it"
         ),
         "{told}"
     );
-    assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
 }
 
 #[tokio::test]
@@ -1652,11 +1683,7 @@ async fn a_japanese_request_to_add_a_line_that_replaced_the_file_is_not_done() {
         "notes.txt の最後に「done」という行を追加してください。",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "notes.txt", "a\nb\ndone\n");
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 5);
-    let told = last_said(&sent[3]);
+    let told = completed_after_telling(&done, &ws, "notes.txt", "a\nb\ndone\n", &fake, 5);
     assert!(
         told.starts_with("The request is not done yet: the line 'a' of notes.txt is gone"),
         "{told}"
@@ -1739,11 +1766,7 @@ async fn a_whole_file_that_is_another_files_content_is_asked_again() {
         "Benenne die Funktion calc_total in compute_total um, in cart.py und main.py.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "main.py", main);
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 5);
-    let told = last_said(&sent[3]);
+    let told = completed_after_telling(&done, &ws, "main.py", main, &fake, 5);
     assert!(
         told.starts_with(
             "That code block was not written to main.py: it has none of the lines of main.py"
@@ -1780,11 +1803,7 @@ async fn a_spelling_fixed_in_one_place_of_two_is_not_done() {
         "Corrija o erro de digitação recieve para receive em docs.txt.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "docs.txt", right);
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    let told = completed_after_telling(&done, &ws, "docs.txt", right, &fake, 4);
     assert!(
         told.starts_with("The request is not done yet: 'recieve' is still in docs.txt"),
         "{told}"
@@ -1819,11 +1838,14 @@ async fn a_spanish_removal_left_undone_is_not_completed() {
         "Elimina la función obsoleta legacy_sum de mathops.py.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "mathops.py", "def add(a, b):\n    return a + b\n");
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    let told = completed_after_telling(
+        &done,
+        &ws,
+        "mathops.py",
+        "def add(a, b):\n    return a + b\n",
+        &fake,
+        4,
+    );
     assert!(
         told.starts_with("The request is not done yet: 'legacy_sum' is still in mathops.py"),
         "{told}"
@@ -1866,11 +1888,7 @@ async fn a_file_of_a_rename_replaced_by_other_content_is_not_done() {
         "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "app.py", app);
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 5);
-    let told = last_said(&sent[3]);
+    let told = completed_after_telling(&done, &ws, "app.py", app, &fake, 5);
     assert!(
         told.starts_with(
             "The request is not done yet: app.py no longer has any of the lines it had"
@@ -1907,11 +1925,7 @@ async fn a_line_deleted_with_its_neighbour_is_not_done() {
         "删除 notes.md 中的 TODO: remove me 这一行。",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "notes.md", "# Notes\nkeep this\n");
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
+    let told = completed_after_telling(&done, &ws, "notes.md", "# Notes\nkeep this\n", &fake, 4);
     assert!(
         told.starts_with(
             "The request is not done yet: notes.md lost 2 lines ('TODO: remove me', 'keep \
@@ -1937,37 +1951,30 @@ async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
         "import unittest\nfrom listutil import first, last\n\n\nclass ListTest(unittest.TestCase):\n    def test_first(self):\n        self.assertEqual(first([4, 5, 6]), 4)\n\n    def test_last(self):\n        self.assertEqual(last([4, 5, 6]), 6)\n",
     )
     .unwrap();
-    let fake = FakeOllama::start().await;
-    fake.push_replies(vec![
-        Reply::tool_call(
-            "edit_file",
-            json!({"path": "listutil.py", "old_text": "return items[len(items)]", "new_text": "return items[len(items) + 1]"}),
-            10,
-            9,
-        ),
-        Reply::text("The bug was in last.", 10, 5),
-        python_block("def last(items):\n    return items[-1]\n"),
-        Reply::text("last now returns items[-1]; the tests pass.", 10, 9),
-    ]);
-    let mut config = config(&fake, ws.path());
-    // What a user of such a project configures: its tests judge the change.
-    config.agent.commands.allow = vec!["python3".into()];
-    config.agent.checks = vec![["python3", "-m", "unittest"].map(String::from).to_vec()];
-    let server = HttpServer::start(config).await;
-    let done = run(
-        &server.client(),
+    let (done, fake, _server, ws) = scripted_tested(
+        ws,
+        vec![
+            Reply::tool_call(
+                "edit_file",
+                json!({"path": "listutil.py", "old_text": "return items[len(items)]", "new_text": "return items[len(items) + 1]"}),
+                10,
+                9,
+            ),
+            Reply::text("The bug was in last.", 10, 5),
+            python_block("def last(items):\n    return items[-1]\n"),
+            Reply::text("last now returns items[-1]; the tests pass.", 10, 9),
+        ],
         "Fix the bug that makes python3 -m unittest fail.",
     )
     .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(
+    let told = completed_after_telling(
+        &done,
         &ws,
         "listutil.py",
         "def first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[-1]\n",
+        &fake,
+        4,
     );
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
-    let told = last_said(&sent[2]);
     assert!(
         told.contains("Write the complete new content of listutil.py"),
         "{told}"
