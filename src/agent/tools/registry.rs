@@ -18,6 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use ParamType::{Boolean, Integer, Text, Texts};
+
 use super::{CallError, ToolContext, ToolError, ToolOutput, command, edit, files, run};
 
 /// What a tool does to the workspace.
@@ -37,11 +39,11 @@ pub struct ToolSpec {
     pub kind: ToolKind,
     /// The arguments' shape, named in the error for arguments that do not fit it.
     pub expected: &'static str,
-    /// The description the model is shown (given the settings: `run_command` names the
-    /// programs it may start).
-    pub describe: fn(&super::ToolSettings) -> String,
-    /// The JSON schema of the arguments' `properties`, and the required ones.
-    pub parameters: fn() -> (Value, &'static [&'static str]),
+    /// The description the model is shown; a [`ToolKind::Run`] tool's goes on to name the
+    /// programs the settings allow.
+    pub description: &'static str,
+    /// The arguments, in the order the model is shown them.
+    pub params: &'static [Param],
     pub(super) handler: &'static (dyn ToolHandler + Sync),
 }
 
@@ -54,18 +56,92 @@ impl std::fmt::Debug for ToolSpec {
     }
 }
 
+/// One argument of a tool, as the model is shown it.
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub ty: ParamType,
+    pub description: &'static str,
+    pub required: bool,
+}
+
+/// The JSON type of a [`Param`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamType {
+    /// A string.
+    Text,
+    Integer,
+    Boolean,
+    /// An array of strings.
+    Texts,
+}
+
+/// An argument the call must have.
+const fn required(name: &'static str, ty: ParamType, description: &'static str) -> Param {
+    Param {
+        name,
+        ty,
+        description,
+        required: true,
+    }
+}
+
+/// An argument the call may leave out.
+const fn optional(name: &'static str, ty: ParamType, description: &'static str) -> Param {
+    Param {
+        required: false,
+        ..required(name, ty, description)
+    }
+}
+
+impl Param {
+    /// This argument's JSON schema.
+    fn schema(&self) -> Value {
+        let mut schema = match self.ty {
+            Text => json!({"type": "string"}),
+            Integer => json!({"type": "integer"}),
+            Boolean => json!({"type": "boolean"}),
+            Texts => json!({"type": "array", "items": {"type": "string"}}),
+        };
+        schema["description"] = self.description.into();
+        schema
+    }
+}
+
 impl ToolSpec {
     /// The Ollama `tools` entry of this tool.
     pub fn definition(&self, settings: &super::ToolSettings) -> Value {
-        let (properties, required) = (self.parameters)();
+        let properties: serde_json::Map<String, Value> = self
+            .params
+            .iter()
+            .map(|p| (p.name.to_owned(), p.schema()))
+            .collect();
+        let required: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name)
+            .collect();
         json!({
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": (self.describe)(settings),
+                "description": self.describe(settings),
                 "parameters": {"type": "object", "properties": properties, "required": required}
             }
         })
+    }
+
+    /// The description the model is shown, given the settings.
+    fn describe(&self, settings: &super::ToolSettings) -> String {
+        match self.kind {
+            ToolKind::Run => format!(
+                "{} Allowed programs: {}.",
+                self.description,
+                settings.commands.allow.join(", ")
+            ),
+            ToolKind::Read | ToolKind::Write => self.description.to_owned(),
+        }
     }
 
     /// The arguments as `T`, or the error that says what was expected.
@@ -111,122 +187,109 @@ impl<T: BlockingTool + Sync> ToolHandler for T {
     }
 }
 
+/// The file a file tool reads or changes.
+const FILE_PATH: Param = required("path", Text, "File relative to the workspace root");
+
 /// Every tool, in the order they are offered.
 pub const TOOLS: [ToolSpec; 6] = [
     ToolSpec {
         name: "list_dir",
         kind: ToolKind::Read,
         expected: files::LIST_DIR_EXPECTED,
-        describe: |_| "List the entries of a folder of the workspace (folders end in /).".into(),
-        parameters: || {
-            (
-                json!({"path": {"type": "string", "description": "Folder relative to the workspace root; default \".\""}}),
-                &[],
-            )
-        },
+        description: "List the entries of a folder of the workspace (folders end in /).",
+        params: &[optional(
+            "path",
+            Text,
+            "Folder relative to the workspace root; default \".\"",
+        )],
         handler: &files::ListDir,
     },
     ToolSpec {
         name: "read_file",
         kind: ToolKind::Read,
         expected: files::READ_FILE_EXPECTED,
-        describe: |_| {
-            "Read a text file of the workspace, optionally a window of its lines. Read a file \
-             before replacing or editing it."
-                .into()
-        },
-        parameters: || {
-            (
-                json!({
-                    "path": {"type": "string", "description": "File relative to the workspace root"},
-                    "start_line": {"type": "integer", "description": "First line to return, from 1"},
-                    "max_lines": {"type": "integer", "description": "Most lines to return"}
-                }),
-                &["path"],
-            )
-        },
+        description: "Read a text file of the workspace, optionally a window of its lines. \
+                      Read a file before replacing or editing it.",
+        params: &[
+            FILE_PATH,
+            optional("start_line", Integer, "First line to return, from 1"),
+            optional("max_lines", Integer, "Most lines to return"),
+        ],
         handler: &files::ReadFile,
     },
     ToolSpec {
         name: "search_text",
         kind: ToolKind::Read,
         expected: files::SEARCH_EXPECTED,
-        describe: |_| {
-            "Find lines containing a literal string in the workspace's files (not a regex).".into()
-        },
-        parameters: || {
-            (
-                json!({
-                    "pattern": {"type": "string", "description": "The exact text to find"},
-                    "path": {"type": "string", "description": "Folder or file to search; default \".\""},
-                    "max_results": {"type": "integer", "description": "Most matching lines; default 100"},
-                    "ignore_case": {"type": "boolean", "description": "Match regardless of case; default false"}
-                }),
-                &["pattern"],
-            )
-        },
+        description: "Find lines containing a literal string in the workspace's files (not a \
+                      regex).",
+        params: &[
+            required("pattern", Text, "The exact text to find"),
+            optional("path", Text, "Folder or file to search; default \".\""),
+            optional("max_results", Integer, "Most matching lines; default 100"),
+            optional(
+                "ignore_case",
+                Boolean,
+                "Match regardless of case; default false",
+            ),
+        ],
         handler: &files::SearchText,
     },
     ToolSpec {
         name: "write_file",
         kind: ToolKind::Write,
         expected: edit::WRITE_FILE_EXPECTED,
-        describe: |_| {
-            "Create a file of the workspace, or replace one you have read, with the given \
-             content."
-                .into()
-        },
-        parameters: || {
-            (
-                json!({
-                    "path": {"type": "string", "description": "File relative to the workspace root"},
-                    "content": {"type": "string", "description": "The whole new content"}
-                }),
-                &["path", "content"],
-            )
-        },
+        description: "Create a file of the workspace, or replace one you have read, with the \
+                      given content.",
+        params: &[
+            FILE_PATH,
+            required("content", Text, "The whole new content"),
+        ],
         handler: &edit::WriteFile,
     },
     ToolSpec {
         name: "edit_file",
         kind: ToolKind::Write,
         expected: edit::EDIT_FILE_EXPECTED,
-        describe: |_| {
-            "Replace an exact piece of text in a file of the workspace you have read.".into()
-        },
-        parameters: || {
-            (
-                json!({
-                    "path": {"type": "string", "description": "File relative to the workspace root"},
-                    "old_text": {"type": "string", "description": "Text to replace, exactly as in the file (whitespace included)"},
-                    "new_text": {"type": "string", "description": "The replacement; empty deletes old_text (a whole line with its line end)"},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence; default: old_text must occur once"}
-                }),
-                &["path", "old_text", "new_text"],
-            )
-        },
+        description: "Replace an exact piece of text in a file of the workspace you have read.",
+        params: &[
+            FILE_PATH,
+            required(
+                "old_text",
+                Text,
+                "Text to replace, exactly as in the file (whitespace included)",
+            ),
+            required(
+                "new_text",
+                Text,
+                "The replacement; empty deletes old_text (a whole line with its line end)",
+            ),
+            optional(
+                "replace_all",
+                Boolean,
+                "Replace every occurrence; default: old_text must occur once",
+            ),
+        ],
         handler: &edit::EditFile,
     },
     ToolSpec {
         name: "run_command",
         kind: ToolKind::Run,
         expected: command::RUN_COMMAND_EXPECTED,
-        describe: |settings| {
-            format!(
-                "Run a program in the workspace without a shell (no pipes, globs or redirection). \
-                 Allowed programs: {}.",
-                settings.commands.allow.join(", ")
-            )
-        },
-        parameters: || {
-            (
-                json!({
-                    "argv": {"type": "array", "items": {"type": "string"}, "description": "Program and arguments, e.g. [\"cargo\", \"test\"]"},
-                    "cwd": {"type": "string", "description": "Folder to run in, relative to the workspace root; default \".\""}
-                }),
-                &["argv"],
-            )
-        },
+        description: "Run a program in the workspace without a shell (no pipes, globs or \
+             redirection).",
+        params: &[
+            required(
+                "argv",
+                Texts,
+                "Program and arguments, e.g. [\"cargo\", \"test\"]",
+            ),
+            optional(
+                "cwd",
+                Text,
+                "Folder to run in, relative to the workspace root; default \".\"",
+            ),
+        ],
         handler: &run::RunCommand,
     },
 ];
