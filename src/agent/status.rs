@@ -137,6 +137,15 @@ pub(crate) mod tests {
         t
     }
 
+    /// The contract's example task in `state`, having used `input` and `output` tokens.
+    fn task_in(state: TaskState, input: u64, output: u64) -> Task {
+        Task {
+            state,
+            tokens: TokenUsage { input, output },
+            ..task()
+        }
+    }
+
     /// `render_status` as it was written with `format!`: the text must not change by a byte.
     fn formatted(task: &Task, queue_position: Option<usize>) -> String {
         format!(
@@ -178,15 +187,10 @@ pub(crate) mod tests {
             TaskState::Cancelled,
         ] {
             for (i, &n) in numbers.iter().enumerate() {
-                let mut t = task();
+                let mut t = task_in(state, n, numbers[numbers.len() - 1 - i]);
                 t.id = Uuid::from_u128(u128::from(n) << 64 | u128::from(n));
-                t.state = state;
                 t.steps_done = u32::try_from(n).unwrap_or(u32::MAX);
                 t.steps_total = u32::try_from(n / 2).unwrap_or(7);
-                t.tokens = TokenUsage {
-                    input: n,
-                    output: numbers[numbers.len() - 1 - i],
-                };
                 t.critical_path_tokens = n;
                 t.current_task = if i % 2 == 0 {
                     String::new()
@@ -209,13 +213,8 @@ pub(crate) mod tests {
 
     #[test]
     fn running_status_matches_the_contract() {
-        let mut t = task();
-        t.state = TaskState::Running;
+        let mut t = task_in(TaskState::Running, 1536, 284);
         t.current_task = "ollama chat".into();
-        t.tokens = TokenUsage {
-            input: 1536,
-            output: 284,
-        };
         assert_eq!(render_status(&t, None), RUNNING);
     }
 
@@ -233,13 +232,8 @@ pub(crate) mod tests {
 
     #[test]
     fn completed_status_matches_the_contract() {
-        let mut t = task();
-        t.state = TaskState::Completed;
+        let mut t = task_in(TaskState::Completed, 2048, 512);
         t.steps_done = 1;
-        t.tokens = TokenUsage {
-            input: 2048,
-            output: 512,
-        };
         t.result = "修正とテストが完了しました。".into();
         assert_eq!(
             render_status(&t, None),
