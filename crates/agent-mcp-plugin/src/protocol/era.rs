@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::jsonrpc::{ErrorObject, code};
+use super::error::{ErrorObject, code};
 use super::method::Method;
 
 /// `_meta` key carrying the per-request protocol version (2026-07-28).

@@ -16,12 +16,13 @@ use super::era::{Era, META_SERVER_INFO, ProtocolVersion};
 use super::json_out;
 use super::jsonrpc::{ErrorObject, RequestId, response_json};
 use super::method::Method;
+use super::outcome::Outcome;
 use super::params::Params;
+use super::refusal::Refusal;
 use crate::tools::ToolCall;
 
 /// The identity of every stdio caller: the local user who started the process.
 pub const STDIO_IDENTITY: &str = "stdio";
-use super::refusal::Refusal;
 
 /// How the request reached us.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +119,12 @@ pub enum ParsedCall<'a> {
 }
 
 impl McpRequest {
+    /// Turns this request away: the response a layer returns instead of calling its inner
+    /// service.
+    pub fn refuse(&self, refusal: Refusal) -> McpResponse {
+        self.respond(Payload::Refused(refusal))
+    }
+
     /// A request (`id` set) or notification (`id: None`) with its arguments not yet parsed.
     pub fn new(
         id: Option<RequestId>,
@@ -341,6 +348,26 @@ pub fn server_info() -> Value {
 }
 
 impl McpResponse {
+    /// How this response ends its request. A refusal is classified by its type
+    /// ([`Refusal::outcome`]), the same on every transport, not by error codes other layers
+    /// may share.
+    pub fn outcome(&self) -> Outcome {
+        match &self.payload {
+            Payload::Refused(refusal) => refusal.outcome(),
+            Payload::Error(_) | Payload::ToolCallError(_) => Outcome::ProtocolError,
+            Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
+            Payload::Result(_) | Payload::Accepted | Payload::Stream(_) => Outcome::Ok,
+        }
+    }
+
+    /// The refusal this response carries, if a layer turned the request away.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.payload {
+            Payload::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
     pub fn error_code(&self) -> Option<i64> {
         match &self.payload {
             Payload::Error(e) | Payload::ToolCallError(e) => Some(e.code),

@@ -1,6 +1,7 @@
 //! JSON-RPC 2.0 and MCP wire types for both protocol eras.
 //!
-//! - [`jsonrpc`]: the envelope (ids, messages, error objects and codes).
+//! - [`jsonrpc`]: the envelope (ids and messages).
+//! - [`error`]: the JSON-RPC error object and the codes on the wire.
 //! - [`era`]: which era and version a message speaks, and the modern `_meta` rules.
 //! - [`message`]: [`McpRequest`]/[`McpResponse`], the types the tower stack carries, and the one
 //!   place where results are shaped per era.
@@ -13,6 +14,7 @@
 
 pub mod credential;
 pub mod era;
+pub mod error;
 mod json_out;
 pub mod jsonrpc;
 pub mod message;

@@ -2,8 +2,6 @@
 
 use serde::Serialize;
 
-use super::message::{McpResponse, Payload};
-
 /// How a request ended. The audit log's `outcome` key and the `outcome` label of
 /// `agent_mcp_requests_total` both use [`Outcome::as_str`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -42,25 +40,6 @@ impl Outcome {
             Outcome::ProtocolError => "protocol_error",
             Outcome::Unauthorized => "unauthorized",
             Outcome::RateLimited => "rate_limited",
-        }
-    }
-
-    /// Classifies a response; the same as [`McpResponse::outcome`].
-    pub fn of(response: &McpResponse) -> Outcome {
-        response.outcome()
-    }
-}
-
-impl McpResponse {
-    /// How this response ends its request. A refusal is classified by its type
-    /// ([`Refusal::outcome`](super::Refusal::outcome)), the same on every transport, not by
-    /// error codes other layers may share.
-    pub fn outcome(&self) -> Outcome {
-        match &self.payload {
-            Payload::Refused(refusal) => refusal.outcome(),
-            Payload::Error(_) | Payload::ToolCallError(_) => Outcome::ProtocolError,
-            Payload::Result(r) if r.is_tool_error() => Outcome::ToolError,
-            Payload::Result(_) | Payload::Accepted | Payload::Stream(_) => Outcome::Ok,
         }
     }
 }

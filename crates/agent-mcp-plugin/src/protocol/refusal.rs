@@ -1,8 +1,10 @@
 //! [`Refusal`]: a request a layer turns away before it reaches the service, typed so that each
 //! edge can map it the way its transport expects.
 //!
-//! A layer (built in, or a plugin outside this crate) refuses with [`McpRequest::refuse`]; the
-//! response carries [`Payload::Refused`]. The layer says *why* and nothing about the transport:
+//! A layer (built in, or a plugin outside this crate) refuses with
+//! [`McpRequest::refuse`](super::McpRequest::refuse); the response carries
+//! [`Payload::Refused`](super::Payload::Refused). The layer says *why* and nothing about the
+//! transport:
 //!
 //! | refusal | JSON-RPC error (every transport) | HTTP edge adds |
 //! |---|---|---|
@@ -36,7 +38,6 @@ use std::borrow::Cow;
 use serde_json::json;
 
 use super::jsonrpc::{ErrorObject, code};
-use super::message::{McpRequest, McpResponse, Payload};
 use super::outcome::Outcome;
 
 /// Why a layer turned a request away. Edges map it: HTTP to a status and headers, stdio to the
@@ -230,28 +231,12 @@ impl Refusal {
     }
 }
 
-impl McpRequest {
-    /// Turns this request away: the response a layer returns instead of calling its inner
-    /// service.
-    pub fn refuse(&self, refusal: Refusal) -> McpResponse {
-        self.respond(Payload::Refused(refusal))
-    }
-}
-
-impl McpResponse {
-    /// The refusal this response carries, if a layer turned the request away.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        match &self.payload {
-            Payload::Refused(r) => Some(r),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ProtocolVersion, RequestContext, RequestId, Transport};
+    use crate::protocol::{
+        McpRequest, McpResponse, ProtocolVersion, RequestContext, RequestId, Transport,
+    };
     use serde_json::json;
 
     fn refused(refusal: Refusal) -> McpResponse {
