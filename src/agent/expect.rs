@@ -829,12 +829,15 @@ pub(crate) fn keeps_no_line(before: &str, after: &str, expected: &Expectations) 
             })
             .collect()
     };
-    let was: Vec<String> = before
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(plain)
-        .collect();
-    if was.len() < 2 {
+    // A set: each line of `after` is looked up once, not compared with every line before
+    // (files of up to 256 KiB); the count is of lines, repeated ones included.
+    let mut was = std::collections::HashSet::new();
+    let mut lines = 0;
+    for line in before.lines().filter(|l| !l.trim().is_empty()) {
+        lines += 1;
+        was.insert(plain(line));
+    }
+    if lines < 2 {
         return false;
     }
     !after

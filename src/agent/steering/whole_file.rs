@@ -810,6 +810,12 @@ mod tests {
             &Expectations::NONE
         ));
         assert!(!keeps_no_line("", "x\ny\n", &Expectations::NONE));
+        // Two lines that are the same are two lines: the file is not a one-line file.
+        assert!(keeps_no_line(
+            "pass\npass\n",
+            "x = 1\ny = 2\n",
+            &Expectations::NONE
+        ));
     }
 
     #[test]
