@@ -187,6 +187,14 @@ struct CodingTask {
     /// Whether the workspace holds unit tests a user would configure as the agent's checks.
     tested: bool,
     judge: fn(&Outcome) -> bool,
+    /// The files a correct change leaves (the others as they were), and a correct answer:
+    /// the judge must pass them and fail the untouched workspace (`cargo test --example
+    /// bench_coding`). Given for the tasks written since the judges were tested. (Read by that
+    /// test alone, not by the benchmark.)
+    #[cfg_attr(not(test), allow(dead_code))]
+    solution: &'static [(&'static str, &'static str)],
+    #[cfg_attr(not(test), allow(dead_code))]
+    answer: &'static str,
 }
 
 /// What a task is unless it says otherwise: one request, no plan, no checks configured.
@@ -197,6 +205,8 @@ const PLAIN: CodingTask = CodingTask {
     planning: false,
     tested: false,
     judge: |_| false,
+    solution: &[],
+    answer: "",
 };
 /// A task whose workspace holds unit tests, configured as the agent's checks.
 const TESTED: CodingTask = CodingTask {
@@ -215,6 +225,8 @@ const GREET_TEST: &str = "import unittest\nfrom greet import greet\n\n\nclass Gr
 const STRINGS_TEST: &str = "import unittest\nfrom strings import reverse_words, shout\n\n\nclass StringsTest(unittest.TestCase):\n    def test_shout(self):\n        self.assertEqual(shout(\"hi\"), \"HI!\")\n\n    def test_reverse_words(self):\n        self.assertEqual(reverse_words(\"a b c\"), \"c b a\")\n";
 const CART_TEST: &str = "import unittest\nfrom cart import total\n\n\nclass CartTest(unittest.TestCase):\n    def test_total(self):\n        self.assertEqual(total([1, 2, 4]), 7)\n";
 const STATS_TEST: &str = "import unittest\nfrom stats import mean\n\n\nclass StatsTest(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([2, 4]), 3)\n";
+const NUMS_TEST: &str = "import unittest\nfrom nums import largest\n\n\nclass NumsTest(unittest.TestCase):\n    def test_largest(self):\n        self.assertEqual(largest([3, 9, 2]), 9)\n";
+const FMT_TEST: &str = "import unittest\nfrom fmt import label\n\n\nclass FmtTest(unittest.TestCase):\n    def test_label(self):\n        self.assertEqual(label(3), \"item 3\")\n";
 const TEXT_TEST: &str = "import unittest\nfrom text import count_vowels, words\n\n\nclass TextTest(unittest.TestCase):\n    def test_words(self):\n        self.assertEqual(words(\"a b\"), [\"a\", \"b\"])\n\n    def test_count_vowels(self):\n        self.assertEqual(count_vowels(\"banana\"), 3)\n";
 
 const TASKS: &[CodingTask] = &[
@@ -1602,6 +1614,165 @@ const TASKS: &[CodingTask] = &[
         },
         ..PLAIN
     },
+    // The ninth held-out set, `holdout-9-*`, written (2026-12-06, a new session) after the
+    // eighth ran and prompted its fixes, before any run of its own and with a reference
+    // solution each that its judge is tested against: fix, rename, add a parameter, change a
+    // value, create, question, remove an import, replace a text, append a line — in English,
+    // Korean, German, Portuguese, Japanese, French, Russian, Chinese and Italian. Left unrun
+    // for the next change to the engine: run once, at its end (`scripts/bench-coding.sh
+    // holdout-9`).
+    CodingTask {
+        name: "holdout-9-fix-largest",
+        files: &[
+            (
+                "nums.py",
+                "def largest(xs):\n    best = xs[0]\n    for x in xs:\n        if x < best:\n            best = x\n    return best\n",
+            ),
+            ("test_nums.py", NUMS_TEST),
+        ],
+        requests: &["The unit tests fail. Fix largest in nums.py."],
+        judge: |o| o.fixed_keeping("test_nums.py"),
+        solution: &[(
+            "nums.py",
+            "def largest(xs):\n    best = xs[0]\n    for x in xs:\n        if x > best:\n            best = x\n    return best\n",
+        )],
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-9-rename-ko",
+        files: &[
+            ("util.py", "def calc(a, b):\n    return a * b + 1\n"),
+            ("main.py", "from util import calc\n\nprint(calc(2, 3))\n"),
+        ],
+        requests: &["util.py와 main.py에서 함수 calc의 이름을 compute로 바꿔 주세요."],
+        judge: |o| {
+            let sources = o.python_sources();
+            !sources
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| w == "calc")
+                && sources.contains("def compute")
+                && o.prints("main.py", "7")
+        },
+        solution: &[
+            ("util.py", "def compute(a, b):\n    return a * b + 1\n"),
+            (
+                "main.py",
+                "from util import compute\n\nprint(compute(2, 3))\n",
+            ),
+        ],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-default-param-de",
+        files: &[(
+            "hello.py",
+            "def greet(name):\n    return \"Hallo, \" + name\n",
+        )],
+        requests: &[
+            "Füge der Funktion greet in hello.py einen zweiten Parameter greeting mit dem \
+             Standardwert \"Hallo\" hinzu und verwende ihn statt des festen \"Hallo\".",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from hello import greet; assert greet('Ana') == 'Hallo, Ana'; \
+                 assert greet('Ana', 'Servus') == 'Servus, Ana'",
+            ])
+            .0
+        },
+        solution: &[(
+            "hello.py",
+            "def greet(name, greeting=\"Hallo\"):\n    return greeting + \", \" + name\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-yaml-pt",
+        files: &[("config.yaml", "name: worker\nworkers: 2\ntimeout: 30\n")],
+        requests: &["No arquivo config.yaml, altere workers de 2 para 4."],
+        judge: |o| o.lines("config.yaml") == ["name: worker", "workers: 4", "timeout: 30"],
+        solution: &[("config.yaml", "name: worker\nworkers: 4\ntimeout: 30\n")],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-create-func-ja",
+        files: &[("README.md", "# numbers\n")],
+        requests: &["n が偶数なら True を返す関数 is_even(n) を持つ even.py を作成してください。"],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from even import is_even; assert is_even(4) and is_even(0) and not is_even(3)",
+            ])
+            .0
+        },
+        solution: &[("even.py", "def is_even(n):\n    return n % 2 == 0\n")],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-question-fr",
+        files: &[(
+            "shapes.py",
+            "def square(s):\n    return s * s\n\n\ndef rect(w, h):\n    return w * h\n\n\ndef circle(r):\n    return 3.14159 * r * r\n",
+        )],
+        requests: &["Combien de fonctions sont définies dans shapes.py ? Réponds par un nombre."],
+        judge: |o| o.explains(&["3", "trois"]),
+        answer: "3",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-unused-import",
+        files: &[(
+            "tool.py",
+            "import os\nimport sys\n\n\ndef args():\n    return sys.argv[1:]\n",
+        )],
+        requests: &["Remove the unused import os from tool.py."],
+        judge: |o| {
+            !o.lines("tool.py").iter().any(|l| l == "import os")
+                && o.python(&["-c", "from tool import args; assert args() == []"])
+                    .0
+        },
+        solution: &[(
+            "tool.py",
+            "import sys\n\n\ndef args():\n    return sys.argv[1:]\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-replace-text-ru",
+        files: &[(
+            "messages.py",
+            "def bye():\n    return \"Goodbye\"\n\n\nif __name__ == \"__main__\":\n    print(bye())\n",
+        )],
+        requests: &["В файле messages.py замени текст Goodbye на See you."],
+        judge: |o| o.prints("messages.py", "See you"),
+        solution: &[(
+            "messages.py",
+            "def bye():\n    return \"See you\"\n\n\nif __name__ == \"__main__\":\n    print(bye())\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-9-fix-type-zh",
+        files: &[
+            ("fmt.py", "def label(n):\n    return \"item \" + n\n"),
+            ("test_fmt.py", FMT_TEST),
+        ],
+        requests: &["运行测试时出错，请修复 fmt.py 中的错误。"],
+        judge: |o| o.fixed_keeping("test_fmt.py"),
+        solution: &[("fmt.py", "def label(n):\n    return \"item \" + str(n)\n")],
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-9-append-line-it",
+        files: &[("CHANGELOG.md", "# Changelog\n- Versione 1.0\n")],
+        requests: &["Aggiungi la riga \"- Versione 2.0\" alla fine di CHANGELOG.md."],
+        judge: |o| o.lines("CHANGELOG.md") == ["# Changelog", "- Versione 1.0", "- Versione 2.0"],
+        solution: &[(
+            "CHANGELOG.md",
+            "# Changelog\n- Versione 1.0\n- Versione 2.0\n",
+        )],
+        ..PLAIN
+    },
 ];
 
 /// Where the file outside the workspace lives for `read-outside`: beside it.
@@ -1755,4 +1926,47 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         started_all.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The outcome of a session that ended `completed` answering `answer`, in `root`.
+    fn judged(task: &CodingTask, root: &Path, answer: &str) -> bool {
+        let mut done = Task::new(uuid::Uuid::new_v4(), None, task.requests[0].into(), None);
+        done.state = TaskState::Completed;
+        done.result = answer.into();
+        let tasks = [done];
+        (task.judge)(&Outcome {
+            root,
+            before: task.files,
+            tasks: &tasks,
+        })
+    }
+
+    #[test]
+    fn a_judge_fails_the_untouched_workspace_and_passes_its_reference_solution() {
+        let mut checked = 0;
+        for task in TASKS
+            .iter()
+            .filter(|t| !t.solution.is_empty() || !t.answer.is_empty())
+        {
+            let ws = tempfile::tempdir().unwrap();
+            bench_support::write_files(ws.path(), task.files).unwrap();
+            assert!(
+                !judged(task, ws.path(), "Done."),
+                "{}: the untouched workspace passes",
+                task.name
+            );
+            bench_support::write_files(ws.path(), task.solution).unwrap();
+            assert!(
+                judged(task, ws.path(), task.answer),
+                "{}: the reference solution fails",
+                task.name
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 10, "the tasks with a reference solution");
+    }
 }
