@@ -38,15 +38,6 @@ ensure_wrk
 
 echo "== building release binaries"
 cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
-# The peers and the acceptance benchmark are [[bench]] targets; ask cargo where it put them.
-bench_exe() {
-  cargo bench --locked --no-run --message-format=json --bench "$1" 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1" | tail -n1
-}
 # AGENT_MCP_BIN: measure another build of the server (e.g. an older commit's) with the same load.
 BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
 FAKE="$PWD/target/release/examples/fake_ollama"
@@ -69,18 +60,7 @@ start_url_printer() {
 start_fake_ollama "$FAKE" fake
 
 PORT="$(free_port)"
-{
-  bench_yaml "$PORT"
-  cat <<YAML
-audit:
-  enabled: true
-  file: $WORK/audit.jsonl
-store:
-  backend: sqlite
-  path: $WORK/store/agent-mcp.db
-  synchronous: FULL
-YAML
-} > "$WORK/agent.yaml"
+bench_server_yaml "$PORT"
 AGENT_URL="http://127.0.0.1:$PORT/mcp"
 serve_agent_mcp "$WORK" "$WORK/server.log" "$AGENT_URL" -- --config "$WORK/agent.yaml"
 

@@ -94,6 +94,35 @@ mcp:
 YAML
 }
 
+# bench.sh's agent-mcp server, as scripts/server-profile.sh counts it too: $WORK/agent.yaml for
+# port $1 with the limiter on (budgets out of the way), audit to a file and the SQLite store
+# with `synchronous: FULL`.
+bench_server_yaml() { # port
+  {
+    bench_yaml "$1"
+    cat <<YAML
+audit:
+  enabled: true
+  file: $WORK/audit.jsonl
+store:
+  backend: sqlite
+  path: $WORK/store/agent-mcp.db
+  synchronous: FULL
+YAML
+  } > "$WORK/agent.yaml"
+}
+
+# The executable of the [[bench]] target $1 (the peers and the acceptance benchmark): built if
+# needed, and asked of cargo, which names it by a hash.
+bench_exe() { # bench-name
+  cargo bench --locked --no-run --message-format=json --bench "$1" 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1" | tail -n1
+}
+
 # Writes the wrk script $4: POST body $3 with the modern headers (Mcp-Method $1, Mcp-Name $2
 # unless empty); it prints "RESULT rps p50_us p99_us errors requests" at the end of a run.
 wrk_lua() { # method name body file

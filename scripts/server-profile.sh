@@ -83,32 +83,13 @@ load() { # name pid port task
 }
 
 PORT="$(free_port)"
-{
-  bench_yaml "$PORT"
-  cat <<YAML
-audit:
-  enabled: true
-  file: $WORK/audit.jsonl
-store:
-  backend: sqlite
-  path: $WORK/store/agent-mcp.db
-  synchronous: FULL
-YAML
-} > "$WORK/agent.yaml"
+bench_server_yaml "$PORT"
 PIN_SERVER=("${CG[@]}" --callgrind-out-file="$WORK/agent.%p")
 serve_agent_mcp "$WORK" "$WORK/server.log" "http://127.0.0.1:$PORT/mcp" -- --config "$WORK/agent.yaml"
 load agent-mcp "${PIDS[-1]}" "$PORT" -
 report agent-mcp "$WORK/agent"
 
 if [ -n "${PEERS:-}" ]; then
-  bench_exe() {
-    cargo bench --locked --no-run --message-format=json --bench "$1" 2>/dev/null |
-      python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1" | tail -n1
-  }
   for peer in hyper rmcp; do
     exe="$(bench_exe "${peer}_peer")"
     [ -x "$exe" ] || { echo "missing bench binary ${peer}_peer" >&2; exit 1; }
