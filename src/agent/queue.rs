@@ -4,8 +4,9 @@
 //! A task this process accepted is handed over in memory with its id (see [`Queued`]): the
 //! runner starts from the task as it was accepted, images included (their text shared, not
 //! copied), instead of reading back from the store what the accept has just written. What the
-//! queue holds that way is bounded ([`HANDOVER_BUDGET`]); past it an entry carries only its
-//! id and the runner reads the store, as it does after a restart.
+//! queue holds that way is bounded, in bytes ([`HANDOVER_BUDGET`]) and in tasks
+//! ([`HANDOVER_TASKS`]); past either an entry carries only its id and the runner reads the
+//! store, as it does after a restart.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,13 @@ use crate::task::Task;
 /// gigabytes of images). 64 MiB is six tasks at the default image limits, and many thousands
 /// of text-only ones.
 pub const HANDOVER_BUDGET: usize = 64 * 1024 * 1024;
+
+/// Most tasks the queue keeps for in-memory handover. The runner takes one task at a time, so
+/// only the front of the line gains from it; a task further back waits far longer than its
+/// store read takes. Without this cap a long line of text-only tasks (about 700 bytes each in
+/// memory, 100,000 of them waiting in `scripts/bench.sh`'s queue row) held ~70 MiB that the
+/// byte budget, which counts the request and images, did not see.
+pub const HANDOVER_TASKS: usize = 256;
 
 /// A task taken from the front of the queue: its id, and the task itself when the accept
 /// handed it over in memory (else the runner reads it from the store).
@@ -37,9 +45,11 @@ struct Waiting {
     task: Option<Box<Task>>,
 }
 
-/// The bytes a handed-over task holds that count against [`HANDOVER_BUDGET`].
+/// The bytes a handed-over task holds that count against [`HANDOVER_BUDGET`]: the task
+/// itself, its request text and its images.
 fn handover_bytes(task: &Task) -> usize {
-    task.request.len()
+    std::mem::size_of::<Task>()
+        + task.request.len()
         + task
             .images
             .iter()
@@ -68,6 +78,8 @@ struct Line {
     waiting: HashMap<Uuid, Waiting>,
     /// Bytes the handed-over tasks in `waiting` hold (at most [`HANDOVER_BUDGET`]).
     handed_bytes: usize,
+    /// How many tasks in `waiting` were handed over (at most [`HANDOVER_TASKS`]).
+    handed_tasks: usize,
     /// Tasks waiting per owner (for `mcp.max_queued_per_caller`).
     per_owner: HashMap<Owner, usize>,
     /// Places held by [`Ticket`]s for tasks being stored, in all and per owner: counted
@@ -123,6 +135,7 @@ impl Line {
     fn left(&mut self, gone: &Waiting) {
         if let Some(task) = &gone.task {
             self.handed_bytes = self.handed_bytes.saturating_sub(handover_bytes(task));
+            self.handed_tasks = self.handed_tasks.saturating_sub(1);
         }
         if let Some(n) = self.per_owner.get_mut(&gone.owner) {
             *n -= 1;
@@ -173,9 +186,11 @@ impl TaskQueue {
         // Within the budget the task goes with its id; past it the runner reads the store.
         let task = task.filter(|task| {
             let bytes = handover_bytes(task);
-            let fits = line.handed_bytes + bytes <= HANDOVER_BUDGET;
+            let fits =
+                line.handed_tasks < HANDOVER_TASKS && line.handed_bytes + bytes <= HANDOVER_BUDGET;
             if fits {
                 line.handed_bytes += bytes;
+                line.handed_tasks += 1;
             }
             fits
         });
@@ -418,23 +433,25 @@ mod tests {
             t.images = vec![crate::task::TaskImage::new("image/png", "A".repeat(bytes))];
             t
         };
+        // a takes half the budget, the task itself counted: b, as large, does not fit.
+        let own = std::mem::size_of::<Task>();
         let half = HANDOVER_BUDGET / 2;
-        let (a, b, c) = (task(half / 2), task(half / 2), task(1));
+        let (a, b, c) = (task((half - own) / 2), task((half - own) / 2), task(1));
         let ids = [a.id, b.id, c.id];
         let held = |q: &TaskQueue, id| q.push_ticket(q.reserve(None, 10, 10).unwrap(), id, None);
         q.push_ticket(q.reserve(None, 10, 10).unwrap(), a.id, Some(a.clone()));
         assert_eq!(q.handed_bytes(), half);
         // b does not fit beside a: it waits as an id alone.
         let mut big = b.clone();
-        big.request.push('!');
+        big.request.push_str(&"!".repeat(own + 1));
         q.push_ticket(q.reserve(None, 10, 10).unwrap(), b.id, Some(big));
         assert_eq!(q.handed_bytes(), half);
         q.push_ticket(q.reserve(None, 10, 10).unwrap(), c.id, Some(c.clone()));
         held(&q, Uuid::new_v4());
-        assert_eq!(q.handed_bytes(), half + 2);
+        assert_eq!(q.handed_bytes(), half + own + 2);
         let first = q.next().await;
         assert_eq!((first.id, first.task.as_deref()), (ids[0], Some(&a)));
-        assert_eq!(q.handed_bytes(), 2);
+        assert_eq!(q.handed_bytes(), own + 2);
         let second = q.next().await;
         assert_eq!((second.id, second.task.is_none()), (ids[1], true));
         assert!(
@@ -443,6 +460,37 @@ mod tests {
         );
         assert_eq!(q.handed_bytes(), 0);
         assert!(q.next().await.task.is_none());
+    }
+
+    /// Past [`HANDOVER_TASKS`] handed-over tasks a small one waits as an id alone too, and a
+    /// place handed over frees up as the front leaves.
+    #[tokio::test]
+    async fn no_more_than_the_cap_of_tasks_is_handed_over() {
+        let q = TaskQueue::new();
+        let session = Uuid::new_v4();
+        let push = |q: &TaskQueue| {
+            let t = Task::new(session, None, "text only".into(), None);
+            q.push_ticket(q.reserve(None, 1000, 1000).unwrap(), t.id, Some(t));
+        };
+        for _ in 0..=HANDOVER_TASKS {
+            push(&q);
+        }
+        let each = handover_bytes(&Task::new(session, None, "text only".into(), None));
+        assert_eq!(q.handed_bytes(), HANDOVER_TASKS * each);
+        assert!(q.next().await.task.is_some(), "the front was handed over");
+        push(&q);
+        for _ in 1..HANDOVER_TASKS {
+            assert!(q.next().await.task.is_some());
+        }
+        assert!(
+            q.next().await.task.is_none(),
+            "the task past the cap waits as its id"
+        );
+        assert!(
+            q.next().await.task.is_some(),
+            "the one pushed after the front left is handed over"
+        );
+        assert_eq!(q.handed_bytes(), 0);
     }
 
     #[tokio::test]
