@@ -74,7 +74,7 @@ pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
 pub(crate) use registry::parse_arguments;
-pub use registry::{TOOL_NAMES, TOOLS, ToolKind, ToolSpec, spec};
+pub use registry::{Param, ParamType, TOOL_NAMES, TOOLS, ToolKind, ToolSpec, spec};
 
 /// Whether commands reach the network here (no network namespaces off Linux).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

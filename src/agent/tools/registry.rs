@@ -70,7 +70,9 @@ pub struct Param {
 pub enum ParamType {
     /// A string.
     Text,
+    /// A whole number.
     Integer,
+    /// `true` or `false`.
     Boolean,
     /// An array of strings.
     Texts,
