@@ -105,6 +105,11 @@ fn completed_after_telling(
     last_said(&sent[chats - 2]).to_owned()
 }
 
+/// What the loop told the model starts with `prefix`.
+fn assert_starts(told: &str, prefix: &str) {
+    assert!(told.starts_with(prefix), "{told}");
+}
+
 /// The task ended `status` with `result`, after `chats` model calls.
 fn assert_ended(done: &str, status: &str, result: &str, fake: &FakeOllama, chats: usize) {
     assert_eq!(field(done, "status"), status, "{done}");
@@ -1517,11 +1522,9 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
         &fake,
         4,
     );
-    assert!(
-        told.starts_with(
-            "That code block is utils.py as it is now: the change the request asks for is not in it"
-        ),
-        "{told}"
+    assert_starts(
+        &told,
+        "That code block is utils.py as it is now: the change the request asks for is not in it",
     );
 }
 
@@ -1684,9 +1687,9 @@ async fn a_japanese_request_to_add_a_line_that_replaced_the_file_is_not_done() {
     )
     .await;
     let told = completed_after_telling(&done, &ws, "notes.txt", "a\nb\ndone\n", &fake, 5);
-    assert!(
-        told.starts_with("The request is not done yet: the line 'a' of notes.txt is gone"),
-        "{told}"
+    assert_starts(
+        &told,
+        "The request is not done yet: the line 'a' of notes.txt is gone",
     );
     assert!(
         told.contains("Write the complete new content of notes.txt"),
@@ -1767,11 +1770,9 @@ async fn a_whole_file_that_is_another_files_content_is_asked_again() {
     )
     .await;
     let told = completed_after_telling(&done, &ws, "main.py", main, &fake, 5);
-    assert!(
-        told.starts_with(
-            "That code block was not written to main.py: it has none of the lines of main.py"
-        ),
-        "{told}"
+    assert_starts(
+        &told,
+        "That code block was not written to main.py: it has none of the lines of main.py",
     );
 }
 
@@ -1804,9 +1805,9 @@ async fn a_spelling_fixed_in_one_place_of_two_is_not_done() {
     )
     .await;
     let told = completed_after_telling(&done, &ws, "docs.txt", right, &fake, 4);
-    assert!(
-        told.starts_with("The request is not done yet: 'recieve' is still in docs.txt"),
-        "{told}"
+    assert_starts(
+        &told,
+        "The request is not done yet: 'recieve' is still in docs.txt",
     );
 }
 
@@ -1846,9 +1847,9 @@ async fn a_spanish_removal_left_undone_is_not_completed() {
         &fake,
         4,
     );
-    assert!(
-        told.starts_with("The request is not done yet: 'legacy_sum' is still in mathops.py"),
-        "{told}"
+    assert_starts(
+        &told,
+        "The request is not done yet: 'legacy_sum' is still in mathops.py",
     );
 }
 
@@ -1889,11 +1890,9 @@ async fn a_file_of_a_rename_replaced_by_other_content_is_not_done() {
     )
     .await;
     let told = completed_after_telling(&done, &ws, "app.py", app, &fake, 5);
-    assert!(
-        told.starts_with(
-            "The request is not done yet: app.py no longer has any of the lines it had"
-        ),
-        "{told}"
+    assert_starts(
+        &told,
+        "The request is not done yet: app.py no longer has any of the lines it had",
     );
 }
 
@@ -1926,12 +1925,10 @@ async fn a_line_deleted_with_its_neighbour_is_not_done() {
     )
     .await;
     let told = completed_after_telling(&done, &ws, "notes.md", "# Notes\nkeep this\n", &fake, 4);
-    assert!(
-        told.starts_with(
-            "The request is not done yet: notes.md lost 2 lines ('TODO: remove me', 'keep \
-             this'), but the request deletes one line"
-        ),
-        "{told}"
+    assert_starts(
+        &told,
+        "The request is not done yet: notes.md lost 2 lines ('TODO: remove me', 'keep \
+             this'), but the request deletes one line",
     );
 }
 
