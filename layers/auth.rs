@@ -347,13 +347,13 @@ mod tests {
         let mut ctx = RequestContext::new(ProtocolVersion::V2026_07_28, transport);
         ctx.credential = authorization
             .and_then(|v| Credential::from_authorization(&http::HeaderValue::from_str(v).unwrap()));
-        McpRequest {
+        McpRequest::from(agent_mcp_plugin::protocol::RequestParts {
             id: Some(RequestId::Number(9)),
             method: "tools/list".into(),
             params: Default::default(),
             ctx,
             call: None,
-        }
+        })
     }
 
     /// Answers with the identity it saw (or `-` for none).

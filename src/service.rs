@@ -293,7 +293,7 @@ impl AgentService {
         body.insert("requestState".into(), Value::from(approval_state(task)));
         Ok(Some(McpResult {
             kind: crate::protocol::ResultKind::InputRequired,
-            body,
+            body: body.into(),
             cache: None,
         }))
     }

@@ -261,7 +261,8 @@ impl Finish for Pending {
             Payload::Result(r) => {
                 // A task-augmented call answers with the task it created.
                 if task_id.is_none()
-                    && let Some(Value::Object(task)) = r.body.get("task")
+                    && let Some(Value::Object(task)) =
+                        r.body.as_object().and_then(|b| b.get("task"))
                 {
                     task_id = uuid_field(task.get("taskId").and_then(Value::as_str));
                 }

@@ -17,7 +17,7 @@
 //! over a limit is refused without decoding anything. Passing images are decoded exactly once,
 //! in 64 KiB steps straight into SHA-256 (the images of a request of over 1 MiB several at a time,
 //! one per core); the decoded bytes are not kept. What passes is handed
-//! downstream on the typed arguments ([`McpRequest::call`](crate::plugin::McpRequest::call)):
+//! downstream on the typed arguments ([`RequestParts::call`](crate::plugin::RequestParts::call)):
 //! each [`ImageArg`](crate::plugin::ImageArg) carries its decoded size and SHA-256 as
 //! [`CheckedImage`](crate::plugin::CheckedImage).
 //!

@@ -231,13 +231,13 @@ mod tests {
             },
         );
         ctx.identity = identity.map(str::to_owned);
-        McpRequest {
+        McpRequest::from(agent_mcp_plugin::protocol::RequestParts {
             id: Some(RequestId::Number(id)),
             method: "tools/list".into(),
             params: Default::default(),
             ctx,
             call: None,
-        }
+        })
     }
 
     fn ok_handler()

@@ -30,7 +30,7 @@ pub fn advertise(mut response: McpResponse) -> McpResponse {
     // The service answers `initialize` in the version it negotiated.
     if response.version == TASKS_REVISION
         && let Payload::Result(result) = &mut response.payload
-        && let Some(capabilities) = object_at(&mut result.body, "capabilities")
+        && let Some(capabilities) = object_at(result.body.object_mut(), "capabilities")
     {
         capabilities.insert(
             "tasks".into(),
@@ -46,7 +46,7 @@ pub fn mark_task_support(version: ProtocolVersion, mut response: McpResponse) ->
         return response;
     }
     if let Payload::Result(result) = &mut response.payload
-        && let Some(Value::Array(tools)) = result.body.get_mut("tools")
+        && let Some(Value::Array(tools)) = result.body.object_mut().get_mut("tools")
     {
         for tool in tools.iter_mut() {
             if tool.get("name").and_then(Value::as_str) == Some(AGENT_RUN)

@@ -23,8 +23,8 @@ use crate::plugin::{
 /// `server/discover` gains `capabilities.extensions["io.modelcontextprotocol/tasks"] = {}`.
 pub fn advertise(mut response: McpResponse) -> McpResponse {
     if let Payload::Result(result) = &mut response.payload
-        && let Some(extensions) =
-            object_at(&mut result.body, "capabilities").and_then(|c| object_at(c, "extensions"))
+        && let Some(extensions) = object_at(result.body.object_mut(), "capabilities")
+            .and_then(|c| object_at(c, "extensions"))
     {
         extensions.insert(TASKS_EXTENSION.into(), Value::Object(Map::new()));
     }
@@ -56,9 +56,9 @@ pub async fn tools_call<S: Stack, B: TaskBackend>(
     inner: Inner<S>,
     req: McpRequest,
 ) -> McpResponse {
-    let answer = |body| McpResult {
+    let answer = |body: Map<String, Value>| McpResult {
         kind: ResultKind::Task,
-        body,
+        body: body.into(),
         cache: None,
     };
     match create(config, inner, req, modern_task, answer).await {

@@ -506,13 +506,13 @@ mod tests {
     use serde_json::json;
 
     fn refused(version: ProtocolVersion, refusal: Refusal) -> HttpResponse {
-        let req = McpRequest {
+        let req = McpRequest::from(crate::protocol::RequestParts {
             id: Some(RequestId::Number(3)),
             method: "tools/list".into(),
             params: Default::default(),
             ctx: RequestContext::new(version, Transport::Http { peer: None }),
             call: None,
-        };
+        });
         into_http(req.refuse(refusal))
     }
 

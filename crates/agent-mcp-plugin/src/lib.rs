@@ -76,9 +76,9 @@ pub use crate::closures::{
 pub use crate::protocol::{
     BearerToken, Credential, Era, ErrorObject, Grants, InitializeParams, ListenParams, McpRequest,
     McpResponse, McpResult, MessageStream, Method, Outcome, Params, ParsedCall, Payload,
-    ProtocolVersion, Refusal, RequestContext, RequestId, ResponseIds, ResultKind, STDIO_IDENTITY,
-    SetLevelParams, StreamSlot, TaskParams, TaskUpdateParams, ToolsCallParams, Transport,
-    VerifiedBearer, code, invalid_args,
+    ProtocolVersion, Refusal, RequestContext, RequestId, RequestParts, ResponseIds, ResultBody,
+    ResultKind, STDIO_IDENTITY, SetLevelParams, StreamSlot, TaskParams, TaskUpdateParams,
+    ToolsCallParams, Transport, VerifiedBearer, code, invalid_args,
 };
 pub use crate::redact::redact_urls_in;
 pub use crate::task::events::{Follower, TaskEvents};

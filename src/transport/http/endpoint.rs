@@ -312,13 +312,13 @@ where
     // In the modern era a client that goes away has cancelled its request (the future is
     // dropped with the connection); a legacy disconnect is not a cancel.
     let guard = modern.then(|| ctx.cancel.clone().drop_guard());
-    let request = McpRequest {
+    let request = McpRequest::from(crate::protocol::RequestParts {
         id,
         params: params.into_params(&method),
         method,
         ctx,
         call: None,
-    };
+    });
     let Ok(response) = inner.oneshot(request).await;
     if let Some(guard) = guard {
         guard.disarm();

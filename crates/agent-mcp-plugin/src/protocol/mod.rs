@@ -31,7 +31,8 @@ pub use era::{
 pub use jsonrpc::{ErrorObject, Incoming, MetaRead, ReadParams, RequestId, ToolsCallRead, code};
 pub use message::{
     CacheHint, McpRequest, McpResponse, McpResult, ParsedCall, Payload, RequestContext,
-    ResponseIds, ResultKind, STDIO_IDENTITY, Transport, invalid_args, server_info,
+    RequestParts, ResponseIds, ResultBody, ResultKind, STDIO_IDENTITY, Transport, invalid_args,
+    server_info,
 };
 pub use method::Method;
 pub use outcome::Outcome;

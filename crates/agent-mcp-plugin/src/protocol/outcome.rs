@@ -54,13 +54,13 @@ mod tests {
         use crate::protocol::{
             ErrorObject, McpRequest, ProtocolVersion, Refusal, RequestContext, Transport,
         };
-        let req = McpRequest {
+        let req = McpRequest::from(crate::protocol::RequestParts {
             id: None,
             method: "tools/list".into(),
             params: Default::default(),
             ctx: RequestContext::new(ProtocolVersion::V2026_07_28, Transport::Stdio),
             call: None,
-        };
+        });
         // Error codes are shared (-32000 is also a transport error), so they classify nothing.
         let lookalike = req.error(ErrorObject::new(-32001, "Unauthorized"));
         assert_eq!(lookalike.outcome(), Outcome::ProtocolError);

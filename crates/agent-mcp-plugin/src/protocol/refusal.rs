@@ -240,13 +240,13 @@ mod tests {
     use serde_json::json;
 
     fn refused(refusal: Refusal) -> McpResponse {
-        McpRequest {
+        McpRequest::from(crate::protocol::RequestParts {
             id: Some(RequestId::Number(4)),
             method: "tools/list".into(),
             params: Default::default(),
             ctx: RequestContext::new(ProtocolVersion::V2025_11_25, Transport::Stdio),
             call: None,
-        }
+        })
         .refuse(refusal)
     }
 
