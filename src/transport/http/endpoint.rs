@@ -40,11 +40,61 @@ use crate::transport::telemetry::ServerOperation;
 pub struct McpEndpoint<S> {
     inner: S,
     rules: Arc<HttpRules>,
+    /// Clones of `inner` back from answering a request, shared by the clones of this endpoint
+    /// (a host clones it per connection or per request).
+    spares: Spares<S>,
+}
+
+/// A few clones of the stack, each back from answering a request, so that a request takes
+/// one instead of cloning the stack: a clone is an allocation and a reference count per
+/// layer, and as many again to drop it (about 1,000 instructions of an `agent_status`). A
+/// service is meant to be called again; only one whose call finished comes back here, and one
+/// whose future was dropped (a client gone) is dropped with it.
+struct Spares<S>(Arc<std::sync::Mutex<Vec<S>>>);
+
+/// Most clones kept: the requests one process has in the stack at once, past which a request
+/// clones its own as before (and drops it after).
+const MAX_SPARES: usize = 64;
+
+impl<S> Clone for Spares<S> {
+    fn clone(&self) -> Self {
+        Spares(self.0.clone())
+    }
+}
+
+impl<S> std::fmt::Debug for Spares<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Spares")
+    }
+}
+
+impl<S: Clone> Spares<S> {
+    /// A spare clone of `stack`, or a new one.
+    fn take(&self, stack: &S) -> S {
+        let spare = match self.0.lock() {
+            Ok(mut spares) => spares.pop(),
+            Err(_) => None,
+        };
+        spare.unwrap_or_else(|| stack.clone())
+    }
+
+    /// Keeps `stack`, back from its call, for a later request (dropped if enough are kept).
+    fn give_back(&self, stack: S) {
+        if let Ok(mut spares) = self.0.lock()
+            && spares.len() < MAX_SPARES
+        {
+            spares.push(stack);
+        }
+    }
 }
 
 impl<S> McpEndpoint<S> {
     pub fn new(inner: S, rules: Arc<HttpRules>) -> Self {
-        Self { inner, rules }
+        Self {
+            inner,
+            rules,
+            spares: Spares(Arc::default()),
+        }
     }
 
     pub fn get_ref(&self) -> &S {
@@ -65,7 +115,8 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpEndpoint<S> {
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let inner = self.inner.clone();
+        let spares = self.spares.clone();
+        let inner = spares.take(&self.inner);
         let rules = self.rules.clone();
         Box::pin(async move {
             let (parts, body) = req.into_parts();
@@ -98,8 +149,15 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpEndpoint<S> {
                 Err(refusal) => return Ok(refusal),
             };
             Ok(match route(&parts.headers, &bytes) {
-                Route::Reply(resp) => resp,
-                Route::Call(call) => dispatch(inner, parts, credential, call).await,
+                Route::Reply(resp) => {
+                    spares.give_back(inner);
+                    resp
+                }
+                Route::Call(call) => {
+                    let (resp, inner) = dispatch(inner, parts, credential, call).await;
+                    spares.give_back(inner);
+                    resp
+                }
             })
         })
     }
@@ -276,13 +334,13 @@ fn refuse(id: Option<&RequestId>, error: &ErrorObject) -> HttpResponse {
     json_response(StatusCode::BAD_REQUEST, &response_json(id, Err(error)))
 }
 
-/// Hands the request to the MCP stack and its response back as HTTP.
+/// Hands the request to the MCP stack and its response back as HTTP, with the stack.
 async fn dispatch<S>(
-    inner: S,
+    mut inner: S,
     parts: Parts,
     credential: Option<Credential>,
     call: Call,
-) -> HttpResponse
+) -> (HttpResponse, S)
 where
     S: Service<McpRequest, Response = McpResponse, Error = Infallible>,
 {
@@ -319,14 +377,18 @@ where
         ctx,
         call: None,
     });
-    let Ok(response) = inner.oneshot(request).await;
+    let Ok(response) = async {
+        inner.ready().await?;
+        inner.call(request).await
+    }
+    .await;
     if let Some(guard) = guard {
         guard.disarm();
     }
     if let Some(operation) = operation {
         operation.finish(&response);
     }
-    into_http(response)
+    (into_http(response), inner)
 }
 
 /// Modern routing headers: `Mcp-Method` always, `Mcp-Name` for the methods that name a target.
