@@ -3,11 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_layer::Layer;
-
 use super::backend::TaskBackend;
-use super::listen::OpenStreams;
-use super::service::Tasks;
+use super::streams::OpenStreams;
 use super::wire::TaskTiming;
 
 /// The poll interval suggested to clients. A local model takes seconds to minutes per task, so
@@ -97,13 +94,5 @@ impl<B: TaskBackend> TasksLayer<B> {
             ttl_ms: ms(self.config.ttl),
             poll_interval_ms: ms(self.config.poll_interval),
         }
-    }
-}
-
-impl<S, B: TaskBackend> Layer<S> for TasksLayer<B> {
-    type Service = Tasks<S, B>;
-
-    fn layer(&self, inner: S) -> Tasks<S, B> {
-        Tasks::from_layer(inner, self.clone())
     }
 }

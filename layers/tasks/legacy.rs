@@ -8,12 +8,11 @@
 use serde_json::{Value, json};
 
 use super::backend::{TaskBackend, Tracked};
+use super::inner::{Inner, Stack};
 use super::layer::TasksLayer;
 use super::lookup::{Created, Waited, caller_task, create, until_terminal};
-use super::modern::object_at;
-use super::service::{Inner, Stack};
 use super::wire::{
-    RELATED_TASK, final_result, legacy_status, legacy_task, store_fault, task_not_found,
+    RELATED_TASK, final_result, legacy_status, legacy_task, object_at, store_fault, task_not_found,
 };
 use crate::plugin::{AGENT_RUN, AGENT_STATUS};
 use crate::plugin::{

@@ -30,14 +30,15 @@
 //! at once; past that a listen is refused (-32600) and a 2025 task is created without its
 //! notifications.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
+use super::streams::StreamGuard;
 use super::wire::{
     TASKS_EXTENSION, TaskTiming, detailed_task, extension_not_declared, legacy_task, parse_task_id,
 };
@@ -58,60 +59,6 @@ pub const STATUS_META: &str = "agent-mcp/status";
 
 /// The most task ids one `subscriptions/listen` may name.
 pub const MAX_TASK_IDS: usize = 100;
-
-/// Streams open per caller (identity), so one caller cannot hold unbounded server state.
-#[derive(Debug, Default)]
-pub struct OpenStreams {
-    by_caller: Mutex<HashMap<Option<String>, usize>>,
-}
-
-impl OpenStreams {
-    /// Counts one more stream for `caller`, unless it has `max` open already.
-    fn open(self: &Arc<Self>, caller: Option<String>, max: usize) -> Option<StreamGuard> {
-        let mut by_caller = self.by_caller.lock().unwrap_or_else(|e| e.into_inner());
-        let open = by_caller.entry(caller.clone()).or_default();
-        if *open >= max {
-            return None;
-        }
-        *open += 1;
-        Some(StreamGuard {
-            streams: self.clone(),
-            caller,
-        })
-    }
-
-    /// How many streams `caller` has open now.
-    pub fn open_for(&self, caller: Option<&str>) -> usize {
-        let by_caller = self.by_caller.lock().unwrap_or_else(|e| e.into_inner());
-        by_caller
-            .get(&caller.map(str::to_owned))
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-/// One open stream; dropping it (the stream ended or was dropped) frees its place.
-#[derive(Debug)]
-struct StreamGuard {
-    streams: Arc<OpenStreams>,
-    caller: Option<String>,
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        let mut by_caller = self
-            .streams
-            .by_caller
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = by_caller.get_mut(&self.caller) {
-            *open = open.saturating_sub(1);
-            if *open == 0 {
-                by_caller.remove(&self.caller);
-            }
-        }
-    }
-}
 
 /// `subscriptions/listen` (2026-07-28).
 pub async fn listen<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest) -> McpResponse {

@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 use serde_json::{Map, Value};
 
 use super::backend::{TaskBackend, Tracked};
+use super::inner::{Inner, Stack};
 use super::layer::TasksLayer;
-use super::service::{Inner, Stack};
 use super::wire::{TaskTiming, parse_task_id, store_fault, task_id_missing, task_not_found};
 #[cfg(doc)]
 use super::wire::{legacy_task, modern_task};

@@ -48,12 +48,14 @@
 
 mod backend;
 mod future;
+mod inner;
 mod layer;
 mod legacy;
 mod listen;
 mod lookup;
 mod modern;
 mod service;
+mod streams;
 mod wire;
 
 pub use backend::{TaskBackend, Tracked};
@@ -62,8 +64,9 @@ pub use layer::{
     DEFAULT_CANCEL_WAIT, DEFAULT_MAX_STREAMS_PER_CALLER, DEFAULT_POLL_INTERVAL, TasksConfig,
     TasksLayer,
 };
-pub use listen::{MAX_TASK_IDS, OpenStreams, STATUS_META, SUBSCRIPTION_ID};
+pub use listen::{MAX_TASK_IDS, STATUS_META, SUBSCRIPTION_ID};
 pub use service::Tasks;
+pub use streams::OpenStreams;
 pub use wire::{
     MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,
     status_message,

@@ -7,11 +7,11 @@
 use serde_json::{Map, Value};
 
 use super::backend::{TaskBackend, Tracked};
+use super::inner::{Inner, Stack};
 use super::layer::TasksLayer;
 use super::lookup::{Created, caller_task, create};
-use super::service::{Inner, Stack};
 use super::wire::{
-    TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, store_fault,
+    TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, object_at, store_fault,
 };
 use crate::plugin::AGENT_RUN;
 use crate::plugin::task::input::Action;
@@ -29,18 +29,6 @@ pub fn advertise(mut response: McpResponse) -> McpResponse {
         extensions.insert(TASKS_EXTENSION.into(), Value::Object(Map::new()));
     }
     response
-}
-
-/// The object under `key`, made an object if it is missing or something else.
-pub(super) fn object_at<'a>(
-    map: &'a mut Map<String, Value>,
-    key: &str,
-) -> Option<&'a mut Map<String, Value>> {
-    let slot = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
-    if !slot.is_object() {
-        *slot = Value::Object(Map::new());
-    }
-    slot.as_object_mut()
 }
 
 /// Whether a `tools/call` becomes a task: `agent_run` from a request that declared the

@@ -5,11 +5,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tower::ServiceExt;
+use tower_layer::Layer;
 use tower_service::Service;
 
 use super::backend::TaskBackend;
 use super::future::{ResponseFuture, Routed};
+use super::inner::{Inner, Stack};
 use super::layer::{TasksConfig, TasksLayer};
 use super::{legacy, listen, modern};
 use crate::plugin::Era;
@@ -130,30 +131,6 @@ impl Route {
     }
 }
 
-/// The wrapped service as the task handlers call it: infallible, answering MCP, and `Send`
-/// with its future.
-pub(super) trait Stack:
-    Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
-{
-}
-
-impl<S> Stack for S where
-    S: Service<McpRequest, Response = McpResponse, Error = Infallible, Future: Send> + Send
-{
-}
-
-/// The wrapped service, already polled ready, used at most once.
-pub(super) struct Inner<S>(S);
-
-impl<S: Stack> Inner<S> {
-    pub(super) async fn call(mut self, req: McpRequest) -> McpResponse {
-        // `Tasks::poll_ready` readied this service; `ready` returns at once then.
-        let Ok(svc) = self.0.ready().await;
-        let Ok(response) = svc.call(req).await;
-        response
-    }
-}
-
 async fn serve<S: Stack, B: TaskBackend>(
     route: Route,
     config: &TasksLayer<B>,
@@ -174,5 +151,13 @@ async fn serve<S: Stack, B: TaskBackend>(
         Route::LegacyCreate => legacy::tools_call(config, inner, req).await,
         Route::LegacyTask => legacy::task_method(config, req).await,
         Route::NotOffered => req.error(ErrorObject::method_not_found(req.method.as_str())),
+    }
+}
+
+impl<S, B: TaskBackend> Layer<S> for TasksLayer<B> {
+    type Service = Tasks<S, B>;
+
+    fn layer(&self, inner: S) -> Tasks<S, B> {
+        Tasks::from_layer(inner, self.clone())
     }
 }

@@ -252,6 +252,18 @@ pub fn store_fault(e: &impl std::fmt::Display) -> ErrorObject {
     ))
 }
 
+/// The object under `key`, made an object if it is missing or something else.
+pub(super) fn object_at<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let slot = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
