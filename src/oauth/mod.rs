@@ -72,7 +72,7 @@ mod validator;
 
 pub use error::{RefusalKind, TokenError};
 pub use metadata::ProtectedResourceMetadata;
-pub use scope::ScopePolicy;
+pub use scope::{BadScope, ScopePolicy};
 pub use settings::{JwksPolicy, MAX_LEEWAY, OAuthSettings, SettingsError};
 pub use source::KeySourceError;
 pub use token::{Identity, VerifiedToken};

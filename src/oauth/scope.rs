@@ -29,7 +29,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::settings::SettingsError;
+/// A grant [`ScopePolicy::check`] turns down: the scope, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("scope \"{scope}\" {why}")]
+pub struct BadScope {
+    pub scope: String,
+    pub why: &'static str,
+}
 
 /// Scope → the operations it allows. Built with [`ScopePolicy::grant`]; checked when the
 /// validator is built ([`ScopePolicy::check`]).
@@ -83,16 +89,16 @@ impl ScopePolicy {
     /// Every scope name is an RFC 6749 scope token (visible ASCII but `"` and `\`, no space),
     /// so it can be sent in a token request and quoted in a challenge; every operation is
     /// named.
-    pub fn check(&self) -> Result<(), SettingsError> {
+    pub fn check(&self) -> Result<(), BadScope> {
         for (scope, operations) in &self.grants {
             if let Some(why) = scope_token_problem(scope) {
-                return Err(SettingsError::Scope {
+                return Err(BadScope {
                     scope: scope.clone(),
                     why,
                 });
             }
             if operations.iter().any(|op| op.trim().is_empty()) {
-                return Err(SettingsError::Scope {
+                return Err(BadScope {
                     scope: scope.clone(),
                     why: "lists an empty operation name",
                 });
@@ -190,10 +196,7 @@ mod tests {
                 .grant(bad, ["x"])
                 .check()
                 .unwrap_err();
-            assert!(
-                matches!(&err, SettingsError::Scope { scope, .. } if scope == bad),
-                "{bad:?}: {err}"
-            );
+            assert!(err.scope == bad, "{bad:?}: {err}");
         }
         let err = ScopePolicy::default()
             .grant("ok", [" "])

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use url::{Host, Url};
 
-use super::scope::ScopePolicy;
+use super::scope::{BadScope, ScopePolicy};
 
 /// The most clock leeway the settings accept: beyond a few minutes it stops being leeway for
 /// skewed clocks and becomes a longer token lifetime.
@@ -202,7 +202,7 @@ impl OAuthSettings {
                 why: "must be from 1ms through 60s: a request waits for it".into(),
             });
         }
-        self.scopes.check()
+        Ok(self.scopes.check()?)
     }
 }
 
@@ -229,8 +229,8 @@ pub enum SettingsError {
     InsecureHttp { what: &'static str, url: String },
     #[error("{what} {why}")]
     Limit { what: &'static str, why: String },
-    #[error("scope \"{scope}\" {why}")]
-    Scope { scope: String, why: &'static str },
+    #[error(transparent)]
+    Scope(#[from] BadScope),
     #[error("cannot set up the HTTP client for the issuer: {0}")]
     HttpClient(String),
 }
@@ -394,7 +394,7 @@ mod tests {
         let bad_scope = base.with_scopes(ScopePolicy::default().grant("a b", ["x"]));
         assert!(matches!(
             bad_scope.check_limits(),
-            Err(SettingsError::Scope { .. })
+            Err(SettingsError::Scope(_))
         ));
     }
 }
