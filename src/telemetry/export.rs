@@ -22,11 +22,9 @@ use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
-use tracing::subscriber::Interest;
-use tracing::{Metadata, Subscriber};
+use tracing::Subscriber;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 use super::duration::Durations;
@@ -36,40 +34,15 @@ use super::otlp::OtlpSpanExporter;
 use super::queue::{
     CountedExporter, GatedProcessor, QueueStats, ServerQueue, block_on, run_server_export,
 };
-use super::semconv::{SCOPE, TARGET};
+use super::semconv::SCOPE;
 use super::settings::{MAX_EXPORT_BATCH, SCHEDULED_DELAY};
-use super::spans::{ServerSink, SinkTarget};
+use super::spans::{ExportFilter, ServerSink, SinkTarget};
 use super::{TelemetryError, TelemetrySettings};
 
-/// The `tracing` layer that exports: [`TARGET`] spans only (no events, no other span), so
+/// The `tracing` layer that exports: [`TARGET`](super::semconv::TARGET) spans only (no events, no other span), so
 /// nothing but the spans built in [`spans`](super::spans) reaches a collector.
 pub type ExportLayer<S> =
     Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
-
-/// The export layer's filter ([`TARGET`] spans only), which also holds where the per-request
-/// server spans go ([`ServerSpan`](super::spans::ServerSpan), not built by the SDK): it is found
-/// through the current dispatcher (`Dispatch::downcast_ref`), so it follows the subscriber that
-/// is in force, as the `tracing` spans do.
-#[derive(Debug, Clone)]
-pub struct ExportFilter {
-    /// Where the server spans go, and their sampler.
-    pub(super) server: Arc<ServerSink>,
-}
-
-impl<S> Filter<S> for ExportFilter {
-    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
-        is_exported(meta)
-    }
-
-    // The decision reads the metadata alone, so each call site is asked once.
-    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        if is_exported(meta) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
-    }
-}
 
 /// Running export (see the module docs). Call [`Telemetry::shutdown`] before the runtime ends,
 /// so the last spans are sent.
@@ -399,10 +372,6 @@ fn joined(
         )),
         _ => Ok(()),
     }
-}
-
-fn is_exported(meta: &Metadata<'_>) -> bool {
-    meta.is_span() && meta.target() == TARGET
 }
 
 /// The export layer around any tracer (tests use one with an in-memory exporter).

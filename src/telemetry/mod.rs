@@ -66,12 +66,13 @@ pub mod subscriber;
 mod testing;
 
 pub use error::TelemetryError;
-pub use export::{ExportFilter, ExportLayer, Telemetry};
+pub use export::{ExportLayer, Telemetry};
 pub use queue::QueueStats;
 pub use settings::{
     ResourceAttributesError, RootSampler, TelemetrySettings, TraceSampler,
     parse_resource_attributes,
 };
+pub use spans::ExportFilter;
 
 /// Spans dropped because the export queue was full (Prometheus, `/metrics`).
 pub const SPANS_DROPPED: &str = "agent_mcp_otel_spans_dropped_total";

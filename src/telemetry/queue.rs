@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::health::ExportHealth;
 use super::otlp::{OtlpSpanExporter, SharedAttributes};
 use super::settings::MAX_EXPORT_BATCH;
-use super::spans::ServerSpanData;
+use super::spans::{ServerSpanData, SpanQueue};
 use opentelemetry::Context;
 use opentelemetry_http::HttpClient;
 use opentelemetry_sdk::Resource;
@@ -96,6 +96,12 @@ pub(super) struct ServerQueue {
 struct ServerQueueState {
     spans: Vec<ServerSpanData>,
     closed: bool,
+}
+
+impl SpanQueue for ServerQueue {
+    fn push(&self, span: ServerSpanData) {
+        ServerQueue::push(self, span);
+    }
 }
 
 impl ServerQueue {

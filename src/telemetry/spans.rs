@@ -60,7 +60,6 @@ use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::context::{Caller, RemoteParent};
-use super::export::ExportFilter;
 use super::semconv::{TARGET, attr, value};
 
 /// The longest id (JSON-RPC request id, task, session or tool call id) recorded; a longer one
@@ -691,6 +690,48 @@ fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[at..]
 }
 
+/// The export layer's filter ([`TARGET`] spans only), which also holds where the per-request
+/// server spans go ([`ServerSpan`], not built by the SDK): it is found
+/// through the current dispatcher (`Dispatch::downcast_ref`), so it follows the subscriber that
+/// is in force, as the `tracing` spans do.
+#[derive(Debug, Clone)]
+pub struct ExportFilter {
+    /// Where the server spans go, and their sampler.
+    pub(super) server: Arc<ServerSink>,
+}
+
+impl<S> tracing_subscriber::layer::Filter<S> for ExportFilter {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        is_exported(meta)
+    }
+
+    // The decision reads the metadata alone, so each call site is asked once.
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if is_exported(meta) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+}
+
+fn is_exported(meta: &tracing::Metadata<'_>) -> bool {
+    meta.is_span() && meta.target() == TARGET
+}
+
+/// Where finished server spans are queued for export (the export's bounded queue).
+pub(super) trait SpanQueue: Send + Sync + std::fmt::Debug {
+    /// Queues a finished span, or drops and counts it when there is no room.
+    fn push(&self, span: ServerSpanData);
+}
+
 /// Where the export layer's server spans go, with the sampler that decides which do.
 #[derive(Debug)]
 pub(super) struct ServerSink {
@@ -701,7 +742,7 @@ pub(super) struct ServerSink {
 #[derive(Debug)]
 pub(super) enum SinkTarget {
     /// The export's bounded queue.
-    Queue(Arc<super::queue::ServerQueue>),
+    Queue(Arc<dyn SpanQueue>),
     /// Unit tests: read back as `SpanData`, in the order spans end.
     #[cfg(test)]
     Collect(Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>),
