@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::formats;
-use super::registry::BlockingTool;
+use super::spec::BlockingTool;
 use super::workspace::{Workspace, io_error, no_follow};
 use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput};
 

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read};
 
 use serde::Deserialize;
 
-use super::registry::BlockingTool;
+use super::spec::BlockingTool;
 use super::workspace::{PathError, Workspace, io_error};
 use super::{CallError, LookAlike, LookAlikeKind, ToolContext, ToolError, ToolOutput};
 

@@ -55,6 +55,7 @@ mod netns;
 mod output;
 mod registry;
 mod run;
+mod spec;
 mod trace;
 pub mod workspace;
 
@@ -73,8 +74,9 @@ pub(crate) use files::look_alike_of;
 pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
-pub(crate) use registry::parse_arguments;
-pub use registry::{Param, ParamType, TOOL_NAMES, TOOLS, ToolKind, ToolSpec, spec};
+pub use registry::{TOOL_NAMES, TOOLS, spec};
+pub(crate) use spec::parse_arguments;
+pub use spec::{Param, ParamType, ToolKind, ToolSpec};
 
 /// Whether commands reach the network here (no network namespaces off Linux).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -398,7 +400,7 @@ impl Toolbox {
         };
         let mut output = spec
             .handler
-            .run(registry::Invocation {
+            .run(spec::Invocation {
                 spec,
                 ctx: &self.ctx,
                 args: &call.function.arguments,
@@ -430,7 +432,7 @@ type Work = Box<dyn FnOnce() -> Result<ToolOutput, CallError> + Send>;
 /// the blocking pool under its cancel token and the tool deadline: the whole `run` of every
 /// file tool.
 async fn run_blocking<A: serde::de::DeserializeOwned + Send + 'static>(
-    call: registry::Invocation<'_>,
+    call: spec::Invocation<'_>,
     work: fn(&ToolContext, A) -> Result<ToolOutput, CallError>,
 ) -> Result<ToolOutput, CallError> {
     let args: A = call.spec.arguments(call.args)?;

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, CommandEnd, RunCommandArgs};
-use super::registry::{Invocation, ToolHandler};
+use super::spec::{Invocation, ToolHandler};
 use super::{COMMAND_DEADLINE_MARGIN, CallError, ToolError, ToolOutput};
 
 /// `run_command`. A command that exits with a failure has still run: its output is the
