@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::step::StepEvent;
+use super::step_event::StepEvent;
 use super::tools::{Toolbox, parse_arguments};
 use crate::config::{Approval, ApprovalsConfig};
 use crate::ollama::ToolCall;

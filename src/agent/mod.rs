@@ -20,6 +20,7 @@ mod shared;
 pub mod status;
 pub mod steering;
 mod step;
+mod step_event;
 mod step_progress;
 mod step_schedule;
 mod summary;

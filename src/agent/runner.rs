@@ -302,24 +302,7 @@ async fn drive(
     Ok(summary.after(answer))
 }
 
-/// `text` on one line: every run of white space (newlines included) becomes one space, and
-/// a text longer than `max` characters is cut to its first `max`, followed by `…`.
-///
-/// ```
-/// use agent_mcp::agent::runner::one_line;
-///
-/// assert_eq!(one_line("  all\n done ", 20), "all done");
-/// assert_eq!(one_line("abcdef", 3), "abc…");
-/// ```
-pub fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        return joined;
-    }
-    let mut cut: String = joined.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
+pub use super::step::one_line;
 
 /// The planning call. A plan that fails the checks becomes one unplanned step whose title says
 /// why.

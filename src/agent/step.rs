@@ -32,8 +32,8 @@ use super::claim::TaskClaim;
 use super::context::Window;
 use super::expect::{Expectations, Unmet};
 use super::model::ModelProfile;
-use super::runner::one_line;
 use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
+use super::step_event::StepEvent;
 use super::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{
     ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError, ToolCall,
@@ -120,34 +120,6 @@ impl Engine {
         // Progress is saved per call, not per streamed chunk.
         self.ollama.chat(request, cancel, &mut |_| {}).await
     }
-}
-
-/// Progress a running step reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum StepEvent {
-    /// A model call finished with these counts.
-    Tokens {
-        step: usize,
-        input: u64,
-        output: u64,
-    },
-    /// A tool started (its one-line description) or finished (`None`).
-    Tool {
-        step: usize,
-        description: Option<String>,
-    },
-    /// Older tool results were compacted to fit the context window.
-    Compacted { step: usize, results: usize },
-    /// A tool call waits for a person's decision on `request`.
-    Asking {
-        step: usize,
-        request: crate::task::input::InputRequest,
-    },
-    /// The decision came (or the timeout decided).
-    Decided {
-        step: usize,
-        decision: crate::task::input::Decision,
-    },
 }
 
 /// Why a step ended without an answer.
@@ -844,4 +816,23 @@ async fn plain_chat(
         tools_ran: false,
         calls: 2,
     })
+}
+
+/// `text` on one line: every run of white space (newlines included) becomes one space, and
+/// a text longer than `max` characters is cut to its first `max`, followed by `…`.
+///
+/// ```
+/// use agent_mcp::agent::runner::one_line;
+///
+/// assert_eq!(one_line("  all\n done ", 20), "all done");
+/// assert_eq!(one_line("abcdef", 3), "abc…");
+/// ```
+pub fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max).collect();
+    cut.push('…');
+    cut
 }

@@ -26,7 +26,7 @@ use crate::store::StoreError;
 use super::AgentCore;
 use super::claim::TaskClaim;
 use super::plan::Plan;
-use super::step::StepEvent;
+use super::step_event::StepEvent;
 use crate::task::{Task, TaskState, Turn};
 
 /// How long the outcome of a task is retried while a shared store is unreachable, at most:
