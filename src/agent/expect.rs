@@ -182,7 +182,7 @@ impl Expectations {
                     continue;
                 };
                 let mut extra = Vec::new();
-                if fixes(&clause) && !super::steering::rules::is_test_file(&file) {
+                if fixes(&clause) && !super::steering::text::is_test_file(&file) {
                     extra.push(Expect::Changed(text.clone()));
                 }
                 if adds(&clause)
@@ -454,7 +454,7 @@ impl Expectations {
 /// workspace's test files.
 pub(crate) fn tests_kept(request: &str, ws: &Workspace) -> Vec<String> {
     let named = file_words(request, ws);
-    let is_test = super::steering::rules::is_test_file;
+    let is_test = super::steering::text::is_test_file;
     // What is to change: a file that is no test, or, when the request names no file, the fault
     // it asks to be fixed ("fix the bug that makes the tests fail", "原因を修正して").
     let to_change = if named.is_empty() {
@@ -1175,8 +1175,8 @@ fn japanese(request: &str, out: &mut Vec<Expect>) {
 
 /// The files a request names, as workspace paths: existing ones, and new ones it asks for.
 fn file_words(request: &str, ws: &Workspace) -> Vec<String> {
-    let mut files = super::steering::named_files_in(request, ws);
-    if let Some(missing) = super::steering::missing_file_in(request, ws)
+    let mut files = super::steering::text::named_files(request, ws);
+    if let Some(missing) = super::steering::text::missing_file(request, ws)
         && !files.contains(&missing)
     {
         files.push(missing);

@@ -256,7 +256,7 @@ fn append_block(
     if !DEFINITIONS.iter().any(|d| first.starts_with(d)) {
         return None;
     }
-    let mut targets = named.iter().filter(|f| !super::rules::is_test_file(f));
+    let mut targets = named.iter().filter(|f| !super::text::is_test_file(f));
     let (Some(target), None) = (targets.next(), targets.next()) else {
         return None;
     };
@@ -278,7 +278,7 @@ fn append_block(
     if !asked(request)
         && !read
             .iter()
-            .any(|(path, text)| super::rules::is_test_file(path) && asked(text))
+            .any(|(path, text)| super::text::is_test_file(path) && asked(text))
     {
         return None;
     }

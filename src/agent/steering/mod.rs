@@ -37,10 +37,8 @@ mod whole_file;
 
 use crate::agent::tools::{ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::ollama::{ShowResponse, ToolCall};
+pub(crate) use text::echo as echo_request;
 pub use text::{calls_in_text, clean_answer};
-pub(crate) use text::{
-    echo as echo_request, missing_file as missing_file_in, named_files as named_files_in,
-};
 
 /// `agent.steering`, a configuration value (it lives with the configuration).
 pub use crate::config::SteeringMode;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::memory::CallMemory;
 use super::text::{
     broken_call, call, calls_in_text, clean_answer, described_read, describes_a_call, echo,
-    missing_file, named_files, names_a_tool, without_echo,
+    is_test_file, missing_file, named_files, names_a_tool, without_echo,
 };
 use super::{Facts, FollowUp, Instead, Reply, Rule, Stop, Verdict};
 use crate::agent::tools::{LookAlikeKind, ToolError, ToolKind, ToolOutput, parse_arguments};
@@ -268,12 +268,6 @@ pub(crate) fn imported_sources(text: &str, ws: &crate::agent::tools::Workspace) 
         }
     }
     found
-}
-
-/// `test_calc.py`, `tests/x.rs`, `calc_test.go`: a file of tests, read after the code it tests.
-pub(crate) fn is_test_file(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.starts_with("test") || name.contains("_test.") || path.contains("tests/")
 }
 
 /// `text-calls`: tool calls written in the reply's text (bare JSON, fenced, `<tool_call>`

@@ -527,6 +527,12 @@ pub(crate) fn echo(request: &str) -> String {
     request
 }
 
+/// `test_calc.py`, `tests/x.rs`, `calc_test.go`: a file of tests, read after the code it tests.
+pub(crate) fn is_test_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("test") || name.contains("_test.") || path.contains("tests/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

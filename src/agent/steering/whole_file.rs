@@ -380,7 +380,7 @@ fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
     if facts.changed || missing_file(facts.request, ws).is_some() {
         return None;
     }
-    let is_test = super::rules::is_test_file;
+    let is_test = super::text::is_test_file;
     let named: Vec<String> = named_files(facts.request, ws)
         .into_iter()
         .filter(|f| !kept.contains(f))
