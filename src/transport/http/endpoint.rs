@@ -476,6 +476,88 @@ fn decode_header_value(value: &str) -> Result<String, ()> {
 mod tests {
     use super::*;
 
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::Full;
+
+    use crate::protocol::McpResult;
+    use crate::transport::http::McpHttpService;
+
+    /// A stack that counts its clones and answers `tools/list` at once and `ping` never.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Counted(self.0.clone())
+        }
+    }
+
+    impl Service<McpRequest> for Counted {
+        type Response = McpResponse;
+        type Error = Infallible;
+        type Future = Pin<Box<dyn Future<Output = Result<McpResponse, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: McpRequest) -> Self::Future {
+            Box::pin(async move {
+                if req.method.as_str() == "ping" {
+                    std::future::pending::<()>().await;
+                }
+                Ok(req.result(McpResult::empty()))
+            })
+        }
+    }
+
+    fn post(method: &str) -> Request<Full<Bytes>> {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}"}}"#);
+        Request::post("/mcp")
+            .header("host", "127.0.0.1:8080")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap_or_default()
+    }
+
+    /// A request takes a stack an earlier one gave back instead of cloning the stack; a stack
+    /// whose future was dropped (the client went away) is not given back.
+    #[tokio::test]
+    async fn requests_reuse_the_stack_an_earlier_request_gave_back() {
+        let clones = Arc::new(AtomicUsize::new(0));
+        let mut edge = McpHttpService::new(Counted(clones.clone()), HttpRules::default());
+        let mut call = |method: &str| {
+            // The edge is always ready (it awaits the stack per request).
+            Service::<Request<Full<Bytes>>>::call(&mut edge, post(method))
+        };
+        for _ in 0..5 {
+            let Ok(resp) = call("tools/list").await;
+            assert_eq!(resp.status(), StatusCode::OK);
+        }
+        assert_eq!(
+            clones.load(Ordering::SeqCst),
+            1,
+            "one clone for five requests in a row"
+        );
+
+        // A request that never ends, dropped: its stack goes with it, so the next request
+        // clones one again.
+        let never = call("ping");
+        let timed_out = tokio::time::timeout(std::time::Duration::from_millis(50), never).await;
+        assert!(timed_out.is_err(), "ping never answers");
+        assert_eq!(
+            clones.load(Ordering::SeqCst),
+            1,
+            "the spare went to the ping"
+        );
+        let Ok(resp) = call("tools/list").await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(clones.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn base64_header_values() {
         assert_eq!(decode_header_value("agent_run"), Ok("agent_run".into()));
