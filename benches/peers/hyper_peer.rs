@@ -1,6 +1,7 @@
-//! The practical ceiling for `scripts/bench.sh`: bare hyper (HTTP/1.1, the same server setup as
-//! `agent-mcp serve`) answering every request with one fixed JSON body, after reading the
-//! request body. No MCP work at all.
+//! The practical ceiling for `scripts/bench.sh`: bare hyper (HTTP/1.1 on a multi-thread tokio
+//! runtime like `agent-mcp serve`'s, with hyper's defaults: no timer, so no header-read timeout,
+//! which `agent-mcp serve` sets) answering every request with one fixed JSON body, after
+//! reading the request body. No MCP work at all.
 //!
 //! ```text
 //! cargo bench --bench hyper_peer -- <body.json>   # prints http://127.0.0.1:PORT/mcp
