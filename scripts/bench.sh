@@ -4,7 +4,10 @@
 #       too high to trigger, tasks, validate, images), SQLite store (FULL), a fake Ollama;
 #   (b) an rmcp peer (benches/peers/rmcp_peer.rs): stateless Streamable HTTP, JSON responses,
 #       the same agent_status work (parse args, map lookup, the same status text);
-#   (c) bare hyper answering a fixed JSON body (benches/peers/hyper_peer.rs): the ceiling.
+#   (c) bare hyper answering a fixed JSON body (benches/peers/hyper_peer.rs): the ceiling;
+#   (d) for agent_status only, the floor of any MCP server on hyper + serde_json
+#       (benches/peers/floor_peer.rs): bare hyper plus a typed parse, a map lookup, the same
+#       text and the answer written, and no checks at all; how much of (c) is left to spend.
 # Loads: modern-era (2026-07-28 headers and _meta) `tools/call agent_status` and `tools/list`,
 # at concurrency 1, 16 and 64, with wrk (installed with apt-get if missing).
 # Then: agent_run accepted durably at c=16 (agent-mcp only); agent_status with QUEUED (100,000)
@@ -43,8 +46,9 @@ BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
 FAKE="$PWD/target/release/examples/fake_ollama"
 RMCP_PEER="$(bench_exe rmcp_peer)"
 HYPER_PEER="$(bench_exe hyper_peer)"
+FLOOR_PEER="$(bench_exe floor_peer)"
 ACCEPT="$(bench_exe accept)"
-for exe in "$RMCP_PEER" "$HYPER_PEER" "$ACCEPT"; do [ -x "$exe" ] || { echo "missing bench binary ($exe)" >&2; exit 1; }; done
+for exe in "$RMCP_PEER" "$HYPER_PEER" "$FLOOR_PEER" "$ACCEPT"; do [ -x "$exe" ] || { echo "missing bench binary ($exe)" >&2; exit 1; }; done
 
 
 # Starts a server that prints its URL on stdout's first line; sets $URL.
@@ -90,11 +94,13 @@ post "$AGENT_URL" tools/list "" "$LIST_BODY" > "$WORK/list.json"
 start_url_printer rmcp "$RMCP_PEER" --bench "$TASK_ID"; RMCP_URL="$URL"
 start_url_printer hyper_status "$HYPER_PEER" --bench "$WORK/status.json"; HYPER_STATUS_URL="$URL"
 start_url_printer hyper_list "$HYPER_PEER" --bench "$WORK/list.json"; HYPER_LIST_URL="$URL"
+start_url_printer floor "$FLOOR_PEER" --bench "$TASK_ID"; FLOOR_URL="$URL"
 
 # Every server must answer the load's request successfully before it is measured.
-for u in "$AGENT_URL" "$RMCP_URL"; do
+for u in "$AGENT_URL" "$RMCP_URL" "$FLOOR_URL"; do
   post "$u" tools/call agent_status "$STATUS_BODY" | grep -q 'status: completed' ||
     { echo "$u does not answer agent_status:" >&2; post "$u" tools/call agent_status "$STATUS_BODY" >&2; exit 1; }
+  [ "$u" = "$FLOOR_URL" ] && continue
   post "$u" tools/list "" "$LIST_BODY" | grep -q '"agent_run"' ||
     { echo "$u does not answer tools/list:" >&2; post "$u" tools/list "" "$LIST_BODY" >&2; exit 1; }
 done
@@ -115,6 +121,7 @@ for load in status list; do
     R[agent,$load,$c]="$(wrk_measure "$AGENT_URL" "$WORK/$load.lua" "$c")"
     R[rmcp,$load,$c]="$(wrk_measure "$RMCP_URL" "$WORK/$load.lua" "$c")"
     R[hyper,$load,$c]="$(wrk_measure "$hyper" "$WORK/$load.lua" "$c")"
+    [ "$load" = status ] && R[floor,$load,$c]="$(wrk_measure "$FLOOR_URL" "$WORK/$load.lua" "$c")"
   done
 done
 fi
@@ -152,6 +159,15 @@ want status && for load in status list; do
     fi
   done
 done
+want status && echo && echo "| load | conc | floor req/s | p50 / p99 | floor/hyper | agent-mcp/floor |" &&
+  echo "|---|---:|---:|---|---:|---:|" &&
+  for c in "${CONCURRENCY[@]}"; do
+    read -r a_rps _ _ _ <<< "${R[agent,status,$c]}"
+    read -r h_rps _ _ _ <<< "${R[hyper,status,$c]}"
+    read -r f_rps f50 f99 ferr <<< "${R[floor,status,$c]}"
+    errs=""; [ "$ferr" != 0 ] && errs=" (errors: $ferr)"
+    echo "| tools/call agent_status | $c | $f_rps | $(fmt_lat "$f50") / $(fmt_lat "$f99") | $(awk -v a="$f_rps" -v b="$h_rps" 'BEGIN { printf "%.0f %%", 100*a/b }') | $(awk -v a="$a_rps" -v b="$f_rps" 'BEGIN { printf "%.0f %%", 100*a/b }')$errs |"
+  done
 if want run; then
 read -r run_rps run50 run99 runerr <<< "${R[agent,run,16]}"
 echo

@@ -2,13 +2,14 @@
 # Instructions per `tools/call agent_status` of a whole server process (all its threads),
 # counted by callgrind: bench.sh's agent-mcp server (full stack, audit to a file, the limiter on
 # with its budgets out of the way, SQLite `synchronous: FULL`, one completed task) and, with
-# PEERS=1, bench.sh's two peers the same way (bare hyper answering that status response as a
-# fixed body, and the rmcp peer). Each over N requests on one kept-alive connection after 300
+# PEERS=1, three peers the same way: bench.sh's two (bare hyper answering that status response
+# as a fixed body, and the rmcp peer) and the floor peer (bare hyper plus the least any MCP
+# server does on this path: a typed parse, a map lookup, the same text, the answer written). Each over N requests on one kept-alive connection after 300
 # of warm-up, the counters zeroed in between. Unmoved by the machine's load (±1 %), unlike
 # bench.sh's wall clock; benches/README.md's model turns the counts into req/s. Needs valgrind.
 #
 #   bash scripts/server-profile.sh                         # agent-mcp, N=2000
-#   PEERS=1 bash scripts/server-profile.sh                 # and bare hyper and the rmcp peer
+#   PEERS=1 bash scripts/server-profile.sh                 # and bare hyper, the floor and rmcp
 #   N=5000 KEEP=/tmp/cg bash scripts/server-profile.sh     # keep the per-thread dumps, /tmp/cg.*
 #   AGENT_MCP_BIN=/tmp/agent-mcp-old FAKE_OLLAMA_BIN=… bash scripts/server-profile.sh
 set -euo pipefail
@@ -90,7 +91,7 @@ load agent-mcp "${PIDS[-1]}" "$PORT" -
 report agent-mcp "$WORK/agent"
 
 if [ -n "${PEERS:-}" ]; then
-  for peer in hyper rmcp; do
+  for peer in hyper floor rmcp; do
     exe="$(bench_exe "${peer}_peer")"
     [ -x "$exe" ] || { echo "missing bench binary ${peer}_peer" >&2; exit 1; }
     if [ "$peer" = hyper ]; then arg="$WORK/agent-mcp.response"; else arg="$TASK"; fi
@@ -105,8 +106,8 @@ if [ -n "${PEERS:-}" ]; then
   done
   # benches/README.md's fit of the quiet 2026-12-04 wall clock: a request costs the server's
   # core K = 2.7 µs (kernel: socket reads, writes, epoll) plus its instructions at 5.06 k/µs.
-  awk -v a="${COUNT[agent-mcp]}" -v h="${COUNT[hyper]}" -v r="${COUNT[rmcp]}" 'BEGIN {
-    ta = 2.7 + a / 5060; th = 2.7 + h / 5060; tr = 2.7 + r / 5060
-    printf "by the model (2.7 us + instructions / 5.06 k a us): agent-mcp %.1f us a request, %.0f %% of bare hyper (%.1f us), %.2fx the rmcp peer (%.1f us)\n", ta, 100 * th / ta, th, tr / ta, tr
+  awk -v a="${COUNT[agent-mcp]}" -v h="${COUNT[hyper]}" -v f="${COUNT[floor]}" -v r="${COUNT[rmcp]}" 'BEGIN {
+    ta = 2.7 + a / 5060; th = 2.7 + h / 5060; tf = 2.7 + f / 5060; tr = 2.7 + r / 5060
+    printf "by the model (2.7 us + instructions / 5.06 k a us): agent-mcp %.1f us a request, %.0f %% of bare hyper (%.1f us), %.2fx the rmcp peer (%.1f us); the floor peer %.1f us, %.0f %% of bare hyper\n", ta, 100 * th / ta, th, tr / ta, tr, tf, 100 * th / tf
   }'
 fi
