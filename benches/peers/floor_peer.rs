@@ -14,6 +14,8 @@
 
 #[path = "../support/listen.rs"]
 mod listen;
+#[path = "../support/peer_task.rs"]
+mod peer_task;
 #[path = "../support/runtime.rs"]
 mod runtime;
 
@@ -22,13 +24,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
-use agent_mcp::task::{Task, TaskState, TokenUsage};
+use agent_mcp::task::Task;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -108,62 +109,32 @@ fn answer(tasks: &HashMap<Uuid, Task>, body: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn main() {
-    let task_id = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with("--"))
-        .and_then(|a| parse_uuid(&a));
-    let Some(task_id) = task_id else {
-        eprintln!("usage: floor_peer <task-uuid>");
-        std::process::exit(2);
-    };
-    // The same task as rmcp_peer's, so the status text is the same.
-    let mut task = Task::new(Uuid::new_v4(), None, "benchmark task".into(), None);
-    task.id = task_id;
-    task.state = TaskState::Completed;
-    task.steps_done = 1;
-    task.tokens = TokenUsage {
-        input: 2048,
-        output: 512,
-    };
-    task.result = "修正とテストが完了しました。".into();
-    let tasks = Arc::new(HashMap::from([(task_id, task)]));
+    let task = peer_task::from_args("floor_peer");
+    let tasks = Arc::new(HashMap::from([(task.id, task)]));
     let runtime = runtime::start(&mut tokio::runtime::Builder::new_multi_thread());
     runtime.block_on(serve(tasks));
 }
 
 async fn serve(tasks: Arc<HashMap<Uuid, Task>>) {
-    let Some(listener) = listen::listen().await else {
-        return;
-    };
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+    listen::serve_http1(hyper::service::service_fn(move |req: Request<Incoming>| {
         let tasks = tasks.clone();
-        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let tasks = tasks.clone();
-            async move {
-                let body = req.into_body().collect().await.map(|b| b.to_bytes());
-                let resp = match body.ok().and_then(|b| answer(&tasks, &b)) {
-                    Some(json) => {
-                        let mut resp = Response::new(Full::new(Bytes::from(json)));
-                        resp.headers_mut()
-                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                        resp
-                    }
-                    None => {
-                        let mut resp = Response::new(Full::new(Bytes::new()));
-                        *resp.status_mut() = StatusCode::BAD_REQUEST;
-                        resp
-                    }
-                };
-                Ok::<_, Infallible>(resp)
-            }
-        });
-        tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+        async move {
+            let body = req.into_body().collect().await.map(|b| b.to_bytes());
+            let resp = match body.ok().and_then(|b| answer(&tasks, &b)) {
+                Some(json) => {
+                    let mut resp = Response::new(Full::new(Bytes::from(json)));
+                    resp.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                    resp
+                }
+                None => {
+                    let mut resp = Response::new(Full::new(Bytes::new()));
+                    *resp.status_mut() = StatusCode::BAD_REQUEST;
+                    resp
+                }
+            };
+            Ok::<_, Infallible>(resp)
+        }
+    }))
+    .await;
 }

@@ -19,7 +19,6 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
 fn main() {
     // `cargo bench` passes `--bench`; the body file is the first argument that is not a flag.
@@ -39,29 +38,16 @@ fn main() {
 }
 
 async fn serve(body: Bytes) {
-    let Some(listener) = listen::listen().await else {
-        return;
-    };
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+    listen::serve_http1(hyper::service::service_fn(move |req: Request<Incoming>| {
         let body = body.clone();
-        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let body = body.clone();
-            async move {
-                // Read the request like a real server would, then ignore it.
-                let _ = req.into_body().collect().await;
-                let mut resp = Response::new(Full::new(body));
-                resp.headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                Ok::<_, Infallible>(resp)
-            }
-        });
-        tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+        async move {
+            // Read the request like a real server would, then ignore it.
+            let _ = req.into_body().collect().await;
+            let mut resp = Response::new(Full::new(body));
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            Ok::<_, Infallible>(resp)
+        }
+    }))
+    .await;
 }

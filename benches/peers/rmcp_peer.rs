@@ -10,6 +10,8 @@
 
 #[path = "../support/listen.rs"]
 mod listen;
+#[path = "../support/peer_task.rs"]
+mod peer_task;
 #[path = "../support/runtime.rs"]
 mod runtime;
 
@@ -17,9 +19,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
-use agent_mcp::task::{Task, TaskState, TokenUsage};
+use agent_mcp::task::Task;
 use agent_mcp::tools::tool_definitions;
-use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -107,24 +108,8 @@ impl ServerHandler for Peer {
 }
 
 fn main() {
-    let task_id = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with("--"))
-        .and_then(|a| parse_uuid(&a));
-    let Some(task_id) = task_id else {
-        eprintln!("usage: rmcp_peer <task-uuid>");
-        std::process::exit(2);
-    };
-    let mut task = Task::new(Uuid::new_v4(), None, "benchmark task".into(), None);
-    task.id = task_id;
-    task.state = TaskState::Completed;
-    task.steps_done = 1;
-    task.tokens = TokenUsage {
-        input: 2048,
-        output: 512,
-    };
-    task.result = "修正とテストが完了しました。".into();
-    let tasks: Tasks = Arc::new(RwLock::new(HashMap::from([(task_id, task)])));
+    let task = peer_task::from_args("rmcp_peer");
+    let tasks: Tasks = Arc::new(RwLock::new(HashMap::from([(task.id, task)])));
     let tools: Vec<Tool> = match tool_definitions()
         .iter()
         .map(|t| serde_json::from_value(t.clone()))
@@ -154,18 +139,5 @@ async fn serve(peer: Peer) {
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let Some(listener) = listen::listen().await else {
-        return;
-    };
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let svc = TowerToHyperService::new(service.clone());
-        tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+    listen::serve_http1(TowerToHyperService::new(service)).await;
 }
