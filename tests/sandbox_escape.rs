@@ -454,3 +454,54 @@ async fn the_default_configuration_runs_the_projects_tests() {
     // No bytecode cache was left beside the code.
     assert!(!l.ws.join("__pycache__").exists());
 }
+
+/// The workspace's own repository: its config and hooks run commands for the user outside any
+/// sandbox, so no program may change them, not even git itself or a shell string the argument
+/// check cannot read. The rest of the workspace stays writable.
+#[tokio::test]
+async fn version_control_metadata_stays_read_only_for_any_program() {
+    let l = layout();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&l.ws)
+        .status()
+        .expect("git init");
+    assert!(status.success());
+    let config_before = std::fs::read_to_string(l.ws.join(".git/config")).unwrap();
+    let (calls, texts, _) = campaign(&l, |_, _| {
+        vec![
+            run(&[
+                "sh",
+                "-c",
+                "printf '#!/bin/sh\\ntouch /tmp/owned\\n' > .git/hooks/pre-commit",
+            ]),
+            run(&["git", "config", "core.fsmonitor", "touch /tmp/owned"]),
+            run(&[
+                "python3",
+                "-c",
+                "import os; os.rename('.git/config', '.git/config.old')",
+            ]),
+            run(&["sh", "-c", "mv .git .git-moved"]),
+            // The work tree itself is the project's: writable.
+            run(&["sh", "-c", "echo fine > notes.txt && git status --short"]),
+        ]
+    })
+    .await;
+    assert_contained(&calls, &texts);
+    for (call, text) in calls.iter().zip(&texts).take(4) {
+        assert!(!text.contains("\nexit status: 0\n"), "{}:\n{text}", call.1);
+        assert!(
+            text.contains("Read-only file system") || text.contains("Device or resource busy"),
+            "{}:\n{text}",
+            call.1
+        );
+    }
+    assert!(texts[4].contains("exit status: 0"), "{}", texts[4]);
+    assert!(texts[4].contains("?? notes.txt"), "{}", texts[4]);
+    assert!(!l.ws.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(l.ws.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(l.ws.join(".git").is_dir() && !l.ws.join(".git-moved").exists());
+}

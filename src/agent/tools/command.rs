@@ -151,6 +151,21 @@ pub(super) async fn run_command(
         None => None,
     };
 
+    // `.git` and the like read-only, where the server can make a mount namespace (see
+    // `sandbox.rs`); elsewhere the argument check alone keeps commands from naming them.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let mounts = match super::sandbox::read_only_mounts() {
+        Ok(()) if settings.landlock.is_some() => {
+            let mounts =
+                super::sandbox::ReadOnlyMounts::for_workspace(ws.root(), ws.read_only_paths())
+                    .map_err(|e| {
+                        ToolError::Io(format!("cannot prepare '{program}' to run: {e}"))
+                    })?;
+            (!mounts.is_empty()).then_some(mounts)
+        }
+        _ => None,
+    };
+
     // Cut off from the network, unless the configuration lets commands reach it or the
     // kernel allows no namespace (then start-up said so).
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -203,6 +218,8 @@ pub(super) async fn run_command(
             limits: wanted_limits(&settings.limits),
             #[cfg(any(target_os = "linux", target_os = "android"))]
             network,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            mounts,
             #[cfg(any(target_os = "linux", target_os = "android"))]
             landlock,
             cwd: Some(held_cwd),
@@ -492,8 +509,9 @@ fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
 }
 
 /// What the child does between `fork` and `exec`, in this order: join its cgroup, set its
-/// rlimits, enter its network namespace, enforce its filesystem sandbox, change into its `cwd`
-/// (held open beneath the root), drop its capabilities.
+/// rlimits, enter its network namespace, change into its `cwd` (held open beneath the root),
+/// mount version-control metadata read-only in a mount namespace, enforce its filesystem
+/// sandbox, drop its capabilities.
 #[cfg(unix)]
 struct ChildSetup {
     /// `cgroup.procs` of the command's cgroup, open for writing.
@@ -502,6 +520,9 @@ struct ChildSetup {
     /// A network namespace of its own (see `netns.rs`); `None`: the server's network.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     network: Option<super::netns::NetnsSetup>,
+    /// Version-control metadata made read-only in a mount namespace (see `sandbox.rs`).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    mounts: Option<super::sandbox::ReadOnlyMounts>,
     /// The filesystem sandbox (see `sandbox.rs`); taken when enforced.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     landlock: Option<landlock::RulesetCreated>,
@@ -532,13 +553,20 @@ impl ChildSetup {
         if let Some(network) = &self.network {
             network.enter()?;
         }
-        // After the cgroup and the namespace (which write to /sys and /proc), before exec.
+        // Into the folder before the mount namespace: unsharing carries the working folder over
+        // to the namespace's copy of its mount, where a handle held from before would not.
+        if let Some(cwd) = &self.cwd {
+            rustix::process::fchdir(cwd)?;
+        }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(mounts) = &self.mounts {
+            mounts.enter()?;
+        }
+        // After the cgroup and the namespaces (which write to /sys and /proc, and mount),
+        // before exec.
         #[cfg(any(target_os = "linux", target_os = "android"))]
         if let Some(ruleset) = self.landlock.take() {
             super::sandbox::Landlock::enforce(ruleset)?;
-        }
-        if let Some(cwd) = &self.cwd {
-            rustix::process::fchdir(cwd)?;
         }
         // Last: the steps above may need the server's capabilities (cgroup, namespace).
         #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -562,6 +590,28 @@ pub(super) fn enter_network_namespace(
             cgroup: None,
             limits: Vec::new(),
             network: Some(network),
+            mounts: None,
+            landlock: None,
+            cwd: None,
+            drop_capabilities: false,
+        },
+    );
+}
+
+/// Has `command`'s child mount `mounts` read-only in a mount namespace of its own, and nothing
+/// else (the start-up probe of `sandbox.rs`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn enter_read_only_mounts(
+    command: &mut std::process::Command,
+    mounts: super::sandbox::ReadOnlyMounts,
+) {
+    set_up_child(
+        command,
+        ChildSetup {
+            cgroup: None,
+            limits: Vec::new(),
+            network: None,
+            mounts: Some(mounts),
             landlock: None,
             cwd: None,
             drop_capabilities: false,
@@ -578,7 +628,8 @@ fn set_up_child(command: &mut std::process::Command, setup: ChildSetup) {
     // operations are sound (another thread may have held the allocator's or any other lock at
     // the fork). `ChildSetup::apply` makes only raw system calls (through rustix: `write`,
     // `prlimit64`, `open`, `socket`, `sendto`, `recvfrom`, `fchdir`; through nix: `unshare`;
-    // through landlock: `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `close`;
+    // `mount` through rustix, on C strings made before; through landlock:
+    // `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `close`;
     // `prctl(PR_CAPBSET_DROP)`, `prctl(PR_CAP_AMBIENT)` and `capset` to drop capabilities) on
     // values prepared before the fork: it reads `setup` (moved into the closure) and takes
     // the ruleset out of it (`Option::take`, a move), does not allocate (a rustix, nix or

@@ -144,7 +144,7 @@ pub(super) fn server_home() -> Option<PathBuf> {
 
 /// `(variable, folder)` for each toolchain home the server has: its own value of the variable,
 /// else the usual folder in `HOME` when it exists. Commands get these in their environment.
-pub(super) fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
+pub fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
     let home = server_home();
     TOOLCHAIN_HOMES
         .iter()
@@ -307,7 +307,9 @@ pub(super) fn was_denied(output: &str) -> bool {
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub use linux::{Landlock, drop_capabilities, guard_this_process, landlock};
+pub use linux::{
+    Landlock, ReadOnlyMounts, drop_capabilities, guard_this_process, landlock, read_only_mounts,
+};
 
 /// Landlock is Linux's: elsewhere there is none.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -434,6 +436,127 @@ mod linux {
             },
         )?;
         Ok(())
+    }
+
+    /// The workspace's version-control metadata (`.git`, `.hg`, `.svn`: what
+    /// `agent.tools.read_only_paths` names at the workspace's top), mounted read-only in a mount
+    /// namespace of the command's own. Landlock cannot take a folder back out of the writable
+    /// workspace, and a repository's config and hooks run commands for the user outside any
+    /// sandbox (`core.fsmonitor` at the next `git status`, `.git/hooks/pre-commit` at the next
+    /// commit), so a command must not be able to write them, whatever program it is.
+    #[derive(Debug, Default)]
+    pub struct ReadOnlyMounts {
+        /// Each folder or file with the flags of the mount it lives on (kept when remounting).
+        targets: Vec<(std::ffi::CString, rustix::mount::MountFlags)>,
+    }
+
+    impl ReadOnlyMounts {
+        /// The entries at the top of `root` that `read_only` covers.
+        pub fn for_workspace(
+            root: &std::path::Path,
+            read_only: &super::super::ReadOnlyPaths,
+        ) -> std::io::Result<ReadOnlyMounts> {
+            use std::os::unix::ffi::OsStrExt;
+            let mut targets = Vec::new();
+            for entry in std::fs::read_dir(root)?.flatten() {
+                let name = entry.file_name();
+                if read_only.covering(std::path::Path::new(&name)).is_none() {
+                    continue;
+                }
+                // Not through a link: the mount would land where the link points.
+                if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                    continue;
+                }
+                let path = entry.path();
+                let flags = mount_flags_of(&path)?;
+                let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+                    .map_err(std::io::Error::other)?;
+                targets.push((path, flags));
+            }
+            Ok(ReadOnlyMounts { targets })
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.targets.is_empty()
+        }
+
+        /// In the child (only system calls, on values made before the fork): a mount namespace
+        /// of its own, not shared back, with each target bound onto itself read-only.
+        pub fn enter(&self) -> std::io::Result<()> {
+            use rustix::mount::{MountFlags, MountPropagationFlags};
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            rustix::mount::mount_change(
+                c"/",
+                MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+            )?;
+            for (target, flags) in &self.targets {
+                rustix::mount::mount_bind_recursive(target.as_c_str(), target.as_c_str())?;
+                rustix::mount::mount_remount(
+                    target.as_c_str(),
+                    MountFlags::BIND | MountFlags::RDONLY | *flags,
+                    c"",
+                )?;
+            }
+            Ok(())
+        }
+    }
+
+    /// The flags of the mount `path` is on that a remount must keep (an unprivileged one may not
+    /// drop them).
+    fn mount_flags_of(path: &std::path::Path) -> std::io::Result<rustix::mount::MountFlags> {
+        use rustix::fs::StatVfsMountFlags as St;
+        use rustix::mount::MountFlags as Ms;
+        let on = rustix::fs::statvfs(path)?.f_flag;
+        let mut flags = Ms::empty();
+        for (st, ms) in [
+            (St::NOSUID, Ms::NOSUID),
+            (St::NODEV, Ms::NODEV),
+            (St::NOEXEC, Ms::NOEXEC),
+            (St::NOATIME, Ms::NOATIME),
+            (St::NODIRATIME, Ms::NODIRATIME),
+            (St::RELATIME, Ms::RELATIME),
+        ] {
+            if on.contains(st) {
+                flags |= ms;
+            }
+        }
+        Ok(flags)
+    }
+
+    /// Whether this server can give a command a mount namespace ([`ReadOnlyMounts`]), found
+    /// once by starting `true` in one; `Err` says why not.
+    pub fn read_only_mounts() -> Result<(), &'static str> {
+        static FOUND: OnceLock<Result<(), String>> = OnceLock::new();
+        FOUND
+            .get_or_init(|| {
+                let probe = || -> std::io::Result<()> {
+                    let dir = tempfile::tempdir()?;
+                    std::fs::create_dir(dir.path().join(".git"))?;
+                    let read_only = super::super::ReadOnlyPaths::new([".git".to_owned()]);
+                    let mounts = ReadOnlyMounts::for_workspace(dir.path(), &read_only)?;
+                    let mut command = std::process::Command::new("true");
+                    command
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null());
+                    super::super::command::enter_read_only_mounts(&mut command, mounts);
+                    let status = command.spawn()?.wait()?;
+                    if status.success() {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other(format!("the probe ended with {status}")))
+                    }
+                };
+                probe().map_err(|e| {
+                    format!(
+                        "no mount namespace for commands ({e}): run as root or with                          CAP_SYS_ADMIN"
+                    )
+                })
+            })
+            .as_ref()
+            .copied()
+            .map_err(String::as_str)
     }
 
     /// Keeps this process's memory, environment and open files out of its commands' reach:

@@ -309,6 +309,11 @@ impl Workspace {
         &self.protected
     }
 
+    /// `agent.tools.read_only_paths`.
+    pub fn read_only_paths(&self) -> &ReadOnlyPaths {
+        &self.read_only
+    }
+
     /// Visits the workspace's regular files depth first, not following links, passing over
     /// folders named in `skip` and the server's own files ([`Self::protected`]), until `visit`
     /// breaks.
