@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::child::{ChildSetup, Limit};
 use super::output::HeadTail;
 use super::sandbox::TaskScratch;
 use super::workspace::Workspace;
@@ -144,9 +145,11 @@ pub(super) async fn run_command(
                 &settings.read_paths,
                 &guarded,
             );
-            Some(landlock.prepare(&policy).map_err(|e| {
-                ToolError::Io(format!("cannot prepare the sandbox for '{program}': {e}"))
-            })?)
+            Some(super::sandbox::EnforceLandlock::new(
+                landlock.prepare(&policy).map_err(|e| {
+                    ToolError::Io(format!("cannot prepare the sandbox for '{program}': {e}"))
+                })?,
+            ))
         }
         None => None,
     };
@@ -204,29 +207,34 @@ pub(super) async fn run_command(
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     #[cfg(unix)]
     {
-        let setup = ChildSetup {
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            cgroup: match &cage {
-                Some(cage) => Some(
-                    cage.procs()
-                        .map_err(|e| ToolError::Io(format!("cannot set up '{program}': {e}")))?,
-                ),
-                None => None,
-            },
-            #[cfg(not(any(target_os = "linux", target_os = "android")))]
-            cgroup: None,
-            limits: wanted_limits(&settings.limits),
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            network,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            mounts,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            landlock,
-            cwd: Some(held_cwd),
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            drop_capabilities: true,
-        };
-        set_up_child(&mut command, setup);
+        // Between fork and exec, in this order (see `child.rs`): the cgroup, the rlimits, the
+        // network namespace, the working folder, the read-only mounts, Landlock, and last the
+        // capabilities (the steps before may need them).
+        let mut setup = ChildSetup::default();
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(cage) = &cage {
+            let procs = cage
+                .procs()
+                .map_err(|e| ToolError::Io(format!("cannot set up '{program}': {e}")))?;
+            setup = setup.then(super::child::JoinCgroup(procs));
+        }
+        setup = setup.then(super::child::Limits(wanted_limits(&settings.limits)));
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(network) = network {
+            setup = setup.then(network);
+        }
+        setup = setup.then(super::child::Cwd(held_cwd));
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            if let Some(mounts) = mounts {
+                setup = setup.then(mounts);
+            }
+            if let Some(landlock) = landlock {
+                setup = setup.then(landlock);
+            }
+            setup = setup.then(super::sandbox::DropCapabilities);
+        }
+        super::child::set_up_child(&mut command, setup);
     }
     #[cfg(not(unix))]
     command.current_dir(&cwd);
@@ -469,12 +477,6 @@ fn check_path(ws: &Workspace, cwd: &Path, arg: &str, value: &str) -> Result<(), 
     Ok(())
 }
 
-/// A resource to limit, its name in messages, and the value.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-type Limit = (rustix::process::Resource, &'static str, u64);
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-type Limit = ((), &'static str, u64);
-
 /// `agent.commands.limits` as rlimits, each clamped to the server's own hard limit (an
 /// unprivileged process cannot raise one).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -506,139 +508,6 @@ fn wanted_limits(limits: &crate::config::CommandLimits) -> Vec<Limit> {
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
     Vec::new()
-}
-
-/// What the child does between `fork` and `exec`, in this order: join its cgroup, set its
-/// rlimits, enter its network namespace, change into its `cwd` (held open beneath the root),
-/// mount version-control metadata read-only in a mount namespace, enforce its filesystem
-/// sandbox, drop its capabilities.
-#[cfg(unix)]
-struct ChildSetup {
-    /// `cgroup.procs` of the command's cgroup, open for writing.
-    cgroup: Option<std::os::fd::OwnedFd>,
-    limits: Vec<Limit>,
-    /// A network namespace of its own (see `netns.rs`); `None`: the server's network.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    network: Option<super::netns::NetnsSetup>,
-    /// Version-control metadata made read-only in a mount namespace (see `sandbox.rs`).
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    mounts: Option<super::sandbox::ReadOnlyMounts>,
-    /// The filesystem sandbox (see `sandbox.rs`); taken when enforced.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    landlock: Option<landlock::RulesetCreated>,
-    cwd: Option<std::os::fd::OwnedFd>,
-    /// Start the program without capabilities (every command; not the start-up probe).
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    drop_capabilities: bool,
-}
-
-#[cfg(unix)]
-impl ChildSetup {
-    /// Runs in the child after `fork`: only system calls (no allocation, no lock), which is
-    /// what is allowed there. An error stops the child before `exec` and fails the spawn.
-    fn apply(&mut self) -> std::io::Result<()> {
-        if let Some(procs) = &self.cgroup {
-            // `0` is "the writing process": the child moves itself before it can fork.
-            rustix::io::write(procs, b"0")?;
-        }
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        for &(resource, _, value) in &self.limits {
-            let limit = rustix::process::Rlimit {
-                current: Some(value),
-                maximum: Some(value),
-            };
-            rustix::process::setrlimit(resource, limit)?;
-        }
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if let Some(network) = &self.network {
-            network.enter()?;
-        }
-        // Into the folder before the mount namespace: unsharing carries the working folder over
-        // to the namespace's copy of its mount, where a handle held from before would not.
-        if let Some(cwd) = &self.cwd {
-            rustix::process::fchdir(cwd)?;
-        }
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if let Some(mounts) = &self.mounts {
-            mounts.enter()?;
-        }
-        // After the cgroup and the namespaces (which write to /sys and /proc, and mount),
-        // before exec.
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if let Some(ruleset) = self.landlock.take() {
-            super::sandbox::Landlock::enforce(ruleset)?;
-        }
-        // Last: the steps above may need the server's capabilities (cgroup, namespace).
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if self.drop_capabilities {
-            super::sandbox::drop_capabilities()?;
-        }
-        Ok(())
-    }
-}
-
-/// Has `command`'s child enter the network namespace `network` makes, and nothing else (the
-/// start-up probe of `netns.rs`).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn enter_network_namespace(
-    command: &mut std::process::Command,
-    network: super::netns::NetnsSetup,
-) {
-    set_up_child(
-        command,
-        ChildSetup {
-            cgroup: None,
-            limits: Vec::new(),
-            network: Some(network),
-            mounts: None,
-            landlock: None,
-            cwd: None,
-            drop_capabilities: false,
-        },
-    );
-}
-
-/// Has `command`'s child mount `mounts` read-only in a mount namespace of its own, and nothing
-/// else (the start-up probe of `sandbox.rs`).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn enter_read_only_mounts(
-    command: &mut std::process::Command,
-    mounts: super::sandbox::ReadOnlyMounts,
-) {
-    set_up_child(
-        command,
-        ChildSetup {
-            cgroup: None,
-            limits: Vec::new(),
-            network: None,
-            mounts: Some(mounts),
-            landlock: None,
-            cwd: None,
-            drop_capabilities: false,
-        },
-    );
-}
-
-/// Has the child run [`ChildSetup::apply`] between `fork` and `exec`.
-#[cfg(unix)]
-#[allow(unsafe_code)]
-fn set_up_child(command: &mut std::process::Command, setup: ChildSetup) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: `pre_exec` runs the closure in the forked child, where only async-signal-safe
-    // operations are sound (another thread may have held the allocator's or any other lock at
-    // the fork). `ChildSetup::apply` makes only raw system calls (through rustix: `write`,
-    // `prlimit64`, `open`, `socket`, `sendto`, `recvfrom`, `fchdir`; through nix: `unshare`;
-    // `mount` through rustix, on C strings made before; through landlock:
-    // `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `close`;
-    // `prctl(PR_CAPBSET_DROP)`, `prctl(PR_CAP_AMBIENT)` and `capset` to drop capabilities) on
-    // values prepared before the fork: it reads `setup` (moved into the closure) and takes
-    // the ruleset out of it (`Option::take`, a move), does not allocate (a rustix, nix or
-    // landlock error holds an `io::Error` made from an errno, without allocating), takes no
-    // lock and touches no thread-local state.
-    unsafe {
-        let mut setup = setup;
-        command.pre_exec(move || setup.apply());
-    }
 }
 
 /// Reads a pipe to its end, keeping its head and tail.

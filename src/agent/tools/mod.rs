@@ -45,6 +45,8 @@
 //! ```
 
 mod cgroup;
+#[cfg(unix)]
+mod child;
 mod command;
 mod edit;
 mod files;

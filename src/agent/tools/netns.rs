@@ -3,7 +3,7 @@
 //! internet, not this server's `/mcp`, not Ollama, not another service on 127.0.0.1) while
 //! tools that talk to themselves over 127.0.0.1 (a test suite's own server) still work.
 //!
-//! The child enters the namespace between `fork` and `exec` (see `command.rs`): it calls
+//! The child enters the namespace between `fork` and `exec` (a step of `child.rs`): it calls
 //! `unshare(CLONE_NEWNET)`, then brings `lo` up with one `RTM_NEWLINK` netlink message. That
 //! needs `CAP_SYS_ADMIN` (root, or a container that grants it). A server without it tries an
 //! unprivileged user namespace first (`CLONE_NEWUSER | CLONE_NEWNET`, the command's uid and gid
@@ -90,7 +90,10 @@ fn try_in_child(how: Isolation) -> io::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    super::command::enter_network_namespace(&mut command, NetnsSetup::new(how)?);
+    super::child::set_up_child(
+        &mut command,
+        super::child::ChildSetup::default().then(NetnsSetup::new(how)?),
+    );
     let status = command.spawn()?.wait()?;
     if status.success() {
         Ok(())
@@ -178,6 +181,12 @@ impl NetnsSetup {
             rustix::io::write(&fd, content)?;
         }
         bring_loopback_up()
+    }
+}
+
+impl super::child::ChildStep for NetnsSetup {
+    fn apply(&mut self) -> io::Result<()> {
+        self.enter()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The filesystem sandbox of every command: a [`SandboxPolicy`] (what a command may read, what
 //! it may write) built once per command and enforced by the kernel with **Landlock**, applied in
-//! the child between `fork` and `exec` (see `command.rs`), where it holds for the program and
+//! the child between `fork` and `exec` (a step of `child.rs`), where it holds for the program and
 //! everything it starts: an interpreter, a build script, a program that follows a link another
 //! one made.
 //!
@@ -308,7 +308,8 @@ pub(super) fn was_denied(output: &str) -> bool {
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use linux::{
-    Landlock, ReadOnlyMounts, drop_capabilities, guard_this_process, landlock, read_only_mounts,
+    DropCapabilities, EnforceLandlock, Landlock, ReadOnlyMounts, drop_capabilities,
+    guard_this_process, landlock, read_only_mounts,
 };
 
 /// Landlock is Linux's: elsewhere there is none.
@@ -502,6 +503,41 @@ mod linux {
         }
     }
 
+    impl super::super::child::ChildStep for ReadOnlyMounts {
+        fn apply(&mut self) -> std::io::Result<()> {
+            self.enter()
+        }
+    }
+
+    /// Enforces a prepared Landlock ruleset in the child ([`Landlock::enforce`]).
+    pub struct EnforceLandlock(Option<RulesetCreated>);
+
+    impl EnforceLandlock {
+        pub fn new(ruleset: RulesetCreated) -> Self {
+            Self(Some(ruleset))
+        }
+    }
+
+    impl super::super::child::ChildStep for EnforceLandlock {
+        fn apply(&mut self) -> std::io::Result<()> {
+            match self.0.take() {
+                Some(ruleset) => Landlock::enforce(ruleset),
+                // Enforced once already: a second spawn of the same setup does not run
+                // unconfined.
+                None => Err(rustix::io::Errno::NOSYS.into()),
+            }
+        }
+    }
+
+    /// Drops the child's capabilities ([`drop_capabilities`]); the last step.
+    pub struct DropCapabilities;
+
+    impl super::super::child::ChildStep for DropCapabilities {
+        fn apply(&mut self) -> std::io::Result<()> {
+            drop_capabilities()
+        }
+    }
+
     /// The flags of the mount `path` is on that a remount must keep (an unprivileged one may not
     /// drop them).
     fn mount_flags_of(path: &std::path::Path) -> std::io::Result<rustix::mount::MountFlags> {
@@ -540,7 +576,10 @@ mod linux {
                         .stdin(std::process::Stdio::null())
                         .stdout(std::process::Stdio::null())
                         .stderr(std::process::Stdio::null());
-                    super::super::command::enter_read_only_mounts(&mut command, mounts);
+                    super::super::child::set_up_child(
+                        &mut command,
+                        super::super::child::ChildSetup::default().then(mounts),
+                    );
                     let status = command.spawn()?.wait()?;
                     if status.success() {
                         Ok(())
