@@ -89,12 +89,7 @@ impl Window {
             if message.role != Role::Tool || message.content.len() <= STUB_BYTES {
                 continue;
             }
-            let tool = message.tool_name.clone().unwrap_or_else(|| "a tool".into());
-            let chars = message.content.chars().count();
-            message.content = format!(
-                "[compacted to fit the context window: {chars} characters of {tool} output; \
-                 call it again if you need them]"
-            );
+            compact(message);
             now += 1;
             // The prompt changed before its end: the last counts no longer describe it.
             self.last_tokens = 0;
@@ -109,6 +104,35 @@ impl Window {
         }
         Ok(now)
     }
+
+    /// Compacts every older tool result before `keep_from`, whatever the estimate says: Ollama
+    /// refused the prompt as longer than the window, so the estimate fell short. Returns how
+    /// many were compacted (0: nothing was left to compact).
+    pub fn compact_all(&mut self, messages: &mut [Message], keep_from: usize) -> usize {
+        let mut now = 0;
+        for message in messages.iter_mut().take(keep_from) {
+            if message.role != Role::Tool || message.content.len() <= STUB_BYTES {
+                continue;
+            }
+            compact(message);
+            now += 1;
+        }
+        if now > 0 {
+            self.last_tokens = 0;
+        }
+        self.compacted += now;
+        now
+    }
+}
+
+/// Replaces a tool result by a note saying what it was.
+fn compact(message: &mut Message) {
+    let tool = message.tool_name.clone().unwrap_or_else(|| "a tool".into());
+    let chars = message.content.chars().count();
+    message.content = format!(
+        "[compacted to fit the context window: {chars} characters of {tool} output; call it \
+         again if you need them]"
+    );
 }
 
 /// Tool results shorter than this are not worth compacting.
@@ -172,6 +196,18 @@ mod tests {
             matches!(full, Err(ContextFull { num_ctx: 1000, .. })),
             "{full:?}"
         );
+    }
+
+    #[test]
+    fn a_refused_prompt_compacts_every_older_result() {
+        let mut window = Window::new(100_000);
+        let mut messages = conversation(3, 1000);
+        // The last round is the last result: kept.
+        assert_eq!(window.compact_all(&mut messages, 4), 2);
+        assert!(messages[2].content.starts_with("[compacted"));
+        assert!(messages[3].content.starts_with("[compacted"));
+        assert_eq!(messages[4].content, "2".repeat(1000));
+        assert_eq!(window.compact_all(&mut messages, 4), 0, "nothing left");
     }
 
     #[test]

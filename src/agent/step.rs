@@ -150,11 +150,7 @@ pub(crate) enum StepError {
         last: String,
         answer: String,
     },
-    #[error(
-        "the checks still fail after the model's changes ({}); the files it changed \
-         are left as they are",
-        .0.line()
-    )]
+    #[error("{}", checks_failed(.0))]
     ChecksFailed(CheckReport),
     #[error(
         "the request is not done: {}; the files changed are left as they are",
@@ -167,8 +163,34 @@ pub(crate) enum StepError {
          model allows more, or split the request"
     )]
     ContextFull { num_ctx: u32, estimate: u64 },
+    #[error(
+        "Ollama refused the prompt as longer than the model's context window (num_ctx \
+         {num_ctx}){}: {body}; raise ollama.num_ctx if the model allows more, or split the \
+         request",
+        if *compacted { ", also after older tool results were compacted and the call was \
+         made again" } else { ", and there were no older tool results to compact" }
+    )]
+    ContextRefused {
+        num_ctx: u32,
+        compacted: bool,
+        body: String,
+    },
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why the checks fail the step: worse than at the baseline, or still failing.
+fn checks_failed(report: &CheckReport) -> String {
+    let why = if report.worse() {
+        "the model's changes left the checks worse than they began"
+    } else {
+        "the checks still fail after the model's changes"
+    };
+    format!(
+        "{why} ({}; {}); the files it changed are left as they are",
+        report.line(),
+        report.failures()
+    )
 }
 
 impl From<OllamaError> for StepError {
@@ -258,6 +280,8 @@ pub(crate) async fn run_step(
     // Off once the model is told to answer: its next calls get no tools.
     let mut offer_tools = true;
     let mut asked_empty = false;
+    // Ollama refused a prompt as too long for the window once already.
+    let mut refused_context = false;
     let round = Round {
         toolbox: &toolbox,
         index,
@@ -319,7 +343,33 @@ pub(crate) async fn run_step(
         }
         state.calls += 1;
         let request = engine.chat_request(messages.clone(), offer_tools, None);
-        let reply = engine.chat(&request, &cancel).await?;
+        let reply = match engine.chat(&request, &cancel).await {
+            Ok(reply) => reply,
+            // The estimate fell short (Japanese, code): Ollama refuses the prompt rather than
+            // cut it. Once, every older tool result is compacted and the call made again.
+            Err(e) if e.exceeds_context() => {
+                let body = e.to_string();
+                let compacted = if refused_context {
+                    0
+                } else {
+                    window.compact_all(&mut messages, last_round)
+                };
+                if compacted == 0 {
+                    return Err(StepError::ContextRefused {
+                        num_ctx: engine.model.num_ctx,
+                        compacted: refused_context,
+                        body,
+                    });
+                }
+                refused_context = true;
+                let _ = events.send(StepEvent::Compacted {
+                    step: index,
+                    results: compacted,
+                });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         window.observed(&messages, if offer_tools { fixed } else { 0 }, &reply);
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
@@ -689,7 +739,23 @@ impl Round<'_> {
                     .await;
                 // `Err`: refused by the policy or a person, with what the model is told.
                 let outcome = match gate {
-                    Gate::Run => Ok(run_call(toolbox, steering, state, call, self.cancel).await),
+                    Gate::Run => {
+                        // The checks' baseline is taken before the task's first change.
+                        let changes = toolbox
+                            .get(&call.function.name)
+                            .is_some_and(|s| s.kind != ToolKind::Read);
+                        if changes
+                            && state
+                                .engine
+                                .checks
+                                .baseline(toolbox, self.cancel)
+                                .await
+                                .is_err()
+                        {
+                            return Err(StepError::Cancelled);
+                        }
+                        Ok(run_call(toolbox, steering, state, call, self.cancel).await)
+                    }
                     Gate::Refuse(text) => Err(toolbox.error_text(&ToolError::Refused(text))),
                     Gate::Cancelled => Ok(Err(StepError::Cancelled)),
                 };
