@@ -492,6 +492,10 @@ impl Checks {
                 report
             }
         };
+        let report = CheckReport {
+            rounds: self.state().rounds_used,
+            ..report
+        };
         let fails = !report.passed() && (self.must_pass(toolbox) || report.worse());
         Ok(if fails { Err(report) } else { Ok(report) })
     }
@@ -525,7 +529,10 @@ impl Checks {
         };
         if state.rounds_used >= rounds {
             return if holds_the_answer {
-                Verdict::GiveUp(report)
+                Verdict::GiveUp(CheckReport {
+                    rounds: state.rounds_used,
+                    ..report
+                })
             } else {
                 Verdict::Pass
             };
