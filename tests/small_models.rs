@@ -216,7 +216,7 @@ async fn a_repeat_after_a_write_runs_again() {
     .await;
     assert_eq!(
         result_of(&done),
-        "tulip\n\nchanged: NOTE.txt (+1 -1)",
+        "tulip\n\nchanged: NOTE.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
     let results = tool_results(&fake.chat_requests()[3]);
@@ -802,7 +802,7 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
     let done = run(&server.client(), VERSION_REQUEST).await;
     assert_eq!(
         result_of(&done),
-        "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)",
+        "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -856,7 +856,7 @@ async fn writes_without_a_read_in_their_reply_run_at_once() {
     .await;
     assert_eq!(
         result_of(&done),
-        "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)",
+        "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     assert_eq!(fake.chat_count(), 2);
@@ -1030,7 +1030,7 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
     .await;
     assert_eq!(
         result_of(&done),
-        "a.txt now says omega.\n\nchanged: a.txt (+1 -1)",
+        "a.txt now says omega.\n\nchanged: a.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -1072,7 +1072,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
     .await;
     assert_eq!(
         result_of(&done),
-        "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)",
+        "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -1203,7 +1203,7 @@ async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_w
     .await;
     assert_eq!(
         result_of(&done),
-        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)",
+        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)\nchecks: none found",
         "{done}"
     );
     assert_eq!(fake.chat_count(), 3);
