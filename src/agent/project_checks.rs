@@ -305,7 +305,10 @@ mod tests {
         dir
     }
 
-    fn found(files: &[(&str, &str)]) -> Vec<String> {
+    /// The files of a workspace, `(path, content)`.
+    type Files<'a> = &'a [(&'a str, &'a str)];
+
+    fn found(files: Files) -> Vec<String> {
         let ws = workspace(files);
         test_commands(ws.path(), "")
             .iter()
@@ -315,7 +318,7 @@ mod tests {
 
     #[test]
     fn each_kind_of_project_has_its_test_command() {
-        let cases: &[(&[(&str, &str)], &[&str])] = &[
+        let cases: &[(Files, &[&str])] = &[
             (&[("Cargo.toml", "[package]\n")], &["cargo test"]),
             (
                 &[("package.json", r#"{"scripts": {"test": "jest"}}"#)],
