@@ -805,3 +805,30 @@ async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
         "{told}"
     );
 }
+
+/// A change a command made (no file tool wrote) is judged too: the checks run after the last
+/// change whatever made it, and a task that leaves them worse does not end `completed`.
+#[tokio::test]
+async fn a_change_a_command_made_is_judged_by_the_checks_too() {
+    let rewrite = "open('calc.py', 'w').write('def add(a, b):\\n    return a * b\\n')";
+    let judged = task(
+        [
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        vec![
+            call("run_command", json!({"argv": ["python3", "-c", rewrite]})),
+            say("calc.py is rewritten."),
+        ],
+    )
+    .with(allow_python)
+    .run("Rewrite calc.py with a one-line python3 command.")
+    .await;
+    judged.assert_status("failed");
+    assert_eq!(
+        judged.result(),
+        "the checks after the task's last change are worse than before its first (checks: passed \
+         → 1 failing (python3 -m unittest); `python3 -m unittest` failed (exit status 1)); the \
+         files it changed are left as they are"
+    );
+}
