@@ -13,9 +13,10 @@
 //! without `vision` fail the task at once, the workspace tools are offered only with `tools`,
 //! and the steering policy, `num_ctx` and `think` follow the model ([`ModelProfile`]).
 //!
-//! The workspace judges the outcome: a task asked to change it that changed nothing fails, and
-//! the result of one that changed files lists them (with the checks' outcome) after the
-//! model's answer (the `summary` module).
+//! The workspace judges the outcome: a task asked to change it that changed nothing fails; one
+//! that changed files has its checks run after its last change, and fails when they end worse
+//! than they began (the `checks` module); the result of one that changed files lists them,
+//! and how the checks began and ended, after the model's answer (the `summary` module).
 
 use std::sync::Arc;
 

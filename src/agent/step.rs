@@ -10,8 +10,11 @@
 //! - an empty reply gets one call asking for the answer, then fails the step;
 //! - an answer given when every call of the step failed is not a result
 //!   ([`StepError::NothingWorked`]);
-//! - when the task's tools changed a file, the configured checks run before the answer is
-//!   taken, and their failures go back to the model ([`super::checks`]);
+//! - the checks (`agent.checks`, else the workspace's own test command) run once before the
+//!   first call that may change the workspace, and again when the task's tools changed a file
+//!   before the answer is taken; their failures go back to the model ([`super::checks`]);
+//! - a prompt Ollama refuses as longer than the context window has every older tool result
+//!   compacted and is sent once more, then fails the step saying so;
 //! - the conversation is compacted before it outgrows `num_ctx` ([`super::context`]); every
 //!   other call's prompt extends the previous one unchanged;
 //! - `agent.max_iterations` bounds the model calls.
