@@ -1977,3 +1977,59 @@ async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
         "{told}"
     );
 }
+
+/// A test that already failed before the task, with no checks configured: the workspace's
+/// tests run before the change and after it; a small model whose correct change leaves that
+/// failure as it was is told of it once (not asked to write its file again), and completes.
+#[tokio::test]
+async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_stands() {
+    let ws = workspace();
+    std::fs::write(
+        ws.path().join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("test_calc.py"),
+        "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
+            10,
+            5,
+        ),
+        Reply::text("a.txt now says omega.", 10, 6),
+        Reply::text(
+            "a.txt now says omega; the failing test is about calc.py.",
+            10,
+            9,
+        ),
+    ]);
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.allow = vec!["python3".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Change alpha to omega in a.txt.").await;
+    assert_eq!(
+        result_of(&done),
+        "a.txt now says omega; the failing test is about calc.py.\n\n\
+         changed: a.txt (+1 -1)\n\
+         checks: 1 failing → 1 failing (python3 -m unittest; after 1 round of fixes)",
+        "{done}"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with("The checks this workspace is judged by fail, as they did before")
+            && !told.contains("Write the complete new content"),
+        "{told}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "omega"
+    );
+}

@@ -249,8 +249,10 @@ pub(crate) enum Verdict {
     /// Nothing to check (no checks, or nothing changed since they last ran), they passed, or
     /// what still fails is no reason to hold the answer.
     Pass,
-    /// They failed: send the model this and go on.
-    Retry(String),
+    /// They failed: send the model `feedback` and go on. `holds`: the failures hold the answer
+    /// (the change made them, or they must pass); else they were there before the change, and
+    /// the model is only told.
+    Retry { feedback: String, holds: bool },
     /// They failed again with no round left.
     GiveUp(CheckReport),
 }
@@ -538,7 +540,10 @@ impl Checks {
             };
         }
         state.rounds_used += 1;
-        Verdict::Retry(feedback(&report, holds_the_answer))
+        Verdict::Retry {
+            feedback: feedback(&report, holds_the_answer),
+            holds: holds_the_answer,
+        }
     }
 }
 

@@ -457,12 +457,18 @@ pub(crate) async fn run_step(
                             Some(Err(unmet)) => return Err(StepError::NotDone(unmet)),
                         }
                     }
-                    Ok(checks::Verdict::Retry(feedback)) => {
-                        // The answer is left out: the work it reports is not done.
+                    Ok(checks::Verdict::Retry { feedback, holds }) => {
+                        // The answer is left out: the work it reports is not done. Failures
+                        // that were there before the change are only told: the policy's way
+                        // of having a change made again is for the change's own.
                         offer_tools = true;
-                        let told = steering
-                            .after_failed_checks(&feedback, &state.facts())
-                            .unwrap_or(feedback);
+                        let told = if holds {
+                            steering
+                                .after_failed_checks(&feedback, &state.facts())
+                                .unwrap_or(feedback)
+                        } else {
+                            feedback
+                        };
                         say(&mut messages, &mut state.ours, &told);
                         continue;
                     }
