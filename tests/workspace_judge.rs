@@ -832,3 +832,26 @@ async fn a_change_a_command_made_is_judged_by_the_checks_too() {
          files it changed are left as they are"
     );
 }
+
+/// A project whose test file runs no test: nothing failed, so nothing goes back to the model
+/// (a test file that runs none is a failure only when the task wrote it).
+#[tokio::test]
+async fn a_projects_test_file_that_runs_no_test_is_no_failure_of_the_task() {
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let judged = task(
+        [
+            ("todo.txt", "- buy milk\n"),
+            ("test_helpers.py", "def sample():\n    return [1, 2]\n"),
+        ],
+        vec![read("todo.txt"), call("edit_file", change), say("Done.")],
+    )
+    .with(allow_python)
+    .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(
+        judged.result(),
+        "Done.\n\nchanged: todo.txt (+1 -1)\nchecks: passed → passed (python3 -m unittest)"
+    );
+    assert_eq!(judged.sent().len(), 3);
+}

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::project_checks;
-use super::tools::{CallError, CommandEnd, ToolSettings, Toolbox};
+use super::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
 
 /// Most characters of a failed check's output sent back to the model (its end: a test
 /// runner's summary is last).
@@ -352,7 +352,17 @@ impl Checks {
             Err(none) => return Ok(CheckRun::none(none)),
         };
         let mut results = run_all(&commands, toolbox, cancel).await?;
-        if !self.configured() {
+        // A test file the task wrote that runs no test checks nothing (a run that finds no
+        // test in a project's own files is no failure of the task's).
+        let wrote_tests = toolbox
+            .ledger()
+            .changes(toolbox.workspace().root())
+            .iter()
+            .any(|c| {
+                !matches!(c.how, ChangeKind::Deleted { .. })
+                    && project_checks::is_python_test(&c.path)
+            });
+        if !self.configured() && wrote_tests {
             for result in &mut results {
                 no_test_ran_is_a_failure(result);
             }

@@ -146,9 +146,10 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether a file name is a Python test's.
-fn is_python_test(name: &str) -> bool {
-    name.strip_suffix(".py")
+/// Whether a file (a name, or a path with `/`) is a Python test's.
+pub(crate) fn is_python_test(path: &str) -> bool {
+    file_name(path)
+        .strip_suffix(".py")
         .is_some_and(|stem| stem.starts_with("test_") || stem.ends_with("_test"))
 }
 
