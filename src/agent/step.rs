@@ -283,7 +283,7 @@ pub(crate) async fn run_step(
     // Off once the model is told to answer: its next calls get no tools.
     let mut offer_tools = true;
     let mut asked_empty = false;
-    // Ollama refused a prompt as too long for the window once already.
+    // Ollama refused the last prompt as too long for the window (the next one is its retry).
     let mut refused_context = false;
     let round = Round {
         toolbox: &toolbox,
@@ -349,9 +349,11 @@ pub(crate) async fn run_step(
         let reply = match engine.chat(&request, &cancel).await {
             Ok(reply) => reply,
             // The estimate fell short (Japanese, code): Ollama refuses the prompt rather than
-            // cut it. Once, every older tool result is compacted and the call made again.
+            // cut it. The estimate learns from it, every older tool result is compacted, and
+            // the call is made again, once.
             Err(e) if e.exceeds_context() => {
                 let body = e.to_string();
+                window.refused(&messages, if offer_tools { fixed } else { 0 });
                 let compacted = if refused_context {
                     0
                 } else {
@@ -373,6 +375,7 @@ pub(crate) async fn run_step(
             }
             Err(e) => return Err(e.into()),
         };
+        refused_context = false;
         window.observed(&messages, if offer_tools { fixed } else { 0 }, &reply);
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
