@@ -296,10 +296,14 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("calc.py の add が引き算をしていたので、足し算に直しました。"),
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
-            changes: Some(
-                "changed: calc.py (+1 -1)\nchecks: not run (commands are off: agent.commands.allow is \
-                 empty)",
-            ),
+            // The project's tests run before the change and after it where commands are on
+            // (by default, where the kernel has Landlock to confine them).
+            changes: Some(if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
+                "changed: calc.py (+1 -1)\nchecks: 1 failing → 0 failing (python3 -m unittest)"
+            } else {
+                "changed: calc.py (+1 -1)\nchecks: not run (commands are off: \
+                 agent.commands.enabled is false, or auto on a system without Landlock)"
+            }),
             ..Case::default()
         },
         Case {

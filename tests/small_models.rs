@@ -2010,6 +2010,7 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
         ),
     ]);
     let mut config = config(&fake, ws.path());
+    config.agent.commands.enabled = agent_mcp::config::CommandsSwitch::On;
     config.agent.commands.allow = vec!["python3".into()];
     let server = HttpServer::start(config).await;
     let done = run(&server.client(), "Change alpha to omega in a.txt.").await;

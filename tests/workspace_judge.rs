@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 
 use agent_mcp::agent::steering::SteeringMode;
-use agent_mcp::config::Config;
+use agent_mcp::config::{CommandsSwitch, Config};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_tool_result, last_user};
 use support::harness::{field, result_of, run_task, workspace_config};
@@ -513,7 +513,10 @@ fn write_test(content: &str) -> Reply {
 
 const SQ_PY: [(&str, &str); 1] = [("sq.py", "def square(x):\n    return x * x\n")];
 
+/// Commands on (whether or not this kernel has Landlock to confine them), `python3` the one
+/// program allowed.
 fn allow_python(config: &mut Config) {
+    config.agent.commands.enabled = CommandsSwitch::On;
     config.agent.commands.allow = vec!["python3".into()];
 }
 
@@ -545,30 +548,40 @@ async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
     assert!(told.contains("ImportError"), "{told}");
 }
 
-/// A test that runs and passes completes, its run named in the result; without `python3`
-/// among the programs the agent may run, nothing is run, and the result says why.
+/// A test that runs and passes completes, its run named in the result; when the agent may not
+/// run `python3` (commands off, or an allow-list without it), nothing is run, and the result
+/// says why.
 #[tokio::test]
 async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
     let good = "import unittest\nfrom sq import square\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
-    for (allowed, line) in [
-        (true, "checks: none found → passed (python3 -m unittest)"),
+    let no_python: fn(&mut Config) = |c| {
+        c.agent.commands.enabled = CommandsSwitch::On;
+        c.agent.commands.allow = vec!["grep".into()];
+    };
+    let off: fn(&mut Config) = |c| c.agent.commands.enabled = CommandsSwitch::Off;
+    for (configure, line) in [
         (
-            false,
-            "checks: not run (commands are off: agent.commands.allow is empty)",
+            allow_python as fn(&mut Config),
+            "checks: none found → passed (python3 -m unittest)",
+        ),
+        (
+            no_python,
+            "checks: not run (`python3` is not on agent.commands.allow)",
+        ),
+        (
+            off,
+            "checks: not run (commands are off: agent.commands.enabled is false",
         ),
     ] {
         let replies = vec![write_test(good), say("Wrote test_sq.py.")];
-        let configure: fn(&mut Config) = if allowed { allow_python } else { |_| {} };
         let done = task(SQ_PY, replies)
             .with(configure)
             .run("Write a unit test for square in sq.py, in test_sq.py.")
             .await;
         done.assert_status("completed");
         let result = done.result();
-        assert!(
-            result.ends_with(line),
-            "python3 allowed: {allowed}: {result}"
-        );
+        let (_, last) = result.rsplit_once('\n').unwrap_or_default();
+        assert!(last.starts_with(line), "{result}");
     }
 }
 
@@ -601,7 +614,7 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
             say("Fixed mean in stats.py."),
         ],
     )
-    .with(|c| c.agent.commands.allow = vec!["python3".into()])
+    .with(allow_python)
     .run("The unit tests fail; fix stats.py.")
     .await;
     judged.assert_status("completed");

@@ -257,17 +257,25 @@ pub(crate) enum Verdict {
     GiveUp(CheckReport),
 }
 
-/// Whether the agent may run `program`, as `run_command` would: `Err` says why not. The
-/// workspace's own test command runs only then; the operator's `agent.checks` run always.
+/// Whether the agent may run `program`, as `run_command` would: commands enabled
+/// (`agent.commands.enabled`, `auto` resolved), `run_command` not disabled, and `program` on
+/// `agent.commands.allow` when that narrows them. `Err` says why not. The workspace's own test
+/// command runs only then; the operator's `agent.checks` run always.
 pub(crate) fn may_run(settings: &ToolSettings, program: &str) -> Result<(), String> {
+    let commands = &settings.commands;
+    if !commands.enabled {
+        return Err(if commands.landlock.is_some() {
+            "commands are off: agent.commands.enabled is false".into()
+        } else {
+            "commands are off: agent.commands.enabled is false, or auto on a system without \
+             Landlock"
+                .into()
+        });
+    }
     if settings.disabled.iter().any(|d| d == "run_command") {
         return Err("commands are off: run_command is in agent.tools.disabled".into());
     }
-    let allow = &settings.commands.allow;
-    if allow.is_empty() {
-        return Err("commands are off: agent.commands.allow is empty".into());
-    }
-    if !allow.iter().any(|a| a == program) {
+    if !commands.allow.is_empty() && !commands.allow.iter().any(|a| a == program) {
         return Err(format!("`{program}` is not on agent.commands.allow"));
     }
     Ok(())
@@ -739,11 +747,16 @@ mod tests {
     #[test]
     fn whether_the_agent_may_run_a_program() {
         let mut settings = ToolSettings::from_config(&crate::config::AgentConfig::default());
-        settings.commands.allow = Vec::new();
-        assert_eq!(
-            may_run(&settings, "cargo"),
-            Err("commands are off: agent.commands.allow is empty".into())
+        settings.commands.enabled = false;
+        let off = may_run(&settings, "cargo");
+        assert!(
+            off.as_ref()
+                .is_err_and(|e| e.starts_with("commands are off: agent.commands.enabled")),
+            "{off:?}"
         );
+        settings.commands.enabled = true;
+        settings.commands.allow = Vec::new();
+        assert_eq!(may_run(&settings, "cargo"), Ok(()), "any program on PATH");
         settings.commands.allow = vec!["python3".into()];
         assert_eq!(may_run(&settings, "python3"), Ok(()));
         assert_eq!(
@@ -751,7 +764,10 @@ mod tests {
             Err("`cargo` is not on agent.commands.allow".into())
         );
         settings.disabled = vec!["run_command".into()];
-        assert!(may_run(&settings, "python3").is_err());
+        assert_eq!(
+            may_run(&settings, "python3"),
+            Err("commands are off: run_command is in agent.tools.disabled".into())
+        );
     }
 
     #[test]
