@@ -297,7 +297,8 @@ async fn the_model_fixes_a_failing_check_in_the_workspace() {
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(
         result_of(&done),
-        "Fixed: the answer is 4 now.\n\nchanged: calc.txt (+1 -1), notes/FIX.md (new, +1)"
+        "Fixed: the answer is 4 now.\n\nchanged: calc.txt (+1 -1), notes/FIX.md (new, +1)\n\
+         checks: none found"
     );
     assert_eq!(field(&done, "completed_tasks"), "1/1");
     assert_eq!(field(&done, "token_usage"), "input=70 output=10 total=80");

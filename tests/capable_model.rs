@@ -2,7 +2,7 @@
 //! `qwen3:8b` and larger models do), on the fake Ollama over real HTTP, in a real workspace.
 //! The loop must make exactly the model's own calls, add nothing of its own to the
 //! conversation, and return the model's answer unchanged (followed, for a task that changed
-//! files, by the list of changes).
+//! files, by the list of changes and how the checks ended).
 //!
 //! Each case runs twice: with `agent.steering: auto` against a model that reports 8B
 //! parameters, and with `steering: off` against one that reports 1.5B. The test prints one
@@ -222,7 +222,7 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("The port is 8080. I created notes/todo.md with the line start."),
             ],
             after: &[("notes/todo.md", "start\n")],
-            changes: Some("changed: notes/todo.md (new, +1)"),
+            changes: Some("changed: notes/todo.md (new, +1)\nchecks: none found"),
             ..Case::default()
         },
         Case {
@@ -237,7 +237,7 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("Created hello.txt with the line hi."),
             ],
             after: &[("hello.txt", "hi\n")],
-            changes: Some("changed: hello.txt (new, +1)"),
+            changes: Some("changed: hello.txt (new, +1)\nchecks: none found"),
             ..Case::default()
         },
         Case {
@@ -253,7 +253,7 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("config.yaml now sets port 9090."),
             ],
             after: &[("config.yaml", "server:\n  port: 9090\n")],
-            changes: Some("changed: config.yaml (+1 -1)"),
+            changes: Some("changed: config.yaml (+1 -1)\nchecks: none found"),
             ..Case::default()
         },
         Case {
@@ -296,7 +296,14 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("calc.py の add が引き算をしていたので、足し算に直しました。"),
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
-            changes: Some("changed: calc.py (+1 -1)"),
+            // The project's tests run before the change and after it where commands are on
+            // (by default, where the kernel has Landlock to confine them).
+            changes: Some(if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
+                "changed: calc.py (+1 -1)\nchecks: 1 failing → 0 failing (python3 -m unittest)"
+            } else {
+                "changed: calc.py (+1 -1)\nchecks: not run (commands are off: \
+                 agent.commands.enabled is false, or auto on a system without Landlock)"
+            }),
             ..Case::default()
         },
         Case {
@@ -326,7 +333,7 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("add 现在返回 a + b。"),
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
-            changes: Some("changed: calc.py (+1 -1)"),
+            changes: Some("changed: calc.py (+1 -1)\nchecks: none found"),
             ..Case::default()
         },
         Case {
@@ -377,7 +384,8 @@ fn cases() -> Vec<Case> {
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
             changes: Some(
-                "changed: calc.py (+1 -1)\nchecks: `grep -q return a + b calc.py` passed",
+                "changed: calc.py (+1 -1)\n\
+                 checks: 1 failing → 0 failing (grep -q return a + b calc.py)",
             ),
             checks: &[&["grep", "-q", "return a + b", "calc.py"]],
             ..Case::default()

@@ -216,7 +216,7 @@ async fn a_repeat_after_a_write_runs_again() {
     .await;
     assert_eq!(
         result_of(&done),
-        "tulip\n\nchanged: NOTE.txt (+1 -1)",
+        "tulip\n\nchanged: NOTE.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
     let results = tool_results(&fake.chat_requests()[3]);
@@ -802,7 +802,7 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
     let done = run(&server.client(), VERSION_REQUEST).await;
     assert_eq!(
         result_of(&done),
-        "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)",
+        "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -856,7 +856,7 @@ async fn writes_without_a_read_in_their_reply_run_at_once() {
     .await;
     assert_eq!(
         result_of(&done),
-        "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)",
+        "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     assert_eq!(fake.chat_count(), 2);
@@ -1030,7 +1030,7 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
     .await;
     assert_eq!(
         result_of(&done),
-        "a.txt now says omega.\n\nchanged: a.txt (+1 -1)",
+        "a.txt now says omega.\n\nchanged: a.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -1072,7 +1072,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
     .await;
     assert_eq!(
         result_of(&done),
-        "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)",
+        "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)\nchecks: none found",
         "{done}"
     );
     let sent = fake.chat_requests();
@@ -1203,7 +1203,7 @@ async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_w
     .await;
     assert_eq!(
         result_of(&done),
-        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)",
+        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)\nchecks: none found",
         "{done}"
     );
     assert_eq!(fake.chat_count(), 3);
@@ -1975,5 +1975,62 @@ async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
     assert!(
         told.contains("Write the complete new content of listutil.py"),
         "{told}"
+    );
+}
+
+/// A test that already failed before the task, with no checks configured: the workspace's
+/// tests run before the change and after it; a small model whose correct change leaves that
+/// failure as it was is told of it once (not asked to write its file again), and completes.
+#[tokio::test]
+async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_stands() {
+    let ws = workspace();
+    std::fs::write(
+        ws.path().join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("test_calc.py"),
+        "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    )
+    .unwrap();
+    let fake = FakeOllama::start().await;
+    fake.push_replies(vec![
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "a.txt", "old_text": "alpha", "new_text": "omega"}),
+            10,
+            5,
+        ),
+        Reply::text("a.txt now says omega.", 10, 6),
+        Reply::text(
+            "a.txt now says omega; the failing test is about calc.py.",
+            10,
+            9,
+        ),
+    ]);
+    let mut config = config(&fake, ws.path());
+    config.agent.commands.enabled = agent_mcp::config::CommandsSwitch::On;
+    config.agent.commands.allow = vec!["python3".into()];
+    let server = HttpServer::start(config).await;
+    let done = run(&server.client(), "Change alpha to omega in a.txt.").await;
+    assert_eq!(
+        result_of(&done),
+        "a.txt now says omega; the failing test is about calc.py.\n\n\
+         changed: a.txt (+1 -1)\n\
+         checks: 1 failing → 1 failing (python3 -m unittest; after 1 round of fixes)",
+        "{done}"
+    );
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 3);
+    let told = last_said(&sent[2]);
+    assert!(
+        told.starts_with("The checks this workspace is judged by fail, as they did before")
+            && !told.contains("Write the complete new content"),
+        "{told}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "omega"
     );
 }

@@ -493,3 +493,71 @@ async fn content_is_on_the_spans_only_when_capture_is_asked_for() {
     let server_span = span_named(&spans, "tools/call agent_run", "agent_run server");
     assert!(!all_text(server_span).contains("zebra-request-marker"));
 }
+
+/// The engine's own tool runs are tool runs in the trace too: the read the `small` policy makes
+/// on the model's behalf before its first call, and every run of the checks (before the first
+/// change, after the last), each an `execute_tool` span beneath the task's.
+#[tokio::test]
+async fn the_engines_own_reads_and_check_runs_have_tool_spans() {
+    let receiver = OtlpReceiver::start().await;
+    let fake = FakeOllama::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("NOTE.txt"), "The secret word is: marigold\n").unwrap();
+    fake.push_reply(Reply::tool_call(
+        "write_file",
+        json!({"path": "word.txt", "content": "marigold\n"}),
+        10,
+        2,
+    ));
+    fake.push_reply(Reply::text("word.txt holds marigold.", 10, 4));
+    let mut config = test_config(&fake.url());
+    config.agent.workspace = Some(ws.path().to_path_buf());
+    config.agent.planning = false;
+    config.agent.steering = agent_mcp::agent::steering::SteeringMode::Small;
+    config.agent.checks = vec![
+        ["grep", "-q", "marigold", "word.txt"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let endpoint = receiver.endpoint();
+    let server =
+        ServeProcess::spawn_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let client = server.client();
+    let accepted = call(
+        &client,
+        1,
+        "agent_run",
+        json!({"request": "Copy the secret word of `NOTE.txt` into a new file word.txt."}),
+        json!({}),
+        &[],
+    )
+    .await;
+    let task_id = field(&tool_text(&accepted), "task_id");
+    wait_completed(&client, &task_id).await;
+    assert!(server.terminate().await.success());
+    receiver
+        .wait_until(Duration::from_secs(10), |r| {
+            r.spans().iter().any(|s| s.name == "invoke_agent agent-mcp")
+        })
+        .await;
+    let spans = receiver.spans();
+    let agent = span_named(&spans, "invoke_agent agent-mcp", "invoke_agent");
+    let tools: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("execute_tool "))
+        .inspect(|s| {
+            assert_eq!(
+                s.parent_span_id.as_deref(),
+                Some(agent.span_id.as_str()),
+                "{s:?}"
+            );
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    let count = |name: &str| tools.iter().filter(|t| **t == name).count();
+    // NOTE.txt, read before the model's first call (and what else the policy reads for it).
+    assert!(count("execute_tool read_file") >= 1, "{tools:?}");
+    assert_eq!(count("execute_tool write_file"), 1, "{tools:?}");
+    // The baseline before the write, and the run after it.
+    assert_eq!(count("execute_tool run_command"), 2, "{tools:?}");
+}

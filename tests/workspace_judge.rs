@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 
 use agent_mcp::agent::steering::SteeringMode;
-use agent_mcp::config::Config;
+use agent_mcp::config::{CommandsSwitch, Config};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_tool_result, last_user};
 use support::harness::{field, result_of, run_task, workspace_config};
@@ -179,7 +179,7 @@ async fn failing_checks_go_back_to_the_model_until_they_pass() {
     assert_eq!(
         done.result(),
         "Fixed, really.\n\nchanged: calc.txt (+1 -1)\n\
-         checks: `grep -q answer = 4 calc.txt` passed (after 1 round of fixes)"
+         checks: 1 failing → 0 failing (grep -q answer = 4 calc.txt; after 1 round of fixes)"
     );
     let sent = done.sent();
     assert_eq!(sent.len(), 5);
@@ -216,8 +216,9 @@ async fn checks_that_still_fail_after_the_rounds_fail_the_task() {
     assert_eq!(
         done.result(),
         "step 'ollama chat' failed: the checks still fail after the model's changes \
-         (checks: `grep -q answer = 4 calc.txt` failed (exit status 1) (after 1 round of fixes)); \
-         the files it changed are left as they are"
+         (checks: 1 failing → 1 failing (grep -q answer = 4 calc.txt; after 1 round of fixes); \
+         `grep -q answer = 4 calc.txt` failed (exit status 1)); the files it changed are left as \
+         they are"
     );
     assert_eq!(done.fake.chat_count(), 5);
 }
@@ -250,7 +251,7 @@ async fn a_file_is_replaced_only_after_the_task_read_it() {
     );
     assert_eq!(
         done.result(),
-        "The port is 8080 now.\n\nchanged: config.json (+1 -1)"
+        "The port is 8080 now.\n\nchanged: config.json (+1 -1)\nchecks: none found"
     );
 }
 
@@ -512,13 +513,17 @@ fn write_test(content: &str) -> Reply {
 
 const SQ_PY: [(&str, &str); 1] = [("sq.py", "def square(x):\n    return x * x\n")];
 
+/// Commands on (whether or not this kernel has Landlock to confine them), `python3` the one
+/// program allowed.
 fn allow_python(config: &mut Config) {
+    config.agent.commands.enabled = CommandsSwitch::On;
     config.agent.commands.allow = vec!["python3".into()];
 }
 
-/// With no checks configured, a Python test the task wrote is its check when the agent may run
-/// `python3`: a test that cannot import what it tests goes back to the model, and past the
-/// rounds the task fails saying so (the shape of a 1.5B model's `write-unit-test`).
+/// With no checks configured, the workspace's Python tests (here the one the task wrote) are
+/// its checks when the agent may run `python3`: a test that cannot import what it tests goes
+/// back to the model, and past the rounds the task fails saying so (the shape of a 1.5B
+/// model's `write-unit-test`).
 #[tokio::test]
 async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
     let mut replies = vec![write_test(
@@ -532,44 +537,58 @@ async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
     done.assert_status("failed");
     let result = done.result();
     assert!(
-        result.contains("`python3 -m unittest test_sq` failed (exit status 1)"),
+        result.contains(
+            "the model's changes left the checks worse than they began (checks: none found → 1 \
+             failing (python3 -m unittest; after 2 rounds of fixes); `python3 -m unittest` failed \
+             (exit status 1))"
+        ),
         "{result}"
     );
     let told = done.told(2);
     assert!(told.contains("ImportError"), "{told}");
 }
 
-/// A test that runs and passes completes, its run named in the result; without `python3`
-/// among the programs the agent may run, nothing is run.
+/// A test that runs and passes completes, its run named in the result; when the agent may not
+/// run `python3` (commands off, or an allow-list without it), nothing is run, and the result
+/// says why.
 #[tokio::test]
 async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
     let good = "import unittest\nfrom sq import square\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
-    for (allowed, line) in [
-        (true, Some("checks: `python3 -m unittest test_sq` passed")),
-        (false, None),
+    let no_python: fn(&mut Config) = |c| {
+        c.agent.commands.enabled = CommandsSwitch::On;
+        c.agent.commands.allow = vec!["grep".into()];
+    };
+    let off: fn(&mut Config) = |c| c.agent.commands.enabled = CommandsSwitch::Off;
+    for (configure, line) in [
+        (
+            allow_python as fn(&mut Config),
+            "checks: none found → passed (python3 -m unittest)",
+        ),
+        (
+            no_python,
+            "checks: not run (`python3` is not on agent.commands.allow)",
+        ),
+        (
+            off,
+            "checks: not run (commands are off: agent.commands.enabled is false",
+        ),
     ] {
         let replies = vec![write_test(good), say("Wrote test_sq.py.")];
-        let configure: fn(&mut Config) = if allowed { allow_python } else { |_| {} };
         let done = task(SQ_PY, replies)
             .with(configure)
             .run("Write a unit test for square in sq.py, in test_sq.py.")
             .await;
         done.assert_status("completed");
         let result = done.result();
-        assert_eq!(
-            result.contains("checks:"),
-            line.is_some(),
-            "python3 allowed: {allowed}: {result}"
-        );
-        if let Some(line) = line {
-            assert!(result.ends_with(line), "{result}");
-        }
+        let (_, last) = result.rsplit_once('\n').unwrap_or_default();
+        assert!(last.starts_with(line), "{result}");
     }
 }
 
 /// "The unit tests fail; fix stats.py": the tests are the check, not the work. A write to
 /// the test file is refused (the model is told why, and the file is kept), and with no checks
-/// configured the kept test runs after the model's change, its run named in the result.
+/// configured the workspace's tests run before the change and after it, the result saying how
+/// they began and ended.
 #[tokio::test]
 async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
     let test = "import unittest\nfrom stats import mean\n\nclass T(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n";
@@ -595,7 +614,7 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
             say("Fixed mean in stats.py."),
         ],
     )
-    .with(|c| c.agent.commands.allow = vec!["python3".into()])
+    .with(allow_python)
     .run("The unit tests fail; fix stats.py.")
     .await;
     judged.assert_status("completed");
@@ -607,7 +626,245 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
     );
     let result = judged.result();
     assert!(
-        result.ends_with("checks: `python3 -m unittest test_stats` passed"),
+        result.ends_with("checks: 1 failing → 0 failing (python3 -m unittest)"),
         "{result}"
     );
+}
+
+const TEST_CALC: &str = "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
+
+/// The project's own tests decide "done", whatever the request's words: they run before the
+/// first change and after the last, and a failing test the change makes pass completes the
+/// task, the result saying how they began and ended.
+#[tokio::test]
+async fn the_projects_failing_test_made_to_pass_completes_saying_so() {
+    let judged = task(
+        [
+            ("calc.py", "def add(a, b):\n    return a - b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        vec![
+            read("calc.py"),
+            call(
+                "edit_file",
+                json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}),
+            ),
+            say("add now adds."),
+        ],
+    )
+    .with(allow_python)
+    .run("add(2, 3) in calc.py gives -1; it should give 5.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(
+        judged.result(),
+        "add now adds.\n\nchanged: calc.py (+1 -1)\n\
+         checks: 1 failing → 0 failing (python3 -m unittest)"
+    );
+    assert_eq!(judged.sent().len(), 3, "no call more than the model's");
+}
+
+/// A change that breaks a test that passed, under a request that never mentions tests: the
+/// failure goes back to the model, and when it does not repair it the task fails, saying the
+/// checks ended worse than they began.
+#[tokio::test]
+async fn a_change_that_breaks_a_passing_test_is_not_completed() {
+    let mut replies = vec![
+        read("calc.py"),
+        call(
+            "edit_file",
+            json!({
+                "path": "calc.py",
+                "old_text": "    return a + b",
+                "new_text": "    \"\"\"Add a and b.\"\"\"\n    return a * b",
+            }),
+        ),
+    ];
+    replies.extend((0..3).map(|_| say("add has a docstring now.")));
+    let judged = task(
+        [
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        replies,
+    )
+    .with(allow_python)
+    .run("Give add in calc.py a docstring.")
+    .await;
+    judged.assert_status("failed");
+    let result = judged.result();
+    assert!(
+        result.contains(
+            "the model's changes left the checks worse than they began (checks: passed → 1 \
+             failing (python3 -m unittest; after 2 rounds of fixes)"
+        ),
+        "{result}"
+    );
+    let told = judged.told(3);
+    assert!(
+        told.starts_with("The checks this workspace is judged by failed after your change")
+            && told.contains("AssertionError: 6 != 5"),
+        "{told}"
+    );
+}
+
+/// A project without tests: nothing runs, the task goes as it did, and its result says none
+/// were found.
+#[tokio::test]
+async fn a_project_without_tests_runs_none_and_says_so() {
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let judged = task(
+        [("todo.txt", "- buy milk\n")],
+        vec![read("todo.txt"), call("edit_file", change), say("Done.")],
+    )
+    .with(allow_python)
+    .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(
+        judged.result(),
+        "Done.\n\nchanged: todo.txt (+1 -1)\nchecks: none found"
+    );
+    assert_eq!(judged.sent().len(), 3);
+}
+
+/// What Ollama answers (HTTP 400) for a prompt longer than the model's context window.
+const TOO_LONG: &str = "the prompt is longer than the context length";
+
+fn two_long_reads() -> (Vec<(String, String)>, Vec<Reply>) {
+    let files = ["a", "b"]
+        .map(|n| (format!("{n}.txt"), n.repeat(3000)))
+        .to_vec();
+    (files, vec![read("a.txt"), read("b.txt")])
+}
+
+/// A prompt Ollama refuses as longer than the window (the estimate fell short): the older
+/// tool results are compacted and the call made once more; the result says so.
+#[tokio::test]
+async fn a_prompt_refused_as_too_long_is_compacted_and_sent_again() {
+    let (files, mut replies) = two_long_reads();
+    replies.push(Reply::http_error(400, TOO_LONG));
+    replies.push(say("Read both."));
+    let judged = task(files, replies).run("Read a.txt and b.txt.").await;
+    judged.assert_status("completed");
+    let result = judged.result();
+    assert!(
+        result.starts_with("Read both.\n\ncontext: 1 older tool results compacted"),
+        "{result}"
+    );
+    let sent = judged.sent();
+    assert_eq!(sent.len(), 4);
+    let again = sent[3].to_string();
+    assert!(
+        again.contains("[compacted to fit the context window: 3000 characters of read_file"),
+        "{again}"
+    );
+    assert!(again.contains(&"b".repeat(3000)), "the last round is kept");
+}
+
+/// Refused again after the compaction: the task fails, saying what Ollama said and what was
+/// tried.
+#[tokio::test]
+async fn a_prompt_refused_again_after_compaction_fails_saying_so() {
+    let (files, mut replies) = two_long_reads();
+    replies.push(Reply::http_error(400, TOO_LONG));
+    replies.push(Reply::http_error(400, TOO_LONG));
+    let judged = task(files, replies).run("Read a.txt and b.txt.").await;
+    judged.assert_status("failed");
+    let result = judged.result();
+    assert!(
+        result.contains(
+            "Ollama refused the prompt as longer than the model's context window (num_ctx"
+        ) && result.contains("also after older tool results were compacted and the call was made again: Ollama answered HTTP 400: the prompt is longer than the context length"),
+        "{result}"
+    );
+    assert_eq!(judged.sent().len(), 4);
+}
+
+/// A test that already failed before the task's change, and a change that makes nothing
+/// worse: the failure goes back to the model once (it may be what the request is about), and
+/// then the answer stands; the result says the checks ended as they began.
+#[tokio::test]
+async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let judged = task(
+        [
+            ("todo.txt", "- buy milk\n"),
+            ("calc.py", "def add(a, b):\n    return a - b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        vec![
+            read("todo.txt"),
+            call("edit_file", change),
+            say("Done."),
+            say("Done; the failing test is about calc.py, not todo.txt."),
+        ],
+    )
+    .with(allow_python)
+    .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(
+        judged.result(),
+        "Done; the failing test is about calc.py, not todo.txt.\n\n\
+         changed: todo.txt (+1 -1)\n\
+         checks: 1 failing → 1 failing (python3 -m unittest; after 1 round of fixes)"
+    );
+    let told = judged.told(3);
+    assert!(
+        told.starts_with(
+            "The checks this workspace is judged by fail, as they did before your change"
+        ),
+        "{told}"
+    );
+}
+
+/// A change a command made (no file tool wrote) is judged too: the checks run after the last
+/// change whatever made it, and a task that leaves them worse does not end `completed`.
+#[tokio::test]
+async fn a_change_a_command_made_is_judged_by_the_checks_too() {
+    let rewrite = "open('calc.py', 'w').write('def add(a, b):\\n    return a * b\\n')";
+    let judged = task(
+        [
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        vec![
+            call("run_command", json!({"argv": ["python3", "-c", rewrite]})),
+            say("calc.py is rewritten."),
+        ],
+    )
+    .with(allow_python)
+    .run("Rewrite calc.py with a one-line python3 command.")
+    .await;
+    judged.assert_status("failed");
+    assert_eq!(
+        judged.result(),
+        "the checks after the task's last change are worse than before its first (checks: passed \
+         → 1 failing (python3 -m unittest); `python3 -m unittest` failed (exit status 1)); the \
+         files it changed are left as they are"
+    );
+}
+
+/// A project whose test file runs no test: nothing failed, so nothing goes back to the model
+/// (a test file that runs none is a failure only when the task wrote it).
+#[tokio::test]
+async fn a_projects_test_file_that_runs_no_test_is_no_failure_of_the_task() {
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let judged = task(
+        [
+            ("todo.txt", "- buy milk\n"),
+            ("test_helpers.py", "def sample():\n    return [1, 2]\n"),
+        ],
+        vec![read("todo.txt"), call("edit_file", change), say("Done.")],
+    )
+    .with(allow_python)
+    .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+    .await;
+    judged.assert_status("completed");
+    assert_eq!(
+        judged.result(),
+        "Done.\n\nchanged: todo.txt (+1 -1)\nchecks: passed → passed (python3 -m unittest)"
+    );
+    assert_eq!(judged.sent().len(), 3);
 }

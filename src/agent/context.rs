@@ -11,7 +11,10 @@
 //! The estimate is Ollama's own count of the last prompt and reply, plus a third of the bytes
 //! added since (a token is about 3–4 bytes of English or code, and one character of Japanese,
 //! which UTF-8 writes in 3); before the first reply, or after a compaction, a third of every
-//! byte of the messages and tool definitions.
+//! byte of the messages and tool definitions. When Ollama refuses a prompt as longer than the
+//! window anyway (HTTP 400, since mid-2026, instead of cutting it), the estimate learns: it
+//! counts fewer bytes per token from then on, so that prompt would have been estimated at the
+//! window at least; the step compacts every older result and makes the call once more.
 
 use crate::ollama::{ChatResponse, Message, Role};
 
@@ -31,6 +34,9 @@ pub(crate) struct Window {
     last_bytes: usize,
     /// Tool results compacted so far in this step.
     pub compacted: usize,
+    /// Bytes of prompt per token the estimate assumes: 3, less once Ollama refused a prompt
+    /// the estimate said would fit.
+    bytes_per_token: f64,
 }
 
 /// The conversation does not fit even with every older tool result compacted.
@@ -47,17 +53,33 @@ impl Window {
             last_tokens: 0,
             last_bytes: 0,
             compacted: 0,
+            bytes_per_token: 3.0,
         }
     }
 
     /// The estimated prompt tokens of `messages` with `fixed` bytes of tool definitions.
     pub fn estimate(&self, messages: &[Message], fixed: usize) -> u64 {
-        let bytes = bytes_of(messages) + fixed;
+        let (known, new) = self.split(bytes_of(messages) + fixed);
+        known + (new as f64 / self.bytes_per_token) as u64
+    }
+
+    /// A prompt of `bytes` as the tokens Ollama counted for its start and the bytes after it.
+    fn split(&self, bytes: usize) -> (u64, usize) {
         if self.last_tokens > 0 && bytes >= self.last_bytes {
-            self.last_tokens + ((bytes - self.last_bytes) / 3) as u64
+            (self.last_tokens, bytes - self.last_bytes)
         } else {
-            (bytes / 3) as u64
+            (0, bytes)
         }
+    }
+
+    /// Ollama refused `messages` (with `fixed` bytes of tool definitions) as longer than the
+    /// window: from now on the estimate counts fewer bytes per token, so that this prompt would
+    /// have been estimated at the window at least (never under one byte per token).
+    pub fn refused(&mut self, messages: &[Message], fixed: usize) {
+        let (known, new) = self.split(bytes_of(messages) + fixed);
+        let room = u64::from(self.num_ctx).saturating_sub(known).max(1);
+        let fits = new as f64 / room as f64;
+        self.bytes_per_token = fits.max(1.0).min(self.bytes_per_token);
     }
 
     /// A call with `messages` (and `fixed` bytes of tool definitions) was answered.
@@ -89,12 +111,7 @@ impl Window {
             if message.role != Role::Tool || message.content.len() <= STUB_BYTES {
                 continue;
             }
-            let tool = message.tool_name.clone().unwrap_or_else(|| "a tool".into());
-            let chars = message.content.chars().count();
-            message.content = format!(
-                "[compacted to fit the context window: {chars} characters of {tool} output; \
-                 call it again if you need them]"
-            );
+            compact(message);
             now += 1;
             // The prompt changed before its end: the last counts no longer describe it.
             self.last_tokens = 0;
@@ -109,6 +126,35 @@ impl Window {
         }
         Ok(now)
     }
+
+    /// Compacts every older tool result before `keep_from`, whatever the estimate says: Ollama
+    /// refused the prompt as longer than the window, so the estimate fell short. Returns how
+    /// many were compacted (0: nothing was left to compact).
+    pub fn compact_all(&mut self, messages: &mut [Message], keep_from: usize) -> usize {
+        let mut now = 0;
+        for message in messages.iter_mut().take(keep_from) {
+            if message.role != Role::Tool || message.content.len() <= STUB_BYTES {
+                continue;
+            }
+            compact(message);
+            now += 1;
+        }
+        if now > 0 {
+            self.last_tokens = 0;
+        }
+        self.compacted += now;
+        now
+    }
+}
+
+/// Replaces a tool result by a note saying what it was.
+fn compact(message: &mut Message) {
+    let tool = message.tool_name.clone().unwrap_or_else(|| "a tool".into());
+    let chars = message.content.chars().count();
+    message.content = format!(
+        "[compacted to fit the context window: {chars} characters of {tool} output; call it \
+         again if you need them]"
+    );
 }
 
 /// Tool results shorter than this are not worth compacting.
@@ -172,6 +218,37 @@ mod tests {
             matches!(full, Err(ContextFull { num_ctx: 1000, .. })),
             "{full:?}"
         );
+    }
+
+    #[test]
+    fn a_refused_prompt_compacts_every_older_result() {
+        let mut window = Window::new(100_000);
+        let mut messages = conversation(3, 1000);
+        // The last round is the last result: kept.
+        assert_eq!(window.compact_all(&mut messages, 4), 2);
+        assert!(messages[2].content.starts_with("[compacted"));
+        assert!(messages[3].content.starts_with("[compacted"));
+        assert_eq!(messages[4].content, "2".repeat(1000));
+        assert_eq!(window.compact_all(&mut messages, 4), 0, "nothing left");
+    }
+
+    /// A prompt whose text the model's tokenizer cuts finer than three bytes a token: once
+    /// Ollama refuses it, the estimate counts it as the window at least, and later ones alike.
+    #[test]
+    fn a_refused_prompt_makes_the_estimate_count_more_tokens() {
+        let mut window = Window::new(6000);
+        let japanese = vec![Message::user("日本語".repeat(1500))];
+        let before = window.estimate(&japanese, 0);
+        assert!(before < 6000, "{before}");
+        window.refused(&japanese, 0);
+        assert!(window.estimate(&japanese, 0) >= 6000);
+        let longer = vec![Message::user("日本語".repeat(2000))];
+        // A third longer: about a third over the window.
+        assert!(window.estimate(&longer, 0) > 7900);
+        // Never under a byte per token.
+        let mut tiny = Window::new(1_000_000);
+        tiny.refused(&[Message::user("x")], 0);
+        assert_eq!(tiny.estimate(&[Message::user("x".repeat(300))], 0), 316);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod intent;
 mod lexicon;
 mod model;
 pub mod plan;
+mod project_checks;
 pub mod queue;
 pub mod runner;
 mod shared;
@@ -27,7 +28,7 @@ mod summary;
 pub mod tools;
 mod trace;
 
-pub use checks::{CheckEnd, CheckReport, CheckResult};
+pub use checks::{CheckEnd, CheckReport, CheckResult, CheckRun, NoChecks};
 pub use intent::asks_for_change;
 pub use model::{ModelProfile, probe as probe_model};
 

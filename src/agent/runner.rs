@@ -13,9 +13,10 @@
 //! without `vision` fail the task at once, the workspace tools are offered only with `tools`,
 //! and the steering policy, `num_ctx` and `think` follow the model ([`ModelProfile`]).
 //!
-//! The workspace judges the outcome: a task asked to change it that changed nothing fails, and
-//! the result of one that changed files lists them (with the checks' outcome) after the
-//! model's answer (the `summary` module).
+//! The workspace judges the outcome: a task asked to change it that changed nothing fails; one
+//! that changed files has its checks run after its last change, and fails when they end worse
+//! than they began (the `checks` module); the result of one that changed files lists them,
+//! and how the checks began and ended, after the model's answer (the `summary` module).
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
 use super::AgentCore;
-use super::checks::Checks;
+use super::checks::{CheckReport, Checks};
 use super::claim::TaskClaim;
 use super::expect::Expectations;
 use super::model::ModelProfile;
@@ -135,6 +136,14 @@ enum RunError {
          done; the model said: {answer}"
     )]
     NothingChanged { answer: String },
+    #[error(
+        "the checks after the task's last change {} ({}; {}); the files it changed are left \
+         as they are",
+        if .0.worse() { "are worse than before its first" } else { "still fail" },
+        .0.line(),
+        .0.failures()
+    )]
+    Checks(CheckReport),
 }
 
 impl RunError {
@@ -149,6 +158,7 @@ impl RunError {
             RunError::Steps(_) => "step_failed",
             RunError::EmptySynthesis => "empty_answer",
             RunError::NothingChanged { .. } => "nothing_changed",
+            RunError::Checks(_) => "checks_failed",
         }
     }
 }
@@ -293,9 +303,19 @@ async fn drive(
             answer: one_line(&answer, 500),
         });
     }
+    // After the last change, the checks say whether the task may end `completed`.
+    let checks = if changes.is_empty() {
+        engine.checks.last()
+    } else {
+        match engine.checks.conclude(toolbox, cancel).await {
+            Ok(Ok(report)) => Some(report),
+            Ok(Err(report)) => return Err(RunError::Checks(report)),
+            Err(_) => return Err(RunError::Cancelled),
+        }
+    };
     let summary = Summary {
         changes,
-        checks: engine.checks.last(),
+        checks,
         compacted: progress.compacted,
         num_ctx: engine.model.num_ctx,
     };

@@ -10,8 +10,11 @@
 //! - an empty reply gets one call asking for the answer, then fails the step;
 //! - an answer given when every call of the step failed is not a result
 //!   ([`StepError::NothingWorked`]);
-//! - when the task's tools changed a file, the configured checks run before the answer is
-//!   taken, and their failures go back to the model ([`super::checks`]);
+//! - the checks (`agent.checks`, else the workspace's own test command) run once before the
+//!   first call that may change the workspace, and again when the task's tools changed a file
+//!   before the answer is taken; their failures go back to the model ([`super::checks`]);
+//! - a prompt Ollama refuses as longer than the context window has every older tool result
+//!   compacted and is sent once more, then fails the step saying so;
 //! - the conversation is compacted before it outgrows `num_ctx` ([`super::context`]); every
 //!   other call's prompt extends the previous one unchanged;
 //! - `agent.max_iterations` bounds the model calls.
@@ -150,11 +153,7 @@ pub(crate) enum StepError {
         last: String,
         answer: String,
     },
-    #[error(
-        "the checks still fail after the model's changes ({}); the files it changed \
-         are left as they are",
-        .0.line()
-    )]
+    #[error("{}", checks_failed(.0))]
     ChecksFailed(CheckReport),
     #[error(
         "the request is not done: {}; the files changed are left as they are",
@@ -167,8 +166,34 @@ pub(crate) enum StepError {
          model allows more, or split the request"
     )]
     ContextFull { num_ctx: u32, estimate: u64 },
+    #[error(
+        "Ollama refused the prompt as longer than the model's context window (num_ctx \
+         {num_ctx}){}: {body}; raise ollama.num_ctx if the model allows more, or split the \
+         request",
+        if *compacted { ", also after older tool results were compacted and the call was \
+         made again" } else { ", and there were no older tool results to compact" }
+    )]
+    ContextRefused {
+        num_ctx: u32,
+        compacted: bool,
+        body: String,
+    },
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why the checks fail the step: worse than at the baseline, or still failing.
+fn checks_failed(report: &CheckReport) -> String {
+    let why = if report.worse() {
+        "the model's changes left the checks worse than they began"
+    } else {
+        "the checks still fail after the model's changes"
+    };
+    format!(
+        "{why} ({}; {}); the files it changed are left as they are",
+        report.line(),
+        report.failures()
+    )
 }
 
 impl From<OllamaError> for StepError {
@@ -258,6 +283,8 @@ pub(crate) async fn run_step(
     // Off once the model is told to answer: its next calls get no tools.
     let mut offer_tools = true;
     let mut asked_empty = false;
+    // Ollama refused the last prompt as too long for the window (the next one is its retry).
+    let mut refused_context = false;
     let round = Round {
         toolbox: &toolbox,
         index,
@@ -319,7 +346,36 @@ pub(crate) async fn run_step(
         }
         state.calls += 1;
         let request = engine.chat_request(messages.clone(), offer_tools, None);
-        let reply = engine.chat(&request, &cancel).await?;
+        let reply = match engine.chat(&request, &cancel).await {
+            Ok(reply) => reply,
+            // The estimate fell short (Japanese, code): Ollama refuses the prompt rather than
+            // cut it. The estimate learns from it, every older tool result is compacted, and
+            // the call is made again, once.
+            Err(e) if e.exceeds_context() => {
+                let body = e.to_string();
+                window.refused(&messages, if offer_tools { fixed } else { 0 });
+                let compacted = if refused_context {
+                    0
+                } else {
+                    window.compact_all(&mut messages, last_round)
+                };
+                if compacted == 0 {
+                    return Err(StepError::ContextRefused {
+                        num_ctx: engine.model.num_ctx,
+                        compacted: refused_context,
+                        body,
+                    });
+                }
+                refused_context = true;
+                let _ = events.send(StepEvent::Compacted {
+                    step: index,
+                    results: compacted,
+                });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        refused_context = false;
         window.observed(&messages, if offer_tools { fixed } else { 0 }, &reply);
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
@@ -404,12 +460,18 @@ pub(crate) async fn run_step(
                             Some(Err(unmet)) => return Err(StepError::NotDone(unmet)),
                         }
                     }
-                    Ok(checks::Verdict::Retry(feedback)) => {
-                        // The answer is left out: the work it reports is not done.
+                    Ok(checks::Verdict::Retry { feedback, holds }) => {
+                        // The answer is left out: the work it reports is not done. Failures
+                        // that were there before the change are only told: the policy's way
+                        // of having a change made again is for the change's own.
                         offer_tools = true;
-                        let told = steering
-                            .after_failed_checks(&feedback, &state.facts())
-                            .unwrap_or(feedback);
+                        let told = if holds {
+                            steering
+                                .after_failed_checks(&feedback, &state.facts())
+                                .unwrap_or(feedback)
+                        } else {
+                            feedback
+                        };
                         say(&mut messages, &mut state.ours, &told);
                         continue;
                     }
@@ -689,7 +751,23 @@ impl Round<'_> {
                     .await;
                 // `Err`: refused by the policy or a person, with what the model is told.
                 let outcome = match gate {
-                    Gate::Run => Ok(run_call(toolbox, steering, state, call, self.cancel).await),
+                    Gate::Run => {
+                        // The checks' baseline is taken before the task's first change.
+                        let changes = toolbox
+                            .get(&call.function.name)
+                            .is_some_and(|s| s.kind != ToolKind::Read);
+                        if changes
+                            && state
+                                .engine
+                                .checks
+                                .baseline(toolbox, self.cancel)
+                                .await
+                                .is_err()
+                        {
+                            return Err(StepError::Cancelled);
+                        }
+                        Ok(run_call(toolbox, steering, state, call, self.cancel).await)
+                    }
                     Gate::Refuse(text) => Err(toolbox.error_text(&ToolError::Refused(text))),
                     Gate::Cancelled => Ok(Err(StepError::Cancelled)),
                 };

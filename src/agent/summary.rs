@@ -1,11 +1,11 @@
 //! What a task did, as the lines after its answer in the result: the files it changed (lines
-//! added and removed), how the checks ended, and whether the context was compacted.
+//! added and removed), how the checks began and ended, and whether the context was compacted.
 //!
 //! ```text
-//! The port is 8080. I created notes/todo.md with the line start.
+//! add now adds.
 //!
-//! changed: notes/todo.md (new, +1)
-//! checks: `python3 -m unittest` passed
+//! changed: calc.py (+1 -1)
+//! checks: 1 failing → 0 failing (python3 -m unittest)
 //! ```
 //!
 //! The answer above these lines is the model's, unchanged; a task that changed nothing and ran

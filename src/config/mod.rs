@@ -124,8 +124,9 @@ pub struct AgentConfig {
     pub think: ThinkSetting,
     /// How the tool loop steers the model: `auto` (by the model's size), `small`, `off`.
     pub steering: SteeringMode,
-    /// Commands that judge a change (`[python3, -m, unittest]`), run after the model's last
-    /// change before it may answer; their failures go back to the model.
+    /// Commands that judge a change (`[python3, -m, unittest]`), run before the task's first
+    /// change and after the model's last change before it may answer; their failures go back
+    /// to the model. Empty: the workspace's own test command, found from its files.
     pub checks: Vec<Vec<String>>,
     /// How many times failed checks go back to the model before the task fails.
     pub check_rounds: usize,

@@ -117,6 +117,19 @@ impl OllamaError {
         }
     }
 
+    /// Ollama refused the prompt as longer than the model's context window (HTTP 400, since
+    /// mid-2026, instead of cutting the prompt's start): "the prompt is longer than the
+    /// context length", "the input length exceeds the context length".
+    pub fn exceeds_context(&self) -> bool {
+        match self {
+            Self::Status { status: 400, body } => {
+                let body = body.to_lowercase();
+                body.contains("context length") || body.contains("context window")
+            }
+            _ => false,
+        }
+    }
+
     /// Maps a non-2xx status to an error. `model` is the model named in the request, if any:
     /// a 404 then means that model is missing.
     pub(crate) fn from_status(status: u16, raw_body: &[u8], model: Option<&str>) -> Self {
@@ -192,6 +205,20 @@ mod tests {
             err.to_string(),
             "Ollama answered HTTP 500: llama runner crashed"
         );
+    }
+
+    #[test]
+    fn a_prompt_longer_than_the_window_is_told_apart() {
+        for (status, body, exceeds) in [
+            (400, "the prompt is longer than the context length", true),
+            (400, "the input length exceeds the context length", true),
+            (400, "invalid model name", false),
+            (500, "the prompt is longer than the context length", false),
+        ] {
+            let raw = serde_json::json!({ "error": body }).to_string();
+            let err = OllamaError::from_status(status, raw.as_bytes(), Some("m"));
+            assert_eq!(err.exceeds_context(), exceeds, "{status} {body}");
+        }
     }
 
     #[test]

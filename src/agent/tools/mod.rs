@@ -80,6 +80,7 @@ pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isol
 pub use registry::{TOOL_NAMES, TOOLS, spec};
 pub(crate) use spec::parse_arguments;
 pub use spec::{Param, ParamType, ToolKind, ToolSpec};
+pub(crate) use trace::{engine_tool_span, record_engine_outcome};
 
 /// Whether commands reach the network here (no network namespaces off Linux).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

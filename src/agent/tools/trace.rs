@@ -53,3 +53,19 @@ fn error_type(e: &CallError) -> &'static str {
         },
     }
 }
+
+/// The span of a tool run the engine makes itself, not the model (a check run): the same
+/// `execute_tool {name}` span, with no call id.
+pub(crate) fn engine_tool_span(tool: &'static str) -> Span {
+    if !spans::export_enabled() {
+        return Span::none();
+    }
+    ExecuteToolSpan::new(tool).start()
+}
+
+/// Records how an engine's own run ended: its error class, if it failed to run.
+pub(crate) fn record_engine_outcome(span: &Span, outcome: Result<(), &CallError>) {
+    if let Err(e) = outcome {
+        spans::record_error(span, error_type(e), None);
+    }
+}
