@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 /// How often a shared store asks its database whether it answers, whether or not anything
 /// else does: the longest an outage goes unseen while nobody calls.
-pub const PROBE_EVERY: Duration = Duration::from_millis(500);
+pub const PROBE_EVERY: Duration = Duration::from_millis(250);
 
 /// The last word on the store's health, shared by everything that talks to it; cheap to
 /// clone.
