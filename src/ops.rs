@@ -103,15 +103,13 @@ async fn check_store(core: &AgentCore) -> Result<(), String> {
 
 /// Whether Ollama answers `/api/version` within [`OLLAMA_PROBE_TIMEOUT`].
 async fn ollama_readiness(core: &AgentCore) -> Result<(), String> {
-    {
-        match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
-            Err(_) => Err(format!(
-                "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
-                core.ollama.shown_url()
-            )),
-        }
+    match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
+        Err(_) => Err(format!(
+            "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
+            core.ollama.shown_url()
+        )),
     }
 }
 
