@@ -38,7 +38,7 @@ use crate::metrics::MetricsHandle;
 use crate::oauth::ProtectedResourceMetadata;
 use crate::protocol::{Credential, Refusal};
 use crate::redact::redact_urls_in;
-use crate::store::PROBE_EVERY;
+use crate::store::{PROBE_EVERY, StoreError};
 use crate::task::TaskState;
 use crate::transport::http::guard::check_host_and_origin;
 use crate::transport::http::{Admission, HttpRules};
@@ -94,11 +94,15 @@ fn known_store_state(core: &AgentCore) -> Option<Result<(), String>> {
 }
 
 /// Asks the store whether it takes writes (a store with health records the outcome there).
+/// An unavailable store's error is said as its health says it, without the type's prefix.
 async fn check_store(core: &AgentCore) -> Result<(), String> {
-    core.store
-        .check_writable()
-        .await
-        .map_err(|e| redact_urls_in(&e.to_string()).into_owned())
+    core.store.check_writable().await.map_err(|e| {
+        let why = match e {
+            StoreError::Unavailable(why) => why,
+            other => other.to_string(),
+        };
+        redact_urls_in(&why).into_owned()
+    })
 }
 
 /// Whether Ollama answers `/api/version` within [`OLLAMA_PROBE_TIMEOUT`].

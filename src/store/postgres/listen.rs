@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 use uuid::Uuid;
 
-use super::CHANNEL;
+use super::{CHANNEL, describe_text};
 use crate::store::{SharedEvent, StoreHealth};
 
 /// Wait between reconnection attempts.
@@ -36,7 +36,12 @@ pub(super) async fn run(
         let ended = listen_once(&config, &events, first, timeout, &health).await;
         health.failed(match &ended {
             Ok(()) => format!("PostgreSQL at {shown} closed the LISTEN connection"),
-            Err(e) => format!("PostgreSQL at {shown}: the LISTEN connection is lost ({e})"),
+            Err(Lost::Postgres(e)) => describe_text(&shown, e),
+            Err(Lost::Silent(after)) => format!(
+                "PostgreSQL at {shown} did not answer within {} (the LISTEN connection); check \
+                 that it runs and that the network to it is up (store.timeout bounds each call)",
+                humantime::format_duration(*after)
+            ),
         });
         match ended {
             Ok(()) => tracing::warn!(url = %shown, "PostgreSQL closed the LISTEN connection"),

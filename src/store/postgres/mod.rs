@@ -28,6 +28,8 @@
 //!   whether the database answers, so readiness shows an outage at once, calls or not.
 
 mod fenced;
+#[cfg(test)]
+mod health_tests;
 mod heartbeat;
 mod listen;
 mod probe;
@@ -275,11 +277,11 @@ impl PostgresStore {
     }
 
     fn err(&self, e: tokio_postgres::Error) -> StoreError {
-        let described = describe(&self.shown, &e);
+        let why = describe_text(&self.shown, &e);
         if is_outage(&e) {
-            self.health.failed(described.to_string());
+            self.health.failed(why.clone());
         }
-        described
+        StoreError::Unavailable(why)
     }
 
     /// The first column of the one row `sql` answers, `params` as `$1`….
@@ -446,7 +448,12 @@ pub(super) fn is_outage(e: &tokio_postgres::Error) -> bool {
 }
 
 fn describe(shown: &str, e: &tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(match e.as_db_error() {
+    StoreError::Unavailable(describe_text(shown, e))
+}
+
+/// What [`describe`] says, as text (what [`StoreHealth`] shows).
+pub(super) fn describe_text(shown: &str, e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
         Some(db) => format!(
             "PostgreSQL at {shown}: {} (SQLSTATE {})",
             db.message(),
@@ -464,7 +471,7 @@ fn describe(shown: &str, e: &tokio_postgres::Error) -> StoreError {
             }
             message
         }
-    })
+    }
 }
 
 #[async_trait]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::{describe, standby_message};
+use super::{describe_text, standby_message};
 use crate::store::{PROBE_EVERY, StoreHealth};
 
 const ASK: &str = "SELECT pg_is_in_recovery()";
@@ -78,9 +78,8 @@ async fn ask(setup: &Setup, connection: &mut Option<Connection>) -> Result<bool,
         .client
         .query_one(&c.ask, &[])
         .await
-        .map_err(|e| describe(&setup.shown, &e).to_string())?;
-    row.try_get(0)
-        .map_err(|e| describe(&setup.shown, &e).to_string())
+        .map_err(|e| describe_text(&setup.shown, &e))?;
+    row.try_get(0).map_err(|e| describe_text(&setup.shown, &e))
 }
 
 async fn connect(setup: &Setup) -> Result<Connection, String> {
@@ -88,14 +87,14 @@ async fn connect(setup: &Setup) -> Result<Connection, String> {
         .config
         .connect(NoTls)
         .await
-        .map_err(|e| describe(&setup.shown, &e).to_string())?;
+        .map_err(|e| describe_text(&setup.shown, &e))?;
     let driver = tokio::spawn(async move {
         let _ = connection.await;
     });
     let ask = client
         .prepare(ASK)
         .await
-        .map_err(|e| describe(&setup.shown, &e).to_string())?;
+        .map_err(|e| describe_text(&setup.shown, &e))?;
     Ok(Connection {
         client,
         ask,
