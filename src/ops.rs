@@ -228,7 +228,15 @@ impl OpsEndpoints {
         if let Some(known) = known_store_state(&self.core) {
             return known;
         }
-        check_store(&self.core).await
+        let Some(health) = self.core.store.health() else {
+            return check_store(&self.core).await;
+        };
+        // A failure the heartbeat, the probe or a call sees meanwhile answers at once: a
+        // silent database is not waited for twice.
+        tokio::select! {
+            checked = check_store(&self.core) => checked,
+            why = health.next_failure() => Err(redact_urls_in(&why).into_owned()),
+        }
     }
 
     /// Ollama's part of `/readyz`, reused for [`READY_TTL`]; one check at a time, hits during

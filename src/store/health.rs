@@ -34,7 +34,14 @@ pub const PROBE_EVERY: Duration = Duration::from_millis(250);
 /// The last word on the store's health, shared by everything that talks to it; cheap to
 /// clone.
 #[derive(Clone, Debug)]
-pub struct StoreHealth(Arc<Mutex<Seen>>);
+pub struct StoreHealth(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    seen: Mutex<Seen>,
+    /// Woken at every failure, for [`StoreHealth::next_failure`].
+    failures: tokio::sync::Notify,
+}
 
 #[derive(Debug)]
 struct Seen {
@@ -47,17 +54,20 @@ struct Seen {
 impl Default for StoreHealth {
     /// Answering as of now (a store is opened by talking to it).
     fn default() -> Self {
-        Self(Arc::new(Mutex::new(Seen {
-            answered: Instant::now(),
-            failure: None,
-        })))
+        Self(Arc::new(Shared {
+            seen: Mutex::new(Seen {
+                answered: Instant::now(),
+                failure: None,
+            }),
+            failures: tokio::sync::Notify::new(),
+        }))
     }
 }
 
 impl StoreHealth {
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
         // Every critical section leaves the state whole, so a poisoned lock holds a good one.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The store answered a question sent at `sent`.
@@ -79,12 +89,30 @@ impl StoreHealth {
     /// writes. `why` is what `/readyz` shows.
     pub fn failed(&self, why: String) {
         let now = Instant::now();
-        let mut seen = self.seen();
-        // Logged once per outage, not at every failing call.
-        if seen.failure.is_none() {
-            tracing::warn!(error = %why, "the task store is failing; /readyz answers 503");
+        {
+            let mut seen = self.seen();
+            // Logged once per outage, not at every failing call.
+            if seen.failure.is_none() {
+                tracing::warn!(error = %why, "the task store is failing; /readyz answers 503");
+            }
+            seen.failure = Some((now, why));
         }
-        seen.failure = Some((now, why));
+        self.0.failures.notify_waiters();
+    }
+
+    /// The failure's text once a failure is seen (at once if one is): what a check of the
+    /// store may stop waiting for, since something else found out first.
+    pub async fn next_failure(&self) -> String {
+        loop {
+            let woken = self.0.failures.notified();
+            tokio::pin!(woken);
+            // Registered before the status is read, so a failure in between is not missed.
+            woken.as_mut().enable();
+            if let Err(why) = self.status() {
+                return why;
+            }
+            woken.await;
+        }
     }
 
     /// `Ok` while the store answers; the newest failure's text while it does not.
@@ -124,6 +152,29 @@ mod tests {
             health.answered(sent);
             assert_eq!(health.status(), want, "step {step}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_next_failure_ends_when_one_is_seen_elsewhere() {
+        let health = StoreHealth::default();
+        let waiting = tokio::spawn({
+            let health = health.clone();
+            async move { health.next_failure().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        // From another thread, as the heartbeat's.
+        let elsewhere = health.clone();
+        std::thread::spawn(move || elsewhere.failed("refused".into()))
+            .join()
+            .expect("the failing thread");
+        let why = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("the waiter");
+        assert_eq!(why, "refused");
+        // Already failing: at once.
+        assert_eq!(health.next_failure().await, "refused");
     }
 
     #[test]
