@@ -34,6 +34,10 @@ pub const TASKS_FINISHED: &str = "agent_mcp_tasks_finished_total";
 pub const OLLAMA_REQUEST_SECONDS: &str = "agent_mcp_ollama_request_duration_seconds";
 /// Tokens Ollama reported, by `direction` (input = prompt_eval_count, output = eval_count).
 pub const TOKENS: &str = "agent_mcp_tokens_total";
+/// 1 while the task store answers, 0 from the moment a call, the lease heartbeat or the
+/// store's probe saw it fail until it answers again: the store's part of `/readyz`, read at
+/// scrape time. Always 1 for a store without an outage of its own (SQLite, memory).
+pub const STORE_UP: &str = "agent_mcp_store_up";
 
 /// Requests the HTTP edge turned away before the MCP stack saw them, by `reason`
 /// (`unauthorized`: no valid token, before the body was read; `body_budget`: no room in
@@ -92,6 +96,10 @@ pub fn record_connection_shed() {
 
 pub fn set_queue_depth(depth: usize) {
     metrics::gauge!(QUEUE_DEPTH).set(depth as f64);
+}
+
+pub fn set_store_up(up: bool) {
+    metrics::gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
 }
 
 /// Renders the Prometheus text exposition of everything recorded so far.

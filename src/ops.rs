@@ -2,11 +2,16 @@
 //!
 //! - `/healthz`: the process is up and serving HTTP (always 200).
 //! - `/readyz`: the task store takes writes and Ollama answers; 200 when both hold, else 503,
-//!   with a JSON body saying which check failed and why. The checks are made at most once
-//!   every [`READY_TTL`]: hits in between get the last result, so polling `/readyz` never
-//!   turns into one Ollama call and one store write per hit.
-//! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series), behind a bearer
-//!   token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens` or
+//!   with a JSON body saying which check failed and why. The store's part is what the store
+//!   last saw of itself ([`crate::store::StoreHealth`]): a failure seen by any call, the lease
+//!   heartbeat or the store's own probe (every [`crate::store::PROBE_EVERY`]) answers 503 at
+//!   once, and the first answer after it 200 again; only when nothing confirmed the store for
+//!   [`STORE_FRESH`] is it asked (one question at a time, whatever the number of hits).
+//!   Ollama is asked at most once every [`READY_TTL`]: hits in between get the last result,
+//!   so polling `/readyz` never turns into one Ollama call per hit.
+//! - `/metrics`: Prometheus text (see [`crate::metrics`] for the series; the store's health is
+//!   [`crate::metrics::STORE_UP`], read like `/readyz`'s without asking the store), behind a
+//!   bearer token when one is configured (`http.metrics_token_sha256`, else any of `auth.tokens` or
 //!   a valid `auth.oauth` access token).
 //!
 //! - `/.well-known/oauth-protected-resource/mcp` (RFC 9728 §3.1's form for the resource's
@@ -33,6 +38,7 @@ use crate::metrics::MetricsHandle;
 use crate::oauth::ProtectedResourceMetadata;
 use crate::protocol::{Credential, Refusal};
 use crate::redact::redact_urls_in;
+use crate::store::{PROBE_EVERY, StoreError};
 use crate::task::TaskState;
 use crate::transport::http::guard::check_host_and_origin;
 use crate::transport::http::{Admission, HttpRules};
@@ -40,8 +46,13 @@ use crate::transport::http::{Admission, HttpRules};
 /// How long `/readyz` waits for Ollama's `/api/version`.
 const OLLAMA_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long a readiness result is reused before `/readyz` checks again.
+/// How long Ollama's readiness result is reused before `/readyz` asks it again. The store's
+/// is never reused this way: see [`STORE_FRESH`].
 pub const READY_TTL: Duration = Duration::from_secs(5);
+
+/// How recently the store must have answered for `/readyz` to say so without asking it: a
+/// little over one [`PROBE_EVERY`], so a store whose probe runs is never asked by `/readyz`.
+pub const STORE_FRESH: Duration = PROBE_EVERY.saturating_add(Duration::from_millis(250));
 
 /// What `/readyz` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,28 +67,54 @@ impl Readiness {
     }
 }
 
-/// Checks the store and Ollama, at once (every call; `/readyz` reuses a recent result): the
-/// answer takes as long as the slower check (each has a deadline: the store's own,
-/// `store.timeout` for PostgreSQL, and 2 s for Ollama).
+/// Checks the store and Ollama, at once (Ollama at every call; `/readyz` reuses a recent
+/// result): the answer takes as long as the slower check (each has a deadline: the store's
+/// own, `store.timeout` for PostgreSQL, and 2 s for Ollama). The store is asked only when its
+/// health ([`crate::store::TaskStore::health`]) has no fresh word on it.
 pub async fn readiness(core: &AgentCore) -> Readiness {
     let store = async {
-        core.store
-            .check_writable()
-            .await
-            .map_err(|e| redact_urls_in(&e.to_string()).into_owned())
-    };
-    let ollama = async {
-        match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
-            Err(_) => Err(format!(
-                "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
-                core.ollama.shown_url()
-            )),
+        match known_store_state(core) {
+            Some(known) => known,
+            None => check_store(core).await,
         }
     };
+    let ollama = ollama_readiness(core);
     let (store, ollama) = tokio::join!(store, ollama);
     Readiness { store, ollama }
+}
+
+/// What the store's health says without asking it: a failure at once; an answer only if it
+/// is recent ([`STORE_FRESH`]). `None`: the store must be asked.
+fn known_store_state(core: &AgentCore) -> Option<Result<(), String>> {
+    let health = core.store.health()?;
+    match health.status() {
+        Err(why) => Some(Err(redact_urls_in(&why).into_owned())),
+        Ok(()) => health.confirmed_within(STORE_FRESH).then_some(Ok(())),
+    }
+}
+
+/// Asks the store whether it takes writes (a store with health records the outcome there).
+/// An unavailable store's error is said as its health says it, without the type's prefix.
+async fn check_store(core: &AgentCore) -> Result<(), String> {
+    core.store.check_writable().await.map_err(|e| {
+        let why = match e {
+            StoreError::Unavailable(why) => why,
+            other => other.to_string(),
+        };
+        redact_urls_in(&why).into_owned()
+    })
+}
+
+/// Whether Ollama answers `/api/version` within [`OLLAMA_PROBE_TIMEOUT`].
+async fn ollama_readiness(core: &AgentCore) -> Result<(), String> {
+    match tokio::time::timeout(OLLAMA_PROBE_TIMEOUT, core.ollama.version()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(redact_urls_in(&e.to_string()).into_owned()),
+        Err(_) => Err(format!(
+            "Ollama at {} did not answer /api/version within {OLLAMA_PROBE_TIMEOUT:?}",
+            core.ollama.shown_url()
+        )),
+    }
 }
 
 /// The operator endpoints, cheap to clone.
@@ -89,10 +126,16 @@ pub struct OpsEndpoints {
     metrics_admission: Option<Arc<dyn Admission>>,
     /// The RFC 9728 document and the path it is served at besides the root form.
     resource_metadata: Option<Arc<(String, Bytes)>>,
-    ready: Arc<tokio::sync::Mutex<Option<(Instant, Readiness)>>>,
+    /// Ollama's last readiness result and when it was found.
+    ollama_ready: Arc<tokio::sync::Mutex<Option<Found>>>,
+    /// Held while `/readyz` asks the store itself, so a flood of hits asks it once.
+    store_check: Arc<tokio::sync::Mutex<()>>,
 }
 
 type OpsResponse = Response<Full<Bytes>>;
+
+/// A readiness check's result and when it was found.
+type Found = (Instant, Result<(), String>);
 
 impl OpsEndpoints {
     /// The endpoints behind the default Host/Origin guard (loopback only) and an open
@@ -104,7 +147,8 @@ impl OpsEndpoints {
             rules: Arc::new(HttpRules::default()),
             metrics_admission: None,
             resource_metadata: None,
-            ready: Arc::default(),
+            ollama_ready: Arc::default(),
+            store_check: Arc::default(),
         }
     }
 
@@ -173,18 +217,45 @@ impl OpsEndpoints {
         resp
     }
 
-    async fn readyz(&self) -> OpsResponse {
-        // One check at a time; hits during it wait for its result instead of starting more.
-        let mut last = self.ready.lock().await;
-        let r = match &*last {
+    /// The store's part of `/readyz`: see [`known_store_state`]; when the store must be asked,
+    /// one hit asks and the others wait for its answer.
+    async fn store_readiness(&self) -> Result<(), String> {
+        if let Some(known) = known_store_state(&self.core) {
+            return known;
+        }
+        let _asking = self.store_check.lock().await;
+        // The hit that held the lock before may have just found out.
+        if let Some(known) = known_store_state(&self.core) {
+            return known;
+        }
+        let Some(health) = self.core.store.health() else {
+            return check_store(&self.core).await;
+        };
+        // A failure the heartbeat, the probe or a call sees meanwhile answers at once: a
+        // silent database is not waited for twice.
+        tokio::select! {
+            checked = check_store(&self.core) => checked,
+            why = health.next_failure() => Err(redact_urls_in(&why).into_owned()),
+        }
+    }
+
+    /// Ollama's part of `/readyz`, reused for [`READY_TTL`]; one check at a time, hits during
+    /// it wait for its result instead of starting more.
+    async fn ollama_readiness(&self) -> Result<(), String> {
+        let mut last = self.ollama_ready.lock().await;
+        match &*last {
             Some((at, r)) if at.elapsed() < READY_TTL => r.clone(),
             _ => {
-                let r = readiness(&self.core).await;
+                let r = ollama_readiness(&self.core).await;
                 *last = Some((Instant::now(), r.clone()));
                 r
             }
-        };
-        drop(last);
+        }
+    }
+
+    async fn readyz(&self) -> OpsResponse {
+        let (store, ollama) = tokio::join!(self.store_readiness(), self.ollama_readiness());
+        let r = Readiness { store, ollama };
         let check = |c: &Result<(), String>| match c {
             Ok(()) => json!({"ok": true}),
             Err(e) => json!({"ok": false, "error": e}),
@@ -259,6 +330,9 @@ impl OpsEndpoints {
             metrics::gauge!(crate::metrics::TASKS, "state" => state.as_str()).set(value as f64);
         }
         crate::metrics::set_queue_depth(queued);
+        // What `/readyz` would say of the store, without asking it: its health as last seen.
+        let store_up = self.core.store.health().is_none_or(|h| h.status().is_ok());
+        crate::metrics::set_store_up(store_up);
         text_response(
             StatusCode::OK,
             handle.render(),

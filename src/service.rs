@@ -268,7 +268,7 @@ impl AgentService {
         if task.state.is_terminal()
             || !task.input.is_waiting()
             || req.ctx.era() != Era::Modern
-            || !declares_form_elicitation(&req.ctx)
+            || !req.ctx.declares_form_elicitation()
         {
             return Ok(None);
         }
@@ -506,7 +506,7 @@ fn answer_path(ctx: &crate::protocol::RequestContext) -> Option<AnswerPath> {
     {
         return Some(AnswerPath::StdioElicitation);
     }
-    if !declares_form_elicitation(ctx) || ctx.era() != Era::Modern {
+    if !ctx.declares_form_elicitation() || ctx.era() != Era::Modern {
         return None;
     }
     Some(if ctx.declares_extension(TASKS_EXTENSION) {
@@ -514,15 +514,6 @@ fn answer_path(ctx: &crate::protocol::RequestContext) -> Option<AnswerPath> {
     } else {
         AnswerPath::Mrtr
     })
-}
-
-/// Whether the request's client capabilities declare form elicitation (`elicitation: {}`
-/// means form, 2026-07-28 `ClientCapabilities`).
-fn declares_form_elicitation(ctx: &crate::protocol::RequestContext) -> bool {
-    ctx.client_capabilities
-        .get("elicitation")
-        .and_then(Value::as_object)
-        .is_some_and(|e| e.is_empty() || e.contains_key("form"))
 }
 
 /// The `requestState` of an approval's `InputRequiredResult`: it names the task and carries

@@ -40,7 +40,8 @@ use super::backend::{TaskBackend, Tracked};
 use super::layer::TasksLayer;
 use super::streams::StreamGuard;
 use super::wire::{
-    TASKS_EXTENSION, TaskTiming, detailed_task, extension_not_declared, legacy_task, parse_task_id,
+    InputKinds, TASKS_EXTENSION, TaskTiming, detailed_task, extension_not_declared, legacy_task,
+    parse_task_id,
 };
 use crate::plugin::Follower;
 use crate::plugin::TaskState;
@@ -105,6 +106,7 @@ pub async fn listen<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest) -> 
     let shape = Shape::Listen {
         ack: Some(accepted.iter().map(|f| f.text.clone()).collect()),
         subscription,
+        kinds: InputKinds::declared_by(&req.ctx),
     };
     stream_response(&req, config, follower, accepted, shape, guard)
 }
@@ -260,10 +262,12 @@ impl Followed {
 
 /// What the stream is for.
 enum Shape {
-    /// A 2026-07-28 listen: `ack` is sent first (then `None`).
+    /// A 2026-07-28 listen: `ack` is sent first (then `None`). Its notifications carry input
+    /// requests of the `kinds` the listen request declared only.
     Listen {
         subscription: Value,
         ack: Option<Vec<String>>,
+        kinds: InputKinds,
     },
     /// 2025-11-25 on stdio: `response` (the `CreateTaskResult`) is sent first.
     Legacy { response: Option<Value> },
@@ -289,7 +293,9 @@ async fn next_message<B: TaskBackend>(mut st: Follow<B>) -> Option<(Value, Follo
     if !st.opened {
         st.opened = true;
         let first = match &mut st.shape {
-            Shape::Listen { subscription, ack } => json!({
+            Shape::Listen {
+                subscription, ack, ..
+            } => json!({
                 "jsonrpc": "2.0",
                 "method": "notifications/subscriptions/acknowledged",
                 "params": {
@@ -313,9 +319,13 @@ async fn next_message<B: TaskBackend>(mut st: Follow<B>) -> Option<(Value, Follo
                 continue;
             };
             let view = match &st.shape {
-                Shape::Listen { .. } => {
-                    detailed_task(&*st.backend, &now.task, now.queue_position, st.timing)
-                }
+                Shape::Listen { kinds, .. } => detailed_task(
+                    &*st.backend,
+                    &now.task,
+                    now.queue_position,
+                    st.timing,
+                    *kinds,
+                ),
                 Shape::Legacy { .. } => {
                     legacy_task(&*st.backend, &now.task, now.queue_position, st.timing)
                 }

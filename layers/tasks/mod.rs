@@ -16,7 +16,8 @@
 //! with `isError: true` (a tool-level failure), `cancelled` → `cancelled`; a running task whose
 //! tool call waits for a person's decision is `input_required`, and `tasks/get` (and push)
 //! carry its `inputRequests`, which `tasks/update` answers through
-//! [`TaskBackend::answer`]. `tasks/get` inlines the final `CallToolResult`, whose text is
+//! [`TaskBackend::answer`]; only to a request whose own client capabilities declare form
+//! elicitation ([`InputKinds`]): another sees the task wait, without them. `tasks/get` inlines the final `CallToolResult`, whose text is
 //! exactly the `agent_status` text; `tasks/cancel` and `tasks/update` answer with the empty ack
 //! (terminal tasks included); `tasks/result` and
 //! `tasks/list` are -32601. A request that did not declare the extension gets -32021 with
@@ -68,8 +69,8 @@ pub use listen::{MAX_TASK_IDS, STATUS_META, SUBSCRIPTION_ID};
 pub use service::Tasks;
 pub use streams::OpenStreams;
 pub use wire::{
-    MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status, modern_status,
-    status_message,
+    InputKinds, MAX_POLL_INTERVAL_MS, RELATED_TASK, TASKS_EXTENSION, TaskTiming, legacy_status,
+    modern_status, status_message,
 };
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use super::inner::{Inner, Stack};
 use super::layer::TasksLayer;
 use super::lookup::{Created, caller_task, create};
 use super::wire::{
-    TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, object_at, store_fault,
+    InputKinds, TASKS_EXTENSION, detailed_task, extension_not_declared, modern_task, object_at,
+    store_fault,
 };
 use crate::plugin::AGENT_RUN;
 use crate::plugin::task::input::Action;
@@ -73,6 +74,7 @@ pub async fn task_method<B: TaskBackend>(config: &TasksLayer<B>, req: McpRequest
             &task,
             queue_position,
             config.timing(),
+            InputKinds::declared_by(&req.ctx),
         ))),
         Method::TasksCancel => {
             // Cancelling a finished task is acknowledged the same way (idempotent).

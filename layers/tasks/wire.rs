@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::backend::TaskBackend;
-use crate::plugin::{ErrorObject, code};
+use crate::plugin::{ErrorObject, RequestContext, code};
 use crate::plugin::{Task, TaskState};
 
 /// The 2026-07-28 Tasks extension identifier.
@@ -155,6 +155,24 @@ fn task_fields<B: TaskBackend + ?Sized>(
     body
 }
 
+/// The kinds of input request a request may be sent: those its client capabilities declare
+/// (2026-07-28 MRTR: a server MUST NOT send input requests of a kind the request did not
+/// declare). This server asks only by form `elicitation/create`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputKinds {
+    pub form_elicitation: bool,
+}
+
+impl InputKinds {
+    /// What `ctx`, the request being answered, declares (not the request that created the
+    /// task: each request is asked only what it can answer).
+    pub fn declared_by(ctx: &RequestContext) -> Self {
+        Self {
+            form_elicitation: ctx.declares_form_elicitation(),
+        }
+    }
+}
+
 /// The 2026-07-28 `DetailedTask`: the task plus, once it is `completed`, its inlined result.
 ///
 /// The inlined result is "the result type of the original request" (the extension's
@@ -162,15 +180,24 @@ fn task_fields<B: TaskBackend + ?Sized>(
 /// `resultType: "complete"` like every result of that revision. The official Tasks client
 /// validates it as one and fails the whole call without it. The 2025-11-25 `tasks/result`
 /// payload stays legacy-shaped (see `legacy.rs`): no `resultType` there.
+///
+/// A waiting task is `input_required` with its waiting `statusMessage` whoever asks; its
+/// `inputRequests` hold only the kinds in `kinds`, and are left out when that leaves none:
+/// a request that declared no elicitation sees the task wait, and the answer comes through
+/// one that does.
 pub fn detailed_task<B: TaskBackend + ?Sized>(
     backend: &B,
     task: &Task,
     position: Option<usize>,
     timing: TaskTiming,
+    kinds: InputKinds,
 ) -> Map<String, Value> {
     let mut body = modern_task(backend, task, position, timing);
     if !task.state.is_terminal() && task.input.is_waiting() {
-        body.insert("inputRequests".into(), Value::Object(input_requests(task)));
+        let requests = input_requests(task, kinds);
+        if !requests.is_empty() {
+            body.insert("inputRequests".into(), Value::Object(requests));
+        }
     }
     if matches!(task.state, TaskState::Completed | TaskState::Failed) {
         let mut result = final_result(backend, task);
@@ -184,8 +211,12 @@ pub fn detailed_task<B: TaskBackend + ?Sized>(
 /// `elicitation/create` (Tasks extension, `input_required`: "a map of key → elicitation/create
 /// … request objects"; the 2026-07-28 `ElicitRequestFormParams`: `mode`, `message`, a flat
 /// `requestedSchema`). The decision is the answer's `action`: `accept` lets the call run,
-/// `decline` or `cancel` refuses it; the form asks for nothing else.
-pub fn input_requests(task: &Task) -> Map<String, Value> {
+/// `decline` or `cancel` refuses it; the form asks for nothing else. Only those of `kinds`:
+/// none without form elicitation.
+pub fn input_requests(task: &Task, kinds: InputKinds) -> Map<String, Value> {
+    if !kinds.form_elicitation {
+        return Map::new();
+    }
     task.input
         .pending
         .iter()
@@ -393,10 +424,12 @@ mod tests {
     #[test]
     fn only_finished_tool_calls_inline_a_result() {
         for state in [TaskState::Running, TaskState::Cancelled] {
-            assert!(!detailed_task(&*B, &task(state), None, TIMING).contains_key("result"));
+            assert!(
+                !detailed_task(&*B, &task(state), None, TIMING, ELICITS).contains_key("result")
+            );
         }
         let done = task(TaskState::Completed);
-        let body = detailed_task(&*B, &done, None, TIMING);
+        let body = detailed_task(&*B, &done, None, TIMING, ELICITS);
         // A 2026-07-28 CallToolResult: the official Tasks client rejects it without resultType.
         assert_eq!(body["result"]["resultType"], json!("complete"));
         assert_eq!(body["result"]["isError"], json!(false));
@@ -404,12 +437,62 @@ mod tests {
             body["result"]["content"][0]["text"],
             json!(B.result_text(&done))
         );
-        let failed = detailed_task(&*B, &task(TaskState::Failed), None, TIMING);
+        let failed = detailed_task(&*B, &task(TaskState::Failed), None, TIMING, ELICITS);
         assert_eq!(failed["status"], json!("completed"));
         assert_eq!(failed["result"]["isError"], json!(true));
         assert_eq!(failed["result"]["resultType"], json!("complete"));
         // The legacy tasks/result payload is built from the same fields without it.
         assert!(!final_result(&*B, &done).contains_key("resultType"));
+    }
+
+    const ELICITS: InputKinds = InputKinds {
+        form_elicitation: true,
+    };
+
+    /// A waiting task is `input_required` with the same fields for everyone; its
+    /// `inputRequests` only for a request that declared form elicitation (`elicitation: {}`
+    /// or `{"form": …}`), never for one that declared none or only URL mode.
+    #[test]
+    fn input_requests_go_only_to_a_request_that_declared_form_elicitation() {
+        let mut waiting = task(TaskState::Running);
+        waiting
+            .input
+            .pending
+            .push(crate::plugin::task::input::InputRequest {
+                key: "approval-1".into(),
+                tool: "run_command".into(),
+                summary: "touch made.txt".into(),
+                detail: String::new(),
+            });
+        let asked = json!({"approval-1": waiting.input.pending[0].elicitation()});
+        let ctx = |caps: Value| {
+            let mut ctx = RequestContext::new(
+                crate::plugin::ProtocolVersion::V2026_07_28,
+                crate::plugin::Transport::InProcess,
+            );
+            ctx.client_capabilities = caps;
+            ctx
+        };
+        for (caps, elicits) in [
+            (json!({"elicitation": {}}), true),
+            (json!({"elicitation": {"form": {}}}), true),
+            (json!({"elicitation": {"form": {}, "url": {}}}), true),
+            (json!({"elicitation": {"url": {}}}), false),
+            (json!({"extensions": {TASKS_EXTENSION: {}}}), false),
+            (json!({}), false),
+        ] {
+            let kinds = InputKinds::declared_by(&ctx(caps.clone()));
+            assert_eq!(kinds.form_elicitation, elicits, "{caps}");
+            let mut body = detailed_task(&*B, &waiting, None, TIMING, kinds);
+            assert_eq!(body["status"], json!("input_required"), "{caps}");
+            let requests = body.remove("inputRequests");
+            assert_eq!(requests, elicits.then(|| asked.clone()), "{caps}");
+            assert_eq!(
+                body,
+                modern_task(&*B, &waiting, None, TIMING),
+                "the rest is the same for every request: {caps}"
+            );
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod health;
 pub mod lease;
 mod memory;
 mod postgres;
@@ -36,6 +37,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use health::{PROBE_EVERY, StoreHealth};
 pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -101,6 +103,13 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// For readiness probes; cheap.
     async fn check_writable(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// What this process last saw of the store, for a store that can fail apart from the
+    /// process (a database server): fed by its calls, and by a probe of its own every
+    /// [`PROBE_EVERY`]. `None` (the default) for a store that has no outage of its own to
+    /// watch; readiness then asks [`TaskStore::check_writable`].
+    fn health(&self) -> Option<&StoreHealth> {
+        None
     }
     /// Writes what changes over a task's life: its state, step counts, current step, tokens,
     /// result and `updated_at` (`images` are ignored). What is fixed when the task is stored

@@ -5,6 +5,10 @@
 //! runtime, on its own connection, with a deadline on every step (connect, renew). A renewal
 //! also reads the task's cancel mark, the backstop of a lost cancel notification: a request seen
 //! there is announced as [`SharedEvent::Cancel`], as a notification would be.
+//!
+//! The thread also runs the store's health probe (`probe.rs`), on a connection of its own, for
+//! the same reason: a starved runtime must not keep an outage from showing. Each renewal tells
+//! [`StoreHealth`] whether the database answered.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,8 +19,9 @@ use tokio_postgres::{Client, NoTls, Statement};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::store::SharedEvent;
+use super::probe;
 use crate::store::lease::{Lease, LeaseLoss, LeaseTiming};
+use crate::store::{SharedEvent, StoreHealth};
 
 /// The leases this process holds, by task.
 pub(super) type Claims = Arc<Mutex<HashMap<Uuid, Lease>>>;
@@ -39,6 +44,10 @@ pub(super) struct Setup {
     pub wake: Arc<Notify>,
     /// Ends the thread (the store is dropped).
     pub stop: CancellationToken,
+    /// Told whether each renewal was answered.
+    pub health: StoreHealth,
+    /// The health probe run beside the renewals.
+    pub probe: probe::Setup,
 }
 
 /// Starts the heartbeat thread.
@@ -67,7 +76,11 @@ fn held(claims: &Claims) -> Vec<Lease> {
 }
 
 async fn run(setup: Setup) {
-    tokio::join!(watchdog(&setup), renew_loop(&setup));
+    tokio::join!(
+        watchdog(&setup),
+        renew_loop(&setup),
+        probe::run(&setup.probe)
+    );
 }
 
 /// Gives up each lease the moment its stop deadline passes without a confirmed renewal,
@@ -155,6 +168,11 @@ async fn renew_loop(setup: &Setup) {
                     failing = false;
                 }
                 Err(e) => {
+                    setup.health.failed(format!(
+                        "PostgreSQL at {}: the lease heartbeat cannot renew task {}'s lease ({e})",
+                        setup.shown,
+                        lease.task()
+                    ));
                     if !failing {
                         tracing::warn!(
                             task_id = %lease.task(),
@@ -201,6 +219,7 @@ async fn renew(
     .await
     .map_err(|_| format!("no answer within {deadline:?}"))?
     .map_err(|e| e.to_string())?;
+    setup.health.answered(sent);
     match row {
         Some(row) => {
             lease.renewed(sent);

@@ -3,16 +3,18 @@
 //! re-read what they may have missed. A connection that stops answering is a loss too: it is
 //! pinged every [`PING`], and connecting is bounded by `store.timeout`, so a silent partition
 //! (nothing closed, nothing answered) is noticed and the connection made anew once it heals.
+//! A lost connection is a store failure for [`StoreHealth`]: a database that shuts down ends
+//! it at once, before any call would notice.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 use uuid::Uuid;
 
-use super::CHANNEL;
-use crate::store::SharedEvent;
+use super::{CHANNEL, describe_text};
+use crate::store::{SharedEvent, StoreHealth};
 
 /// Wait between reconnection attempts.
 const RECONNECT: Duration = Duration::from_secs(1);
@@ -25,12 +27,23 @@ pub(super) async fn run(
     shown: Arc<str>,
     events: broadcast::Sender<SharedEvent>,
     timeout: Duration,
+    health: StoreHealth,
 ) {
     let mut first = true;
     // A database that stays away is logged once, not every second.
     let mut lost = false;
     loop {
-        match listen_once(&config, &events, first, timeout).await {
+        let ended = listen_once(&config, &events, first, timeout, &health).await;
+        health.failed(match &ended {
+            Ok(()) => format!("PostgreSQL at {shown} closed the LISTEN connection"),
+            Err(Lost::Postgres(e)) => describe_text(&shown, e),
+            Err(Lost::Silent(after)) => format!(
+                "PostgreSQL at {shown} did not answer within {} (the LISTEN connection); check \
+                 that it runs and that the network to it is up (store.timeout bounds each call)",
+                humantime::format_duration(*after)
+            ),
+        });
+        match ended {
             Ok(()) => tracing::warn!(url = %shown, "PostgreSQL closed the LISTEN connection"),
             Err(e) if !lost => tracing::warn!(url = %shown, error = %e, "LISTEN connection lost"),
             Err(e) => tracing::debug!(url = %shown, error = %e, "LISTEN connection still lost"),
@@ -55,7 +68,9 @@ async fn listen_once(
     events: &broadcast::Sender<SharedEvent>,
     first: bool,
     timeout: Duration,
+    health: &StoreHealth,
 ) -> Result<(), Lost> {
+    let sent = Instant::now();
     let (client, mut conn) = tokio::time::timeout(timeout, config.connect(NoTls))
         .await
         .map_err(|_| Lost::Silent(timeout))??;
@@ -80,6 +95,7 @@ async fn listen_once(
         tokio::time::timeout(timeout, client.batch_execute(&format!("LISTEN {CHANNEL}")))
             .await
             .map_err(|_| Lost::Silent(timeout))??;
+        health.answered(sent);
         tracing::debug!("listening for other instances' announcements");
         if !first {
             let _ = events.send(SharedEvent::Resync);
@@ -93,9 +109,11 @@ async fn listen_once(
                     };
                 }
                 () = tokio::time::sleep(PING) => {
+                    let sent = Instant::now();
                     tokio::time::timeout(timeout, client.simple_query(""))
                         .await
                         .map_err(|_| Lost::Silent(timeout))??;
+                    health.answered(sent);
                 }
             }
         }

@@ -23,10 +23,16 @@
 //! - **Announcements** on the channel `agent_mcp` (LISTEN/NOTIFY): `queued` (a task was
 //!   queued), `freed` (a task ended: the slot is free), `cancel:<id>`, `changed:<id>`. See
 //!   `listen.rs`.
+//! - **Health** ([`StoreHealth`]): every call, the heartbeat's renewals, the LISTEN connection
+//!   and a probe of the heartbeat thread's own (`probe.rs`, every [`super::PROBE_EVERY`]) say
+//!   whether the database answers, so readiness shows an outage at once, calls or not.
 
 mod fenced;
+#[cfg(test)]
+mod health_tests;
 mod heartbeat;
 mod listen;
+mod probe;
 mod queue;
 mod rows;
 mod schema;
@@ -38,7 +44,7 @@ mod tests;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -51,7 +57,7 @@ use uuid::Uuid;
 
 use super::lease::{Lease, LeaseTiming};
 use super::sqlite::queries::{from_ns, prepare_images, to_ns};
-use super::{SharedEvent, SharedQueue, StoreError, TaskStore};
+use super::{SharedEvent, SharedQueue, StoreError, StoreHealth, TaskStore};
 use crate::config::StoreConfig;
 use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn, TurnRole};
@@ -91,6 +97,9 @@ pub struct PostgresStore {
     listener: JoinHandle<()>,
     /// Ends the heartbeat thread.
     heartbeat: CancellationToken,
+    /// Whether the database answers, as every call, the heartbeat, the LISTEN connection and
+    /// the probe last saw it.
+    health: StoreHealth,
 }
 
 impl Drop for PostgresStore {
@@ -162,20 +171,30 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL pool: {e}")))?;
         let (events, _) = broadcast::channel(1024);
+        let health = StoreHealth::default();
         let listener = tokio::spawn(listen::run(
             with_server_deadlines(pg.clone(), timeout, config.lease),
             shown.clone(),
             events.clone(),
             timeout,
+            health.clone(),
         ));
         let instance = format!("{}-{}", std::process::id(), Uuid::new_v4().simple());
         let claims: heartbeat::Claims = Arc::new(Mutex::new(HashMap::new()));
         let renew_now = Arc::new(Notify::new());
         let stop = CancellationToken::new();
+        let mut probe = with_server_deadlines(pg.clone(), timeout, config.lease);
+        probe.connect_timeout(timeout);
         let mut beat = with_server_deadlines(pg, timing.fresh_for, config.lease);
         beat.connect_timeout(timing.fresh_for);
         heartbeat::spawn(heartbeat::Setup {
             config: beat,
+            probe: probe::Setup {
+                config: probe,
+                shown: shown.clone(),
+                timeout,
+                health: health.clone(),
+            },
             shown: shown.clone(),
             instance: instance.clone(),
             timing,
@@ -183,6 +202,7 @@ impl PostgresStore {
             events: events.clone(),
             wake: renew_now.clone(),
             stop: stop.clone(),
+            health: health.clone(),
         })
         .map_err(|e| StoreError::Unavailable(format!("cannot start the heartbeat thread: {e}")))?;
         Ok(PostgresStore {
@@ -196,6 +216,7 @@ impl PostgresStore {
             events,
             listener,
             heartbeat: stop,
+            health,
         })
     }
 
@@ -206,11 +227,13 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| {
-            StoreError::Unavailable(format!(
+            let why = format!(
                 "PostgreSQL at {} is unreachable ({e}); check that it runs and that store.url \
                  is right",
                 self.shown
-            ))
+            );
+            self.health.failed(why.clone());
+            StoreError::Unavailable(why)
         })
     }
 
@@ -224,26 +247,41 @@ impl PostgresStore {
         self.bounded_for(self.timeout, what, work).await
     }
 
+    /// Also what [`StoreHealth`] learns from the request path: an answer (a result, or an
+    /// error the database itself gave about the data) or a failure to reach it (recorded
+    /// where it is seen: [`Self::client`], [`Self::err`], or the deadline here).
     async fn bounded_for<T>(
         &self,
         deadline: Duration,
         what: &str,
         work: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(deadline, work)
-            .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(format!(
+        let sent = Instant::now();
+        let outcome = match tokio::time::timeout(deadline, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                let why = format!(
                     "PostgreSQL at {} did not answer within {} (to {what}); check that it runs \
                      and that the network to it is up (store.timeout bounds each call)",
                     self.shown,
                     humantime::format_duration(deadline)
-                )))
-            })
+                );
+                self.health.failed(why.clone());
+                return Err(StoreError::Unavailable(why));
+            }
+        };
+        if !matches!(outcome, Err(StoreError::Unavailable(_))) {
+            self.health.answered(sent);
+        }
+        outcome
     }
 
     fn err(&self, e: tokio_postgres::Error) -> StoreError {
-        describe(&self.shown, &e)
+        let why = describe_text(&self.shown, &e);
+        if is_outage(&e) {
+            self.health.failed(why.clone());
+        }
+        StoreError::Unavailable(why)
     }
 
     /// The first column of the one row `sql` answers, `params` as `$1`….
@@ -393,8 +431,29 @@ async fn migrate(
     }
 }
 
+/// Whether `e` says the database cannot be reached or cannot do its work now (as opposed to
+/// an error about the statement or the data, which it answered): the connection is gone or
+/// failed (an I/O error underneath), or the server says it is shutting down, starting, out of
+/// resources, read-only or broken.
+pub(super) fn is_outage(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return ["08", "53", "58", "XX"].iter().any(|c| code.starts_with(c))
+            || matches!(code, "57P01" | "57P02" | "57P03" | "25006");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
 fn describe(shown: &str, e: &tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(match e.as_db_error() {
+    StoreError::Unavailable(describe_text(shown, e))
+}
+
+/// What [`describe`] says, as text (what [`StoreHealth`] shows).
+pub(super) fn describe_text(shown: &str, e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
         Some(db) => format!(
             "PostgreSQL at {shown}: {} (SQLSTATE {})",
             db.message(),
@@ -412,7 +471,7 @@ fn describe(shown: &str, e: &tokio_postgres::Error) -> StoreError {
             }
             message
         }
-    })
+    }
 }
 
 #[async_trait]
@@ -604,10 +663,9 @@ impl TaskStore for PostgresStore {
         self.bounded("check that it takes writes", async {
             let standby: bool = self.value("SELECT pg_is_in_recovery()", &[]).await?;
             if standby {
-                return Err(StoreError::Unavailable(format!(
-                    "PostgreSQL at {} is a read-only standby; point store.url at the primary",
-                    self.shown
-                )));
+                let why = standby_message(&self.shown);
+                self.health.failed(why.clone());
+                return Err(StoreError::Unavailable(why));
             }
             Ok(())
         })
@@ -715,4 +773,13 @@ impl TaskStore for PostgresStore {
     fn shared(&self) -> Option<&dyn SharedQueue> {
         Some(self)
     }
+
+    fn health(&self) -> Option<&StoreHealth> {
+        Some(&self.health)
+    }
+}
+
+/// Why a standby cannot be this store.
+pub(super) fn standby_message(shown: &str) -> String {
+    format!("PostgreSQL at {shown} is a read-only standby; point store.url at the primary")
 }

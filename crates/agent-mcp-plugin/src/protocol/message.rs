@@ -91,6 +91,17 @@ impl RequestContext {
             .and_then(|e| e.get(id))
             .is_some()
     }
+
+    /// Does this request declare form elicitation in its client capabilities
+    /// (`elicitation: {}` means form, 2026-07-28 `ClientCapabilities`)? A server sends it
+    /// an `elicitation/create` of form mode only then (MRTR: never an input request of a kind
+    /// the request did not declare).
+    pub fn declares_form_elicitation(&self) -> bool {
+        self.client_capabilities
+            .get("elicitation")
+            .and_then(serde_json::Value::as_object)
+            .is_some_and(|e| e.is_empty() || e.contains_key("form"))
+    }
 }
 
 /// One JSON-RPC request (with an id) or notification (without): its [`RequestParts`] behind
