@@ -18,7 +18,8 @@
 #   `add` subtracts);
 # - CARGO_INSTALL_ROOT: a scratch folder whose bin/ is first on PATH, so `cargo install` does not
 #   touch ~/.cargo/bin;
-# - CARGO_TARGET_DIR: this repository's target/, so the copy reuses what is built already;
+# - CARGO_TARGET_DIR: this repository's target/, so the copy reuses what is built already (the
+#   copy keeps the files' times; once the release build exists, a run takes seconds);
 # - XDG_STATE_HOME: a scratch state folder for the servers' task databases.
 # A command that starts a server (its last word `serve`) runs in the background until
 # http://127.0.0.1:8080/healthz answers, and is stopped before the next server starts (both use
