@@ -189,7 +189,11 @@ fn check_config(
     let model = runtime.block_on(agent_mcp::agent::probe_model(config));
     let _ = writeln!(out, "# {model}");
     let _ = out.flush();
-    if !config.agent.commands.allow.is_empty() {
+    match agent_mcp::agent::tools::sandbox::describe(config.agent.commands.enabled) {
+        Ok(how) => report(&format!("run_command: {how}")),
+        Err(why) => report(&format!("warning: run_command: {why}")),
+    }
+    if config.agent.commands.enabled != agent_mcp::config::CommandsSwitch::Off {
         match agent_mcp::agent::tools::describe_network_isolation(config.agent.commands.network) {
             Ok(how) => report(&format!("run_command: {how}")),
             Err(why) => report(&format!("warning: run_command: {why}")),

@@ -521,7 +521,16 @@ async fn commands_do_not_see_the_servers_environment() {
         .filter_map(|l| l.split_once('=').map(|(k, _)| k))
         .collect();
     names.sort_unstable();
-    assert_eq!(names, ["HOME", "LANG", "PATH", "TMPDIR"], "{tool_result}");
+    // Besides these, the toolchains' own variables where this machine has them (RUSTUP_HOME,
+    // PYENV_ROOT…): a command's HOME is its task's folder, so they say where the toolchains are.
+    let mut expected = vec!["HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE", "TMPDIR"];
+    expected.extend(
+        agent_mcp::agent::tools::sandbox::toolchain_homes()
+            .iter()
+            .map(|(name, _)| *name),
+    );
+    expected.sort_unstable();
+    assert_eq!(names, expected, "{tool_result}");
     let _ = child.kill().await;
 }
 

@@ -380,7 +380,7 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
     std::fs::hard_link(&secret, ws.join("hard.txt")).unwrap();
 
     // Each refusal, and the attempts that must get it.
-    let refusals: [(&str, Vec<(&str, Value)>); 4] = [
+    let refusals: [(&str, Vec<(&str, Value)>); 5] = [
         (
             "outside the workspace",
             vec![
@@ -406,7 +406,11 @@ async fn sandbox_escapes_are_refused_as_tool_errors() {
         ("hard links", vec![read("hard.txt")]),
         (
             "not an allowed program",
-            vec![run(&["rm", "-rf", "../outside"]), run(&["/bin/echo", "x"])],
+            vec![run(&["rm", "-rf", "../outside"])],
+        ),
+        (
+            "is a path; give a program name",
+            vec![run(&["/bin/echo", "x"])],
         ),
     ];
     let attempts: Vec<(&str, Value, &str)> = refusals

@@ -323,7 +323,18 @@ impl Agent {
         // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
         // so it is asked beside the start, not before it.
         tokio::spawn(describe_model(core.clone()));
-        if !core.settings.tools.commands.allow.is_empty() {
+        match tools::sandbox::describe(config.agent.commands.enabled) {
+            Ok(how) => tracing::info!("run_command: {how}"),
+            Err(why) => tracing::warn!("run_command: {why}"),
+        }
+        if core.settings.tools.commands.enabled {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            if let Err(e) = tools::sandbox::guard_this_process() {
+                tracing::warn!(
+                    "run_command: cannot make this process undumpable ({e}); its commands may \
+                     be able to read its memory and environment through /proc"
+                );
+            }
             match tools::describe_command_isolation() {
                 Ok(how) => tracing::info!("run_command: {how}"),
                 Err(why) => tracing::warn!("run_command: {why}"),

@@ -186,7 +186,7 @@ impl ApprovalsConfig {
             }
     }
 
-    /// Checks the section; `programs` is `agent.commands.allow`.
+    /// Checks the section; `programs` is `agent.commands.allow` (empty: any program).
     pub(super) fn validate(&self, programs: &[String]) -> Result<(), (&'static str, String)> {
         if self.timeout.is_zero() {
             return Err((
@@ -220,7 +220,7 @@ impl ApprovalsConfig {
                         ),
                     ));
                 }
-                if !programs.iter().any(|p| p == program) {
+                if !programs.is_empty() && !programs.iter().any(|p| p == program) {
                     return Err((
                         key,
                         format!(

@@ -281,7 +281,11 @@ impl Default for AgentToolsConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentCommandsConfig {
-    /// Program names (`argv[0]`, no path) the model may run. Empty: run_command is not offered.
+    /// Whether the agent may run commands: `auto` (the default) where the kernel can sandbox
+    /// them (Landlock), `true` also without that sandbox, `false` never.
+    pub enabled: CommandsSwitch,
+    /// Program names (`argv[0]`, no path) the model may run. Empty (the default): any program
+    /// found on the command `PATH`.
     pub allow: Vec<String>,
     /// A command still running after this is killed (with its process group).
     #[serde(with = "humantime_serde_compat")]
@@ -299,6 +303,62 @@ pub struct AgentCommandsConfig {
     /// Let commands reach the network. Off (the default): each command runs in a network
     /// namespace of its own with only a loopback interface, where the kernel allows it.
     pub network: bool,
+    /// Folders commands may read besides the workspace, the system's folders, `PATH` and the
+    /// usual toolchain folders (a compiler or package cache elsewhere). Absolute paths.
+    pub read_paths: Vec<PathBuf>,
+}
+
+/// `agent.commands.enabled`: `auto`, `true` or `false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandsSwitch {
+    /// Commands run where the kernel sandboxes them (Landlock), and are off elsewhere.
+    #[default]
+    Auto,
+    /// Commands run, with the Landlock sandbox where the kernel has it and without it elsewhere.
+    On,
+    /// No commands: `run_command` is not offered.
+    Off,
+}
+
+impl Serialize for CommandsSwitch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CommandsSwitch::Auto => s.serialize_str("auto"),
+            CommandsSwitch::On => s.serialize_bool(true),
+            CommandsSwitch::Off => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CommandsSwitch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = CommandsSwitch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("auto, true or false")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(if v {
+                    CommandsSwitch::On
+                } else {
+                    CommandsSwitch::Off
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "auto" => Ok(CommandsSwitch::Auto),
+                    "true" => Ok(CommandsSwitch::On),
+                    "false" => Ok(CommandsSwitch::Off),
+                    other => Err(E::invalid_value(
+                        serde::de::Unexpected::Str(other),
+                        &"auto, true or false",
+                    )),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// `agent.commands.limits`: rlimits set in each command's process before `exec`, inherited by
@@ -343,6 +403,8 @@ impl Default for AgentCommandsConfig {
             env: std::collections::BTreeMap::new(),
             limits: CommandLimits::default(),
             network: false,
+            enabled: CommandsSwitch::Auto,
+            read_paths: Vec::new(),
         }
     }
 }

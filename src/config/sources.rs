@@ -210,8 +210,8 @@ impl Config {
         }
         if self.agent.commands.allow.is_empty() {
             derived.insert(
-                "agent.commands.network",
-                "no effect: no command is allowed".into(),
+                "agent.commands.allow",
+                "empty: any program found on the command PATH".into(),
             );
         }
         derived.insert(

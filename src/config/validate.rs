@@ -438,6 +438,15 @@ impl AgentConfig {
                 );
             }
         }
+        if let Some(path) = self.commands.read_paths.iter().find(|p| !p.is_absolute()) {
+            return invalid(
+                "agent.commands.read_paths",
+                format!(
+                    "'{}' must be an absolute path, e.g. /opt/toolchains",
+                    path.display()
+                ),
+            );
+        }
         if self.commands.timeout.is_zero() {
             return invalid("agent.commands.timeout", "must be greater than 0".into());
         }

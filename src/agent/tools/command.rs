@@ -21,6 +21,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
+use super::sandbox::TaskScratch;
 use super::workspace::Workspace;
 use super::{CommandSettings, ToolError};
 
@@ -65,6 +66,7 @@ enum Ending {
 pub(super) async fn run_command(
     ws: &Workspace,
     settings: &CommandSettings,
+    scratch: &TaskScratch,
     args: &RunCommandArgs,
     cancel: &CancellationToken,
 ) -> Result<CommandRun, ToolError> {
@@ -73,7 +75,15 @@ pub(super) async fn run_command(
             "argv is empty; give the program first".into(),
         ));
     };
-    if !settings.allow.iter().any(|a| a == program) || program.contains(['/', '\\']) {
+    if program.contains(['/', '\\']) {
+        return Err(ToolError::Refused(format!(
+            "'{}' is a path; give a program name found on PATH (e.g. python3, cargo), and \
+             run a script of the workspace through its interpreter (e.g. [\"python3\", \
+             \"script.py\"])",
+            crate::agent::plan::one_line(program),
+        )));
+    }
+    if !settings.allow.is_empty() && !settings.allow.iter().any(|a| a == program) {
         return Err(ToolError::Refused(format!(
             "'{}' is not an allowed program; allowed: {}",
             crate::agent::plan::one_line(program),
@@ -94,6 +104,7 @@ pub(super) async fn run_command(
     }
     check_arguments(ws, &cwd, &args.argv)?;
     let path_var = command_path(settings, ws);
+    let scratch = scratch.path().map_err(ToolError::Io)?;
     let executable = find_program(program, &path_var, ws).ok_or_else(|| {
         ToolError::Refused(format!("'{program}' was not found on the command PATH"))
     })?;
@@ -120,6 +131,41 @@ pub(super) async fn run_command(
         Err(_) => None,
     };
 
+    // The filesystem sandbox, made here (it opens the folders it names) and enforced in the
+    // child.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let landlock = match settings.landlock {
+        Some(landlock) => {
+            let guarded: Vec<PathBuf> = ws.protected().paths().map(Path::to_path_buf).collect();
+            let policy = super::sandbox::SandboxPolicy::for_command(
+                ws.root(),
+                scratch,
+                &path_var,
+                &settings.read_paths,
+                &guarded,
+            );
+            Some(landlock.prepare(&policy).map_err(|e| {
+                ToolError::Io(format!("cannot prepare the sandbox for '{program}': {e}"))
+            })?)
+        }
+        None => None,
+    };
+
+    // `.git` and the like read-only, where the server can make a mount namespace (see
+    // `sandbox.rs`); elsewhere the argument check alone keeps commands from naming them.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let mounts = match super::sandbox::read_only_mounts() {
+        Ok(()) if settings.landlock.is_some() => {
+            let mounts =
+                super::sandbox::ReadOnlyMounts::for_workspace(ws.root(), ws.read_only_paths())
+                    .map_err(|e| {
+                        ToolError::Io(format!("cannot prepare '{program}' to run: {e}"))
+                    })?;
+            (!mounts.is_empty()).then_some(mounts)
+        }
+        _ => None,
+    };
+
     // Cut off from the network, unless the configuration lets commands reach it or the
     // kernel allows no namespace (then start-up said so).
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -142,9 +188,14 @@ pub(super) async fn run_command(
         .args(&args.argv[1..])
         .env_clear()
         .env("PATH", &path_var)
-        .env("HOME", home(ws))
-        .env("TMPDIR", std::env::temp_dir())
+        // The task's own folder: what a program keeps in HOME (caches, logs, dotfiles) stays
+        // with the task and goes with it.
+        .env("HOME", scratch)
+        .env("TMPDIR", scratch)
         .env("LANG", "C.UTF-8")
+        // No bytecode caches: a .pyc written in the same second as an edit can run stale code.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .envs(super::sandbox::toolchain_homes())
         .envs(&settings.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -167,7 +218,13 @@ pub(super) async fn run_command(
             limits: wanted_limits(&settings.limits),
             #[cfg(any(target_os = "linux", target_os = "android"))]
             network,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            mounts,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            landlock,
             cwd: Some(held_cwd),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            drop_capabilities: true,
         };
         set_up_child(&mut command, setup);
     }
@@ -222,6 +279,9 @@ pub(super) async fn run_command(
         },
     };
     let mut out = format!("$ {}\n{head}\n", args.argv.join(" "));
+    let denied = settings.landlock.is_some()
+        && !matches!(ending, Ending::Exited(status) if status.success())
+        && (super::sandbox::was_denied(&stdout) || super::sandbox::was_denied(&stderr));
     for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
         if !text.is_empty() {
             out.push_str(&format!("{name}:\n{text}"));
@@ -229,6 +289,10 @@ pub(super) async fn run_command(
                 out.push('\n');
             }
         }
+    }
+    if denied {
+        out.push_str(super::sandbox::DENIED_NOTE);
+        out.push('\n');
     }
     let end = match ending {
         Ending::Exited(status) => CommandEnd::Exited(status.code()),
@@ -445,7 +509,9 @@ fn wanted_limits(_limits: &crate::config::CommandLimits) -> Vec<Limit> {
 }
 
 /// What the child does between `fork` and `exec`, in this order: join its cgroup, set its
-/// rlimits, enter its network namespace, change into its `cwd` (held open beneath the root).
+/// rlimits, enter its network namespace, change into its `cwd` (held open beneath the root),
+/// mount version-control metadata read-only in a mount namespace, enforce its filesystem
+/// sandbox, drop its capabilities.
 #[cfg(unix)]
 struct ChildSetup {
     /// `cgroup.procs` of the command's cgroup, open for writing.
@@ -454,14 +520,23 @@ struct ChildSetup {
     /// A network namespace of its own (see `netns.rs`); `None`: the server's network.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     network: Option<super::netns::NetnsSetup>,
+    /// Version-control metadata made read-only in a mount namespace (see `sandbox.rs`).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    mounts: Option<super::sandbox::ReadOnlyMounts>,
+    /// The filesystem sandbox (see `sandbox.rs`); taken when enforced.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    landlock: Option<landlock::RulesetCreated>,
     cwd: Option<std::os::fd::OwnedFd>,
+    /// Start the program without capabilities (every command; not the start-up probe).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    drop_capabilities: bool,
 }
 
 #[cfg(unix)]
 impl ChildSetup {
     /// Runs in the child after `fork`: only system calls (no allocation, no lock), which is
     /// what is allowed there. An error stops the child before `exec` and fails the spawn.
-    fn apply(&self) -> std::io::Result<()> {
+    fn apply(&mut self) -> std::io::Result<()> {
         if let Some(procs) = &self.cgroup {
             // `0` is "the writing process": the child moves itself before it can fork.
             rustix::io::write(procs, b"0")?;
@@ -478,8 +553,25 @@ impl ChildSetup {
         if let Some(network) = &self.network {
             network.enter()?;
         }
+        // Into the folder before the mount namespace: unsharing carries the working folder over
+        // to the namespace's copy of its mount, where a handle held from before would not.
         if let Some(cwd) = &self.cwd {
             rustix::process::fchdir(cwd)?;
+        }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(mounts) = &self.mounts {
+            mounts.enter()?;
+        }
+        // After the cgroup and the namespaces (which write to /sys and /proc, and mount),
+        // before exec.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(ruleset) = self.landlock.take() {
+            super::sandbox::Landlock::enforce(ruleset)?;
+        }
+        // Last: the steps above may need the server's capabilities (cgroup, namespace).
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if self.drop_capabilities {
+            super::sandbox::drop_capabilities()?;
         }
         Ok(())
     }
@@ -498,7 +590,31 @@ pub(super) fn enter_network_namespace(
             cgroup: None,
             limits: Vec::new(),
             network: Some(network),
+            mounts: None,
+            landlock: None,
             cwd: None,
+            drop_capabilities: false,
+        },
+    );
+}
+
+/// Has `command`'s child mount `mounts` read-only in a mount namespace of its own, and nothing
+/// else (the start-up probe of `sandbox.rs`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn enter_read_only_mounts(
+    command: &mut std::process::Command,
+    mounts: super::sandbox::ReadOnlyMounts,
+) {
+    set_up_child(
+        command,
+        ChildSetup {
+            cgroup: None,
+            limits: Vec::new(),
+            network: None,
+            mounts: Some(mounts),
+            landlock: None,
+            cwd: None,
+            drop_capabilities: false,
         },
     );
 }
@@ -511,11 +627,16 @@ fn set_up_child(command: &mut std::process::Command, setup: ChildSetup) {
     // SAFETY: `pre_exec` runs the closure in the forked child, where only async-signal-safe
     // operations are sound (another thread may have held the allocator's or any other lock at
     // the fork). `ChildSetup::apply` makes only raw system calls (through rustix: `write`,
-    // `prlimit64`, `open`, `socket`, `sendto`, `recvfrom`, `fchdir`; through nix: `unshare`)
-    // on values prepared before the fork: it reads `setup` (moved into the closure, not
-    // mutated), does not allocate (a rustix or nix `Errno` converts into `io::Error` without
-    // allocating), takes no lock and touches no thread-local state.
+    // `prlimit64`, `open`, `socket`, `sendto`, `recvfrom`, `fchdir`; through nix: `unshare`;
+    // `mount` through rustix, on C strings made before; through landlock:
+    // `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `close`;
+    // `prctl(PR_CAPBSET_DROP)`, `prctl(PR_CAP_AMBIENT)` and `capset` to drop capabilities) on
+    // values prepared before the fork: it reads `setup` (moved into the closure) and takes
+    // the ruleset out of it (`Option::take`, a move), does not allocate (a rustix, nix or
+    // landlock error holds an `io::Error` made from an errno, without allocating), takes no
+    // lock and touches no thread-local state.
     unsafe {
+        let mut setup = setup;
         command.pre_exec(move || setup.apply());
     }
 }
@@ -580,15 +701,6 @@ fn command_path(settings: &CommandSettings, ws: &Workspace) -> String {
         .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned())
 }
 
-/// `HOME` for commands: the server's (toolchains such as cargo and rustup live there), else
-/// the workspace.
-fn home(ws: &Workspace) -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .unwrap_or_else(|| ws.root().to_path_buf())
-}
-
 /// The first executable file named `program` on `path`, if it is not inside the workspace.
 fn find_program(program: &str, path: &str, ws: &Workspace) -> Option<PathBuf> {
     std::env::split_paths(path)
@@ -626,7 +738,10 @@ mod tests {
 
     fn settings(allow: &[&str], timeout: Duration, cap: usize) -> CommandSettings {
         CommandSettings {
+            enabled: true,
+            landlock: super::super::sandbox::landlock().ok(),
             allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+            read_paths: Vec::new(),
             timeout,
             max_output_bytes: cap,
             path: None,
@@ -641,10 +756,16 @@ mod tests {
             argv: argv.iter().map(|a| (*a).to_owned()).collect(),
             cwd: String::new(),
         };
-        run_command(ws, s, &args, &CancellationToken::new())
-            .await
-            .map(|run| run.text)
-            .map_err(|e| e.to_string())
+        run_command(
+            ws,
+            s,
+            &TaskScratch::default(),
+            &args,
+            &CancellationToken::new(),
+        )
+        .await
+        .map(|run| run.text)
+        .map_err(|e| e.to_string())
     }
 
     #[tokio::test]
@@ -673,10 +794,25 @@ mod tests {
         ] {
             let e = run(&ws, &s, argv).await.unwrap_err();
             assert!(
-                e.contains("not an allowed program") || e.contains("argv is empty"),
+                e.contains("not an allowed program")
+                    || e.contains("argv is empty")
+                    || e.contains("is a path; give a program name found on PATH"),
                 "{e}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn an_empty_allow_list_runs_any_program_on_path() {
+        let (_dir, ws) = empty_workspace();
+        let s = settings(&[], Duration::from_secs(10), 4096);
+        let out = run(&ws, &s, &["echo", "hi"]).await.unwrap();
+        assert_eq!(out, "$ echo hi\nexit status: 0\nstdout:\nhi\n");
+        let e = run(&ws, &s, &["no-such-program-here"]).await.unwrap_err();
+        assert_eq!(
+            e,
+            "'no-such-program-here' was not found on the command PATH"
+        );
     }
 
     #[tokio::test]
@@ -691,11 +827,22 @@ mod tests {
             .filter_map(|l| l.split_once('=').map(|(k, _)| k))
             .collect();
         names.sort_unstable();
-        assert_eq!(
-            names,
-            ["CARGO_TERM_COLOR", "HOME", "LANG", "PATH", "TMPDIR"],
-            "{out}"
+        // The toolchains' own variables (RUSTUP_HOME, PYENV_ROOT…) where this machine has them.
+        let mut expected = vec![
+            "CARGO_TERM_COLOR",
+            "HOME",
+            "LANG",
+            "PATH",
+            "PYTHONDONTWRITEBYTECODE",
+            "TMPDIR",
+        ];
+        expected.extend(
+            super::super::sandbox::toolchain_homes()
+                .iter()
+                .map(|(v, _)| *v),
         );
+        expected.sort_unstable();
+        assert_eq!(names, expected, "{out}");
     }
 
     #[tokio::test]

@@ -55,6 +55,7 @@ mod netns;
 mod output;
 mod registry;
 mod run;
+pub mod sandbox;
 mod spec;
 mod trace;
 pub mod workspace;
@@ -66,7 +67,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, CommandsSwitch};
 use crate::ollama::ToolCall;
 pub use cgroup::describe as describe_command_isolation;
 pub use command::{CommandEnd, CommandRun};
@@ -118,7 +119,15 @@ pub struct ToolSettings {
 /// `agent.commands`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommandSettings {
+    /// Whether `run_command` is offered (`agent.commands.enabled`, `auto` resolved).
+    pub enabled: bool,
+    /// The kernel's Landlock, which confines every command; `None`: commands run without the
+    /// filesystem sandbox (only with `agent.commands.enabled: true`).
+    pub landlock: Option<sandbox::Landlock>,
+    /// Programs the model may start; empty: any found on the command `PATH`.
     pub allow: Vec<String>,
+    /// `agent.commands.read_paths`.
+    pub read_paths: Vec<PathBuf>,
     pub timeout: Duration,
     pub max_output_bytes: usize,
     pub path: Option<String>,
@@ -146,7 +155,14 @@ impl ToolSettings {
             max_read_bytes: bytes(agent.tools.max_read_bytes),
             max_output_bytes: bytes(agent.tools.max_output_bytes),
             commands: CommandSettings {
+                enabled: match agent.commands.enabled {
+                    CommandsSwitch::Auto => sandbox::landlock().is_ok(),
+                    CommandsSwitch::On => true,
+                    CommandsSwitch::Off => false,
+                },
+                landlock: sandbox::landlock().ok(),
                 allow: agent.commands.allow.clone(),
+                read_paths: agent.commands.read_paths.clone(),
                 timeout: agent.commands.timeout,
                 max_output_bytes: bytes(agent.commands.max_output_bytes),
                 path: agent.commands.path.clone(),
@@ -273,6 +289,8 @@ pub(crate) struct ToolContext {
     pub workspace: Workspace,
     pub settings: ToolSettings,
     pub ledger: Arc<Ledger>,
+    /// The task's temporary folder for its commands, removed when the task's toolbox goes.
+    pub scratch: Arc<sandbox::TaskScratch>,
 }
 
 /// The enabled tools over one opened workspace, for one task: it keeps the task's
@@ -292,8 +310,7 @@ impl Toolbox {
         let enabled = TOOL_NAMES
             .into_iter()
             .filter(|name| !settings.disabled.iter().any(|d| d == name))
-            // A command tool with nothing allowed would only ever refuse.
-            .filter(|name| *name != "run_command" || !settings.commands.allow.is_empty())
+            .filter(|name| *name != "run_command" || settings.commands.enabled)
             .filter_map(spec)
             .collect();
         Ok(Toolbox {
@@ -301,6 +318,7 @@ impl Toolbox {
                 workspace,
                 settings: settings.clone(),
                 ledger: Arc::new(Ledger::default()),
+                scratch: Arc::default(),
             },
             enabled,
         })
@@ -499,15 +517,17 @@ mod tests {
     }
 
     #[test]
-    fn run_command_is_offered_only_with_an_allow_list() {
+    fn run_command_is_offered_when_commands_are_enabled() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = settings(dir.path());
+        s.commands.enabled = false;
         assert!(
             !Toolbox::open(&s)
                 .unwrap()
                 .enabled()
                 .contains(&"run_command")
         );
+        s.commands.enabled = true;
         s.commands.allow = vec!["cargo".into()];
         s.disabled = vec!["write_file".into()];
         let tb = Toolbox::open(&s).unwrap();

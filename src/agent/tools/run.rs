@@ -20,7 +20,9 @@ impl ToolHandler for RunCommand {
         let commands = &call.ctx.settings.commands;
         let limit = commands.timeout + COMMAND_DEADLINE_MARGIN;
         let run = tokio::select! {
-            run = command::run_command(&call.ctx.workspace, commands, &args, call.cancel) => run?,
+            run = command::run_command(
+                &call.ctx.workspace, commands, &call.ctx.scratch, &args, call.cancel,
+            ) => run?,
             () = tokio::time::sleep(limit) => return Err(ToolError::Deadline {
                 tool: call.spec.name,
                 limit: humantime::format_duration(limit).to_string(),
@@ -35,7 +37,7 @@ impl ToolHandler for RunCommand {
 
 impl super::Toolbox {
     /// Runs one of the operator's `agent.checks` commands (`argv`, its program need not be on
-    /// `agent.commands.allow`) in the workspace, with the confinement, environment, limits and
+    /// `agent.commands.allow`) in the workspace, with the sandbox, environment, limits and
     /// timeout of `run_command`.
     pub async fn run_check(
         &self,
@@ -48,7 +50,14 @@ impl super::Toolbox {
             argv: argv.to_vec(),
             cwd: String::new(),
         };
-        let run = command::run_command(&self.ctx.workspace, &commands, &args, cancel).await?;
+        let run = command::run_command(
+            &self.ctx.workspace,
+            &commands,
+            &self.ctx.scratch,
+            &args,
+            cancel,
+        )
+        .await?;
         if run.end == CommandEnd::Cancelled {
             return Err(CallError::Cancelled);
         }

@@ -133,11 +133,20 @@ impl ToolSpec {
     /// The description the model is shown, given the settings.
     fn describe(&self, settings: &super::ToolSettings) -> String {
         match self.kind {
-            ToolKind::Run => format!(
-                "{} Allowed programs: {}.",
-                self.description,
-                settings.commands.allow.join(", ")
-            ),
+            ToolKind::Run => {
+                let programs = if settings.commands.allow.is_empty() {
+                    "Any program on PATH may run, e.g. the project's tests.".to_owned()
+                } else {
+                    format!("Allowed programs: {}.", settings.commands.allow.join(", "))
+                };
+                let sandbox = if settings.commands.landlock.is_some() {
+                    " It runs sandboxed: it may write only inside the workspace and $TMPDIR, \
+                     and has no network."
+                } else {
+                    ""
+                };
+                format!("{} {programs}{sandbox}", self.description)
+            }
             ToolKind::Read | ToolKind::Write => self.description.to_owned(),
         }
     }

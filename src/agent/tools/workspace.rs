@@ -115,6 +115,13 @@ impl ProtectedFiles {
         self.0.is_empty()
     }
 
+    /// Every path of every protected file (the command sandbox keeps their folders unreadable).
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.0
+            .iter()
+            .flat_map(|f| f.paths.iter().map(PathBuf::as_path))
+    }
+
     /// Is `path` (absolute, resolved) one of the protected paths?
     pub fn has_path(&self, path: &Path) -> bool {
         self.0.iter().any(|f| f.paths.iter().any(|p| p == path))
@@ -300,6 +307,11 @@ impl Workspace {
 
     pub fn protected(&self) -> &ProtectedFiles {
         &self.protected
+    }
+
+    /// `agent.tools.read_only_paths`.
+    pub fn read_only_paths(&self) -> &ReadOnlyPaths {
+        &self.read_only
     }
 
     /// Visits the workspace's regular files depth first, not following links, passing over
