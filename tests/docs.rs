@@ -361,12 +361,6 @@ const NOT_KEYS: [&str; 9] = [
     "http.client",
 ];
 
-/// Keys documented ahead of the code that lands them (the command sandbox: commands on by
-/// default where Landlock is available, extra read-only folders). The pages may name them
-/// although `Config` does not have them yet; [`pending_keys_are_still_pending`] fails once it
-/// does, so this list is emptied instead of going stale.
-const PENDING_KEYS: [&str; 2] = ["agent.commands.enabled", "agent.commands.read_paths"];
-
 /// Keys of a second shape of one key: `agent.approvals.run_command` is one policy or these
 /// patterns. Each is read back by [`every_key_the_configuration_accepts`] before it counts.
 const ALTERNATE_SHAPES: [(&str, &str); 1] = [(
@@ -510,11 +504,9 @@ fn fenced_blocks(markdown: &str, language: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// Is `key` a key the configuration accepts, a section of such keys, or a pending one?
+/// Is `key` a key the configuration accepts, or a section of such keys?
 fn names_a_key(key: &str, accepted: &BTreeSet<String>) -> bool {
-    accepted.contains(key)
-        || PENDING_KEYS.contains(&key)
-        || accepted.iter().any(|k| k.starts_with(&format!("{key}.")))
+    accepted.contains(key) || accepted.iter().any(|k| k.starts_with(&format!("{key}.")))
 }
 
 /// The Markdown files of the repository.
@@ -607,7 +599,7 @@ fn the_configuration_reference_names_every_key_once() {
                 "docs/configuration.md:{line}: `{key}` has a second row"
             ));
         }
-        if !accepted.contains(key) && !PENDING_KEYS.contains(&key.as_str()) {
+        if !accepted.contains(key) {
             problems.push(format!(
                 "docs/configuration.md:{line}: `{key}` is not a key of agent.yaml"
             ));
@@ -674,17 +666,6 @@ fn the_configuration_reference_gives_the_defaults_of_the_code() {
         problems.len(),
         problems.join("\n")
     );
-}
-
-#[test]
-fn pending_keys_are_still_pending() {
-    let accepted = every_key_the_configuration_accepts();
-    for key in PENDING_KEYS {
-        assert!(
-            !accepted.contains(key),
-            "`{key}` is a key of agent.yaml now: remove it from PENDING_KEYS in tests/docs.rs"
-        );
-    }
 }
 
 #[test]
