@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The agent engine on coding work against a real small model: tasks judged by the workspace
-# (examples/bench_coding.rs). Not part of CI: it needs a model server and takes many minutes.
+# (benches/bench_coding.rs). Not part of CI: it needs a model server and takes many minutes.
 #
 # It needs an Ollama-compatible server with a tool-capable model. With Ollama itself:
 #   ollama pull qwen2.5-coder:1.5b
@@ -26,4 +26,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/lib.sh
-run_llm_example bench_coding "$@"
+run_model_bench bench_coding "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The agent engine against a real small model: 36 workspace tasks with checkable answers
 # (4 of them asked in Japanese)
-# (examples/bench_llm.rs). Not part of CI: it needs a model server and takes minutes.
+# (benches/bench_llm.rs). Not part of CI: it needs a model server and takes minutes.
 #
 # It needs an Ollama-compatible server with a tool-capable model. With Ollama itself:
 #   ollama pull qwen2.5-coder:1.5b
@@ -24,4 +24,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/lib.sh
-run_llm_example bench_llm "$@"
+run_model_bench bench_llm "$@"

@@ -14,7 +14,7 @@
 #
 #   scripts/bench-otel.sh                # DURATION=5 ROUNDS=3 CONNS="16 64"
 #   DURATION=10 ROUNDS=5 scripts/bench-otel.sh
-#   AGENT_MCP_BIN=target/debug/agent-mcp FAKE_OLLAMA_BIN=target/debug/examples/fake_ollama \
+#   AGENT_MCP_BIN=target/debug/agent-mcp FAKE_OLLAMA_BIN="$(bash scripts/bench-exe.sh fake_ollama)" \
 #     DURATION=2 ROUNDS=1 scripts/bench-otel.sh   # a smoke run of the script itself
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,11 +32,11 @@ ensure_wrk
 # AGENT_MCP_BIN and FAKE_OLLAMA_BIN: other builds (both given: nothing is built here).
 if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
   echo "== building release binaries"
-  cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+  cargo build --release --locked --quiet --bin agent-mcp
 fi
 # Absolute: the servers run in their own folders.
 BIN="$(realpath "${AGENT_MCP_BIN:-target/release/agent-mcp}")"
-FAKE="$(realpath "${FAKE_OLLAMA_BIN:-target/release/examples/fake_ollama}")"
+FAKE="$(realpath "${FAKE_OLLAMA_BIN:-$(bash scripts/bench-exe.sh fake_ollama --release)}")"
 
 start_fake_ollama "$FAKE" fake
 

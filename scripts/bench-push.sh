@@ -25,13 +25,14 @@ ROUNDS="${ROUNDS:-1000}"
 STALL_S="${STALL_S:-30}"
 PROFILE="${PROFILE:-debug}"
 if [ "$PROFILE" = release ]; then
-  cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+  cargo build --release --locked --quiet --bin agent-mcp
+  FAKE="$(bash scripts/bench-exe.sh fake_ollama --release)"
 else
-  cargo build --locked --quiet --bin agent-mcp --example fake_ollama
+  cargo build --locked --quiet --bin agent-mcp
+  FAKE="$(bash scripts/bench-exe.sh fake_ollama)"
 fi
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE"
 BIN="$TARGET/agent-mcp"
-FAKE="$TARGET/examples/fake_ollama"
 
 # start_server NAME OLLAMA_URL [extra yaml]: agent-mcp serve with its own folder; sets
 # SERVER_URL and SERVER_PID.

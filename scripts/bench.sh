@@ -40,10 +40,10 @@ done
 ensure_wrk
 
 echo "== building release binaries"
-cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+cargo build --release --locked --quiet --bin agent-mcp
 # AGENT_MCP_BIN: measure another build of the server (e.g. an older commit's) with the same load.
 BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-FAKE="$PWD/target/release/examples/fake_ollama"
+FAKE="$(bash scripts/bench-exe.sh fake_ollama --release)"
 RMCP_PEER="$(bench_exe rmcp_peer)"
 HYPER_PEER="$(bench_exe hyper_peer)"
 FLOOR_PEER="$(bench_exe floor_peer)"

@@ -63,10 +63,10 @@ echo "node $("$NODE" --version), $("$PY" --version), mcp $("$PY" -c 'import impo
 # --- the binary and the fakes --------------------------------------------------------------
 
 echo "== building agent-mcp and the fake Ollama"
-cargo build --locked --quiet --bin agent-mcp --example fake_ollama
+cargo build --locked --quiet --bin agent-mcp
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/debug/agent-mcp"
-FAKE="$TARGET/debug/examples/fake_ollama"
+FAKE="$(bash "$ROOT/scripts/bench-exe.sh" fake_ollama)"
 
 WORK="$(mktemp -d)"
 PIDS=()

@@ -25,9 +25,9 @@ fi
 . scripts/lib.sh
 
 echo "== building agent-mcp and the fake Ollama"
-cargo build --locked --quiet --bin agent-mcp --example fake_ollama
+cargo build --locked --quiet --bin agent-mcp
 BIN="$PWD/target/debug/agent-mcp"
-FAKE="$PWD/target/debug/examples/fake_ollama"
+FAKE="$(bash scripts/bench-exe.sh fake_ollama)"
 
 
 start_fake_ollama "$FAKE" fake

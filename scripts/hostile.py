@@ -3,8 +3,8 @@
 
     python3 scripts/hostile.py [POINT ...]     # all points, or e.g. `memory fds audit`
 
-AGENT_MCP_BIN (default target/release/agent-mcp) and FAKE_OLLAMA_BIN (default
-target/release/examples/fake_ollama) pick the builds; every run is the real binary on
+AGENT_MCP_BIN (default target/release/agent-mcp) and FAKE_OLLAMA_BIN (default: the release
+build of the bench target fake_ollama, built by scripts/bench-exe.sh) pick the builds; every run is the real binary on
 127.0.0.1 with a fake Ollama, in a fresh temporary folder, on the default configuration
 unless the point says otherwise. The figures are what the closing note's before/after table
 quotes; the tests in tests/hostile_*.rs hold the bounds.
@@ -26,7 +26,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.abspath(os.environ.get("AGENT_MCP_BIN", os.path.join(ROOT, "target/release/agent-mcp")))
-FAKE = os.path.abspath(os.environ.get("FAKE_OLLAMA_BIN", os.path.join(ROOT, "target/release/examples/fake_ollama")))
+FAKE = os.path.abspath(
+    os.environ.get("FAKE_OLLAMA_BIN")
+    or subprocess.run(
+        ["bash", os.path.join(ROOT, "scripts/bench-exe.sh"), "fake_ollama", "--release"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+)
 MODERN = "2026-07-28"
 TOKEN = "hostile-probe-token"
 TOKEN_SHA = hashlib.sha256(TOKEN.encode()).hexdigest()

@@ -50,11 +50,11 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Runs the example $1 (bench_llm, bench_coding) with the further arguments against the model
+# Runs the model benchmark $1 (bench_llm, bench_coding: [[bench]] targets) with the further arguments against the model
 # server at BENCH_LLM_URL (default http://127.0.0.1:11435) serving BENCH_LLM_MODEL (default
 # qwen2.5-coder:1.5b), holding the file BENCH_LLM_LOCK with flock while it runs when that is
 # set. Built first, outside the lock and the timing; prints a header with the time and commit.
-run_llm_example() { # example [args ...]
+run_model_bench() { # bench-name [args ...]
   local example="$1"
   shift
   local url="${BENCH_LLM_URL:-http://127.0.0.1:11435}"
@@ -63,11 +63,12 @@ run_llm_example() { # example [args ...]
     echo "no Ollama-compatible server answers at $url (set BENCH_LLM_URL; see this script's header)" >&2
     exit 1
   fi
-  cargo build --locked --quiet --example "$example"
+  local exe
+  exe="$(bash scripts/bench-exe.sh "$example")"
   local lock=()
   if [ -n "${BENCH_LLM_LOCK:-}" ]; then lock=(flock "$BENCH_LLM_LOCK"); fi
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+changes')"
-  BENCH_LLM_URL="$url" BENCH_LLM_MODEL="$model" "${lock[@]}" "target/debug/examples/$example" "$@"
+  BENCH_LLM_URL="$url" BENCH_LLM_MODEL="$model" "${lock[@]}" "$exe" "$@"
 }
 
 # The head of a benchmark server's agent.yaml on port $1: the fake Ollama at $OLLAMA_URL, the
@@ -159,10 +160,10 @@ wrk_measure() { # url lua conns
 build_release_binaries() {
   if [ -z "${AGENT_MCP_BIN:-}" ] || [ -z "${FAKE_OLLAMA_BIN:-}" ]; then
     echo "== building release binaries"
-    cargo build --release --locked --quiet --bin agent-mcp --example fake_ollama
+    cargo build --release --locked --quiet --bin agent-mcp
   fi
   BIN="${AGENT_MCP_BIN:-$PWD/target/release/agent-mcp}"
-  FAKE="${FAKE_OLLAMA_BIN:-$PWD/target/release/examples/fake_ollama}"
+  FAKE="${FAKE_OLLAMA_BIN:-$(bash scripts/bench-exe.sh fake_ollama --release)}"
 }
 
 # Starts `$BIN serve` with the arguments after `--` in the folder $1 on $SERVER_CPU, logging

@@ -429,7 +429,7 @@ async fn shutdown_signal() {
         let _ = ctrl_c.await;
     }
     info!("shutting down");
-    // The promise (README): stopped within 30 s of the signal, whatever is stuck.
+    // The promise (docs/operations.md): stopped within 30 s of the signal, whatever is stuck.
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_BOUND);
         report(&format!(
@@ -440,10 +440,10 @@ async fn shutdown_signal() {
     });
 }
 
-/// Longest time from SIGINT/SIGTERM to the process's exit (README: at most 30 s).
+/// Longest time from SIGINT/SIGTERM to the process's exit (docs/operations.md: at most 30 s).
 const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(29);
 
-/// How long the exit waits for the last OpenTelemetry export (README: within the 30 s).
+/// How long the exit waits for the last OpenTelemetry export (docs/operations.md: within the 30 s).
 const TELEMETRY_SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How long the runtime waits for blocking threads at exit.

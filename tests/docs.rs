@@ -1,5 +1,6 @@
 //! The repository stands alone: no file links or points outside it, and every relative link in
-//! its Markdown resolves.
+//! its Markdown resolves. Its pages are true to the configuration: every `agent.yaml` key they
+//! name exists, and docs/configuration.md names every key with the default the code has.
 //!
 //! A reader of the repository has only the repository. A path into a sibling folder or into the
 //! machine it was written on (an absolute path, `..` above the root) names something that reader
@@ -318,4 +319,379 @@ fn the_checker_sees_what_it_must_refuse() {
             .map(String::from)
             .collect()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `agent.yaml` keys in the documentation.
+//
+// The configuration reference (docs/configuration.md) names every key the configuration types
+// accept, each once, as the first cell of a table row, and nothing else; every page that names
+// a dotted key in backticks (`agent.commands.allow`, `store.backend: postgres`) names one that
+// exists; every `yaml` block made of configuration sections reads as a configuration. The keys
+// come from `agent_mcp::config::Config` itself, so a key added, renamed or removed in the code
+// fails here until the pages follow.
+
+use agent_mcp::config::Config;
+use serde_yaml_ng::Value;
+
+/// The top-level sections of `agent.yaml`: a backticked word starting with one of these and a
+/// dot is read as a key.
+const SECTIONS: [&str; 9] = [
+    "ollama",
+    "agent",
+    "http",
+    "mcp",
+    "store",
+    "auth",
+    "rate_limit",
+    "audit",
+    "telemetry",
+];
+
+/// Backticked names that look like keys and are not: file names and OpenTelemetry names.
+const NOT_KEYS: [&str; 9] = [
+    "agent.yaml",
+    "agent.yaml.example",
+    "audit.jsonl",
+    "mcp.method.name",
+    "mcp.protocol.version",
+    "mcp.session.id",
+    "mcp.server.operation.duration",
+    "http.rs",
+    "http.client",
+];
+
+/// Keys of a second shape of one key: `agent.approvals.run_command` is one policy or these
+/// patterns. Each is read back by [`every_key_the_configuration_accepts`] before it counts.
+const ALTERNATE_SHAPES: [(&str, &str); 1] = [(
+    "agent.approvals.run_command",
+    "agent:\n  approvals:\n    run_command:\n      deny: ['git push *']\n      allow: ['cargo test']\n      ask: ['cargo *']\n      default: deny\n",
+)];
+
+/// Does `err` say the probe key is unknown (the mapping is a struct with `deny_unknown_fields`),
+/// rather than that its value has the wrong type (a map of the user's own keys)?
+fn refuses_unknown_key(err: &serde_yaml_ng::Error, probe: &str) -> bool {
+    err.to_string()
+        .contains(&format!("unknown field `{probe}`"))
+}
+
+/// Dotted paths of the leaves of the default configuration: a mapping is a section when a key
+/// it does not know is refused as unknown, and a leaf (a map of the user's own keys, such as
+/// `agent.commands.env`) when it is not.
+fn leaf_keys(root: &Value, path: &[String], out: &mut BTreeSet<String>) {
+    let mut node = root;
+    for part in path {
+        node = &node[part.as_str()];
+    }
+    let Value::Mapping(map) = node else {
+        out.insert(path.join("."));
+        return;
+    };
+    const PROBE: &str = "zz_docs_probe";
+    let mut probed = root.clone();
+    let mut at = &mut probed;
+    for part in path {
+        at = &mut at[part.as_str()];
+    }
+    if let Value::Mapping(m) = at {
+        m.insert(Value::String(PROBE.into()), Value::String("x".into()));
+    }
+    let is_section = path.is_empty()
+        || match serde_yaml_ng::from_value::<Config>(probed) {
+            Ok(_) => false,
+            Err(e) => refuses_unknown_key(&e, PROBE),
+        };
+    if !is_section {
+        out.insert(path.join("."));
+        return;
+    }
+    for key in map.keys() {
+        let Some(key) = key.as_str() else { continue };
+        let mut next = path.to_vec();
+        next.push(key.to_owned());
+        leaf_keys(root, &next, out);
+    }
+}
+
+/// The default configuration as a YAML tree.
+fn default_tree() -> Value {
+    serde_yaml_ng::to_value(Config::default()).expect("the default configuration serialises")
+}
+
+/// Every key `agent.yaml` accepts, leaves only, dotted.
+fn every_key_the_configuration_accepts() -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    leaf_keys(&default_tree(), &[], &mut keys);
+    for (key, yaml) in ALTERNATE_SHAPES {
+        let tree: Value = serde_yaml_ng::from_str(yaml).expect("the alternate shape is YAML");
+        serde_yaml_ng::from_value::<Config>(tree.clone())
+            .unwrap_or_else(|e| panic!("the second shape of {key} is not read: {e}"));
+        let mut node = &tree;
+        for part in key.split('.') {
+            node = &node[part];
+        }
+        if let Value::Mapping(map) = node {
+            for sub in map.keys().filter_map(Value::as_str) {
+                keys.insert(format!("{key}.{sub}"));
+            }
+        }
+    }
+    keys
+}
+
+/// A dotted configuration key, when `text` (a code span's content, up to a `:` and a value) is
+/// one: `store.backend: postgres` → `store.backend`.
+fn key_in(text: &str) -> Option<&str> {
+    let candidate = text.split(": ").next().unwrap_or(text).trim();
+    let (section, rest) = candidate.split_once('.')?;
+    let looks_like_a_key = SECTIONS.contains(&section)
+        && !rest.is_empty()
+        && rest.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        });
+    let not_a_key = NOT_KEYS.contains(&candidate)
+        || NOT_KEYS
+            .iter()
+            .any(|n| candidate.starts_with(&format!("{n}.")));
+    (looks_like_a_key && !not_a_key).then_some(candidate)
+}
+
+/// The inline code spans of a Markdown text outside fenced blocks, with their line numbers.
+fn code_spans(markdown: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in markdown.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let Some(span) = parts.next() {
+            out.push((i + 1, span.to_owned()));
+            // The text between this span and the next.
+            parts.next();
+        }
+    }
+    out
+}
+
+/// The fenced blocks of one language, with the line each starts on.
+fn fenced_blocks(markdown: &str, language: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, bool, String)> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(info) = trimmed.strip_prefix("```") {
+            match open.take() {
+                Some((start, true, text)) => out.push((start, text)),
+                Some(_) => {}
+                None => open = Some((i + 1, info.trim() == language, String::new())),
+            }
+            continue;
+        }
+        if let Some((_, _, text)) = open.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out
+}
+
+/// Is `key` a key the configuration accepts, or a section of such keys?
+fn names_a_key(key: &str, accepted: &BTreeSet<String>) -> bool {
+    accepted.contains(key) || accepted.iter().any(|k| k.starts_with(&format!("{key}.")))
+}
+
+/// The Markdown files of the repository.
+fn markdown_files() -> Vec<PathBuf> {
+    repository_files()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect()
+}
+
+#[test]
+fn every_key_the_pages_name_exists() {
+    let accepted = every_key_the_configuration_accepts();
+    let mut found = Vec::new();
+    let mut seen = 0;
+    for path in markdown_files() {
+        let Some(text) = read_text(&path) else {
+            continue;
+        };
+        for (line, span) in code_spans(&text) {
+            let Some(key) = key_in(&span) else { continue };
+            seen += 1;
+            if !names_a_key(key, &accepted) {
+                found.push(format!(
+                    "{}:{line}: `{key}` is not a key of agent.yaml (a name that is not a key: \
+                     add it to NOT_KEYS in tests/docs.rs)",
+                    path.display()
+                ));
+            }
+        }
+        for (line, block) in fenced_blocks(&text, "yaml") {
+            let Ok(Value::Mapping(tree)) = serde_yaml_ng::from_str::<Value>(&block) else {
+                continue;
+            };
+            let is_config = tree
+                .keys()
+                .all(|k| k.as_str().is_some_and(|k| SECTIONS.contains(&k)));
+            if !is_config {
+                continue;
+            }
+            seen += 1;
+            if let Err(e) = serde_yaml_ng::from_str::<Config>(&block) {
+                found.push(format!(
+                    "{}:{line}: this yaml block is not a configuration: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(seen > 100, "only {seen} keys and blocks seen in the pages");
+    assert!(
+        found.is_empty(),
+        "{} problem(s):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The rows of the configuration reference: key, default cell, line.
+fn reference_rows() -> Vec<(String, String, usize)> {
+    let text = read_text(Path::new("docs/configuration.md")).expect("docs/configuration.md");
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some(row) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let mut cells = row.split(" | ");
+        let key = cells.next().unwrap_or_default().trim_end_matches('`');
+        let default = cells.next().unwrap_or_default().to_owned();
+        if key_in(key) == Some(key) {
+            rows.push((key.to_owned(), default, i + 1));
+        }
+    }
+    rows
+}
+
+#[test]
+fn the_configuration_reference_names_every_key_once() {
+    let accepted = every_key_the_configuration_accepts();
+    assert!(
+        accepted.len() > 100 && accepted.contains("agent.commands.limits.cpu_time"),
+        "the keys were not all found: {accepted:?}"
+    );
+    let rows = reference_rows();
+    let mut documented = BTreeSet::new();
+    let mut problems = Vec::new();
+    for (key, _, line) in &rows {
+        if !documented.insert(key.clone()) {
+            problems.push(format!(
+                "docs/configuration.md:{line}: `{key}` has a second row"
+            ));
+        }
+        if !accepted.contains(key) {
+            problems.push(format!(
+                "docs/configuration.md:{line}: `{key}` is not a key of agent.yaml"
+            ));
+        }
+    }
+    for key in accepted.difference(&documented) {
+        problems.push(format!(
+            "docs/configuration.md: no row for `{key}`, which agent.yaml accepts"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_configuration_reference_gives_the_defaults_of_the_code() {
+    let defaults = default_tree();
+    let mut compared = 0;
+    let mut problems = Vec::new();
+    for (key, cell, line) in reference_rows() {
+        // Only a default written as one literal (`10m`, `[]`, `FULL`) is compared; prose such
+        // as "unset (stderr)" or "derived" says what a value worked out at run time stands for.
+        let cell = cell.trim();
+        let Some(literal) = cell
+            .strip_prefix('`')
+            .and_then(|c| c.strip_suffix('`'))
+            .filter(|c| !c.contains('`'))
+        else {
+            continue;
+        };
+        let mut node = &defaults;
+        for part in key.split('.') {
+            node = &node[part];
+        }
+        if node.is_null() {
+            continue;
+        }
+        // The same configuration with the documented value written in: equal to the default
+        // when the page is right (`7d` and `7days` are one duration).
+        let mut tree = defaults.clone();
+        let mut at = &mut tree;
+        for part in key.split('.') {
+            at = &mut at[part];
+        }
+        *at = serde_yaml_ng::from_str(literal).unwrap_or(Value::Null);
+        compared += 1;
+        let same = serde_yaml_ng::from_value::<Config>(tree).is_ok_and(|c| c == Config::default());
+        if !same {
+            let actual = serde_yaml_ng::to_string(node).unwrap_or_default();
+            problems.push(format!(
+                "docs/configuration.md:{line}: `{key}` defaults to {}, not `{literal}`",
+                actual.trim()
+            ));
+        }
+    }
+    assert!(compared > 60, "only {compared} defaults compared");
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_key_reader_sees_keys_and_only_keys() {
+    assert_eq!(key_in("store.backend: postgres"), Some("store.backend"));
+    assert_eq!(key_in("agent.commands.allow"), Some("agent.commands.allow"));
+    assert_eq!(key_in("agent.yaml"), None);
+    assert_eq!(key_in("audit.jsonl.1"), None);
+    assert_eq!(key_in("mcp.server.operation.duration"), None);
+    assert_eq!(key_in("auth.tokens[].sha256"), None);
+    assert_eq!(key_in("src/store/sqlite"), None);
+    assert_eq!(
+        code_spans("a `x` b `y.z`\n```\n`no`\n```\n`w`"),
+        vec![(1, "x".into()), (1, "y.z".into()), (5, "w".into())]
+    );
+    let accepted = every_key_the_configuration_accepts();
+    assert!(names_a_key("agent.commands", &accepted), "a section");
+    assert!(
+        names_a_key("agent.commands.env", &accepted),
+        "a map of its own"
+    );
+    assert!(!names_a_key("agent.commands.env.PATH", &accepted));
+    assert!(names_a_key("auth.oauth.scopes", &accepted));
+    assert!(names_a_key(
+        "agent.approvals.run_command.default",
+        &accepted
+    ));
+    assert!(!names_a_key("agent.commands.alow", &accepted));
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-/// The exit codes of `agent-mcp run` and `agent-mcp status` (also in the README).
+/// The exit codes of `agent-mcp run` and `agent-mcp status` (also in docs/clients.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     /// `run`: the task completed. `status`: the status was printed.

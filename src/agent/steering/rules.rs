@@ -1,7 +1,7 @@
 //! The rules of the `small` policy, one type each, in the order the policy asks them.
 //!
-//! Each was added for a failure shape a 1–3 B model showed in a benchmark (the README's
-//! "Small models" lists them with their effect); each is scoped to one step and says so in its
+//! Each was added for a failure shape a 1–3 B model showed in a benchmark (docs/steering.md
+//! lists them with their effect); each is scoped to one step and says so in its
 //! state. A capable model, under `off`, meets none of them.
 
 use serde_json::{Value, json};

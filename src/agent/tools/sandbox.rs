@@ -21,7 +21,7 @@
 //!   root), so they cannot read its `/proc/<pid>/environ`, `mem` or `fd/…`; from Landlock ABI
 //!   6 they cannot signal it either.
 //!
-//! The kernel's Landlock ABI is found once ([`landlock`]); a policy is enforced with every right
+//! The kernel's Landlock ABI is found once ([`landlock()`]); a policy is enforced with every right
 //! that ABI knows, or the command does not start.
 
 use std::path::{Path, PathBuf};

@@ -3,11 +3,13 @@
 //! file, follow-ups, planning, Japanese requests, a read outside the workspace.
 //!
 //! Not a test and not for CI: it needs an Ollama-compatible server with a tool-capable model,
-//! and a run takes many minutes. `scripts/bench-coding.sh` builds and runs it.
+//! and a run takes many minutes. `scripts/bench-coding.sh` builds and runs it. Its judges' own
+//! test (each fails the untouched workspace and passes a reference solution) runs with
+//! `cargo test`, from tests/bench_coding_judges.rs.
 //!
 //! ```sh
 //! BENCH_LLM_URL=http://127.0.0.1:11434 BENCH_LLM_MODEL=qwen2.5-coder:1.5b \
-//!     cargo run --locked --example bench_coding [-- TASK_NAME_SUBSTRING...]
+//!     cargo bench --locked --bench bench_coding [-- TASK_NAME_SUBSTRING...]
 //! ```
 //!
 //! Each task runs in a fresh temporary workspace through the real agent (memory store, greedy).
@@ -21,6 +23,10 @@
 //!
 //! The tasks named `holdout-*` were written together with the others, before any engine change
 //! they could have prompted, and are run once, at the end (`scripts/bench-coding.sh holdout`).
+
+// `cargo clippy --all-targets` also checks this bench with `cfg(test)` but no test harness,
+// which leaves the judges' test out and its helpers unused; tests/bench_coding_judges.rs runs it.
+#![cfg_attr(test, allow(dead_code))]
 
 #[path = "bench_support/mod.rs"]
 mod bench_support;
@@ -1783,7 +1789,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let upstream =
         std::env::var("BENCH_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:11435".into());
     let model = std::env::var("BENCH_LLM_MODEL").unwrap_or_else(|_| "qwen2.5-coder:1.5b".into());
-    let filters: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`; every other argument is a task name filter.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
     let (proxy, proxy_url) = Proxy::start(&upstream).await?;
     let mut shim = ShimLog::from_env();

@@ -1,9 +1,14 @@
 //! The test suite's fake Ollama as a standalone process, for scripts that run the real server
-//! without a model (the conformance run, the official clients in scripts/clients.sh). Prints its
-//! URL on stdout, then serves until killed.
+//! without a model (the conformance run, the official clients in scripts/clients.sh, the
+//! newcomer check, the benchmarks). Prints its URL on stdout, then serves until killed.
+//!
+//! A tool, not a benchmark: it is a `[[bench]]` target so that it may use the dev-dependencies
+//! the fake is built on, without being one of the usage examples. Cargo names its executable by
+//! a hash, so scripts ask for it:
 //!
 //! ```sh
-//! cargo run --example fake_ollama   # → http://127.0.0.1:PORT
+//! FAKE="$(bash scripts/bench-exe.sh fake_ollama)"   # builds it (dev profile), prints the path
+//! "$FAKE"                                             # → http://127.0.0.1:PORT
 //! ```
 //!
 //! Environment (all optional; unset = the fake's defaults):
@@ -15,6 +20,8 @@
 //! | `FAKE_OLLAMA_REPLY_DELAY_MS=N` | every default reply waits N ms before its headers (a model call that takes N ms) |
 //! | `FAKE_OLLAMA_TOOL_ROUNDS=N` | the first N chats ask for the `list_dir` tool on `.` (spelled differently each time): a step that makes 2N+ progress changes (scripts/bench-push.sh) |
 //! | `FAKE_OLLAMA_TOOL_CALLS=JSON` | a list of rounds, each a list of `[tool, arguments]`: the first chats ask for those calls, one round per chat, before the default reply (scripts/hostile.py) |
+//! | `FAKE_OLLAMA_MODEL=NAME` | the one model it serves (default `test-model`): `qwen3:8b` stands in for the default configuration's model (scripts/newcomer.sh) |
+//! | `FAKE_OLLAMA_ANSWER=TEXT` | the text of the default reply (default `Hello from the fake model.`) |
 
 #[path = "../tests/support"]
 mod support {
@@ -29,6 +36,12 @@ use std::time::Duration;
 
 fn config_from_env() -> Result<FakeConfig, String> {
     let mut cfg = FakeConfig::default();
+    if let Ok(model) = std::env::var("FAKE_OLLAMA_MODEL") {
+        cfg = cfg.with_model(&model);
+    }
+    if let Ok(answer) = std::env::var("FAKE_OLLAMA_ANSWER") {
+        cfg = cfg.with_default_reply(Reply::text(&answer, 12, 7));
+    }
     if let Ok(ms) = std::env::var("FAKE_OLLAMA_CHUNK_DELAY_MS") {
         let ms: u64 = ms
             .parse()
@@ -55,6 +68,14 @@ fn config_from_env() -> Result<FakeConfig, String> {
 }
 
 fn main() {
+    // `cargo bench` runs every bench target with `--bench`: this one is a server that never
+    // ends, so it steps aside there.
+    if std::env::args().any(|a| a == "--bench") {
+        eprintln!(
+            "fake_ollama: a tool, not a benchmark; run its executable (scripts/bench-exe.sh)"
+        );
+        return;
+    }
     let cfg = match config_from_env() {
         Ok(cfg) => cfg,
         Err(e) => {

@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! BENCH_LLM_URL=http://127.0.0.1:11434 BENCH_LLM_MODEL=qwen2.5-coder:1.5b \
-//!     cargo run --locked --example bench_llm [-- TASK_NAME_SUBSTRING...]
+//!     cargo bench --locked --bench bench_llm [-- TASK_NAME_SUBSTRING...]
 //! ```
 //!
 //! Each task runs in a fresh temporary workspace (its files written first) through the real
@@ -433,7 +433,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .to_owned();
     let model = std::env::var("BENCH_LLM_MODEL").unwrap_or_else(|_| "qwen2.5-coder:1.5b".into());
     // Task name substrings; a task runs when it contains any (all run without one).
-    let filters: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`; every other argument is a task name filter.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
 
     let (proxy, proxy_url) = Proxy::start(&upstream).await?;

@@ -300,16 +300,19 @@ pub async fn run_session(
 /// `text` on one line, cut to `max` characters: the agent's own.
 pub use agent_mcp::agent::runner::one_line;
 
+// Run by `cargo test` through tests/bench_coding_judges.rs. No `use`: `cargo clippy
+// --all-targets` also checks the benches with `cfg(test)` but without a test harness, where the
+// test below is left out and an import would be unused.
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn kv_lines_are_read() {
         assert_eq!(
-            kv_line("[ollama_shim] prompt 812 tok (790 from KV cache) in 1.2s; 9 tok generated"),
+            super::kv_line(
+                "[ollama_shim] prompt 812 tok (790 from KV cache) in 1.2s; 9 tok generated"
+            ),
             Some((812, 790))
         );
-        assert_eq!(kv_line("[ollama_shim] listening"), None);
+        assert_eq!(super::kv_line("[ollama_shim] listening"), None);
     }
 }
