@@ -334,17 +334,24 @@ impl Landlock {
 pub fn describe(enabled: crate::config::CommandsSwitch) -> Result<String, String> {
     use crate::config::CommandsSwitch;
     match (enabled, landlock()) {
-        (CommandsSwitch::Off, _) => Err("commands are off (agent.commands.enabled: false);              the agent cannot run the project's tests"
+        (CommandsSwitch::Off, _) => Err("commands are off (agent.commands.enabled: false); \
+             the agent cannot run the project's tests"
             .to_owned()),
         (_, Ok(found)) => Ok(format!(
-            "commands run in a Landlock sandbox (kernel ABI {}): they write only the workspace              and a temporary folder of their task, and read only the workspace, the system's              and the toolchains' folders",
+            "commands run in a Landlock sandbox (kernel ABI {}): they write only the workspace \
+                 and a temporary folder of their task, and read only the workspace, the system's \
+                 and the toolchains' folders",
             found.abi()
         )),
         (CommandsSwitch::Auto, Err(why)) => Err(format!(
-            "commands are off: they cannot be sandboxed here ({why}). Run on Linux 5.13 or              later with Landlock enabled, or set agent.commands.enabled: true to run them              without the filesystem sandbox (they can then read and write whatever the              server's user can)"
+            "commands are off: they cannot be sandboxed here ({why}). Run on Linux 5.13 or \
+                 later with Landlock enabled, or set agent.commands.enabled: true to run them \
+                 without the filesystem sandbox (they can then read and write whatever the \
+                 server's user can)"
         )),
         (CommandsSwitch::On, Err(why)) => Err(format!(
-            "commands run WITHOUT a filesystem sandbox ({why}; agent.commands.enabled: true):              they can read and write whatever the server's user can"
+            "commands run WITHOUT a filesystem sandbox ({why}; agent.commands.enabled: true): \
+                 they can read and write whatever the server's user can"
         )),
     }
 }
@@ -584,12 +591,15 @@ mod linux {
                     if status.success() {
                         Ok(())
                     } else {
-                        Err(std::io::Error::other(format!("the probe ended with {status}")))
+                        Err(std::io::Error::other(format!(
+                            "the probe ended with {status}"
+                        )))
                     }
                 };
                 probe().map_err(|e| {
                     format!(
-                        "no mount namespace for commands ({e}): run as root or with                          CAP_SYS_ADMIN"
+                        "no mount namespace for commands ({e}): run as root or with \
+                             CAP_SYS_ADMIN"
                     )
                 })
             })
