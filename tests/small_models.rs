@@ -2008,6 +2008,8 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
             10,
             9,
         ),
+        // Asked whether the request was about the failing test: it was not.
+        Reply::text("{\"asked_to_fix\": false}", 10, 4),
     ]);
     let mut config = config(&fake, ws.path());
     config.agent.commands.enabled = agent_mcp::config::CommandsSwitch::On;
@@ -2022,7 +2024,7 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
         "{done}"
     );
     let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 3);
+    assert_eq!(sent.len(), 4);
     let told = last_said(&sent[2]);
     assert!(
         told.starts_with("The checks this workspace is judged by fail, as they did before")

@@ -798,12 +798,21 @@ async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
             call("edit_file", change),
             say("Done."),
             say("Done; the failing test is about calc.py, not todo.txt."),
+            // Asked whether the request was about the failures: it was not.
+            say("{\"asked_to_fix\": false}"),
         ],
     )
     .with(allow_python)
     .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
     .await;
     judged.assert_status("completed");
+    let sent = judged.sent();
+    assert_eq!(sent.len(), 5);
+    // The last call is the question, with the JSON schema of its answer.
+    assert_eq!(
+        sent[4]["format"]["properties"]["asked_to_fix"]["type"],
+        "boolean"
+    );
     assert_eq!(
         judged.result(),
         "Done; the failing test is about calc.py, not todo.txt.\n\n\
@@ -816,6 +825,47 @@ async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
             "The checks this workspace is judged by fail, as they did before your change"
         ),
         "{told}"
+    );
+}
+
+/// Tests that failed before and still fail, under a request that was about them: the model
+/// says so when asked, and the task does not end `completed` over them.
+#[tokio::test]
+async fn failures_the_request_was_about_fail_the_task_when_they_remain() {
+    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
+    let judged = task(
+        [
+            ("todo.txt", "- buy milk\n"),
+            ("calc.py", "def add(a, b):\n    return a - b\n"),
+            ("test_calc.py", TEST_CALC),
+        ],
+        vec![
+            read("todo.txt"),
+            call("edit_file", change),
+            say("Fixed."),
+            say("Fixed, I think."),
+            say("{\"asked_to_fix\": true}"),
+        ],
+    )
+    .with(allow_python)
+    .run("テストが失敗しています。直してください。")
+    .await;
+    judged.assert_status("failed");
+    assert!(
+        judged.result().contains(
+            "checks: 1 failing → 1 failing (python3 -m unittest; after 1 round of fixes)"
+        ),
+        "{}",
+        judged.result()
+    );
+    // The question carries the request as written and what still fails.
+    let sent = judged.sent();
+    let question = sent[4]["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        question.contains("テストが失敗しています。") && question.contains("AssertionError"),
+        "{question}"
     );
 }
 

@@ -230,6 +230,17 @@ impl CheckReport {
         format!("checks: {sides} ({}{rounds})", commands.join(", "))
     }
 
+    /// The end of each failing check's output, at most `max` characters each.
+    pub fn failures_tail(&self, max: usize) -> String {
+        self.after
+            .results
+            .iter()
+            .filter(|r| !r.passed())
+            .map(|r| tail(&r.output, max))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// How each failing check ended: `` `cargo test` failed (exit status 101) ``.
     pub fn failures(&self) -> String {
         let each: Vec<String> = self
@@ -314,6 +325,12 @@ impl Checks {
     /// Whether any check is configured.
     pub fn configured(&self) -> bool {
         !self.configured.is_empty()
+    }
+
+    /// Whether this task has checks to run: the operator's, or the workspace's own test
+    /// command when the agent may run its program.
+    pub async fn available(&self, toolbox: &Toolbox) -> bool {
+        self.commands(toolbox).await.is_ok()
     }
 
     /// Whether a failure left at the end fails the task even when it was there at the

@@ -38,6 +38,7 @@ use super::tools::{PathError, Snapshot, Toolbox};
 use super::trace;
 use crate::ollama::{Message, OllamaError};
 use crate::task::{Task, TaskState, Turn, TurnRole};
+use serde_json::Value;
 
 /// The title of the single step a task runs as when it is not planned.
 pub const SINGLE_STEP_TITLE: &str = "ollama chat";
@@ -308,6 +309,14 @@ async fn drive(
         engine.checks.last()
     } else {
         match engine.checks.conclude(toolbox, cancel).await {
+            // Checks that failed before the change and still fail: whether that leaves the
+            // task undone depends on what it was asked, which the model reads, not a word list.
+            Ok(Ok(report)) if !report.passed() => {
+                if asked_to_fix(&engine, &report, progress, cancel).await? {
+                    return Err(RunError::Checks(report));
+                }
+                Some(report)
+            }
             Ok(Ok(report)) => Some(report),
             Ok(Err(report)) => return Err(RunError::Checks(report)),
             Err(_) => return Err(RunError::Cancelled),
@@ -323,6 +332,52 @@ async fn drive(
 }
 
 pub use super::step::one_line;
+
+/// The question of [`asked_to_fix`], answered as JSON by the model.
+fn asked_to_fix_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"asked_to_fix": {"type": "boolean"}},
+        "required": ["asked_to_fix"]
+    })
+}
+
+/// Whether the request asked for the checks that still fail to pass: one short call with a
+/// JSON-schema `format`, asked only when the project's tests failed before the change and still
+/// fail after it. The model reads the request in whatever language it came; an answer that is
+/// not the JSON asked for counts as "asked", so unclear cases end `failed` with the checks'
+/// output rather than `completed` over failing tests.
+async fn asked_to_fix(
+    engine: &Engine,
+    report: &CheckReport,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<bool, RunError> {
+    let question = format!(
+        "The request was:\n{}\n\nBefore the work on it began, the project's own tests \
+         failed, and after it they still fail ({}):\n{}\n\nDid the request ask for these \
+         failures to be fixed, or for the tests to pass? Answer only with JSON: \
+         {{\"asked_to_fix\": true}} or {{\"asked_to_fix\": false}}.",
+        engine.request.content,
+        report.line(),
+        report.failures_tail(1500),
+    );
+    let messages = vec![
+        Message::system(
+            "You judge whether a finished coding task was asked to fix failing tests. Answer \
+             only with the JSON asked for.",
+        ),
+        Message::user(question),
+    ];
+    let request = engine.chat_request(messages, false, Some(asked_to_fix_schema()));
+    let reply = engine.chat(&request, cancel).await?;
+    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
+    let answer = serde_json::from_str::<Value>(reply.message.content.trim())
+        .ok()
+        .and_then(|v| v.get("asked_to_fix").and_then(Value::as_bool));
+    info!(task_id = %progress.task.id, ?answer, "asked whether the failing checks were the request's");
+    Ok(answer.unwrap_or(true))
+}
 
 /// The planning call. A plan that fails the checks becomes one unplanned step whose title says
 /// why.

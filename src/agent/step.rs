@@ -220,6 +220,8 @@ struct Loop<'a> {
     /// The request's expectations the workspace did not show at the last answer, for a policy
     /// that reads them ([`Steering::wants_unmet`]).
     unmet: Vec<Unmet>,
+    /// The task has checks to run: the operator's, or the workspace's own test command.
+    checks: bool,
 }
 
 impl Loop<'_> {
@@ -234,7 +236,7 @@ impl Loop<'_> {
             changed: self.toolbox.ledger().changed_any(),
             final_step: self.final_step,
             calls: self.calls,
-            checks: self.engine.checks.configured(),
+            checks: self.checks,
             unmet: &self.unmet,
             expectations: &self.engine.expectations,
         }
@@ -271,6 +273,7 @@ pub(crate) async fn run_step(
         last_round_failed: false,
         calls: 0,
         unmet: Vec::new(),
+        checks: false,
     };
     let fixed = toolbox
         .definitions()
@@ -293,6 +296,10 @@ pub(crate) async fn run_step(
     };
     // Before the first call, what the policy does on the model's behalf: the checks first, the
     // files the request names read.
+    // Found once: the operator's checks, or the workspace's own test command (a Python test
+    // file, Cargo.toml, package.json…), so a small model sees what fails before it answers
+    // whether or not anyone configured checks.
+    state.checks = engine.checks.available(&toolbox).await;
     let failing = if steering.checks_first(&state.facts()) {
         match engine.checks.before_work(&toolbox, &cancel).await {
             Ok(failing) => failing,

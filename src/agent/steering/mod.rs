@@ -122,7 +122,7 @@ pub(crate) struct Facts<'a> {
     pub final_step: bool,
     /// Model calls made so far in this step.
     pub calls: usize,
-    /// `agent.checks` are configured.
+    /// The task has checks to run: `agent.checks`, or the workspace's own test command.
     pub checks: bool,
     /// What is not done yet — writes the model tried that did not take, then what the request
     /// states and the workspace does not show — when a rule asked for it
