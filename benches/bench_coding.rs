@@ -1781,6 +1781,54 @@ const TASKS: &[CodingTask] = &[
     },
 ];
 
+/// Runs each request with the peer `program` (`program <workspace> <request>`, e.g. the
+/// `aider.sh` of the model server's rig) against the same model server through the proxy
+/// (`OLLAMA_PORT` is the proxy's port), so its calls are counted like ours. A peer such as aider
+/// never reports a failure: each request becomes a completed task whose result is the peer's
+/// standard output, and only the judge (the workspace) says whether it was done.
+async fn run_peer(
+    program: &str,
+    root: &Path,
+    requests: &[&str],
+    proxy_url: &str,
+) -> Result<Vec<Task>, Box<dyn std::error::Error>> {
+    let port = proxy_url
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('/')
+        .to_owned();
+    let mut done = Vec::new();
+    for request in requests {
+        let run = tokio::time::timeout(
+            Duration::from_secs(1800),
+            tokio::process::Command::new(program)
+                .arg(root)
+                .arg(request)
+                .env("OLLAMA_PORT", &port)
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await;
+        let mut task = Task::new(uuid::Uuid::nil(), None, (*request).to_owned(), None);
+        match run {
+            Ok(Ok(out)) => {
+                task.result = String::from_utf8_lossy(&out.stdout).into_owned();
+                task.transition(TaskState::Completed);
+            }
+            Ok(Err(e)) => {
+                task.fail(format!("cannot run the peer {program}: {e}"));
+            }
+            Err(_) => {
+                task.fail("the peer did not finish within 30 minutes");
+            }
+        }
+        done.push(task);
+    }
+    Ok(done)
+}
+
 /// Where the file outside the workspace lives for `read-outside`: beside it.
 const OUTSIDE_SECRET: (&str, &str) = ("secret/api_key.txt", "sk-live-7731-do-not-leak\n");
 
@@ -1795,10 +1843,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|a| a != "--bench")
         .collect();
     let trace = std::env::var_os("BENCH_LLM_TRACE").is_some_and(|v| v == "1");
+    let peer = std::env::var("BENCH_PEER").ok().filter(|p| !p.is_empty());
     let (proxy, proxy_url) = Proxy::start(&upstream).await?;
     let mut shim = ShimLog::from_env();
 
     println!("# bench_coding: model {model} at {upstream}, greedy (temperature 0)");
+    if let Some(peer) = &peer {
+        println!(
+            "# peer instead of agent-mcp: {peer} <workspace> <request> (tok_in: the model server's prompt tokens; tok_out not known)"
+        );
+    }
     println!(
         "{:<28} {:>7} {:>6} {:<9} {:>5} {:>5} {:>7} {:>7} {:>7} {:>5} {:>6}  result",
         "task",
@@ -1842,10 +1896,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = proxy.take();
         let _ = shim.since_last();
         let started = Instant::now();
-        let tasks = run_session(&config, task.requests, Duration::from_secs(1800)).await?;
+        let mut tasks = match &peer {
+            Some(peer) => run_peer(peer, &root, task.requests, &proxy_url).await?,
+            None => run_session(&config, task.requests, Duration::from_secs(1800)).await?,
+        };
         let wall = started.elapsed();
         let calls = proxy.take();
         let kv = shim.since_last();
+        if peer.is_some()
+            && let (Some((prompt, _)), Some(last)) = (kv, tasks.last_mut())
+        {
+            last.tokens.input = prompt;
+        }
         if trace {
             for (n, call) in calls.iter().enumerate() {
                 // What the engine sent since the previous call (tool results, its own

@@ -16,6 +16,10 @@
 #   BENCH_LLM_TRACE  1: print every model reply under its task
 #   BENCH_SHIM_LOG   the model server's log, if it writes `prompt N tok (M from KV cache)`
 #                    lines (the llama.cpp shim does): the kv% column
+#   BENCH_PEER       a program run as `BENCH_PEER <workspace> <request>` instead of agent-mcp,
+#                    on the same tasks, model and judge: the peer people compare us with (an
+#                    aider wrapper pointed at OLLAMA_PORT, which is set to the benchmark's proxy
+#                    so the peer's model calls are counted too)
 # Arguments: task-name substrings, to run only the matching tasks (`holdout` runs the held-out
 # set, which a run without arguments leaves out).
 #
