@@ -781,13 +781,15 @@ async fn a_prompt_refused_again_after_compaction_fails_saying_so() {
     assert_eq!(judged.sent().len(), 4);
 }
 
-/// A test that already failed before the task's change, and a change that makes nothing
-/// worse: the failure goes back to the model once (it may be what the request is about), and
-/// then the answer stands; the result says the checks ended as they began.
-#[tokio::test]
-async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
+/// A workspace whose test already fails, a model that edits todo.txt (not the code under
+/// test), answers twice, then answers the engine's question with `asked_to_fix`.
+async fn todo_edit_beside_a_failing_test(
+    request: &str,
+    answers: [&str; 2],
+    asked_to_fix: bool,
+) -> Judged {
     let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
-    let judged = task(
+    task(
         [
             ("todo.txt", "- buy milk\n"),
             ("calc.py", "def add(a, b):\n    return a - b\n"),
@@ -796,14 +798,30 @@ async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
         vec![
             read("todo.txt"),
             call("edit_file", change),
-            say("Done."),
-            say("Done; the failing test is about calc.py, not todo.txt."),
-            // Asked whether the request was about the failures: it was not.
-            say("{\"asked_to_fix\": false}"),
+            say(answers[0]),
+            say(answers[1]),
+            say(&format!("{{\"asked_to_fix\": {asked_to_fix}}}")),
         ],
     )
     .with(allow_python)
-    .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
+    .run(request)
+    .await
+}
+
+/// A test that already failed before the task's change, and a change that makes nothing
+/// worse: the failure goes back to the model once (it may be what the request is about), and
+/// then the answer stands; the result says the checks ended as they began.
+#[tokio::test]
+async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
+    let judged = todo_edit_beside_a_failing_test(
+        "In todo.txt, change 'buy milk' to 'buy oat milk'.",
+        [
+            "Done.",
+            "Done; the failing test is about calc.py, not todo.txt.",
+        ],
+        // Asked whether the request was about the failures: it was not.
+        false,
+    )
     .await;
     judged.assert_status("completed");
     let sent = judged.sent();
@@ -832,23 +850,11 @@ async fn a_failure_already_there_goes_back_once_and_does_not_fail_the_task() {
 /// says so when asked, and the task does not end `completed` over them.
 #[tokio::test]
 async fn failures_the_request_was_about_fail_the_task_when_they_remain() {
-    let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
-    let judged = task(
-        [
-            ("todo.txt", "- buy milk\n"),
-            ("calc.py", "def add(a, b):\n    return a - b\n"),
-            ("test_calc.py", TEST_CALC),
-        ],
-        vec![
-            read("todo.txt"),
-            call("edit_file", change),
-            say("Fixed."),
-            say("Fixed, I think."),
-            say("{\"asked_to_fix\": true}"),
-        ],
+    let judged = todo_edit_beside_a_failing_test(
+        "テストが失敗しています。直してください。",
+        ["Fixed.", "Fixed, I think."],
+        true,
     )
-    .with(allow_python)
-    .run("テストが失敗しています。直してください。")
     .await;
     judged.assert_status("failed");
     assert!(
