@@ -529,6 +529,9 @@ async fn commands_do_not_see_the_servers_environment() {
             .iter()
             .map(|(name, _)| *name),
     );
+    if agent_mcp::agent::tools::sandbox::server_cargo_home().is_some() {
+        expected.push("CARGO_HOME");
+    }
     expected.sort_unstable();
     assert_eq!(names, expected, "{tool_result}");
     let _ = child.kill().await;

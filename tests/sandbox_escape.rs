@@ -505,3 +505,35 @@ async fn version_control_metadata_stays_read_only_for_any_program() {
     );
     assert!(l.ws.join(".git").is_dir() && !l.ws.join(".git-moved").exists());
 }
+
+/// A Rust project with a dependency, on the default configuration: cargo builds it offline in
+/// the sandbox from the crates the machine has already downloaded (its locks and caches go to
+/// the task's own CARGO_HOME, the server's registry is read through links), and the program
+/// runs. `itoa` is in this repository's own dependency tree, so it is in the registry.
+#[tokio::test]
+async fn a_rust_project_with_a_dependency_builds_offline_in_the_sandbox() {
+    let l = layout();
+    let krate = l.ws.join("dep");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nitoa = \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("src/main.rs"),
+        "fn main() { println!(\"{}\", itoa::Buffer::new().format(42)); }\n",
+    )
+    .unwrap();
+    let (calls, texts, _) = campaign(&l, |_, _| {
+        vec![run_in("dep", &["cargo", "run", "--offline", "--quiet"])]
+    })
+    .await;
+    assert_contained(&calls, &texts);
+    assert!(
+        texts[0].contains("exit status: 0\nstdout:\n42\n"),
+        "{}",
+        texts[0]
+    );
+}

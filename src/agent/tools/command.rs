@@ -199,6 +199,7 @@ pub(super) async fn run_command(
         // No bytecode caches: a .pyc written in the same second as an edit can run stale code.
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .envs(super::sandbox::toolchain_homes())
+        .envs(super::sandbox::task_cargo_home(scratch).map(|home| ("CARGO_HOME", home)))
         .envs(&settings.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -710,6 +711,9 @@ mod tests {
                 .iter()
                 .map(|(v, _)| *v),
         );
+        if super::super::sandbox::server_cargo_home().is_some() {
+            expected.push("CARGO_HOME");
+        }
         expected.sort_unstable();
         assert_eq!(names, expected, "{out}");
     }

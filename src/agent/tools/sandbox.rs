@@ -159,6 +159,36 @@ pub fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
+/// The server's cargo home (`CARGO_HOME`, else `~/.cargo`), if there is one.
+pub fn server_cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| server_home().map(|h| h.join(".cargo")))
+        .filter(|p| p.is_dir())
+}
+
+/// A `CARGO_HOME` for a task's commands, in its temporary folder: cargo keeps its locks and
+/// caches there (the sandbox lets it write nowhere in the server's `~/.cargo`), and finds the
+/// crates the server has downloaded through links to the server's `registry` and `git`
+/// (readable, not writable). Without it a project with dependencies does not build offline.
+/// Made at the task's first command; `None` when the server has no cargo home.
+pub(super) fn task_cargo_home(scratch: &Path) -> Option<PathBuf> {
+    let real = server_cargo_home()?;
+    let home = scratch.join(".cargo");
+    if !home.is_dir() {
+        std::fs::create_dir_all(&home).ok()?;
+        #[cfg(unix)]
+        for name in ["registry", "git"] {
+            let target = real.join(name);
+            if target.is_dir() {
+                let _ = std::os::unix::fs::symlink(&target, home.join(name));
+            }
+        }
+    }
+    Some(home)
+}
+
 /// The toolchain folders commands may read (see [`TOOLCHAINS`]).
 fn toolchain_folders() -> Vec<PathBuf> {
     let home = server_home();
