@@ -128,11 +128,14 @@ const TOOLCHAINS: [(&str, &str); 12] = [
 
 /// Variables that tell a toolchain where it lives, passed on to commands when the server has
 /// them or their usual folder exists, since a command's `HOME` is its task's temporary folder.
-const TOOLCHAIN_HOMES: [(&str, &str); 4] = [
+const TOOLCHAIN_HOMES: [(&str, &str); 5] = [
     ("RUSTUP_HOME", ".rustup"),
     ("PYENV_ROOT", ".pyenv"),
     ("NVM_DIR", ".nvm"),
     ("GOPATH", "go"),
+    // Python's user site-packages (`pip install --user`), in `~/.local/lib`, which commands
+    // may read.
+    ("PYTHONUSERBASE", ".local"),
 ];
 
 /// The server's `HOME`, if set and absolute.
