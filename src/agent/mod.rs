@@ -9,6 +9,7 @@ mod approval;
 mod checks;
 mod claim;
 mod context;
+mod direct;
 mod expect;
 mod intent;
 mod lexicon;

@@ -246,7 +246,7 @@ async fn drive(
             .collect(),
     );
     let asks_for_change = super::asks_for_change(&progress.task.request);
-    let engine = Arc::new(Engine {
+    let mut engine = Engine {
         ollama: core.ollama.clone(),
         settings: settings.clone(),
         model,
@@ -276,7 +276,28 @@ async fn drive(
             progress.task.input.answer_path,
         )
         .with_decision_log(core.decisions.clone()),
-    });
+        direct: None,
+    };
+    // The `files` policy: what the request asks is the model's reading of it, what shows it
+    // done the workspace's files and checks — the request's words are not read here.
+    if super::direct::applies(&engine, !progress.task.images.is_empty())
+        && let Some(direct) = super::direct::prepare(&engine, progress, cancel)
+            .await
+            .map_err(step_error)?
+    {
+        engine.asks_for_change = direct.intent.change;
+        engine.expectations = Expectations::default();
+        let kept = if direct.intent.fix_failing && !direct.intent.tests {
+            super::direct::test_files(&direct.files)
+        } else {
+            Vec::new()
+        };
+        if let Some(toolbox) = engine.toolbox.as_mut().and_then(Arc::get_mut) {
+            toolbox.set_kept_checks(kept);
+        }
+        engine.direct = Some(direct);
+    }
+    let engine = Arc::new(engine);
 
     let plan = if settings.agent.planning {
         let plan = plan(&engine, progress, cancel).await?;
@@ -312,7 +333,12 @@ async fn drive(
             // Checks that failed before the change and still fail: whether that leaves the
             // task undone depends on what it was asked, which the model reads, not a word list.
             Ok(Ok(report)) if !report.passed() => {
-                if asked_to_fix(&engine, &report, progress, cancel).await? {
+                let asked = match &engine.direct {
+                    // Asked of the model before the work, with the failures before it.
+                    Some(direct) => direct.intent.fix_failing,
+                    None => asked_to_fix(&engine, &report, progress, cancel).await?,
+                };
+                if asked {
                     return Err(RunError::Checks(report));
                 }
                 Some(report)
@@ -332,6 +358,18 @@ async fn drive(
 }
 
 pub use super::step::one_line;
+
+/// A failure of the `files` policy's preparation, as the task's.
+fn step_error(e: super::step::StepError) -> RunError {
+    match e {
+        super::step::StepError::Cancelled => RunError::Cancelled,
+        super::step::StepError::Ollama(e) => RunError::from(e),
+        other => RunError::Steps(ScheduleError::Step {
+            title: SINGLE_STEP_TITLE.to_owned(),
+            reason: other.to_string(),
+        }),
+    }
+}
 
 /// The question of [`asked_to_fix`], answered as JSON by the model.
 fn asked_to_fix_schema() -> Value {

@@ -338,6 +338,12 @@ impl Toolbox {
         self
     }
 
+    /// Keeps these test files as they are from now on, in place of those given before (see
+    /// [`Workspace::keep_checks`]).
+    pub(crate) fn set_kept_checks(&mut self, files: Vec<String>) {
+        self.ctx.workspace = self.ctx.workspace.clone().keep_checks(files);
+    }
+
     pub fn settings(&self) -> &ToolSettings {
         &self.ctx.settings
     }
