@@ -179,7 +179,7 @@ async fn a_change_the_model_only_describes_is_asked_for_once_then_fails() {
 }
 
 #[tokio::test]
-async fn a_block_that_leaves_lines_out_or_drops_a_definition_is_named_back_not_written() {
+async fn a_block_that_leaves_lines_out_is_named_back_and_a_changed_part_alone_is_merged() {
     let before = "def a():\n    return 1\n\n\ndef b():\n    return 2\n";
     let after = "def a():\n    return 10\n\n\ndef b():\n    return 2\n";
     let ran = run(
@@ -187,8 +187,8 @@ async fn a_block_that_leaves_lines_out_or_drops_a_definition_is_named_back_not_w
         vec![
             intent(true, false, None),
             whole("m.py", "def a():\n    return 10\n# ...\n", ""),
-            whole("m.py", "def a():\n    return 10\n", ""),
-            whole("m.py", after, "a() returns 10."),
+            // Only the definition it changed: it takes a()'s place, b() stays.
+            whole("m.py", "def a():\n    return 10\n", "a() returns 10."),
         ],
         "a() in m.py should return 10",
     )
@@ -196,15 +196,40 @@ async fn a_block_that_leaves_lines_out_or_drops_a_definition_is_named_back_not_w
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("m.py"), after);
     let sent = ran.sent();
+    assert_eq!(sent.len(), 3);
     assert!(
         last_user(&sent[2]).contains("leaves lines out"),
         "{}",
         last_user(&sent[2])
     );
+}
+
+#[tokio::test]
+async fn a_whole_file_dropping_what_another_file_uses_is_named_back_once() {
+    let util = "def calc(a, b):\n    return a * b\n\n\ndef twice(a):\n    return 2 * a\n\n\ndef half(a):\n    return a / 2\n";
+    let main = "from util import calc, twice\n\nprint(calc(2, 3), twice(2))\n";
+    let fixed = "def calc(a, b):\n    return a * b + 1\n\n\ndef twice(a):\n    return 2 * a\n\n\ndef half(a):\n    return a / 2\n";
+    let ran = run(
+        &[("util.py", util), ("main.py", main)],
+        vec![
+            intent(true, false, None),
+            // The whole file, as it would be, but twice() is gone although main.py uses it.
+            whole(
+                "util.py",
+                "def calc(a, b):\n    return a * b + 1\n\n\ndef half(a):\n    return a / 2\n",
+                "",
+            ),
+            whole("util.py", fixed, "calc adds one."),
+        ],
+        "calc should add 1 to the product",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("util.py"), fixed);
+    let told = last_user(&ran.sent()[2]);
     assert!(
-        last_user(&sent[3]).contains("leaves out b"),
-        "{}",
-        last_user(&sent[3])
+        told.contains("leaves out twice, which other files use"),
+        "{told}"
     );
 }
 
@@ -293,4 +318,37 @@ async fn a_workspace_too_large_for_the_prompt_runs_the_tool_loop() {
     let sent = ran.sent();
     assert!(sent[0]["format"].is_null(), "{}", sent[0]);
     assert!(sent[0]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+}
+
+#[tokio::test]
+async fn a_structured_file_that_does_not_parse_is_shown_so_and_told_after_a_write() {
+    let broken = "{\n  \"name\": \"api\",\n  \"port\": 8080,\n}\n";
+    let still = "{\n  \"name\": \"api\"\n  \"port\": 8080\n}\n";
+    let fixed = "{\n  \"name\": \"api\",\n  \"port\": 8080\n}\n";
+    let ran = run(
+        &[("config.json", broken)],
+        vec![
+            intent(true, false, None),
+            say(&format!("config.json\n```json\n{still}```")),
+            say(&format!(
+                "config.json\n```json\n{fixed}```\nRemoved the comma."
+            )),
+        ],
+        "config.json がおかしいので直して",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("config.json"), fixed);
+    let sent = ran.sent();
+    assert!(
+        all_user(&sent[1])
+            .contains("(config.json does not parse as JSON: key must be a string at line 4"),
+        "{}",
+        all_user(&sent[1])
+    );
+    let told = last_user(&sent[2]);
+    assert!(
+        told.contains("Written, but config.json does not parse as JSON"),
+        "{told}"
+    );
 }

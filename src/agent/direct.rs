@@ -37,7 +37,7 @@ use super::checks;
 use super::step::{Engine, StepError};
 use super::step_event::StepEvent;
 use super::step_progress::Progress;
-use super::tools::{CallError, ToolError, Toolbox};
+use super::tools::{CallError, ToolError, Toolbox, parse_problem};
 use crate::ollama::{Message, ToolCall, ToolCallFunction};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
@@ -345,7 +345,12 @@ fn files_message(direct: &Direct) -> String {
         if !file.text.ends_with('\n') && !file.text.is_empty() {
             text.push('\n');
         }
-        let _ = write!(text, "{fence}\n\n");
+        let _ = writeln!(text, "{fence}");
+        // What the workspace shows is wrong with it, for a format read here.
+        if let Some(problem) = parse_problem(&file.path, &file.text) {
+            let _ = writeln!(text, "({problem})");
+        }
+        text.push('\n');
     }
     text.truncate(text.trim_end().len());
     text
@@ -587,19 +592,149 @@ fn definitions(text: &str) -> Vec<String> {
     names
 }
 
-/// Definitions `before` had that `after` drops, and the request does not name.
-fn dropped(before: &str, after: &str, request: &str) -> Vec<String> {
+/// A top-level part of a source file: a definition with its body (and decorators), or the
+/// lines between definitions.
+#[derive(Debug)]
+struct Part {
+    /// The definition's name (see [`definitions`]).
+    name: Option<String>,
+    text: String,
+}
+
+/// The file's top-level parts: a part starts at each line in column 0 but for a closing line
+/// (`}`, `};`, `)`, `end`) or one after decorators (`@…`).
+fn parts(text: &str) -> Vec<Part> {
+    let mut out: Vec<Part> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let top = !line.starts_with(char::is_whitespace) && !line.trim().is_empty();
+        let closing = matches!(line.trim(), "}" | "};" | ")" | ");" | "end");
+        let after_decorator = out.last().is_some_and(|p| {
+            p.text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.starts_with('@'))
+        });
+        if top && !closing && !after_decorator || out.is_empty() {
+            out.push(Part {
+                name: None,
+                text: String::new(),
+            });
+        }
+        if let Some(part) = out.last_mut() {
+            part.text.push_str(line);
+            if part.name.is_none() && top {
+                part.name = definitions(line).into_iter().next();
+            }
+        }
+    }
+    out
+}
+
+/// A line that brings in names (`import x`, `from x import y`, `use x;`, `#include`).
+fn is_import(line: &str) -> bool {
+    ["import ", "from ", "use ", "#include", "require "]
+        .iter()
+        .any(|p| line.starts_with(p))
+}
+
+/// A small model asked for the whole file often writes only the definitions it changed or
+/// added. When a block holds only definitions (and imports), none of them one of the file's
+/// as it is, and leaves out definitions the file has, it is that part: each definition
+/// replaces the file's of the same name or is added (before a closing `if __name__` block),
+/// and its imports the file lacks go first. `None` when the block is a whole file.
+fn merge_partial(before: &str, block: &str) -> Option<String> {
+    let new = parts(block);
+    let old = parts(before);
+    let old_names: Vec<&str> = old.iter().filter_map(|p| p.name.as_deref()).collect();
+    let new_names: Vec<&str> = new.iter().filter_map(|p| p.name.as_deref()).collect();
+    if new_names.is_empty() || old_names.iter().all(|n| new_names.contains(n)) {
+        return None;
+    }
+    let mut imports = Vec::new();
+    for part in &new {
+        if part.name.is_some() {
+            // A definition as the file has it: the block is the whole file, minus what the
+            // model meant to remove.
+            if old
+                .iter()
+                .any(|o| o.text.trim_end() == part.text.trim_end())
+            {
+                return None;
+            }
+            continue;
+        }
+        for line in part.text.lines().filter(|l| !l.trim().is_empty()) {
+            if !is_import(line) {
+                return None;
+            }
+            if !before.lines().any(|l| l.trim_end() == line.trim_end()) {
+                imports.push(line.to_owned());
+            }
+        }
+    }
+    let mut merged: Vec<String> = old.iter().map(|p| p.text.clone()).collect();
+    for part in new.iter().filter(|p| p.name.is_some()) {
+        let body = part.text.trim_end();
+        match old.iter().position(|o| o.name == part.name) {
+            Some(at) => {
+                let tail = &old[at].text[old[at].text.trim_end().len()..];
+                merged[at] = format!("{body}{tail}");
+            }
+            None => {
+                let main = old
+                    .iter()
+                    .position(|o| o.name.is_none() && o.text.starts_with("if __name__"));
+                let text = format!("{body}\n\n\n");
+                match main {
+                    Some(at) => merged.insert(at, text),
+                    None => {
+                        if let Some(last) = merged.last_mut() {
+                            let trimmed = last.trim_end().len();
+                            last.truncate(trimmed);
+                            last.push_str("\n\n\n");
+                        }
+                        merged.push(format!("{body}\n"));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for line in imports {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(&merged.concat());
+    Some(out)
+}
+
+/// Definitions `before` had that `after` drops.
+fn dropped(before: &str, after: &str) -> Vec<String> {
     let kept = definitions(after);
     definitions(before)
         .into_iter()
-        .filter(|name| !kept.contains(name) && !mentions(request, name))
+        .filter(|name| !kept.contains(name))
         .collect()
 }
 
-/// `request` holds `name` as a word of code.
-fn mentions(request: &str, name: &str) -> bool {
-    request
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+/// Whether another of the files uses one of `names` (as a word of code).
+fn used_elsewhere(names: &[String], files: &[WorkspaceFile], path: &str) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| {
+            files
+                .iter()
+                .filter(|f| f.path != path)
+                .any(|f| mentions(&f.text, name))
+        })
+        .cloned()
+        .collect()
+}
+
+/// `text` holds `name` as a word of code.
+fn mentions(text: &str, name: &str) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .any(|w| w == name)
 }
 
@@ -627,13 +762,12 @@ pub(crate) async fn run(
              not write files.",
         );
     }
-    // As aider lays it out for a weak model: the files, acknowledged, then the request on its
-    // own at the end.
+    // The files, then the request on its own at the end, where a small model attends most.
+    // (No acknowledging turn between them: a 1.5B model copied "Ok." as its reply.)
     let mut messages = engine.conversation(&system);
     if let Some(last) = messages.last_mut() {
         last.content = files_message(direct);
     }
-    messages.push(Message::assistant("Ok."));
     messages.push(Message::user(request_message(engine, direct)));
     let mut calls = 0;
     let mut asked_empty = false;
@@ -647,9 +781,15 @@ pub(crate) async fn run(
     let mut tools = false;
     // The last reply changed nothing although a change was asked.
     let mut stuck = false;
+    // What the last round named back (a block not written, a file that does not parse).
+    let mut pending: Vec<String> = Vec::new();
     let max = engine.settings.agent.max_iterations.max(1);
     loop {
         if calls >= if tools { max } else { MAX_EDIT_CALLS.min(max) } {
+            // Out of calls with what was named back still so: not done, saying what.
+            if !pending.is_empty() {
+                return Err(StepError::NotDone(pending));
+            }
             return Ok(answer);
         }
         calls += 1;
@@ -748,42 +888,42 @@ pub(crate) async fn run(
                 ));
                 continue;
             }
+            let mut content = block.content.clone();
             if let Some(before) = &before {
-                let gone = dropped(before, &block.content, &engine.request.content);
-                if !gone.is_empty() && !warned.contains(&path) {
-                    warned.push(path.clone());
-                    told.push(format!(
-                        "The block for {path} leaves out {} that the file has, so it was not \
-                         written; write the whole file, with the parts that stay as they are.",
-                        gone.join(", ")
-                    ));
-                    continue;
+                if let Some(merged) = merge_partial(before, &content) {
+                    content = merged;
+                } else {
+                    // A whole file that drops what other files use: named back once; written
+                    // as it is the second time (the checks judge it).
+                    let gone = used_elsewhere(&dropped(before, &content), &files, &path);
+                    if !gone.is_empty() && !warned.contains(&path) {
+                        warned.push(path.clone());
+                        told.push(format!(
+                            "The block for {path} leaves out {}, which other files use, so it \
+                             was not written; write the whole file, with the parts that stay \
+                             as they are.",
+                            gone.join(", ")
+                        ));
+                        continue;
+                    }
                 }
             }
-            match write(
-                engine,
-                toolbox,
-                &path,
-                &block.content,
-                index,
-                events,
-                cancel,
-            )
-            .await?
-            {
+            match write(engine, toolbox, &path, &content, index, events, cancel).await? {
                 Ok(result) => {
-                    if before.as_deref() != Some(block.content.as_str()) {
+                    if before.as_deref() != Some(content.as_str()) {
                         wrote.push(path.clone());
                     }
                     match files.iter_mut().find(|f| f.path == path) {
-                        Some(file) => file.text = block.content.clone(),
+                        Some(file) => file.text = content.clone(),
                         None => files.push(WorkspaceFile {
                             path: path.clone(),
-                            text: block.content.clone(),
+                            text: content.clone(),
                         }),
                     }
                     if result.starts_with("error") {
                         told.push(format!("{path}: {result}"));
+                    } else if let Some(problem) = parse_problem(&path, &content) {
+                        told.push(format!("Written, but {problem}."));
                     }
                 }
                 Err(refused) => told.push(format!("{path}: {refused}")),
@@ -802,6 +942,7 @@ pub(crate) async fn run(
             continue;
         }
         told.dedup();
+        pending.clone_from(&told);
         if !told.is_empty() {
             let mut message = told.join("\n");
             if !wrote.is_empty() {
@@ -819,7 +960,12 @@ pub(crate) async fn run(
             if let Some(failing) = &direct.failing {
                 let _ = write!(message, " The tests still fail:\n{}\n", tail(failing, 1500));
             }
-            message.push_str(" Write the files as the request needs them, each whole.");
+            // Shown again, a small model copies the files again: asked first to say what must
+            // change, it then writes the change it named.
+            message.push_str(
+                " First say in one sentence which lines must change and how; then write each \
+                 file that changes, whole.",
+            );
             messages.push(Message::user(message));
             continue;
         }
@@ -991,14 +1137,56 @@ mod tests {
     }
 
     #[test]
-    fn dropped_definitions_are_those_the_request_does_not_name() {
+    fn a_block_of_only_changed_or_new_definitions_is_merged_into_the_file() {
+        let before = "import os\n\n\ndef shout(t):\n    return t.upper()\n\n\ndef keep():\n    return 1\n\n\nif __name__ == \"__main__\":\n    print(shout(\"a\"))\n";
+        // A new definition goes before the main block.
+        let merged = merge_partial(before, "def whisper(t):\n    return t.lower()\n").unwrap();
+        assert_eq!(
+            merged,
+            "import os\n\n\ndef shout(t):\n    return t.upper()\n\n\ndef keep():\n    return 1\n\n\ndef whisper(t):\n    return t.lower()\n\n\nif __name__ == \"__main__\":\n    print(shout(\"a\"))\n"
+        );
+        // A changed definition replaces the file's, with an import it needs.
+        let merged = merge_partial(
+            before,
+            "import sys\n\ndef shout(t):\n    return t.upper() + \"!\"\n",
+        )
+        .unwrap();
+        assert!(merged.starts_with("import sys\nimport os\n"), "{merged}");
+        assert!(
+            merged.contains("return t.upper() + \"!\"\n\n\ndef keep():"),
+            "{merged}"
+        );
+        // A whole file that leaves a definition out (the model removed it) is not merged.
+        let removed = "import os\n\n\ndef keep():\n    return 1\n";
+        assert_eq!(merge_partial(before, removed), None);
+        // Nor is a block with statements of its own, or one keeping every definition.
+        assert_eq!(merge_partial(before, "x = 1\ndef y():\n    pass\n"), None);
+        assert_eq!(merge_partial(before, before), None);
+        // Braces close a part; decorators stay with their definition.
+        let rust = "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n";
+        let merged = merge_partial(rust, "fn b() {\n    3\n}\n").unwrap();
+        assert_eq!(merged, "fn a() {\n    1\n}\n\nfn b() {\n    3\n}\n");
+        let py = "@cache\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n";
+        let merged = merge_partial(py, "@cache\ndef a():\n    return 5\n").unwrap();
+        assert_eq!(
+            merged,
+            "@cache\ndef a():\n    return 5\n\n\ndef b():\n    return 2\n"
+        );
+    }
+
+    #[test]
+    fn dropped_definitions_count_when_another_file_uses_them() {
         let before =
             "import os\n\ndef keep():\n    pass\n\ndef helper():\n    pass\n\nclass C:\n    pass\n";
         let after = "def keep():\n    return 1\n";
-        assert_eq!(dropped(before, after, "fix keep"), vec!["helper", "C"]);
+        assert_eq!(dropped(before, after), vec!["helper", "C"]);
+        let files = [
+            file("m.py", before),
+            file("main.py", "from m import helper\nhelper()\n"),
+        ];
         assert_eq!(
-            dropped(before, after, "remove helper() and class C"),
-            Vec::<String>::new()
+            used_elsewhere(&dropped(before, after), &files, "m.py"),
+            vec!["helper"]
         );
         assert_eq!(
             definitions("pub fn a() {}\nasync def b():\nexport function c() {}\n"),

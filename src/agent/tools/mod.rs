@@ -74,6 +74,7 @@ use crate::ollama::ToolCall;
 pub use cgroup::describe as describe_command_isolation;
 pub use command::{CommandEnd, CommandRun};
 pub(crate) use files::look_alike_of;
+pub(crate) use formats::parse_problem;
 pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
