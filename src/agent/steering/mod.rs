@@ -135,9 +135,9 @@ pub(crate) struct Facts<'a> {
     /// What is not done yet — writes the model tried that did not take, then what the request
     /// states and the workspace does not show — when a rule asked for it
     /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
-    pub unmet: &'a [crate::agent::expect::Unmet],
+    pub unmet: &'a [crate::agent::judge::expect::Unmet],
     /// What the request says the workspace will hold.
-    pub expectations: &'a crate::agent::expect::Expectations,
+    pub expectations: &'a crate::agent::judge::expect::Expectations,
 }
 
 impl Facts<'_> {

@@ -393,8 +393,8 @@ impl Toolbox {
             "search_text" => args["pattern"].as_str().unwrap_or_default().to_owned(),
             _ => args["path"].as_str().unwrap_or_default().to_owned(),
         };
-        let name = crate::agent::plan::one_line(&call.function.name);
-        match crate::agent::plan::one_line(&detail) {
+        let name = crate::agent::engine::plan::one_line(&call.function.name);
+        match crate::agent::engine::plan::one_line(&detail) {
             d if d.is_empty() => name,
             d => format!("{name}: {d}"),
         }
@@ -421,7 +421,7 @@ impl Toolbox {
         let name = call.function.name.as_str();
         let Some(spec) = self.get(name) else {
             return Err(ToolError::Unknown {
-                name: crate::agent::plan::one_line(name),
+                name: crate::agent::engine::plan::one_line(name),
                 available: self.enabled().join(", "),
             }
             .into());

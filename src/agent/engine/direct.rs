@@ -32,12 +32,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::approval::Gate;
-use super::checks;
-use super::step::{Engine, StepError};
-use super::step_event::StepEvent;
-use super::step_progress::Progress;
-use super::tools::{CallError, ToolError, Toolbox, parse_problem};
+use crate::agent::engine::approval::Gate;
+use crate::agent::engine::step::{Engine, StepError};
+use crate::agent::engine::step_event::StepEvent;
+use crate::agent::engine::step_progress::Progress;
+use crate::agent::judge::checks;
+use crate::agent::tools::{CallError, ToolError, Toolbox, parse_problem};
 use crate::ollama::{Message, ToolCall, ToolCallFunction};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
@@ -845,10 +845,10 @@ pub(crate) async fn run(
             .filter(|line| !OUR_HEADINGS.contains(&line.trim()))
             .collect::<Vec<_>>()
             .join("\n");
-        answer = super::steering::clean_answer(&prose);
+        answer = crate::agent::steering::clean_answer(&prose);
         if !direct.intent.change {
             if answer.trim().is_empty() {
-                answer = super::steering::clean_answer(&text);
+                answer = crate::agent::steering::clean_answer(&text);
             }
             return Ok(answer);
         }

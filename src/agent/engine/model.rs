@@ -17,8 +17,8 @@
 
 use std::time::Duration;
 
-use super::AgentSettings;
-use super::steering::Policy;
+use crate::agent::AgentSettings;
+use crate::agent::steering::Policy;
 use crate::config::{Config, SteeringMode, ThinkSetting};
 use crate::ollama::{OllamaClient, ShowResponse, Think};
 
