@@ -651,6 +651,24 @@ fn merge_partial(before: &str, block: &str) -> Option<String> {
     if new_names.is_empty() || old_names.iter().all(|n| new_names.contains(n)) {
         return None;
     }
+    // A definition under a new name with the body of one the block leaves out: renamed, and
+    // the block is the whole file.
+    let body = |p: &Part| {
+        p.text
+            .trim_end()
+            .split_once('\n')
+            .map(|(_, b)| b.to_owned())
+    };
+    let renamed = new.iter().filter(|p| p.name.is_some()).any(|p| {
+        old.iter().any(|o| {
+            o.name.as_deref().is_some_and(|n| !new_names.contains(&n))
+                && body(o).is_some()
+                && body(o) == body(p)
+        })
+    });
+    if renamed {
+        return None;
+    }
     let mut imports = Vec::new();
     for part in &new {
         if part.name.is_some() {
@@ -1162,6 +1180,14 @@ mod tests {
         // Nor is a block with statements of its own, or one keeping every definition.
         assert_eq!(merge_partial(before, "x = 1\ndef y():\n    pass\n"), None);
         assert_eq!(merge_partial(before, before), None);
+        // A definition renamed, its body kept: the whole file.
+        assert_eq!(
+            merge_partial(
+                "def fetch():\n    return [1]\n",
+                "def load():\n    return [1]\n"
+            ),
+            None
+        );
         // Braces close a part; decorators stay with their definition.
         let rust = "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n";
         let merged = merge_partial(rust, "fn b() {\n    3\n}\n").unwrap();
