@@ -978,6 +978,9 @@ pub(crate) async fn run(
             if let Some(failing) = &direct.failing {
                 let _ = write!(message, " The tests still fail:\n{}\n", tail(failing, 1500));
             }
+            for problem in files.iter().filter_map(|f| parse_problem(&f.path, &f.text)) {
+                let _ = write!(message, " {problem}.");
+            }
             // Shown again, a small model copies the files again: asked first to say what must
             // change, it then writes the change it named.
             message.push_str(
