@@ -494,7 +494,13 @@ async fn run_case(case: &Case, variant: &'static str, fake: FakeOllama) -> Ran {
         // model answers it as a capable one would: a change when the case reports changes.
         let change = case.changes.is_some();
         fake.push_reply(Reply::text(
-            &json!({"change": change, "tests": false, "fix_failing": false}).to_string(),
+            &json!({
+                "goal": "the request",
+                "wants": if change { "file changes" } else { "an answer" },
+                "tests": false,
+                "fix_failing": false
+            })
+            .to_string(),
             50,
             10,
         ));

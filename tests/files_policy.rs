@@ -86,7 +86,8 @@ fn say(text: &str) -> Reply {
 }
 
 fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
-    let mut v = json!({"change": change, "tests": tests});
+    let wants = if change { "file changes" } else { "an answer" };
+    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests});
     if let Some(fix) = fix_failing {
         v["fix_failing"] = json!(fix);
     }
@@ -130,7 +131,7 @@ async fn a_failing_test_is_fixed_in_one_whole_file_reply_and_the_checks_say_so()
     // The reading: a JSON schema as `format`, the files named, the failure shown.
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["change", "tests", "fix_failing"])
+        json!(["goal", "wants", "tests", "fix_failing"])
     );
     assert!(last_user(&sent[0]).contains("slug.py, test_slug.py"));
     // The edit: both files in the prompt, no tools offered, the failure before the request.

@@ -33,12 +33,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::agent::engine::approval::Gate;
-use crate::agent::engine::step::{Engine, StepError};
+use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
 use crate::agent::judge::checks;
 use crate::agent::tools::{CallError, ToolError, Toolbox, parse_problem};
-use crate::ollama::{Message, ToolCall, ToolCallFunction};
+use crate::ollama::{Message, Role, ToolCall, ToolCallFunction};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
 /// task runs the tool loop (a small model copies a short file faithfully, a long one not, and
@@ -209,16 +209,55 @@ pub(crate) async fn prepare(
 
 fn intent_schema(failing: bool) -> Value {
     let mut properties = json!({
-        "change": {"type": "boolean"},
+        "goal": {"type": "string", "maxLength": 200},
+        "wants": {"type": "string", "enum": [WANTS_ANSWER, WANTS_CHANGES]},
         "tests": {"type": "boolean"},
     });
-    let mut required = vec!["change", "tests"];
+    let mut required = vec!["goal", "wants", "tests"];
     if failing {
         properties["fix_failing"] = json!({"type": "boolean"});
         required.push("fix_failing");
     }
     json!({"type": "object", "properties": properties, "required": required})
 }
+
+/// The two readings of a request, as the model picks one.
+const WANTS_ANSWER: &str = "an answer";
+const WANTS_CHANGES: &str = "file changes";
+
+/// What the model is told it answers, and examples of the answer: requests in several
+/// languages, neither list nor rule, just shown the way a question to a small model is best
+/// asked (a model follows examples better than a definition).
+const INTENT_SYSTEM: &str = "You read a request to a coding assistant and say what it wants. \
+    Answer only with JSON: \"goal\" says in a few words what the person wants; \"wants\" is \
+    \"an answer\" when they want to know something (an explanation, a value, a count, advice) \
+    and the files stay as they are, or \"file changes\" when files are to be created, changed \
+    or deleted; \"tests\" is true when tests are to be written or changed; \"fix_failing\", \
+    when asked, is true when the failing tests are to pass or the fault they show is to be \
+    fixed.";
+
+const INTENT_EXAMPLES: [(&str, &str); 4] = [
+    (
+        "The project's files: util.py\n\nThe request:\nWhat does parse() in util.py return for \
+         an empty string?",
+        r#"{"goal": "know what parse returns for an empty string", "wants": "an answer", "tests": false}"#,
+    ),
+    (
+        "The project's files: cart.py, test_cart.py\n\nThe request:\nLa función total de \
+         cart.py suma mal los descuentos.",
+        r#"{"goal": "total in cart.py handles discounts correctly", "wants": "file changes", "tests": false}"#,
+    ),
+    (
+        "The project's files: README.md, app.py\n\nThe request:\nREADME.md \
+         にインストール手順を書いてほしい。",
+        r#"{"goal": "installation steps in README.md", "wants": "file changes", "tests": false}"#,
+    ),
+    (
+        "The project's files: app.py, test_app.py\n\nThe request:\nWie viele Tests gibt es in \
+         test_app.py?",
+        r#"{"goal": "the number of tests in test_app.py", "wants": "an answer", "tests": false}"#,
+    ),
+];
 
 /// One short call with a JSON-schema `format`: what the request asks, read by the model in
 /// whatever language it came.
@@ -245,26 +284,16 @@ async fn read_intent(
             tail(failing, INTENT_FAILURE_CHARS)
         );
     }
-    let _ = write!(
-        question,
-        "\nThe request:\n{}\n\nAnswer with JSON. \"change\": true if doing the request means \
-         creating, changing or deleting files, false if it only asks for information or an \
-         answer. \"tests\": true if it asks for tests to be written or changed.",
-        engine.request.content
-    );
+    let _ = write!(question, "\nThe request:\n{}", engine.request.content);
     if failing.is_some() {
-        question.push_str(
-            " \"fix_failing\": true if it asks for the failing tests to pass, or for the fault \
-             they show to be fixed.",
-        );
+        question.push_str("\n\n(Say \"fix_failing\" too.)");
     }
-    let messages = vec![
-        Message::system(
-            "You read a request to a coding assistant and say what it asks for. Answer only \
-             with the JSON asked for.",
-        ),
-        Message::user(question),
-    ];
+    let mut messages = vec![Message::system(INTENT_SYSTEM)];
+    for (asked, answered) in INTENT_EXAMPLES {
+        messages.push(Message::user(asked));
+        messages.push(Message::assistant(answered));
+    }
+    messages.push(Message::user(question));
     let request = engine.chat_request(messages, false, Some(intent_schema(failing.is_some())));
     let reply = engine.chat(&request, cancel).await?;
     progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
@@ -275,8 +304,14 @@ async fn read_intent(
             .and_then(|v| v.get(key))
             .and_then(Value::as_bool)
     };
-    let Some(change) = flag("change") else {
-        return Ok(None);
+    let change = match parsed
+        .as_ref()
+        .and_then(|v| v.get("wants"))
+        .and_then(Value::as_str)
+    {
+        Some(WANTS_CHANGES) => true,
+        Some(WANTS_ANSWER) => false,
+        _ => return Ok(None),
     };
     Ok(Some(Intent {
         change,
@@ -782,10 +817,23 @@ pub(crate) async fn run(
     }
     // The files, then the request on its own at the end, where a small model attends most.
     // (No acknowledging turn between them: a 1.5B model copied "Ok." as its reply.)
-    let mut messages = engine.conversation(&system);
-    if let Some(last) = messages.last_mut() {
-        last.content = files_message(direct);
+    // The session's earlier turns go in as text: given as turns, the 1.5B model repeated the
+    // last answer (the result of the task before) as its reply.
+    let mut first = String::new();
+    if !engine.history.is_empty() {
+        first.push_str("Earlier in this session:\n");
+        for turn in &engine.history {
+            let who = if turn.role == Role::User {
+                "request"
+            } else {
+                "result"
+            };
+            let _ = writeln!(first, "- {who}: {}", one_line(&turn.content, 600));
+        }
+        first.push('\n');
     }
+    first.push_str(&files_message(direct));
+    let mut messages = vec![Message::system(system), Message::user(first)];
     messages.push(Message::user(request_message(engine, direct)));
     let mut calls = 0;
     let mut asked_empty = false;
