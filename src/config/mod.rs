@@ -84,7 +84,31 @@ pub struct OllamaConfig {
     /// The API key for Ollama's cloud: from the environment (`OLLAMA_API_KEY`, Ollama's own
     /// variable), never from the file, and never printed; sent over https only.
     #[serde(skip)]
-    pub api_key: Option<crate::ollama::ApiKey>,
+    pub api_key: Option<ApiKey>,
+}
+
+/// An API key for Ollama's cloud (`OLLAMA_API_KEY`): sent as `Authorization: Bearer` over
+/// https only, marked sensitive, and never shown (its `Debug` says `<redacted>`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `None` for an empty or blank key.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let key = key.trim();
+        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
+    }
+
+    /// The key itself, for the one header that carries it.
+    pub(crate) fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
 }
 
 impl Default for OllamaConfig {
@@ -196,25 +220,16 @@ pub enum ThinkSetting {
     High,
 }
 
-impl ThinkSetting {
-    /// The `think` value sent to Ollama.
-    pub fn to_wire(self) -> crate::ollama::Think {
-        use crate::ollama::Think;
-        match self {
-            ThinkSetting::Off => Think::On(false),
-            ThinkSetting::On => Think::On(true),
-            ThinkSetting::Low => Think::Level("low".into()),
-            ThinkSetting::Medium => Think::Level("medium".into()),
-            ThinkSetting::High => Think::Level("high".into()),
-        }
-    }
-}
-
+// Its `think` value on the wire (`ThinkSetting::to_wire`) is the Ollama client's business:
+// src/ollama/types.rs.
 impl Serialize for ThinkSetting {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.to_wire() {
-            crate::ollama::Think::On(on) => serializer.serialize_bool(on),
-            crate::ollama::Think::Level(level) => serializer.serialize_str(&level),
+        match self {
+            ThinkSetting::Off => serializer.serialize_bool(false),
+            ThinkSetting::On => serializer.serialize_bool(true),
+            ThinkSetting::Low => serializer.serialize_str("low"),
+            ThinkSetting::Medium => serializer.serialize_str("medium"),
+            ThinkSetting::High => serializer.serialize_str("high"),
         }
     }
 }
@@ -409,6 +424,11 @@ impl Default for AgentCommandsConfig {
         }
     }
 }
+
+/// File descriptors kept for everything but client connections (the store, the audit file,
+/// Ollama's connections, a command's pipes) when `http.max_connections` is fitted to the
+/// descriptor limit.
+pub const RESERVED_DESCRIPTORS: u64 = 128;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

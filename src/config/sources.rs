@@ -131,7 +131,7 @@ impl Config {
         let api_key = vars
             .iter()
             .find(|(name, _)| name == "OLLAMA_API_KEY")
-            .and_then(|(_, value)| crate::ollama::ApiKey::new(value));
+            .and_then(|(_, value)| super::ApiKey::new(value));
         // OTEL_* first, so an AGENT_MCP_TELEMETRY_* variable (more specific) has the last word.
         let otel = config.telemetry.apply_otel_env(&vars)?;
         let (mut config, unknown_env, applied) = config.apply_env_overrides(vars)?;
@@ -218,7 +218,7 @@ impl Config {
             "http.max_connections",
             format!(
                 "also kept {} below the file descriptor limit",
-                crate::transport::server::RESERVED_DESCRIPTORS
+                super::RESERVED_DESCRIPTORS
             ),
         );
         derived.extend(self.telemetry.derived());
@@ -397,7 +397,7 @@ mod tests {
             Config::load_traced(None, vars(&[("OLLAMA_API_KEY", "sk-secret-77")])).expect("loads");
         assert_eq!(
             loaded.config.ollama.api_key,
-            crate::ollama::ApiKey::new("sk-secret-77")
+            crate::config::ApiKey::new("sk-secret-77")
         );
         let text = loaded.config.annotated_yaml(&loaded.sources);
         assert!(!text.contains("sk-secret-77"), "{text}");

@@ -39,10 +39,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// the client beyond it. 1,024 connections hold at most 64 MiB of it.
 pub const MAX_BUF_BYTES: usize = 64 * 1024;
 
-/// File descriptors kept for everything but client connections (the store, the audit file,
-/// Ollama's connections, a command's pipes) when the connection cap is fitted to the
-/// descriptor limit.
-pub const RESERVED_DESCRIPTORS: u64 = 128;
+/// File descriptors kept for everything but client connections (`http.max_connections` is
+/// kept this far below the descriptor limit); a configuration value, so it lives there.
+pub use crate::config::RESERVED_DESCRIPTORS;
 
 /// The connection-level settings of [`serve_with_options`]. The body cap, deadline and budget
 /// live in the MCP edge ([`HttpRules`](crate::transport::http::HttpRules)), which reads bodies.
