@@ -56,7 +56,10 @@ pub use agent_mcp_layers as layers;
 /// The plugin surface (the `agent-mcp-plugin` crate): what a layer of the stack needs.
 pub use agent_mcp_plugin as plugin;
 use agent_mcp_plugin::serde_with;
-pub use agent_mcp_plugin::{protocol, redact, task, tools};
+pub use agent_mcp_plugin::{protocol, redact, task};
+/// The MCP tools this server publishes (`agent_run`, `agent_status`): their definitions and
+/// typed arguments, from the plugin crate. Not the agent's own sandboxed tools.
+pub use agent_mcp_plugin::tools as mcp_tools;
 
 use std::convert::Infallible;
 use std::sync::Arc;

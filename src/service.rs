@@ -15,6 +15,7 @@ use tower_service::Service;
 
 use crate::agent::AgentCore;
 use crate::agent::status::{render_accepted, render_not_found, render_status};
+use crate::mcp_tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 use crate::protocol::era::Era;
 use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
@@ -23,7 +24,6 @@ use crate::protocol::{
 use crate::task::input::AnswerPath;
 use crate::task::{Task, TaskImage};
 use crate::telemetry::context::TraceCarrier;
-use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes
 /// while the process runs).

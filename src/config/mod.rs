@@ -20,9 +20,9 @@ mod approvals;
 mod env;
 mod load;
 mod oauth;
-pub use crate::redact::redact_url;
 /// `mcp.images`: the tools' own type, used as it is.
-pub use crate::tools::ImageLimits;
+pub use crate::mcp_tools::ImageLimits;
+pub use crate::redact::redact_url;
 pub use approvals::{
     Approval, ApprovalsConfig, CommandApproval, CommandPatterns, DEFAULT_APPROVAL_TIMEOUT,
 };

@@ -94,7 +94,7 @@ impl Default for JwksConfig {
 /// What an operation name in `auth.oauth.scopes` may be: the tools, and the methods a scope
 /// can guard (`tools/call` is named by its tool; notifications are never refused).
 fn operations() -> Vec<&'static str> {
-    let mut names = vec![crate::tools::AGENT_RUN, crate::tools::AGENT_STATUS];
+    let mut names = vec![crate::mcp_tools::AGENT_RUN, crate::mcp_tools::AGENT_STATUS];
     names.extend(
         crate::protocol::Method::LABELS
             .into_iter()
@@ -147,8 +147,8 @@ impl OAuthConfig {
                         "auth.oauth.scopes",
                         format!(
                             "{scope}: name the tool instead of tools/call ({} or {})",
-                            crate::tools::AGENT_RUN,
-                            crate::tools::AGENT_STATUS
+                            crate::mcp_tools::AGENT_RUN,
+                            crate::mcp_tools::AGENT_STATUS
                         ),
                     );
                 }
