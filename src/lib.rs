@@ -185,7 +185,7 @@ impl AgentMcp {
     /// The HTTP rules [`AgentMcp::http_service`] applies.
     pub fn http_rules(&self) -> HttpRules {
         let admission =
-            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
+            stack::token_admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
                 .with_oauth(self.oauth.clone());
         HttpRules::from_config(&self.config)
             .with_body_budget(self.body_budget.clone())
@@ -206,11 +206,11 @@ impl AgentMcp {
             ops = ops.with_resource_metadata(oauth.metadata().clone());
         }
         let admission = match &self.config.http.metrics_token_sha256 {
-            Some(hash) => stack::admission::TokenAdmission::new(
+            Some(hash) => stack::token_admission::TokenAdmission::new(
                 crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
                 None,
             ),
-            None => stack::admission::TokenAdmission::new((&self.config.auth).into(), None)
+            None => stack::token_admission::TokenAdmission::new((&self.config.auth).into(), None)
                 .with_oauth(self.oauth.clone()),
         };
         let open = self.config.http.metrics_token_sha256.is_none()

@@ -69,7 +69,7 @@
 //! # Ok(()) }
 //! ```
 
-pub mod admission;
+pub mod token_admission;
 mod layer_config;
 mod shared_limit;
 
