@@ -69,9 +69,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod token_admission;
 mod layer_config;
 mod shared_limit;
+pub mod token_admission;
 
 pub use layer_config::{audit_layer, oauth_validator, rate_limits};
 pub use shared_limit::StoreBuckets;
@@ -85,7 +85,6 @@ use tower::util::{BoxCloneSyncService, Either};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::Stack;
 use crate::agent::AgentCore;
 use crate::config::Config;
 use crate::layers::audit::AuditLayer;
@@ -97,6 +96,9 @@ use crate::layers::tasks::{TasksConfig, TasksLayer};
 use crate::layers::validate::{ToolSchemas, ValidateLayer};
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
+
+/// The whole MCP stack as one cloneable service.
+pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
 
 /// Builds the full stack from the configuration (with an audit writer of its own). Fails
 /// only when `audit.file` cannot be opened.
