@@ -4,14 +4,20 @@
 
 use std::sync::Arc;
 
-use crate::agent::{Agent, AgentError};
+use uuid::Uuid;
+
+use crate::agent::{Agent, AgentCore, AgentError};
 use crate::config::{Config, StoreBackend};
 use crate::layers::audit::AuditLayer;
 use crate::service::AgentService;
 use crate::stack::Stack;
 use crate::stack::token_admission::TokenAdmission;
 use crate::store::{MemoryStore, PostgresStore, SqliteStore, StoreError, TaskStore};
+use crate::task::Task;
+use crate::task::events::Follower;
+use crate::task::input::Answer;
 use crate::transport::http::{Admission, BodyBudget, HttpRules, McpHttpService};
+use crate::transport::stdio::TaskApprovals;
 
 /// Why a server could not start: the agent (its store or model client), or a part the
 /// composition root builds around it (the audit writer, the OAuth validator).
@@ -229,3 +235,23 @@ impl AgentMcp {
     }
 }
 
+/// The agent core as what the stdio transport asks approvals through: the composition root is
+/// the one place that knows both.
+#[async_trait::async_trait]
+impl TaskApprovals for AgentCore {
+    fn follow(&self, id: Uuid) -> Follower {
+        self.events.follow(&[id])
+    }
+
+    async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
+        self.store.task(id).await
+    }
+
+    async fn answer(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError> {
+        let recorded = self.store.answer_input(id, key, answer).await?;
+        if recorded {
+            self.notify_task_changed(id);
+        }
+        Ok(recorded)
+    }
+}
