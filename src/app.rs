@@ -208,6 +208,7 @@ impl AgentMcp {
         crate::ops::readiness(self.agent.core()).await
     }
 
+    /// The configuration this server was started with.
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -1,28 +1,15 @@
 //! agent-mcp: hand natural-language work requests to a local Ollama-backed agent over MCP.
 //!
-//! ```text
-//!  POST /mcp (hyper / axum / any tower host)        stdin / stdout (one JSON message per line)
-//!         transport::http                                  transport::stdio
-//!                  \                                        /
-//!         parse one JSON-RPC message, classify its era, check transport rules
-//!                                    |
-//!    layers/   metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
-//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
-//!              stack::StackBuilder puts layers of your own)
-//!                                    |
-//!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
-//!                                    |
-//!    agent       queue (one task running, FIFO for the rest) → runner → ollama, store
-//! ```
+//! # Where to start
 //!
-//! The protocol types, tool arguments, task model and the `Check`/`Around`/`Wrap` machinery are
-//! the `agent-mcp-plugin` crate ([`plugin`]); the built-in layers the `agent-mcp-layers` crate
-//! ([`layers`]), which depends on the plugin crate alone; this crate is the core and composes
-//! them.
+//! [`AgentMcp`] is the server: [`AgentMcp::start`] opens the configured store, starts the
+//! agent and builds the stack from one [`config::Config`] (every key has a default; the
+//! binary reads it from `agent.yaml`). From there, three ways to serve it:
 //!
-//! Three ways to use it: the `agent-mcp` binary (`serve` for HTTP, `stdio`), mounting
-//! [`AgentMcp::http_service`] into an axum or hyper app, or driving [`AgentMcp::stack`] (a
-//! `tower::Service<McpRequest>`) from your own transport.
+//! - mount [`AgentMcp::http_service`] (`POST /mcp`) in an axum or hyper app;
+//! - drive [`AgentMcp::stack`] (a `tower::Service<McpRequest>`) from your own transport, e.g.
+//!   [`transport::stdio::serve`] over any pair of byte streams;
+//! - insert layers of your own at the named places of [`AgentMcp::stack_builder`].
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,34 +20,91 @@
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! The repository's `examples/` are runnable programs for each: `axum_mount.rs`,
+//! `hyper_server.rs`, `stdio_adapter.rs`, `compose_stack.rs` (your service behind our layers,
+//! your layer in our stack) and `caller-allowlist/` (a layer in a crate of its own, on the
+//! plugin API alone). `docs/embedding.md` walks through them.
+//!
+//! # The request path
+//!
+//! ```text
+//!  POST /mcp (hyper / axum / any tower host)        stdin / stdout (one JSON message per line)
+//!         transport::http                                  transport::stdio
+//!                  \                                        /
+//!         parse one JSON-RPC message, classify its era, check transport rules
+//!                                    |
+//!    layers    metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
+//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
+//!              stack::StackBuilder puts layers of your own)
+//!                                    |
+//!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
+//!                                    |
+//!    the agent   queue (one task running, FIFO for the rest) → runner → Ollama, store
+//! ```
+//!
+//! # The map
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`AgentMcp`], [`StartError`] | the composition root: one server from one configuration |
+//! | [`config`] | `agent.yaml`: every section's type, defaults, validation, `AGENT_MCP_*` overrides |
+//! | [`stack`] | the layers around the service, in order; [`stack::StackBuilder`] and its [`stack::Place`]s |
+//! | [`service`] | [`service::AgentService`], the core `tower::Service<McpRequest>` the layers wrap |
+//! | [`transport`] | the edges: [`transport::http`] (`POST /mcp` as a tower service), [`transport::server`] (a hyper server for it), [`transport::stdio`] |
+//! | [`store`] | where tasks and sessions live: the [`store::TaskStore`] trait and its SQLite, PostgreSQL and memory stores ([`AgentMcp::start_with_store`] takes your own) |
+//! | [`ops`] | `/healthz`, `/readyz`, `/metrics` for an operator ([`AgentMcp::ops_endpoints`]) |
+//! | [`metrics`] | the Prometheus series and recorder |
+//! | [`plugin`], [`protocol`], [`task`], [`mcp_tools`] | the `agent-mcp-plugin` crate: protocol types, the task model, the published tools' arguments, and what a layer is written with |
+//! | [`layers`] | the `agent-mcp-layers` crate: the built-in layers, on the plugin crate alone |
+//!
+//! The agent itself (queue, runner, steering, its sandboxed tools), the Ollama client, the
+//! OAuth resource server, telemetry, the log writer and the terminal client are the crate's
+//! own: the `agent-mcp` binary and the crate's tests reach them, but they are no part of this
+//! API and are not shown here.
 
 // One audited exception: `pre_exec` in src/agent/tools/command.rs (`set_up_child`).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
-pub mod agent;
-mod app;
-pub mod client;
 pub mod config;
-pub mod logging;
 pub mod metrics;
-pub mod oauth;
-pub mod ollama;
 pub mod ops;
 pub mod service;
 pub mod stack;
 pub mod store;
-pub mod telemetry;
 pub mod transport;
+
+mod app;
+
+// The crate's own parts. They are `pub` only because the `agent-mcp` binary (src/main.rs) and
+// the crate's integration tests and benchmarks (tests/, benches/: crates of their own) reach
+// them; hidden, they are no part of the API and carry no semver promise. Moving those tests
+// into the crate would let them be `pub(crate)`.
+#[doc(hidden)]
+pub mod agent;
+#[doc(hidden)]
+pub mod client;
+#[doc(hidden)]
+pub mod logging;
+#[doc(hidden)]
+pub mod oauth;
+#[doc(hidden)]
+pub mod ollama;
+#[doc(hidden)]
+pub mod telemetry;
 
 /// The built-in layers (the `agent-mcp-layers` crate, written against [`plugin`] alone).
 pub use agent_mcp_layers as layers;
 /// The plugin surface (the `agent-mcp-plugin` crate): what a layer of the stack needs.
 pub use agent_mcp_plugin as plugin;
+/// Secrets kept out of logs and answers (URLs with passwords, tokens), from the plugin crate.
+pub use agent_mcp_plugin::redact;
 use agent_mcp_plugin::serde_with;
 /// The MCP tools this server publishes (`agent_run`, `agent_status`): their definitions and
 /// typed arguments, from the plugin crate. Not the agent's own sandboxed tools.
 pub use agent_mcp_plugin::tools as mcp_tools;
-pub use agent_mcp_plugin::{protocol, redact, task};
+pub use agent_mcp_plugin::{protocol, task};
 
 pub use app::{AgentMcp, StartError};
 pub use stack::Stack;

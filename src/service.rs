@@ -45,7 +45,9 @@ pub struct AgentService {
 /// past either, `agent_run` queues nothing and answers a tool error saying so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
+    /// Most tasks waiting, all callers together.
     pub total: usize,
+    /// Most tasks waiting from one caller.
     pub per_caller: usize,
 }
 
@@ -56,6 +58,7 @@ impl Default for QueueLimits {
 }
 
 impl QueueLimits {
+    /// The limits `mcp` sets.
     pub fn from_config(mcp: &crate::config::McpConfig) -> Self {
         Self {
             total: mcp.max_queued_tasks,
@@ -79,6 +82,8 @@ impl AgentService {
         self
     }
 
+    /// The agent core this service hands calls to (internal: the agent is not public API).
+    #[doc(hidden)]
     pub fn core(&self) -> &Arc<AgentCore> {
         &self.core
     }

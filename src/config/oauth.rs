@@ -36,6 +36,7 @@ pub struct OAuthConfig {
     /// Refuse tokens whose header `typ` is not `at+jwt` (RFC 9068): what keeps an ID token from
     /// passing as an access token. Off only for issuers that type access tokens `JWT`.
     pub require_at_jwt: bool,
+    /// `auth.oauth.jwks`: how the issuer's signing keys are fetched and kept.
     pub jwks: JwksConfig,
     /// Accept plain `http` for the issuer, the resource and the key set on hosts that are not
     /// loopback (a private network you trust). Loopback http is always accepted.

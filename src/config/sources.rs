@@ -86,11 +86,13 @@ impl Sources {
 /// A configuration as loaded from its file and the environment.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// The configuration to use.
     pub config: Config,
     /// `AGENT_MCP_*` variables that name no key (typos), for the caller to warn about.
     pub unknown_env: Vec<String>,
     /// Values read but ignored (an unreadable `OTEL_*` value), each with why, to warn about.
     pub warnings: Vec<String>,
+    /// Where each value came from (default, file, environment), for `check-config`.
     pub sources: Sources,
 }
 

@@ -86,17 +86,10 @@ impl Connections {
         }
     }
 
-    pub fn cap(&self) -> usize {
-        self.inner.cap
-    }
-
     /// Connections now open.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.slots().open.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn slots(&self) -> MutexGuard<'_, Slots> {

@@ -3,7 +3,7 @@
 //!
 //! What one peer can make it hold is bounded before any request is parsed: at most
 //! [`ServerOptions::max_connections`] connections (the one idle longest is closed to make room
-//! for a new one, see [`Connections`]), each with at most [`MAX_BUF_BYTES`] of hyper buffers,
+//! for a new one, see `Connections`), each with at most [`MAX_BUF_BYTES`] of hyper buffers,
 //! headers within `http.header_timeout`; bodies are bounded by the edge (its body cap, deadline
 //! and shared budget). When `accept` fails (out of file descriptors, say), the loop backs off,
 //! doubling its pause up to a second, and logs one line a minute, instead of spinning.
