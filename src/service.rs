@@ -68,7 +68,9 @@ impl QueueLimits {
 }
 
 impl AgentService {
-    /// The service with the default [`QueueLimits`].
+    /// The service with the default [`QueueLimits`] around the agent core (internal: the
+    /// agent is not public API; [`AgentMcp::service`](crate::AgentMcp::service) is).
+    #[doc(hidden)]
     pub fn new(core: Arc<AgentCore>) -> Self {
         Self {
             core,

@@ -32,21 +32,20 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use agent_mcp::agent::Agent;
+//! use agent_mcp::AgentMcp;
 //! use agent_mcp::config::Config;
-//! use agent_mcp::layers::tasks::{TasksConfig, TasksLayer};
 //! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
-//! use agent_mcp::service::AgentService;
 //! use agent_mcp::store::MemoryStore;
 //! use serde_json::{Map, json};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let server = AgentMcp::start_with_store(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let built_in = server.stack_builder();
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
-//!     .service(AgentService::new(agent.core().clone()));
+//!     .layer(built_in.tasks())
+//!     .service(built_in.service().clone());
 //!
 //! let request = |method: &str| McpRequest::new(
 //!     Some(RequestId::Number(1)),
