@@ -140,6 +140,16 @@ type OpsResponse = Response<Full<Bytes>>;
 /// A readiness check's result and when it was found.
 type Found = (Instant, Result<(), String>);
 
+/// How the HTTP server asks these endpoints: [`OpsEndpoints::handle`].
+impl crate::transport::server::OpsRoutes for OpsEndpoints {
+    fn answer<'a>(
+        &'a self,
+        req: &'a Request<hyper::body::Incoming>,
+    ) -> crate::transport::server::OpsAnswer<'a> {
+        Box::pin(self.handle(req))
+    }
+}
+
 impl OpsEndpoints {
     /// The endpoints behind the default Host/Origin guard (loopback only) and an open
     /// `/metrics`; see [`OpsEndpoints::with_rules`] and [`OpsEndpoints::with_metrics_admission`].

@@ -27,7 +27,6 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
-use crate::ops::OpsEndpoints;
 use crate::transport::connections::{Admitted, Connections, InRequest};
 use crate::transport::http::McpBody;
 
@@ -175,11 +174,22 @@ where
 {
 }
 
+/// Routes the server answers beside `/mcp`, for `GET` requests only: the operator endpoints
+/// ([`OpsEndpoints`](crate::ops::OpsEndpoints) is one). The server knows them by this trait
+/// alone, so the HTTP server does not depend on what answers them.
+pub trait OpsRoutes: Send + Sync + 'static {
+    /// The answer to `req`, or `None` when no route of these matches (the server answers 404).
+    fn answer<'a>(&'a self, req: &'a Request<Incoming>) -> OpsAnswer<'a>;
+}
+
+/// What [`OpsRoutes::answer`] returns: the response, when a route matched.
+pub type OpsAnswer<'a> = Pin<Box<dyn Future<Output = Option<Response<Full<Bytes>>>> + Send + 'a>>;
+
 /// [`serve`], plus the operator endpoints (`GET /healthz`, `/readyz`, `/metrics`).
 pub async fn serve_with_ops<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
-    ops: Option<OpsEndpoints>,
+    ops: Option<Arc<dyn OpsRoutes>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     serve_with_options(listener, mcp, ops, ServerOptions::default(), shutdown).await
@@ -190,7 +200,7 @@ pub async fn serve_with_ops<S: HttpEdge>(
 pub async fn serve_with_options<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
-    ops: Option<OpsEndpoints>,
+    ops: Option<Arc<dyn OpsRoutes>>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -295,9 +305,9 @@ fn call_edge<S: HttpEdge>(
 }
 
 /// The operator endpoints to `ops` (GET only), anything else 404.
-async fn other(req: Request<Incoming>, ops: Option<OpsEndpoints>) -> Response<Answer> {
+async fn other(req: Request<Incoming>, ops: Option<Arc<dyn OpsRoutes>>) -> Response<Answer> {
     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
-        && let Some(resp) = ops.handle(&req).await
+        && let Some(resp) = ops.answer(&req).await
     {
         return resp.map(Either::Left);
     }
