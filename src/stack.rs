@@ -70,10 +70,10 @@
 
 mod layer_config;
 mod shared_limit;
-pub mod token_admission;
+pub(crate) mod token_admission;
 
-pub use layer_config::{audit_layer, oauth_validator, rate_limits};
-pub use shared_limit::StoreBuckets;
+pub(crate) use layer_config::{audit_layer, oauth_validator};
+pub(crate) use shared_limit::StoreBuckets;
 mod task_backend;
 
 use std::convert::Infallible;

@@ -41,10 +41,8 @@ pub use health::{PROBE_EVERY, StoreHealth};
 pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
-pub use recovery::{
-    INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST, fail_interrupted, interrupted_result,
-    purge_expired_periodically,
-};
+pub use recovery::{INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST};
+pub(crate) use recovery::{fail_interrupted, interrupted_result, purge_expired_periodically};
 pub use sqlite::SqliteStore;
 
 use crate::task::input::Answer;

@@ -8,7 +8,7 @@
 //! | `PostOnly` in tower-http's `ValidateRequestHeader` | 405, `Allow: POST` |
 //! | `LoopbackOnly` in `ValidateRequestHeader` (Host, Origin) | 403 |
 //! | `JsonContentType` in `ValidateRequestHeader` | 415 |
-//! | [`JsonPayloadTooLarge`] over tower-http's `RequestBodyLimit` | 413 |
+//! | `JsonPayloadTooLarge` over tower-http's `RequestBodyLimit` | 413 |
 //! | `McpEndpoint`: [`Admission`] from the headers, body budget and deadline, parse, era, routing headers | 401, 503, 408, 413, 400 |
 //!
 //! The endpoint reads the `Authorization` header into the request's typed
@@ -322,7 +322,7 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpHttpService<S> {
 /// gives for a body that outgrows the cap while streaming), and unwraps every other response to
 /// the edge's body type.
 #[derive(Clone, Debug)]
-pub struct JsonPayloadTooLarge<S> {
+pub(crate) struct JsonPayloadTooLarge<S> {
     inner: S,
     max_body_bytes: usize,
 }
@@ -360,7 +360,7 @@ where
 
 pin_project! {
     /// The future of [`JsonPayloadTooLarge`].
-    pub struct JsonPayloadTooLargeFuture<F> {
+    pub(crate) struct JsonPayloadTooLargeFuture<F> {
         #[pin]
         inner: F,
         max_body_bytes: usize,
@@ -434,7 +434,7 @@ fn refusal_headers(refusal: &Refusal, headers: &mut HeaderMap) {
 }
 
 /// The HTTP status for an MCP response.
-pub fn status_for(response: &McpResponse) -> StatusCode {
+pub(crate) fn status_for(response: &McpResponse) -> StatusCode {
     match (&response.payload, response.version.era()) {
         (Payload::Refused(refusal), _) => refusal.http_status(),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,
