@@ -1,28 +1,15 @@
 //! agent-mcp: hand natural-language work requests to a local Ollama-backed agent over MCP.
 //!
-//! ```text
-//!  POST /mcp (hyper / axum / any tower host)        stdin / stdout (one JSON message per line)
-//!         transport::http                                  transport::stdio
-//!                  \                                        /
-//!         parse one JSON-RPC message, classify its era, check transport rules
-//!                                    |
-//!    layers/   metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
-//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
-//!              stack::StackBuilder puts layers of your own)
-//!                                    |
-//!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
-//!                                    |
-//!    agent       queue (one task running, FIFO for the rest) → runner → ollama, store
-//! ```
+//! # Where to start
 //!
-//! The protocol types, tool arguments, task model and the `Check`/`Around`/`Wrap` machinery are
-//! the `agent-mcp-plugin` crate ([`plugin`]); the built-in layers the `agent-mcp-layers` crate
-//! ([`layers`]), which depends on the plugin crate alone; this crate is the core and composes
-//! them.
+//! [`AgentMcp`] is the server: [`AgentMcp::start`] opens the configured store, starts the
+//! agent and builds the stack from one [`config::Config`] (every key has a default; the
+//! binary reads it from `agent.yaml`). From there, three ways to serve it:
 //!
-//! Three ways to use it: the `agent-mcp` binary (`serve` for HTTP, `stdio`), mounting
-//! [`AgentMcp::http_service`] into an axum or hyper app, or driving [`AgentMcp::stack`] (a
-//! `tower::Service<McpRequest>`) from your own transport.
+//! - mount [`AgentMcp::http_service`] (`POST /mcp`) in an axum or hyper app;
+//! - drive [`AgentMcp::stack`] (a `tower::Service<McpRequest>`) from your own transport, e.g.
+//!   [`transport::stdio::serve`] over any pair of byte streams;
+//! - insert layers of your own at the named places of [`AgentMcp::stack_builder`].
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,241 +20,91 @@
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! The repository's `examples/` are runnable programs for each: `axum_mount.rs`,
+//! `hyper_server.rs`, `stdio_adapter.rs`, `compose_stack.rs` (your service behind our layers,
+//! your layer in our stack) and `caller-allowlist/` (a layer in a crate of its own, on the
+//! plugin API alone). `docs/embedding.md` walks through them.
+//!
+//! # The request path
+//!
+//! ```text
+//!  POST /mcp (hyper / axum / any tower host)        stdin / stdout (one JSON message per line)
+//!         transport::http                                  transport::stdio
+//!                  \                                        /
+//!         parse one JSON-RPC message, classify its era, check transport rules
+//!                                    |
+//!    layers    metrics → audit → [1] → auth → [2] → rate_limit → tasks → validate → images → [3]
+//!              (outermost first; [1] before auth, [2] after auth, [3] before the service: where
+//!              stack::StackBuilder puts layers of your own)
+//!                                    |
+//!    service::AgentService   server/discover, initialize (legacy), tools/list, tools/call
+//!                                    |
+//!    the agent   queue (one task running, FIFO for the rest) → runner → Ollama, store
+//! ```
+//!
+//! # The map
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`AgentMcp`], [`StartError`] | the composition root: one server from one configuration |
+//! | [`config`] | `agent.yaml`: every section's type, defaults, validation, `AGENT_MCP_*` overrides |
+//! | [`stack`] | the layers around the service, in order; [`stack::StackBuilder`] and its [`stack::Place`]s |
+//! | [`service`] | [`service::AgentService`], the core `tower::Service<McpRequest>` the layers wrap |
+//! | [`transport`] | the edges: [`transport::http`] (`POST /mcp` as a tower service), [`transport::server`] (a hyper server for it), [`transport::stdio`] |
+//! | [`store`] | where tasks and sessions live: the [`store::TaskStore`] trait and its SQLite, PostgreSQL and memory stores ([`AgentMcp::start_with_store`] takes your own) |
+//! | [`ops`] | `/healthz`, `/readyz`, `/metrics` for an operator ([`AgentMcp::ops_endpoints`]) |
+//! | [`metrics`] | the Prometheus series and recorder |
+//! | [`plugin`], [`protocol`], [`task`], [`mcp_tools`] | the `agent-mcp-plugin` crate: protocol types, the task model, the published tools' arguments, and what a layer is written with |
+//! | [`layers`] | the `agent-mcp-layers` crate: the built-in layers, on the plugin crate alone |
+//!
+//! The agent itself (queue, runner, steering, its sandboxed tools), the Ollama client, the
+//! OAuth resource server, telemetry, the log writer and the terminal client are the crate's
+//! own: the `agent-mcp` binary and the crate's tests reach them, but they are no part of this
+//! API and are not shown here.
 
 // One audited exception: `pre_exec` in src/agent/tools/command.rs (`set_up_child`).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
-pub mod agent;
-pub mod client;
 pub mod config;
-pub mod logging;
 pub mod metrics;
-pub mod oauth;
-pub mod ollama;
 pub mod ops;
 pub mod service;
 pub mod stack;
 pub mod store;
-pub mod telemetry;
 pub mod transport;
+
+mod app;
+
+// The crate's own parts. They are `pub` only because the `agent-mcp` binary (src/main.rs) and
+// the crate's integration tests and benchmarks (tests/, benches/: crates of their own) reach
+// them; hidden, they are no part of the API and carry no semver promise. Moving those tests
+// into the crate would let them be `pub(crate)`.
+#[doc(hidden)]
+pub mod agent;
+#[doc(hidden)]
+pub mod client;
+#[doc(hidden)]
+pub mod logging;
+#[doc(hidden)]
+pub mod oauth;
+#[doc(hidden)]
+pub mod ollama;
+#[doc(hidden)]
+pub mod telemetry;
 
 /// The built-in layers (the `agent-mcp-layers` crate, written against [`plugin`] alone).
 pub use agent_mcp_layers as layers;
 /// The plugin surface (the `agent-mcp-plugin` crate): what a layer of the stack needs.
 pub use agent_mcp_plugin as plugin;
+/// Secrets kept out of logs and answers (URLs with passwords, tokens), from the plugin crate.
+pub use agent_mcp_plugin::redact;
 use agent_mcp_plugin::serde_with;
-pub use agent_mcp_plugin::{protocol, redact, task, tools};
+/// The MCP tools this server publishes (`agent_run`, `agent_status`): their definitions and
+/// typed arguments, from the plugin crate. Not the agent's own sandboxed tools.
+pub use agent_mcp_plugin::tools as mcp_tools;
+pub use agent_mcp_plugin::{protocol, task};
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
-use tower::util::BoxCloneSyncService;
-
-use crate::agent::{Agent, AgentError};
-use crate::config::{Config, StoreBackend};
-use crate::layers::audit::AuditLayer;
-use crate::protocol::{McpRequest, McpResponse};
-use crate::service::AgentService;
-use crate::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
-use crate::transport::http::{Admission, BodyBudget, HttpRules, McpHttpService};
-
-/// The whole MCP stack as one cloneable service.
-pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
-
-/// A running server: the agent (queue and worker) and the stack in front of it.
-#[derive(Debug)]
-pub struct AgentMcp {
-    agent: Agent,
-    config: Config,
-    /// One audit writer for every stack this server builds, flushed at shutdown.
-    audit: Option<AuditLayer>,
-    /// One budget of buffered request bodies (`http.max_buffered_bytes`) for every HTTP edge
-    /// this server builds.
-    body_budget: BodyBudget,
-    /// `auth.oauth`'s access-token validator (one key cache for every edge), when it is on.
-    oauth: Option<crate::oauth::TokenValidator>,
-}
-
-impl AgentMcp {
-    /// Opens the configured store, starts the agent's worker and builds the stack.
-    pub async fn start(config: &Config) -> Result<AgentMcp, AgentError> {
-        Self::start_protecting(config, Vec::new()).await
-    }
-
-    /// [`AgentMcp::start`], keeping `protect` (e.g. the configuration file it was loaded from)
-    /// out of the agent's tools as well as the store and audit files, which always are.
-    pub async fn start_protecting(
-        config: &Config,
-        protect: Vec<std::path::PathBuf>,
-    ) -> Result<AgentMcp, AgentError> {
-        let store: Arc<dyn TaskStore> = match config.store.backend {
-            StoreBackend::Memory => Arc::new(MemoryStore::new()),
-            StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
-            StoreBackend::Sqlite => {
-                // The default file is per workspace, outside it (Config::store_path).
-                let mut store = config.store.clone();
-                store.path = Some(
-                    config
-                        .store_path()
-                        .map_err(|e| crate::store::StoreError::Unavailable(e.to_string()))?,
-                );
-                Arc::new(SqliteStore::open(&store).await?)
-            }
-        };
-        Self::start_inner(config, store, protect).await
-    }
-
-    /// Like [`AgentMcp::start`] with a store of your own.
-    pub async fn start_with_store(
-        config: &Config,
-        store: Arc<dyn TaskStore>,
-    ) -> Result<AgentMcp, AgentError> {
-        Self::start_inner(config, store, Vec::new()).await
-    }
-
-    async fn start_inner(
-        config: &Config,
-        store: Arc<dyn TaskStore>,
-        protect: Vec<std::path::PathBuf>,
-    ) -> Result<AgentMcp, AgentError> {
-        // Before the worker starts, so a bad audit.file stops nothing half-started. Also
-        // before the agent records the identity of the server's files: they exist by now.
-        let audit = stack::audit_layer(&config.audit).map_err(AgentError::Audit)?;
-        let oauth = stack::oauth_validator(&config.auth.oauth).map_err(AgentError::OAuth)?;
-        // Approval decisions go to the audit log as their own lines.
-        let decisions = audit.as_ref().map(|audit| {
-            Arc::new(audit.around_ref().sink().clone()) as Arc<dyn crate::task::input::DecisionLog>
-        });
-        let agent = Agent::start_logging(config, store, protect, decisions).await?;
-        Ok(AgentMcp {
-            agent,
-            config: config.clone(),
-            audit,
-            body_budget: BodyBudget::new(config.http.buffered_limit()),
-            oauth,
-        })
-    }
-
-    /// The core service without any layer.
-    pub fn service(&self) -> AgentService {
-        AgentService::new(self.agent.core().clone())
-            .with_queue_limits(service::QueueLimits::from_config(&self.config.mcp))
-    }
-
-    /// The full stack: the configured layers around the [`AgentService`].
-    pub fn stack(&self) -> Stack {
-        self.stack_builder().build()
-    }
-
-    /// The full stack's builder, to insert layers of your own at its named places
-    /// ([`stack::Place`]: before auth, after auth, before the service), sharing this server's
-    /// audit writer and rate-limit buckets.
-    pub fn stack_builder(&self) -> stack::StackBuilder {
-        stack::StackBuilder::new(&self.config, self.service(), self.audit.clone())
-    }
-
-    /// The HTTP edge (`POST /mcp`) around the full stack, ready to mount: with `auth.tokens`,
-    /// a request without a valid bearer token is refused from its headers, before its body is
-    /// read; every edge of this server shares one body budget (`http.max_buffered_bytes`).
-    pub fn http_service(&self) -> McpHttpService<Stack> {
-        self.http_service_for(self.stack())
-    }
-
-    /// [`AgentMcp::http_service`] around a stack of your own (e.g. one from
-    /// [`AgentMcp::stack_builder`]), with this server's HTTP rules and body budget.
-    pub fn http_service_for(&self, stack: Stack) -> McpHttpService<Stack> {
-        McpHttpService::new(stack, self.http_rules())
-    }
-
-    /// The HTTP rules [`AgentMcp::http_service`] applies.
-    pub fn http_rules(&self) -> HttpRules {
-        let admission =
-            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
-                .with_oauth(self.oauth.clone());
-        HttpRules::from_config(&self.config)
-            .with_body_budget(self.body_budget.clone())
-            .with_admission(Arc::new(admission))
-    }
-
-    /// The operator endpoints (`/healthz`, `/readyz`, `/metrics`, and with `auth.oauth` the
-    /// protected resource metadata) for this server, behind the same Host/Origin guard as
-    /// `/mcp`; `/metrics` needs `http.metrics_token_sha256`'s token when it is set, else one of
-    /// `auth.tokens` or a valid OAuth access token when those are configured.
-    pub fn ops_endpoints(
-        &self,
-        metrics: Option<crate::metrics::MetricsHandle>,
-    ) -> ops::OpsEndpoints {
-        let mut ops = ops::OpsEndpoints::new(self.agent.core().clone(), metrics)
-            .with_rules(HttpRules::from_config(&self.config));
-        if let Some(oauth) = &self.oauth {
-            ops = ops.with_resource_metadata(oauth.metadata().clone());
-        }
-        let admission = match &self.config.http.metrics_token_sha256 {
-            Some(hash) => stack::admission::TokenAdmission::new(
-                crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
-                None,
-            ),
-            None => stack::admission::TokenAdmission::new((&self.config.auth).into(), None)
-                .with_oauth(self.oauth.clone()),
-        };
-        let open = self.config.http.metrics_token_sha256.is_none()
-            && self.config.auth.tokens.is_empty()
-            && self.oauth.is_none();
-        if !open {
-            let admission: Arc<dyn Admission> = Arc::new(admission);
-            ops = ops.with_metrics_admission(admission);
-        }
-        ops
-    }
-
-    /// What [`transport::stdio::serve_with`] needs to ask a 2025 stdio session for
-    /// approvals (server→client `elicitation/create`).
-    pub fn stdio_asker(&self) -> transport::stdio::StdioAsker {
-        transport::stdio::StdioAsker::new(self.agent.core().clone())
-    }
-
-    /// The audit writer, when `audit.enabled`: [`AuditSink::reopen`](crate::layers::audit::AuditSink::reopen)
-    /// it after rotating `audit.file` (the server does on SIGHUP).
-    pub fn audit_sink(&self) -> Option<&crate::layers::audit::AuditSink> {
-        self.audit.as_ref().map(|audit| audit.around_ref().sink())
-    }
-
-    /// Ends every push stream (`subscriptions/listen`, 2025 stdio task notifications)
-    /// gracefully: a listen gets its final result. Call it when shutdown begins, before
-    /// waiting for in-flight requests, so open streams do not hold the shutdown until their
-    /// tasks finish. [`AgentMcp::shutdown`] calls it too.
-    pub fn end_streams(&self) {
-        self.agent.core().events.close();
-    }
-
-    /// Checks that the store takes writes and Ollama answers.
-    pub async fn readiness(&self) -> ops::Readiness {
-        ops::readiness(self.agent.core()).await
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Stops the worker (a running task is cancelled), then waits up to two seconds for the
-    /// audit lines of every answered request to be written.
-    pub async fn shutdown(self) {
-        self.end_streams();
-        self.agent.shutdown().await;
-        if let Some(audit) = self.audit {
-            // Refusals counted but not yet written go out before the last flush.
-            audit.around_ref().write_open_counts(true);
-            let sink = audit.around_ref().sink().clone();
-            let flushed =
-                tokio::task::spawn_blocking(move || sink.flush(std::time::Duration::from_secs(2)))
-                    .await
-                    .unwrap_or(false);
-            if !flushed {
-                tracing::error!(
-                    target: "agent_mcp::audit",
-                    "the audit writer did not finish within 2 s of shutdown; its last lines may be missing"
-                );
-            }
-        }
-    }
-}
+pub use app::{AgentMcp, StartError};
+pub use stack::Stack;

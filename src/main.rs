@@ -328,7 +328,7 @@ async fn serve_http(
     serve_with_options(
         listener,
         server.http_service(),
-        Some(server.ops_endpoints(metrics)),
+        Some(std::sync::Arc::new(server.ops_endpoints(metrics))),
         options,
         async {
             shutdown_signal().await;

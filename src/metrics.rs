@@ -64,41 +64,41 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0,
 ];
 
-pub fn record_ollama_call(endpoint: &'static str, outcome: &'static str, elapsed: Duration) {
+pub(crate) fn record_ollama_call(endpoint: &'static str, outcome: &'static str, elapsed: Duration) {
     metrics::histogram!(OLLAMA_REQUEST_SECONDS, "endpoint" => endpoint, "outcome" => outcome)
         .record(elapsed.as_secs_f64());
 }
 
-pub fn record_tokens(input: u64, output: u64) {
+pub(crate) fn record_tokens(input: u64, output: u64) {
     metrics::counter!(TOKENS, "direction" => "input").increment(input);
     metrics::counter!(TOKENS, "direction" => "output").increment(output);
 }
 
-pub fn record_task_created() {
+pub(crate) fn record_task_created() {
     metrics::counter!(TASKS_CREATED).increment(1);
 }
 
-pub fn record_task_finished(outcome: &'static str) {
+pub(crate) fn record_task_finished(outcome: &'static str) {
     metrics::counter!(TASKS_FINISHED, "outcome" => outcome).increment(1);
 }
 
-pub fn record_http_refusal(reason: &'static str) {
+pub(crate) fn record_http_refusal(reason: &'static str) {
     metrics::counter!(HTTP_REFUSALS, "reason" => reason).increment(1);
 }
 
-pub fn set_http_connections(open: usize) {
+pub(crate) fn set_http_connections(open: usize) {
     metrics::gauge!(HTTP_CONNECTIONS).set(open as f64);
 }
 
-pub fn record_connection_shed() {
+pub(crate) fn record_connection_shed() {
     metrics::counter!(HTTP_CONNECTIONS_SHED).increment(1);
 }
 
-pub fn set_queue_depth(depth: usize) {
+pub(crate) fn set_queue_depth(depth: usize) {
     metrics::gauge!(QUEUE_DEPTH).set(depth as f64);
 }
 
-pub fn set_store_up(up: bool) {
+pub(crate) fn set_store_up(up: bool) {
     metrics::gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
 }
 
@@ -107,6 +107,7 @@ pub fn set_store_up(up: bool) {
 pub struct MetricsHandle(PrometheusHandle);
 
 impl MetricsHandle {
+    /// The Prometheus text of everything recorded so far (what `GET /metrics` answers).
     pub fn render(&self) -> String {
         self.0.render()
     }

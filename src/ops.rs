@@ -21,7 +21,7 @@
 //!   to read it; it is how a client learns to get one.
 //!
 //! All of them answer only requests that pass the same Host/Origin guard as `/mcp`
-//! ([`check_host_and_origin`]): a page that rebinds a name to 127.0.0.1 reads none of them.
+//! (`check_host_and_origin`): a page that rebinds a name to 127.0.0.1 reads none of them.
 //! Error texts have any URL password redacted.
 
 use std::sync::Arc;
@@ -57,11 +57,14 @@ pub const STORE_FRESH: Duration = PROBE_EVERY.saturating_add(Duration::from_mill
 /// What `/readyz` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Readiness {
+    /// The store takes writes, or why not.
     pub store: Result<(), String>,
+    /// Ollama answers, or why not.
     pub ollama: Result<(), String>,
 }
 
 impl Readiness {
+    /// Both the store and Ollama are ready.
     pub fn is_ready(&self) -> bool {
         self.store.is_ok() && self.ollama.is_ok()
     }
@@ -136,6 +139,16 @@ type OpsResponse = Response<Full<Bytes>>;
 
 /// A readiness check's result and when it was found.
 type Found = (Instant, Result<(), String>);
+
+/// How the HTTP server asks these endpoints: [`OpsEndpoints::handle`].
+impl crate::transport::server::OpsRoutes for OpsEndpoints {
+    fn answer<'a>(
+        &'a self,
+        req: &'a Request<hyper::body::Incoming>,
+    ) -> crate::transport::server::OpsAnswer<'a> {
+        Box::pin(self.handle(req))
+    }
+}
 
 impl OpsEndpoints {
     /// The endpoints behind the default Host/Origin guard (loopback only) and an open

@@ -15,6 +15,7 @@ use tower_service::Service;
 
 use crate::agent::AgentCore;
 use crate::agent::status::{render_accepted, render_not_found, render_status};
+use crate::mcp_tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 use crate::protocol::era::Era;
 use crate::protocol::{
     CacheHint, ErrorObject, McpRequest, McpResponse, McpResult, Method, Params, ParsedCall,
@@ -23,7 +24,6 @@ use crate::protocol::{
 use crate::task::input::AnswerPath;
 use crate::task::{Task, TaskImage};
 use crate::telemetry::context::TraceCarrier;
-use crate::tools::{RunArgs, StatusArgs, ToolCall, tool_definitions};
 
 /// How long clients may cache `server/discover` and `tools/list` (the tool set never changes
 /// while the process runs).
@@ -45,7 +45,9 @@ pub struct AgentService {
 /// past either, `agent_run` queues nothing and answers a tool error saying so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
+    /// Most tasks waiting, all callers together.
     pub total: usize,
+    /// Most tasks waiting from one caller.
     pub per_caller: usize,
 }
 
@@ -56,6 +58,7 @@ impl Default for QueueLimits {
 }
 
 impl QueueLimits {
+    /// The limits `mcp` sets.
     pub fn from_config(mcp: &crate::config::McpConfig) -> Self {
         Self {
             total: mcp.max_queued_tasks,
@@ -65,7 +68,9 @@ impl QueueLimits {
 }
 
 impl AgentService {
-    /// The service with the default [`QueueLimits`].
+    /// The service with the default [`QueueLimits`] around the agent core (internal: the
+    /// agent is not public API; [`AgentMcp::service`](crate::AgentMcp::service) is).
+    #[doc(hidden)]
     pub fn new(core: Arc<AgentCore>) -> Self {
         Self {
             core,
@@ -79,6 +84,8 @@ impl AgentService {
         self
     }
 
+    /// The agent core this service hands calls to (internal: the agent is not public API).
+    #[doc(hidden)]
     pub fn core(&self) -> &Arc<AgentCore> {
         &self.core
     }

@@ -32,21 +32,20 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use agent_mcp::agent::Agent;
+//! use agent_mcp::AgentMcp;
 //! use agent_mcp::config::Config;
-//! use agent_mcp::layers::tasks::{TasksConfig, TasksLayer};
 //! use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
-//! use agent_mcp::service::AgentService;
 //! use agent_mcp::store::MemoryStore;
 //! use serde_json::{Map, json};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let agent = Agent::start(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let server = AgentMcp::start_with_store(&Config::default(), Arc::new(MemoryStore::new())).await?;
+//! let built_in = server.stack_builder();
 //! let mut svc = ServiceBuilder::new()
-//!     .layer(TasksLayer::new(agent.core().clone(), TasksConfig::default()))
-//!     .service(AgentService::new(agent.core().clone()));
+//!     .layer(built_in.tasks())
+//!     .service(built_in.service().clone());
 //!
 //! let request = |method: &str| McpRequest::new(
 //!     Some(RequestId::Number(1)),
@@ -69,12 +68,12 @@
 //! # Ok(()) }
 //! ```
 
-pub mod admission;
 mod layer_config;
 mod shared_limit;
+pub(crate) mod token_admission;
 
-pub use layer_config::{audit_layer, oauth_validator, rate_limits};
-pub use shared_limit::StoreBuckets;
+pub(crate) use layer_config::{audit_layer, oauth_validator};
+pub(crate) use shared_limit::StoreBuckets;
 mod task_backend;
 
 use std::convert::Infallible;
@@ -85,7 +84,6 @@ use tower::util::{BoxCloneSyncService, Either};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::Stack;
 use crate::agent::AgentCore;
 use crate::config::Config;
 use crate::layers::audit::AuditLayer;
@@ -97,6 +95,9 @@ use crate::layers::tasks::{TasksConfig, TasksLayer};
 use crate::layers::validate::{ToolSchemas, ValidateLayer};
 use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
+
+/// The whole MCP stack as one cloneable service.
+pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
 
 /// Builds the full stack from the configuration (with an audit writer of its own). Fails
 /// only when `audit.file` cannot be opened.

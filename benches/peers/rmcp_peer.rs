@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use agent_mcp::agent::status::{parse_uuid, render_not_found, render_status};
+use agent_mcp::mcp_tools::tool_definitions;
 use agent_mcp::task::Task;
-use agent_mcp::tools::tool_definitions;
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,

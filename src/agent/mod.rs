@@ -408,12 +408,6 @@ pub enum AgentError {
     Ollama(#[from] OllamaError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The audit log cannot be written where `audit.file` says.
-    #[error(transparent)]
-    Audit(std::io::Error),
-    /// `auth.oauth` cannot be used as written.
-    #[error("auth.oauth: {0}")]
-    OAuth(crate::oauth::SettingsError),
 }
 
 /// Logs what the configured model's `/api/show` means for the tasks: steering, `num_ctx`,

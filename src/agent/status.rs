@@ -118,7 +118,7 @@ pub fn render_not_found(task_id: &str) -> String {
 }
 
 /// Parses a UUID for lookups, accepting exactly what `format: uuid` accepts.
-pub use crate::tools::args::parse_uuid;
+pub use crate::mcp_tools::args::parse_uuid;
 
 #[cfg(test)]
 pub(crate) mod tests {

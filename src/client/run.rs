@@ -29,7 +29,7 @@ use super::progress::{ProgressView, StatusSnapshot};
 use super::transport::{Connection, Endpoint};
 use crate::agent::status::{WAITING_FOR_APPROVAL, parse_uuid};
 use crate::layers::tasks::{STATUS_META, TASKS_EXTENSION};
-use crate::tools::{AGENT_RUN, AGENT_STATUS};
+use crate::mcp_tools::{AGENT_RUN, AGENT_STATUS};
 
 /// How often `agent_status` is asked when the server suggests nothing.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);

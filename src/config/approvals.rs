@@ -56,6 +56,7 @@ pub enum Approval {
 }
 
 impl Approval {
+    /// Its name in `agent.yaml` (`allow`, `ask`, `deny`).
     pub const fn as_str(self) -> &'static str {
         match self {
             Approval::Allow => "allow",
@@ -72,11 +73,17 @@ pub struct ApprovalsConfig {
     /// How long a call that asks waits for a decision; then it is refused.
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
+    /// `list_dir` calls.
     pub list_dir: Approval,
+    /// `read_file` calls.
     pub read_file: Approval,
+    /// `search_text` calls.
     pub search_text: Approval,
+    /// `write_file` calls.
     pub write_file: Approval,
+    /// `edit_file` calls.
     pub edit_file: Approval,
+    /// `run_command` calls: one policy, or patterns on the argv.
     pub run_command: CommandApproval,
 }
 
@@ -101,7 +108,9 @@ impl Default for ApprovalsConfig {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum CommandApproval {
+    /// The same policy for every command.
     Every(Approval),
+    /// A policy chosen by the first pattern that matches the argv.
     Patterns(CommandPatterns),
 }
 
@@ -109,10 +118,13 @@ pub enum CommandApproval {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandPatterns {
+    /// Commands refused without asking (checked first).
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Commands run without asking.
     #[serde(default)]
     pub allow: Vec<String>,
+    /// Commands that wait for a person's decision.
     #[serde(default)]
     pub ask: Vec<String>,
     /// When no pattern matches.

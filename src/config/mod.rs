@@ -20,9 +20,9 @@ mod approvals;
 mod env;
 mod load;
 mod oauth;
-pub use crate::redact::redact_url;
 /// `mcp.images`: the tools' own type, used as it is.
-pub use crate::tools::ImageLimits;
+pub use crate::mcp_tools::ImageLimits;
+pub use crate::redact::redact_url;
 pub use approvals::{
     Approval, ApprovalsConfig, CommandApproval, CommandPatterns, DEFAULT_APPROVAL_TIMEOUT,
 };
@@ -42,17 +42,27 @@ pub use sources::{Loaded, Source, Sources};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// `ollama`: the model server and the model.
     pub ollama: OllamaConfig,
+    /// `agent`: how a task is run (planning, steps, tools, commands, approvals).
     pub agent: AgentConfig,
+    /// `http`: the HTTP edge (bind address, Host/Origin, sizes, timeouts, connections).
     pub http: HttpConfig,
+    /// `mcp`: what callers may hand the server (images, request size, queue limits).
     pub mcp: McpConfig,
+    /// `store`: where tasks and sessions live.
     pub store: StoreConfig,
+    /// `auth`: bearer tokens and OAuth access tokens.
     pub auth: AuthConfig,
+    /// `rate_limit`: new tasks and reads per caller.
     pub rate_limit: RateLimitConfig,
+    /// `audit`: the audit log.
     pub audit: AuditConfig,
+    /// `telemetry`: OpenTelemetry export.
     pub telemetry: TelemetryConfig,
 }
 
+/// `ollama`: the model server and the model every task uses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OllamaConfig {
@@ -84,7 +94,31 @@ pub struct OllamaConfig {
     /// The API key for Ollama's cloud: from the environment (`OLLAMA_API_KEY`, Ollama's own
     /// variable), never from the file, and never printed; sent over https only.
     #[serde(skip)]
-    pub api_key: Option<crate::ollama::ApiKey>,
+    pub api_key: Option<ApiKey>,
+}
+
+/// An API key for Ollama's cloud (`OLLAMA_API_KEY`): sent as `Authorization: Bearer` over
+/// https only, marked sensitive, and never shown (its `Debug` says `<redacted>`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `None` for an empty or blank key.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let key = key.trim();
+        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
+    }
+
+    /// The key itself, for the one header that carries it.
+    pub(crate) fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
 }
 
 impl Default for OllamaConfig {
@@ -105,6 +139,7 @@ impl Default for OllamaConfig {
     }
 }
 
+/// `agent`: how a task is run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
@@ -132,7 +167,9 @@ pub struct AgentConfig {
     pub check_rounds: usize,
     /// The folder the agent's tools work in. Unset: the server's current directory.
     pub workspace: Option<PathBuf>,
+    /// `agent.tools`: which of the agent's own tools are offered to the model.
     pub tools: AgentToolsConfig,
+    /// `agent.commands`: what the `run_command` tool may run, and its limits.
     pub commands: AgentCommandsConfig,
     /// Which tool calls run at once, wait for a person's decision, or are refused.
     pub approvals: ApprovalsConfig,
@@ -192,33 +229,29 @@ pub enum SteeringMode {
 /// `agent.think`: `false`, `true`, `low`, `medium` or `high`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ThinkSetting {
+    /// `false`: no thinking (the default).
     #[default]
     Off,
+    /// `true`: thinking on.
     On,
+    /// `low`: a low thinking level.
     Low,
+    /// `medium`: a medium thinking level.
     Medium,
+    /// `high`: a high thinking level.
     High,
 }
 
-impl ThinkSetting {
-    /// The `think` value sent to Ollama.
-    pub fn to_wire(self) -> crate::ollama::Think {
-        use crate::ollama::Think;
-        match self {
-            ThinkSetting::Off => Think::On(false),
-            ThinkSetting::On => Think::On(true),
-            ThinkSetting::Low => Think::Level("low".into()),
-            ThinkSetting::Medium => Think::Level("medium".into()),
-            ThinkSetting::High => Think::Level("high".into()),
-        }
-    }
-}
-
+// Its `think` value on the wire (`ThinkSetting::to_wire`) is the Ollama client's business:
+// src/ollama/types.rs.
 impl Serialize for ThinkSetting {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.to_wire() {
-            crate::ollama::Think::On(on) => serializer.serialize_bool(on),
-            crate::ollama::Think::Level(level) => serializer.serialize_str(&level),
+        match self {
+            ThinkSetting::Off => serializer.serialize_bool(false),
+            ThinkSetting::On => serializer.serialize_bool(true),
+            ThinkSetting::Low => serializer.serialize_str("low"),
+            ThinkSetting::Medium => serializer.serialize_str("medium"),
+            ThinkSetting::High => serializer.serialize_str("high"),
         }
     }
 }
@@ -414,6 +447,12 @@ impl Default for AgentCommandsConfig {
     }
 }
 
+/// File descriptors kept for everything but client connections (the store, the audit file,
+/// Ollama's connections, a command's pipes) when `http.max_connections` is fitted to the
+/// descriptor limit.
+pub const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// `http`: the HTTP edge (`agent-mcp serve`, or an edge mounted in your app).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
@@ -485,6 +524,7 @@ impl HttpConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
+    /// `mcp.images`: how many images `agent_run` takes, their types and sizes.
     pub images: ImageLimits,
     /// Longest `agent_run` request text, in bytes (UTF-8). Far below the body cap, which is
     /// there for images: put large inputs in a workspace file and name it.
@@ -509,6 +549,7 @@ impl Default for McpConfig {
     }
 }
 
+/// `store`: where tasks, sessions and queued images live.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
@@ -571,12 +612,15 @@ impl StoreConfig {
     }
 }
 
+/// `store.backend`: which store keeps the tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreBackend {
+    /// SQLite, one file (`store.path`); survives restarts. The default.
     Sqlite,
     /// PostgreSQL, shared by any number of instances (`store.url`).
     Postgres,
+    /// In memory, lost on exit: for tests and embedding.
     Memory,
 }
 
@@ -584,12 +628,16 @@ pub enum StoreBackend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Synchronous {
+    /// `OFF`: no syncs; a power cut may lose or corrupt recent writes.
     #[serde(alias = "off")]
     Off,
+    /// `NORMAL`: WAL syncs at checkpoints; a power cut may lose the last commits.
     #[serde(alias = "normal")]
     Normal,
+    /// `FULL`: every commit synced.
     #[serde(alias = "full")]
     Full,
+    /// `EXTRA`: `FULL`, and the directory synced too.
     #[serde(alias = "extra")]
     Extra,
 }
@@ -611,6 +659,7 @@ impl Synchronous {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
+    /// Static bearer tokens, each a name and the SHA-256 of its secret.
     pub tokens: Vec<TokenConfig>,
     /// An OAuth 2.1 authorization server's access tokens, next to `tokens`.
     pub oauth: OAuthConfig,
@@ -636,6 +685,7 @@ pub struct TokenConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitConfig {
+    /// Whether callers are limited at all.
     pub enabled: bool,
     /// Sustained new tasks (`agent_run` calls) per minute per caller.
     pub per_minute: u32,
@@ -683,6 +733,7 @@ impl Default for ReadBudget {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
+    /// Whether audit lines are written at all.
     pub enabled: bool,
     /// Append audit lines to this file (created 0600, parent directories created); unset: stderr.
     pub file: Option<PathBuf>,
@@ -718,15 +769,30 @@ impl Default for AuditConfig {
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// The file is not YAML of the configuration's shape (an unknown key, a wrong type).
     #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The file (or the variable) read.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A value is out of range or contradicts another.
     #[error("{key}: {message}")]
-    Invalid { key: &'static str, message: String },
+    Invalid {
+        /// The dotted key, e.g. `ollama.temperature`.
+        key: &'static str,
+        /// What is wrong and what would do.
+        message: String,
+    },
 }
 
 /// `ollama.url` when neither the file, `AGENT_MCP_OLLAMA_URL` nor `OLLAMA_HOST` sets it.

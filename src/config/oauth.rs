@@ -36,6 +36,7 @@ pub struct OAuthConfig {
     /// Refuse tokens whose header `typ` is not `at+jwt` (RFC 9068): what keeps an ID token from
     /// passing as an access token. Off only for issuers that type access tokens `JWT`.
     pub require_at_jwt: bool,
+    /// `auth.oauth.jwks`: how the issuer's signing keys are fetched and kept.
     pub jwks: JwksConfig,
     /// Accept plain `http` for the issuer, the resource and the key set on hosts that are not
     /// loopback (a private network you trust). Loopback http is always accepted.
@@ -94,7 +95,7 @@ impl Default for JwksConfig {
 /// What an operation name in `auth.oauth.scopes` may be: the tools, and the methods a scope
 /// can guard (`tools/call` is named by its tool; notifications are never refused).
 fn operations() -> Vec<&'static str> {
-    let mut names = vec![crate::tools::AGENT_RUN, crate::tools::AGENT_STATUS];
+    let mut names = vec![crate::mcp_tools::AGENT_RUN, crate::mcp_tools::AGENT_STATUS];
     names.extend(
         crate::protocol::Method::LABELS
             .into_iter()
@@ -147,8 +148,8 @@ impl OAuthConfig {
                         "auth.oauth.scopes",
                         format!(
                             "{scope}: name the tool instead of tools/call ({} or {})",
-                            crate::tools::AGENT_RUN,
-                            crate::tools::AGENT_STATUS
+                            crate::mcp_tools::AGENT_RUN,
+                            crate::mcp_tools::AGENT_STATUS
                         ),
                     );
                 }

@@ -86,11 +86,13 @@ impl Sources {
 /// A configuration as loaded from its file and the environment.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// The configuration to use.
     pub config: Config,
     /// `AGENT_MCP_*` variables that name no key (typos), for the caller to warn about.
     pub unknown_env: Vec<String>,
     /// Values read but ignored (an unreadable `OTEL_*` value), each with why, to warn about.
     pub warnings: Vec<String>,
+    /// Where each value came from (default, file, environment), for `check-config`.
     pub sources: Sources,
 }
 
@@ -131,7 +133,7 @@ impl Config {
         let api_key = vars
             .iter()
             .find(|(name, _)| name == "OLLAMA_API_KEY")
-            .and_then(|(_, value)| crate::ollama::ApiKey::new(value));
+            .and_then(|(_, value)| super::ApiKey::new(value));
         // OTEL_* first, so an AGENT_MCP_TELEMETRY_* variable (more specific) has the last word.
         let otel = config.telemetry.apply_otel_env(&vars)?;
         let (mut config, unknown_env, applied) = config.apply_env_overrides(vars)?;
@@ -218,7 +220,7 @@ impl Config {
             "http.max_connections",
             format!(
                 "also kept {} below the file descriptor limit",
-                crate::transport::server::RESERVED_DESCRIPTORS
+                super::RESERVED_DESCRIPTORS
             ),
         );
         derived.extend(self.telemetry.derived());
@@ -397,7 +399,7 @@ mod tests {
             Config::load_traced(None, vars(&[("OLLAMA_API_KEY", "sk-secret-77")])).expect("loads");
         assert_eq!(
             loaded.config.ollama.api_key,
-            crate::ollama::ApiKey::new("sk-secret-77")
+            crate::config::ApiKey::new("sk-secret-77")
         );
         let text = loaded.config.annotated_yaml(&loaded.sources);
         assert!(!text.contains("sk-secret-77"), "{text}");

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::error::OllamaError;
 use super::stream::ChatStreamDecoder;
 use super::types::{ChatChunk, ChatRequest, ChatResponse, ShowResponse};
+pub use crate::config::ApiKey;
 use crate::telemetry::semconv::attr;
 use crate::telemetry::spans::{self, ChatSpan};
 
@@ -36,25 +37,6 @@ pub struct OllamaClient {
     request_timeout: Duration,
     max_reply_bytes: usize,
     retry: RetryPolicy,
-}
-
-/// An API key for Ollama's cloud (`OLLAMA_API_KEY`): sent as `Authorization: Bearer` over
-/// https only, marked sensitive, and never shown (its `Debug` says `<redacted>`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// `None` for an empty or blank key.
-    pub fn new(key: &str) -> Option<ApiKey> {
-        let key = key.trim();
-        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(<redacted>)")
-    }
 }
 
 /// Longest `Retry-After` waited for before a retry; a server asking for more is treated as
@@ -366,7 +348,7 @@ impl OllamaClient {
     /// `request` with the API key, when there is one and the URL is https.
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match (&self.api_key, self.https) {
-            (Some(key), true) => request.bearer_auth(&key.0),
+            (Some(key), true) => request.bearer_auth(key.secret()),
             _ => request,
         }
     }

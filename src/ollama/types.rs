@@ -132,6 +132,20 @@ pub enum Think {
     Level(String),
 }
 
+impl crate::config::ThinkSetting {
+    /// The `think` value sent to Ollama.
+    pub fn to_wire(self) -> Think {
+        use crate::config::ThinkSetting;
+        match self {
+            ThinkSetting::Off => Think::On(false),
+            ThinkSetting::On => Think::On(true),
+            ThinkSetting::Low => Think::Level("low".into()),
+            ThinkSetting::Medium => Think::Level("medium".into()),
+            ThinkSetting::High => Think::Level("high".into()),
+        }
+    }
+}
+
 impl std::fmt::Display for Think {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -65,6 +65,7 @@ pub struct LeaseTiming {
 }
 
 impl LeaseTiming {
+    /// The timing for a lease of `lease`: heartbeats and checks at fractions of it.
     pub fn of(lease: Duration) -> Self {
         let sixth = lease / 6;
         Self {
@@ -148,6 +149,7 @@ impl Lease {
         }))
     }
 
+    /// The task claimed.
     pub fn task(&self) -> Uuid {
         self.0.task
     }
@@ -157,6 +159,7 @@ impl Lease {
         self.0.attempt
     }
 
+    /// The lease's timing.
     pub fn timing(&self) -> LeaseTiming {
         self.0.timing
     }

@@ -41,10 +41,8 @@ pub use health::{PROBE_EVERY, StoreHealth};
 pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
-pub use recovery::{
-    INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST, fail_interrupted, interrupted_result,
-    purge_expired_periodically,
-};
+pub use recovery::{INTERRUPTED_BY_RESTART, INTERRUPTED_INSTANCE_LOST};
+pub(crate) use recovery::{fail_interrupted, interrupted_result, purge_expired_periodically};
 pub use sqlite::SqliteStore;
 
 use crate::task::input::Answer;
@@ -53,10 +51,13 @@ use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// No session has this id.
     #[error("no session {0}")]
     UnknownSession(Uuid),
+    /// No task has this id.
     #[error("no task {0}")]
     UnknownTask(Uuid),
+    /// The store cannot be reached or refused the operation; the text says why.
     #[error("task store unavailable: {0}")]
     Unavailable(String),
     /// A write to a task this process no longer holds: its lease lapsed and another instance
@@ -68,13 +69,20 @@ pub enum StoreError {
     Fenced(Uuid),
     /// An image that is not valid standard base64 (the image layer normally rejects it first).
     #[error("images[{index}]: data_base64 is not valid standard base64 ({reason})")]
-    InvalidImage { index: usize, reason: String },
+    InvalidImage {
+        /// The image's place in `images`.
+        index: usize,
+        /// The decoder's complaint.
+        reason: String,
+    },
 }
 
 /// Persistence of tasks, sessions and session history.
 #[async_trait]
 pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Saves a new session.
     async fn create_session(&self, session: &Session) -> Result<(), StoreError>;
+    /// The session with this id, if any.
     async fn session(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
     /// The session's turns, oldest first.
     async fn session_turns(&self, id: Uuid) -> Result<Vec<Turn>, StoreError>;

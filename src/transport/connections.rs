@@ -13,16 +13,8 @@
 //! A peer that keeps opening connections therefore only ever displaces idle ones, oldest
 //! first, and a client that has sent its request is served to the end.
 //!
-//! ```
-//! use agent_mcp::transport::connections::{Admitted, Connections};
-//! let conns = Connections::new(2);
-//! let Admitted::Open(a) = conns.admit() else { panic!() };
-//! let Admitted::Open(b) = conns.admit() else { panic!() };
-//! b.busy(); // b is reading a request
-//! let Admitted::Open(_c) = conns.admit() else { panic!() };
-//! assert!(a.closed().is_cancelled(), "the idle one made room");
-//! assert!(!b.closed().is_cancelled());
-//! ```
+//! A crate-private part of the HTTP server, so its example is the unit test at the bottom of
+//! this file (`at_the_cap_the_connection_idle_longest_makes_room_and_busy_ones_stay`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -86,17 +78,10 @@ impl Connections {
         }
     }
 
-    pub fn cap(&self) -> usize {
-        self.inner.cap
-    }
-
     /// Connections now open.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.slots().open.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn slots(&self) -> MutexGuard<'_, Slots> {

@@ -5,11 +5,11 @@
 //!
 //! | layer | refuses with |
 //! |---|---|
-//! | [`PostOnly`] in tower-http's `ValidateRequestHeader` | 405, `Allow: POST` |
-//! | [`LoopbackOnly`] in `ValidateRequestHeader` (Host, Origin) | 403 |
-//! | [`JsonContentType`] in `ValidateRequestHeader` | 415 |
-//! | [`JsonPayloadTooLarge`] over tower-http's `RequestBodyLimit` | 413 |
-//! | [`McpEndpoint`]: [`Admission`] from the headers, body budget and deadline, parse, era, routing headers | 401, 503, 408, 413, 400 |
+//! | `PostOnly` in tower-http's `ValidateRequestHeader` | 405, `Allow: POST` |
+//! | `LoopbackOnly` in `ValidateRequestHeader` (Host, Origin) | 403 |
+//! | `JsonContentType` in `ValidateRequestHeader` | 415 |
+//! | `JsonPayloadTooLarge` over tower-http's `RequestBodyLimit` | 413 |
+//! | `McpEndpoint`: [`Admission`] from the headers, body budget and deadline, parse, era, routing headers | 401, 503, 408, 413, 400 |
 //!
 //! The endpoint reads the `Authorization` header into the request's typed
 //! [`Credential`](crate::protocol::Credential) (no header travels further), asks the
@@ -65,10 +65,10 @@ use crate::protocol::{
     ErrorObject, McpResponse, MessageStream, Payload, Refusal, StreamSlot, code,
 };
 
-pub mod admission;
-pub mod budget;
-pub mod endpoint;
-pub mod guard;
+mod admission;
+mod budget;
+pub(crate) mod endpoint;
+pub(crate) mod guard;
 
 pub use admission::{Admission, Admit, AdmitFuture, Arrival};
 pub use budget::BodyBudget;
@@ -142,11 +142,13 @@ impl HttpRules {
         self
     }
 
+    /// How long a client may take to send its body once the headers are in.
     pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
         self
     }
 
+    /// The largest request body accepted (413 past it).
     pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
@@ -176,6 +178,7 @@ pub struct SseBody {
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 impl SseBody {
+    /// The body streaming `stream`'s messages, with keep-alive comments between them.
     pub fn new(stream: MessageStream) -> Self {
         let mut keep_alive =
             tokio::time::interval_at(tokio::time::Instant::now() + SSE_KEEP_ALIVE, SSE_KEEP_ALIVE);
@@ -246,6 +249,7 @@ pub struct McpHttpService<S> {
 }
 
 impl<S> McpHttpService<S> {
+    /// The edge around `inner` (the MCP stack), applying `rules`.
     pub fn new(inner: S, rules: HttpRules) -> Self {
         let rules = Arc::new(rules);
         let max_body_bytes = rules.max_body_bytes;
@@ -261,6 +265,7 @@ impl<S> McpHttpService<S> {
         Self { edge }
     }
 
+    /// The MCP stack inside the edge.
     pub fn get_ref(&self) -> &S {
         self.edge
             .get_ref()
@@ -317,12 +322,13 @@ impl<S: McpService, B: IncomingBody> Service<Request<B>> for McpHttpService<S> {
 /// gives for a body that outgrows the cap while streaming), and unwraps every other response to
 /// the edge's body type.
 #[derive(Clone, Debug)]
-pub struct JsonPayloadTooLarge<S> {
+pub(crate) struct JsonPayloadTooLarge<S> {
     inner: S,
     max_body_bytes: usize,
 }
 
 impl<S> JsonPayloadTooLarge<S> {
+    /// `inner`, answering a JSON-RPC 413 for a body over `max_body_bytes`.
     pub fn new(inner: S, max_body_bytes: usize) -> Self {
         Self {
             inner,
@@ -354,7 +360,7 @@ where
 
 pin_project! {
     /// The future of [`JsonPayloadTooLarge`].
-    pub struct JsonPayloadTooLargeFuture<F> {
+    pub(crate) struct JsonPayloadTooLargeFuture<F> {
         #[pin]
         inner: F,
         max_body_bytes: usize,
@@ -428,7 +434,7 @@ fn refusal_headers(refusal: &Refusal, headers: &mut HeaderMap) {
 }
 
 /// The HTTP status for an MCP response.
-pub fn status_for(response: &McpResponse) -> StatusCode {
+pub(crate) fn status_for(response: &McpResponse) -> StatusCode {
     match (&response.payload, response.version.era()) {
         (Payload::Refused(refusal), _) => refusal.http_status(),
         (Payload::Accepted, _) => StatusCode::ACCEPTED,

@@ -1,6 +1,6 @@
 //! Thin edges that turn bytes into [`McpRequest`](crate::protocol::McpRequest)s and back.
 
-pub mod connections;
+pub(crate) mod connections;
 pub mod http;
 pub mod server;
 pub mod stdio;

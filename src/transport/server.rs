@@ -3,7 +3,7 @@
 //!
 //! What one peer can make it hold is bounded before any request is parsed: at most
 //! [`ServerOptions::max_connections`] connections (the one idle longest is closed to make room
-//! for a new one, see [`Connections`]), each with at most [`MAX_BUF_BYTES`] of hyper buffers,
+//! for a new one, see `Connections`), each with at most [`MAX_BUF_BYTES`] of hyper buffers,
 //! headers within `http.header_timeout`; bodies are bounded by the edge (its body cap, deadline
 //! and shared budget). When `accept` fails (out of file descriptors, say), the loop backs off,
 //! doubling its pause up to a second, and logs one line a minute, instead of spinning.
@@ -27,7 +27,6 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
-use crate::ops::OpsEndpoints;
 use crate::transport::connections::{Admitted, Connections, InRequest};
 use crate::transport::http::McpBody;
 
@@ -39,10 +38,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// the client beyond it. 1,024 connections hold at most 64 MiB of it.
 pub const MAX_BUF_BYTES: usize = 64 * 1024;
 
-/// File descriptors kept for everything but client connections (the store, the audit file,
-/// Ollama's connections, a command's pipes) when the connection cap is fitted to the
-/// descriptor limit.
-pub const RESERVED_DESCRIPTORS: u64 = 128;
+/// File descriptors kept for everything but client connections (`http.max_connections` is
+/// kept this far below the descriptor limit); a configuration value, so it lives there.
+pub use crate::config::RESERVED_DESCRIPTORS;
 
 /// The connection-level settings of [`serve_with_options`]. The body cap, deadline and budget
 /// live in the MCP edge ([`HttpRules`](crate::transport::http::HttpRules)), which reads bodies.
@@ -176,11 +174,22 @@ where
 {
 }
 
+/// Routes the server answers beside `/mcp`, for `GET` requests only: the operator endpoints
+/// ([`OpsEndpoints`](crate::ops::OpsEndpoints) is one). The server knows them by this trait
+/// alone, so the HTTP server does not depend on what answers them.
+pub trait OpsRoutes: Send + Sync + 'static {
+    /// The answer to `req`, or `None` when no route of these matches (the server answers 404).
+    fn answer<'a>(&'a self, req: &'a Request<Incoming>) -> OpsAnswer<'a>;
+}
+
+/// What [`OpsRoutes::answer`] returns: the response, when a route matched.
+pub type OpsAnswer<'a> = Pin<Box<dyn Future<Output = Option<Response<Full<Bytes>>>> + Send + 'a>>;
+
 /// [`serve`], plus the operator endpoints (`GET /healthz`, `/readyz`, `/metrics`).
 pub async fn serve_with_ops<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
-    ops: Option<OpsEndpoints>,
+    ops: Option<Arc<dyn OpsRoutes>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     serve_with_options(listener, mcp, ops, ServerOptions::default(), shutdown).await
@@ -191,7 +200,7 @@ pub async fn serve_with_ops<S: HttpEdge>(
 pub async fn serve_with_options<S: HttpEdge>(
     listener: TcpListener,
     mcp: S,
-    ops: Option<OpsEndpoints>,
+    ops: Option<Arc<dyn OpsRoutes>>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -296,9 +305,9 @@ fn call_edge<S: HttpEdge>(
 }
 
 /// The operator endpoints to `ops` (GET only), anything else 404.
-async fn other(req: Request<Incoming>, ops: Option<OpsEndpoints>) -> Response<Answer> {
+async fn other(req: Request<Incoming>, ops: Option<Arc<dyn OpsRoutes>>) -> Response<Answer> {
     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
-        && let Some(resp) = ops.handle(&req).await
+        && let Some(resp) = ops.answer(&req).await
     {
         return resp.map(Either::Left);
     }

@@ -42,7 +42,7 @@ use crate::protocol::{
     ErrorObject, Incoming, McpRequest, Method, Payload, ProtocolVersion, RequestContext, RequestId,
     Transport, VersionHints, classify,
 };
-pub use crate::transport::stdio_ask::{SessionElicits, StdioAsker};
+pub use crate::transport::stdio_ask::{SessionElicits, StdioAsker, TaskApprovals};
 use crate::transport::telemetry::ServerOperation;
 
 /// The longest line accepted; longer ones are answered with an error and skipped.

@@ -18,8 +18,24 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::agent::AgentCore;
+use crate::store::StoreError;
+use crate::task::Task;
+use crate::task::events::Follower;
 use crate::task::input::{Action, Answer, AnswerPath};
+
+/// What asking a stdio session for approvals needs of the agent, and no more: its tasks, a
+/// feed of their changes, and a way to record an answer. The composition root implements it
+/// for the agent core, so the transport knows nothing of the agent.
+#[async_trait::async_trait]
+pub trait TaskApprovals: Send + Sync + std::fmt::Debug + 'static {
+    /// Wakes on every change of task `id`.
+    fn follow(&self, id: Uuid) -> Follower;
+    /// The task as stored now.
+    async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError>;
+    /// Records `answer` to input request `key` of task `id` and, when it was recorded (the
+    /// request was still open), wakes the task. Whether it was recorded.
+    async fn answer(&self, id: Uuid, key: &str, answer: &Answer) -> Result<bool, StoreError>;
+}
 
 /// Put on a request's [`RequestContext::extensions`](crate::protocol::RequestContext) by the
 /// stdio transport when its session negotiated 2025 and declared `elicitation`, and the
@@ -33,7 +49,7 @@ const RECHECK: Duration = Duration::from_millis(500);
 /// The server→client requests of one stdio session and what they ask.
 #[derive(Clone, Debug)]
 pub struct StdioAsker {
-    core: Arc<AgentCore>,
+    tasks: Arc<dyn TaskApprovals>,
     /// Request id (`approval-<n>`) → the task, the key, and who owns the task.
     asked: Arc<Mutex<HashMap<String, Asked>>>,
     next: Arc<AtomicU64>,
@@ -49,9 +65,10 @@ struct Asked {
 }
 
 impl StdioAsker {
-    pub fn new(core: Arc<AgentCore>) -> Self {
+    /// An asker for one stdio session, reading and answering `tasks`' approvals.
+    pub fn new(tasks: Arc<dyn TaskApprovals>) -> Self {
         Self {
-            core,
+            tasks,
             asked: Arc::default(),
             next: Arc::new(AtomicU64::new(0)),
             followed: Arc::default(),
@@ -75,10 +92,10 @@ impl StdioAsker {
         }
         let asker = self.clone();
         tokio::spawn(async move {
-            let follower = asker.core.events.follow(&[id]);
+            let follower = asker.tasks.follow(id);
             let mut sent = HashSet::new();
             loop {
-                let task = match asker.core.store.task(id).await {
+                let task = match asker.tasks.task(id).await {
                     Ok(Some(task)) => task,
                     Ok(None) => return,
                     Err(e) => {
@@ -152,12 +169,7 @@ impl StdioAsker {
             by: asked.owner,
             at: SystemTime::now(),
         };
-        match self
-            .core
-            .store
-            .answer_input(asked.task, &asked.key, &answer)
-            .await
-        {
+        match self.tasks.answer(asked.task, &asked.key, &answer).await {
             Ok(recorded) => {
                 tracing::info!(
                     target: "agent_mcp::approvals",
@@ -167,9 +179,6 @@ impl StdioAsker {
                     recorded,
                     "approval answered over stdio elicitation"
                 );
-                if recorded {
-                    self.core.notify_task_changed(asked.task);
-                }
             }
             Err(e) => {
                 tracing::warn!(task_id = %asked.task, error = %e, "cannot record the stdio elicitation's answer; the approval times out");

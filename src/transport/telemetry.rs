@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use crate::mcp_tools::{AGENT_RUN, AGENT_STATUS};
 use crate::protocol::{
     McpResponse, Method, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
 };
@@ -23,7 +24,6 @@ use crate::telemetry::context::{TraceCarrier, TraceCarrierExt};
 use crate::telemetry::duration::{self, OperationAttributes};
 use crate::telemetry::semconv::value;
 use crate::telemetry::spans::{McpServerSpan, Network, ServerSpan, SpanExport};
-use crate::tools::{AGENT_RUN, AGENT_STATUS};
 
 /// One request being traced and timed.
 pub(crate) struct ServerOperation {

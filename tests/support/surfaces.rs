@@ -7,8 +7,8 @@
 
 use agent_mcp::Stack;
 use agent_mcp::config::{Config, StoreBackend};
+use agent_mcp::mcp_tools::ToolCall;
 use agent_mcp::protocol::{McpRequest, ProtocolVersion, RequestContext, RequestId, Transport};
-use agent_mcp::tools::ToolCall;
 use agent_mcp::transport::http::McpHttpService;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -5,7 +5,7 @@
 //! more than its headers: no body buffered, no parse, no queue. The edge reads the
 //! `Authorization` header into a [`Credential`] anyway (for the auth layer), so it asks an
 //! `Admission` first and answers a [`Refusal`] at once, before the body. The composition root
-//! supplies the check (`src/stack/admission.rs` asks the auth layer's tokens and records the
+//! supplies the check (`src/stack/token_admission.rs` asks the auth layer's tokens and records the
 //! refusal in the audit log and the metrics); the edge itself knows nothing of tokens.
 //!
 //! A check that needs I/O (an OAuth access token, whose issuer's keys may have to be fetched)

@@ -74,7 +74,7 @@ impl BodyBudget {
         (self.total / UNIT).saturating_sub(self.units.available_permits()) * UNIT
     }
 
-    /// Takes what a body of `bytes` needs beyond [`FREE_BYTES`], waiting for it until
+    /// Takes what a body of `bytes` needs beyond `FREE_BYTES`, waiting for it until
     /// `deadline`; `None` if it did not come in time (or can never fit the budget).
     pub async fn reserve(&self, bytes: usize, deadline: Instant) -> Option<Reservation> {
         let mut reservation = Reservation {
