@@ -37,8 +37,9 @@ use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
 use crate::agent::judge::checks;
+use crate::agent::steering::text::call;
 use crate::agent::tools::{CallError, ToolError, Toolbox, parse_problem};
-use crate::ollama::{Message, Role, ToolCall, ToolCallFunction};
+use crate::ollama::{Message, Role, ToolCall};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
 /// task runs the tool loop (a small model copies a short file faithfully, a long one not, and
@@ -137,17 +138,6 @@ async fn read_files(
         }
     }
     Ok(Some(files))
-}
-
-fn call(name: &str, arguments: Value) -> ToolCall {
-    ToolCall {
-        id: None,
-        function: ToolCallFunction {
-            index: None,
-            name: name.to_owned(),
-            arguments,
-        },
-    }
 }
 
 /// Whether the `files` policy runs this task: the profile asks for it, the task is one step
