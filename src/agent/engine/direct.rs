@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::agent::engine::approval::Gate;
+use crate::agent::engine::files_task::{Direct, Intent, WorkspaceFile};
 use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
@@ -68,33 +69,6 @@ const MAX_EDIT_CALLS: usize = 4;
 const RETRY_TEMPERATURE: f64 = 0.6;
 /// How much of the failing checks' output the intent call sees.
 const INTENT_FAILURE_CHARS: usize = 1200;
-
-/// One of the workspace's files, as put in the prompt.
-#[derive(Clone, Debug)]
-pub(crate) struct WorkspaceFile {
-    pub path: String,
-    pub text: String,
-}
-
-/// What the model read the request as asking, before any work.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Intent {
-    /// Files are to be created, changed or deleted (else: an answer).
-    pub change: bool,
-    /// Tests are to be written or changed.
-    pub tests: bool,
-    /// The checks that fail now are to pass (asked only when they fail).
-    pub fix_failing: bool,
-}
-
-/// The task's files and intent, when the `files` policy runs it.
-#[derive(Clone, Debug)]
-pub(crate) struct Direct {
-    pub files: Vec<WorkspaceFile>,
-    pub intent: Intent,
-    /// The checks' failing output before any change.
-    pub failing: Option<String>,
-}
 
 /// The workspace's text files when they fit in the prompt (see [`MAX_FILES`]); `None` when
 /// they do not, or one is not text.

@@ -4,6 +4,7 @@
 pub(crate) mod approval;
 pub(crate) mod context;
 pub(crate) mod direct;
+pub(crate) mod files_task;
 pub(crate) mod model;
 pub mod plan;
 pub mod runner;

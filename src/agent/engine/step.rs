@@ -72,7 +72,7 @@ pub(crate) struct Engine {
     /// `agent.approvals`, asked before every tool call.
     pub gate: ApprovalGate,
     /// The task runs under the `files` policy: its files and the model's reading of it.
-    pub direct: Option<crate::agent::engine::direct::Direct>,
+    pub direct: Option<crate::agent::engine::files_task::Direct>,
 }
 
 impl Engine {
@@ -259,9 +259,6 @@ pub(crate) async fn run_step(
     let mut messages = engine.conversation(&engine.settings.agent.system_prompt);
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
-    }
-    if let Some(direct) = &engine.direct {
-        return crate::agent::engine::direct::run(&engine, direct, index, &events, &cancel).await;
     }
     let Some(toolbox) = engine.toolbox.clone() else {
         return plain_chat(&engine, index, messages, &events, &cancel).await;

@@ -58,8 +58,17 @@ pub(crate) async fn run_steps(
             let (engine, tx, token) = (engine.clone(), events_tx.clone(), steps_cancel.clone());
             // In the task's span, so the step's model and tool calls are its children.
             running.spawn(
-                async move { (i, run_step(engine, i, prompt, final_step, tx, token).await) }
-                    .in_current_span(),
+                async move {
+                    // The `files` policy runs the task's one step its own way.
+                    let answer = match &engine.direct {
+                        Some(direct) => {
+                            crate::agent::engine::direct::run(&engine, direct, i, &tx, &token).await
+                        }
+                        None => run_step(engine, i, prompt, final_step, tx, token).await,
+                    };
+                    (i, answer)
+                }
+                .in_current_span(),
             );
         }
         if running.is_empty() {
