@@ -1275,3 +1275,47 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::agent::steering::generated_text::text_of;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any reply, in any script, with fences anywhere: read without a panic, and what is
+        /// taken for a path never climbs out of the workspace.
+        #[test]
+        fn any_reply_and_any_file_are_read_without_panic(
+            reply in text_of(24, 6, true),
+            before in text_of(16, 6, true),
+        ) {
+            let reply = format!("{reply}\n```\n{before}\n```\n{reply}");
+            let (found, prose) = blocks(&reply);
+            prop_assert!(prose.len() <= reply.len());
+            let files = [file_of("a.py", &before), file_of("b/c.py", "x = 1\n")];
+            for block in &found {
+                if let Some(path) = target(block, &files) {
+                    prop_assert!(!path.starts_with('/') && !path.split('/').any(|p| p == ".."));
+                }
+                let _ = elides(&block.content);
+                let _ = merge_partial(&before, &block.content);
+                let _ = used_elsewhere(&dropped(&before, &block.content), &files, "a.py");
+            }
+            let _ = merge_partial(&reply, &before);
+            let _ = parts(&reply);
+            let _ = fence_for(&reply);
+            let _ = tail(&reply, 7);
+        }
+    }
+
+    fn file_of(path: &str, text: &str) -> WorkspaceFile {
+        WorkspaceFile {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+}

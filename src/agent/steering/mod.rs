@@ -27,7 +27,7 @@
 
 mod edits;
 #[cfg(test)]
-mod generated_text;
+pub(crate) mod generated_text;
 mod memory;
 #[cfg(test)]
 mod props;
