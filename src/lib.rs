@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod ollama;
 pub mod ops;
+pub mod oversight;
 pub mod service;
 pub mod stack;
 pub mod store;
@@ -70,6 +71,24 @@ use crate::protocol::{McpRequest, McpResponse};
 use crate::service::AgentService;
 use crate::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
 use crate::transport::http::{Admission, BodyBudget, HttpRules, McpHttpService};
+
+/// Opens the store `config` names (`store.backend`), migrated, without starting an agent.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn TaskStore>, crate::store::StoreError> {
+    Ok(match config.store.backend {
+        StoreBackend::Memory => Arc::new(MemoryStore::new()),
+        StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
+        StoreBackend::Sqlite => {
+            // The default file is per workspace, outside it (Config::store_path).
+            let mut store = config.store.clone();
+            store.path = Some(
+                config
+                    .store_path()
+                    .map_err(|e| crate::store::StoreError::Unavailable(e.to_string()))?,
+            );
+            Arc::new(SqliteStore::open(&store).await?)
+        }
+    })
+}
 
 /// The whole MCP stack as one cloneable service.
 pub type Stack = BoxCloneSyncService<McpRequest, McpResponse, Infallible>;
@@ -100,20 +119,7 @@ impl AgentMcp {
         config: &Config,
         protect: Vec<std::path::PathBuf>,
     ) -> Result<AgentMcp, AgentError> {
-        let store: Arc<dyn TaskStore> = match config.store.backend {
-            StoreBackend::Memory => Arc::new(MemoryStore::new()),
-            StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
-            StoreBackend::Sqlite => {
-                // The default file is per workspace, outside it (Config::store_path).
-                let mut store = config.store.clone();
-                store.path = Some(
-                    config
-                        .store_path()
-                        .map_err(|e| crate::store::StoreError::Unavailable(e.to_string()))?,
-                );
-                Arc::new(SqliteStore::open(&store).await?)
-            }
-        };
+        let store = open_store(config).await?;
         Self::start_inner(config, store, protect).await
     }
 
@@ -202,6 +208,7 @@ impl AgentMcp {
         if let Some(oauth) = &self.oauth {
             ops = ops.with_resource_metadata(oauth.metadata().clone());
         }
+        ops = ops.with_oversight(self.oversight_endpoints());
         let admission = match &self.config.http.metrics_token_sha256 {
             Some(hash) => stack::admission::TokenAdmission::new(
                 crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
@@ -218,6 +225,26 @@ impl AgentMcp {
             ops = ops.with_metrics_admission(admission);
         }
         ops
+    }
+
+    /// Diff, undo, cancel and approval answers on this server's tasks, for the caller who
+    /// owns each ([`oversight`]).
+    pub fn oversight(&self) -> oversight::Oversight {
+        oversight::Oversight::new(self.agent.core().clone())
+    }
+
+    /// The oversight page and its routes (`/`, `/assets/…`, `/api/…`), behind the same
+    /// Host/Origin guard as `/mcp` and, for `/api/`, the same bearer tokens or OAuth.
+    pub fn oversight_endpoints(&self) -> oversight::http::OversightEndpoints {
+        let admission =
+            stack::admission::TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
+                .with_oauth(self.oauth.clone());
+        let identify = stack::caller::TokenIdentity::new(admission, (&self.config.auth).into());
+        oversight::http::OversightEndpoints::new(
+            self.oversight(),
+            HttpRules::from_config(&self.config),
+            Arc::new(identify),
+        )
     }
 
     /// What [`transport::stdio::serve_with`] needs to ask a 2025 stdio session for

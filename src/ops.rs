@@ -130,6 +130,8 @@ pub struct OpsEndpoints {
     ollama_ready: Arc<tokio::sync::Mutex<Option<Found>>>,
     /// Held while `/readyz` asks the store itself, so a flood of hits asks it once.
     store_check: Arc<tokio::sync::Mutex<()>>,
+    /// The oversight page and its routes, when served.
+    oversight: Option<crate::oversight::http::OversightEndpoints>,
 }
 
 type OpsResponse = Response<Full<Bytes>>;
@@ -149,7 +151,19 @@ impl OpsEndpoints {
             resource_metadata: None,
             ollama_ready: Arc::default(),
             store_check: Arc::default(),
+            oversight: None,
         }
+    }
+
+    /// Also serves the oversight page and its routes (see [`crate::oversight::http`]).
+    pub fn with_oversight(mut self, oversight: crate::oversight::http::OversightEndpoints) -> Self {
+        self.oversight = Some(oversight);
+        self
+    }
+
+    /// The oversight routes, when served.
+    pub fn oversight(&self) -> Option<&crate::oversight::http::OversightEndpoints> {
+        self.oversight.as_ref()
     }
 
     /// Guards the endpoints with `rules`' Host and Origin lists (the same as `/mcp`'s).

@@ -70,6 +70,7 @@
 //! ```
 
 pub mod admission;
+pub mod caller;
 mod layer_config;
 mod shared_limit;
 

@@ -25,6 +25,7 @@ mod step_event;
 mod step_progress;
 mod step_schedule;
 mod summary;
+mod task_changes;
 pub mod tools;
 mod trace;
 

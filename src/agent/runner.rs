@@ -34,6 +34,7 @@ use super::step::Engine;
 use super::step_progress::Progress;
 use super::step_schedule::{ScheduleError, run_steps};
 use super::summary::Summary;
+use super::task_changes::ChangeWatch;
 use super::tools::{PathError, Snapshot, Toolbox};
 use super::trace;
 use crate::ollama::{Message, OllamaError};
@@ -229,9 +230,13 @@ async fn drive(
             tokio::task::spawn_blocking(move || Snapshot::take(&ws))
                 .await
                 .ok()
+                .map(Arc::new)
         }
         None => None,
     };
+    if let Some(toolbox) = &toolbox {
+        progress.changes = Some(ChangeWatch::new(toolbox.clone(), snapshot.clone()));
+    }
     let history = core
         .store
         .session_turns(progress.task.session_id)
@@ -477,6 +482,10 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
         );
         progress.abandon().await;
         return;
+    }
+    // Kept before the outcome is published: a finished task's diff is there to read.
+    if let Some(changes) = progress.changes.take() {
+        changes.record(&core.store, progress.task.id).await;
     }
     let task = &mut progress.task;
     match outcome {

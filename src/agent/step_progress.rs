@@ -51,6 +51,8 @@ pub(crate) struct Progress<'a> {
     phase: String,
     /// Older tool results compacted to fit the context window, in every step so far.
     pub compacted: usize,
+    /// Where the task's changes are read from at its end, once it has a workspace.
+    pub changes: Option<super::task_changes::ChangeWatch>,
 }
 
 /// The progress saves not yet written, and the writer writing them.
@@ -85,6 +87,7 @@ impl<'a> Progress<'a> {
             running: BTreeMap::new(),
             phase: String::new(),
             compacted: 0,
+            changes: None,
         }
     }
 

@@ -28,6 +28,7 @@ use tower_service::Service;
 use tracing::{debug, warn};
 
 use crate::ops::OpsEndpoints;
+use crate::oversight::http::PageBody;
 use crate::transport::connections::{Admitted, Connections, InRequest};
 use crate::transport::http::McpBody;
 
@@ -273,7 +274,7 @@ pub async fn serve_with_options<S: HttpEdge>(
     Ok(())
 }
 
-type Answer = Either<Full<Bytes>, McpBody>;
+type Answer = Either<PageBody, McpBody>;
 
 /// The MCP edge's answer to `req`: the connection's `edge` is called in place when it is ready
 /// (as it always is), with no clone; otherwise a clone of its own waits for readiness.
@@ -295,18 +296,24 @@ fn call_edge<S: HttpEdge>(
     }
 }
 
-/// The operator endpoints to `ops` (GET only), anything else 404.
+/// The operator endpoints to `ops` (GET only), the oversight routes when `ops` has them,
+/// anything else 404.
 async fn other(req: Request<Incoming>, ops: Option<OpsEndpoints>) -> Response<Answer> {
+    if let Some(oversight) = ops.as_ref().and_then(OpsEndpoints::oversight)
+        && let Some(resp) = oversight.handle(&req).await
+    {
+        return resp.map(Either::Left);
+    }
     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
         && let Some(resp) = ops.handle(&req).await
     {
-        return resp.map(Either::Left);
+        return resp.map(|body| Either::Left(Either::Left(body)));
     }
     let mut resp = Response::new(Full::new(Bytes::from_static(
         b"Not Found: the MCP endpoint is /mcp\n",
     )));
     *resp.status_mut() = StatusCode::NOT_FOUND;
-    resp.map(Either::Left)
+    resp.map(|body| Either::Left(Either::Left(body)))
 }
 
 /// Every slot is busy with a request: a short 503 written without hyper, then the
