@@ -9,13 +9,11 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use agent_mcp::AgentMcp;
 use agent_mcp::config::{Config, StoreConfig};
 use serde_json::json;
 use support::fake_ollama::{FakeOllama, Reply};
-use support::harness::{
-    HttpClient, bearer, field, wait_terminal_within, workspace_config, write_config,
-};
+use support::harness::{bearer, field, wait_terminal_within, workspace_config, write_config};
+use support::served::Served;
 
 const BUDGET: Duration = Duration::from_secs(60);
 const ALICE: &str = "alice-secret";
@@ -30,52 +28,6 @@ const DIFF: &str = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py
     @@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n\
     diff --git a/notes/todo.md b/notes/todo.md\nnew file\n--- /dev/null\n+++ b/notes/todo.md\n\
     @@ -0,0 +1 @@\n+check add()\n";
-
-/// The server with its operator and oversight routes, in this process.
-struct Served {
-    base: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Served {
-    async fn start(config: &Config) -> Served {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = AgentMcp::start(config).await.expect("start");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let ops = server.ops_endpoints(None);
-            let _ = agent_mcp::transport::server::serve_with_ops(
-                listener,
-                server.http_service(),
-                Some(ops),
-                async {
-                    let _ = stopped.await;
-                },
-            )
-            .await;
-            server.shutdown().await;
-        });
-        Served {
-            base: format!("http://{addr}"),
-            stop,
-            task,
-        }
-    }
-
-    fn client(&self, token: &str) -> HttpClient {
-        let mut client = HttpClient::new(&format!("{}/mcp", self.base));
-        client.set_token(token);
-        client
-    }
-
-    /// Stops the server and waits for it to let go of the store.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
-    }
-}
 
 /// The model reads calc.py, fixes it and writes a note, then answers.
 fn script(fake: &FakeOllama) {
