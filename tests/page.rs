@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 
 use agent_mcp::config::{Approval, ApprovalsConfig, StoreConfig};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::fake_ollama::{FakeOllama, Reply};
 use support::harness::{bearer, workspace_config};
 use support::served::Served;
@@ -140,6 +140,31 @@ async fn the_page_follows_a_task_answers_its_approval_and_undoes_it() {
         "{diff}"
     );
     assert!(diff.contains("+++ b/notes/todo.md"), "{diff}");
+    // Its steps: the model calls, the tool calls and the approval, in order.
+    let journal = browser
+        .eval(
+            "return [...document.querySelectorAll('#task-journal li')].map(li => li.textContent);",
+            json!([]),
+        )
+        .await;
+    let journal: Vec<String> = serde_json::from_value(journal).unwrap();
+    let at = |needle: &str| {
+        journal
+            .iter()
+            .position(|e| e.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} in {journal:?}"))
+    };
+    assert_eq!(at("step 1 · stepollama chat"), 0, "{journal:?}");
+    assert!(at("read_file") < at("approval-1: edit_file"), "{journal:?}");
+    assert!(
+        at("approval-1: edit_file") < at("accept by alice"),
+        "{journal:?}"
+    );
+    assert!(at("accept by alice") < at("write_file"), "{journal:?}");
+    assert!(
+        at("model call10 tokens in, 1 out") < at("read_file"),
+        "{journal:?}"
+    );
     let decisions = browser.eval(TEXT_OF, json!(["#task-decisions"])).await;
     assert!(
         decisions
@@ -187,10 +212,14 @@ async fn the_page_follows_a_task_answers_its_approval_and_undoes_it() {
     assert_eq!(message, "restored: calc.py, notes/todo.md");
     assert_eq!(read(ws.path(), "calc.py").as_deref(), Some(BEFORE));
     assert_eq!(read(ws.path(), "notes/todo.md"), None);
-    let undo_shown = browser
-        .eval("return document.getElementById('undo').hidden;", json!([]))
+    // Undo is offered once: the page takes the button away when it re-reads the task.
+    browser
+        .wait_for(
+            "the undo button gone",
+            "return document.getElementById('undo').hidden;",
+            json!([]),
+        )
         .await;
-    assert_eq!(undo_shown, Value::Bool(true), "undo is offered once");
 
     // Another token: none of alice's tasks, not even by its id.
     browser.goto("about:blank").await;

@@ -11,6 +11,7 @@ mod claim;
 mod context;
 mod expect;
 mod intent;
+pub mod journal;
 mod lexicon;
 mod model;
 pub mod plan;
@@ -108,6 +109,8 @@ pub struct AgentCore {
     wake_freed: tokio::sync::Notify,
     /// Where approval decisions are recorded besides the task (the audit log), if anywhere.
     pub(crate) decisions: Option<Arc<dyn DecisionLog>>,
+    /// What the tasks this process ran last did, step by step (the oversight page's).
+    pub journal: journal::TaskJournal,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
@@ -321,6 +324,7 @@ impl Agent {
             wake_queued: tokio::sync::Notify::new(),
             wake_freed: tokio::sync::Notify::new(),
             decisions,
+            journal: journal::TaskJournal::default(),
         });
         // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
         // so it is asked beside the start, not before it.

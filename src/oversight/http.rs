@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /` | the page (HTML; its script and style at `/assets/…`, built into the binary) |
 //! | `GET /api/tasks` | the caller's newest tasks (JSON), queue positions and ages |
-//! | `GET /api/tasks/{id}` | one task: progress, result, approvals waiting, changed files |
+//! | `GET /api/tasks/{id}` | one task: progress, its journal (steps, model calls, tool calls, approvals: [`crate::agent::journal`]), result, approvals waiting, changed files |
 //! | `GET /api/tasks/{id}/diff` | its unified diff (`text/x-diff`) |
 //! | `POST /api/tasks/{id}/undo` | puts its files back (JSON `{ok, message, files}`) |
 //! | `POST /api/tasks/{id}/cancel` | cancels it |
@@ -247,6 +247,10 @@ impl OversightEndpoints {
             .unwrap_or_else(|| Value::Array(Vec::new()));
         body["undone"] = Value::from(diff.changes.as_ref().is_some_and(|c| c.undone));
         body["diff"] = Value::from(diff.text);
+        body["journal"] = match self.oversight.core() {
+            Some(core) => serde_json::to_value(core.journal.entries(id)).unwrap_or_default(),
+            None => Value::Array(Vec::new()),
+        };
         body["now_ms"] = Value::from(millis(SystemTime::now()));
         json_response(StatusCode::OK, &body)
     }

@@ -91,7 +91,7 @@ impl Browser {
             "--disable-component-update".into(),
             "--disable-sync".into(),
             "--disable-dev-shm-usage".into(),
-            "--window-size=1400,1000".into(),
+            "--window-size=1400,1500".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
         let created: Value = http
@@ -120,6 +120,19 @@ impl Browser {
     }
 
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        match self.try_command(method, path, body).await {
+            Ok(value) => value,
+            Err((error, message)) => panic!("WebDriver {path}: {error}: {message}"),
+        }
+    }
+
+    /// A command's value, or its WebDriver error and message.
+    async fn try_command(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, (String, String)> {
         let url = format!("{}/session/{}{path}", self.url, self.session);
         let request = self.http.request(method, &url);
         let request = match body {
@@ -133,10 +146,10 @@ impl Browser {
             .json()
             .await
             .expect("WebDriver JSON");
-        if let Some(error) = answer["value"]["error"].as_str() {
-            panic!("WebDriver {path}: {error}: {}", answer["value"]["message"]);
+        match answer["value"]["error"].as_str() {
+            Some(error) => Err((error.to_owned(), answer["value"]["message"].to_string())),
+            None => Ok(answer["value"].clone()),
         }
-        answer["value"].clone()
     }
 
     pub async fn goto(&self, url: &str) {
@@ -154,27 +167,38 @@ impl Browser {
         .await
     }
 
-    /// Clicks the first element matching the CSS `selector`.
+    /// Clicks the first element matching the CSS `selector`. The page redraws what it shows
+    /// on every pushed change, so an element found may be replaced before the click lands: it
+    /// is found again then.
     pub async fn click(&self, selector: &str) {
-        let found = self
-            .command(
-                reqwest::Method::POST,
-                "/element",
-                Some(json!({"using": "css selector", "value": selector})),
-            )
-            .await;
-        let id = found
-            .as_object()
-            .and_then(|o| o.values().next())
-            .and_then(Value::as_str)
-            .expect("an element id")
-            .to_owned();
-        self.command(
-            reqwest::Method::POST,
-            &format!("/element/{id}/click"),
-            Some(json!({})),
-        )
-        .await;
+        for _ in 0..20 {
+            let found = self
+                .command(
+                    reqwest::Method::POST,
+                    "/element",
+                    Some(json!({"using": "css selector", "value": selector})),
+                )
+                .await;
+            let id = found
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+                .expect("an element id")
+                .to_owned();
+            match self
+                .try_command(
+                    reqwest::Method::POST,
+                    &format!("/element/{id}/click"),
+                    Some(json!({})),
+                )
+                .await
+            {
+                Ok(_) => return,
+                Err((error, _)) if error == "stale element reference" => continue,
+                Err((error, message)) => panic!("WebDriver click {selector}: {error}: {message}"),
+            }
+        }
+        panic!("{selector} was redrawn under every click");
     }
 
     /// Waits until `script` returns something other than null or false; returns it.

@@ -127,6 +127,18 @@ function renderTask(t) {
   $("task-result").textContent = t.result;
   listItems("task-decisions", t.decisions);
   listItems("task-files", t.files);
+  const journal = t.journal.map((e) => {
+    const li = document.createElement("li");
+    li.className = "entry entry-" + e.kind.replace(/ /g, "-");
+    const kind = document.createElement("span");
+    kind.className = "kind";
+    kind.textContent = (e.step == null ? "" : "step " + (e.step + 1) + " · ") + e.kind;
+    const text = document.createElement("span");
+    text.textContent = e.text;
+    li.append(kind, text);
+    return li;
+  });
+  $("task-journal").replaceChildren(...journal);
   renderDiff(t.diff);
   const approvals = t.pending.map((p) => {
     const box = document.createElement("div");
