@@ -349,3 +349,145 @@ async fn the_routes_are_guarded_like_mcp() {
     assert_eq!(detail.status(), 404);
     served.stop().await;
 }
+
+/// The API the page uses: a queued task has its place and is cancelled; a waiting approval is
+/// answered (by its owner only, with a known key and action); a running task is not undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_shows_places_cancels_and_answers_approvals() {
+    let fake = FakeOllama::start().await;
+    fake.push_replies([
+        Reply::tool_call("read_file", json!({"path": "calc.py"}), 10, 1),
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}),
+            10,
+            1,
+        ),
+        Reply::text("Fixed add.", 10, 1),
+    ]);
+    let ws = workspace();
+    let mut config = configured(
+        &fake,
+        ws.path(),
+        StoreConfig {
+            backend: agent_mcp::config::StoreBackend::Memory,
+            ..StoreConfig::default()
+        },
+    );
+    config.agent.approvals = agent_mcp::config::ApprovalsConfig {
+        edit_file: agent_mcp::config::Approval::Ask,
+        ..Default::default()
+    };
+    let served = Served::start(&config).await;
+    let alice = served.client(ALICE);
+    let created = alice
+        .modern_with_caps(
+            "tools/call",
+            json!({"name": "agent_run", "arguments": {"request": "Fix add."}}),
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}}),
+        )
+        .await;
+    let first = created.body["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", created.text))
+        .to_owned();
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, token: &'static str| {
+        let http = http.clone();
+        let url = format!("{}{path}", served.base);
+        async move {
+            let resp = http
+                .request(method, url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (
+                status,
+                resp.json::<serde_json::Value>().await.unwrap_or_default(),
+            )
+        }
+    };
+    let get = reqwest::Method::GET;
+    let post = reqwest::Method::POST;
+    let key = support::harness::eventually(BUDGET, "the approval waits", || {
+        let call = &call;
+        let path = format!("/api/tasks/{first}");
+        async move {
+            let (_, task) = call(reqwest::Method::GET, path, ALICE).await;
+            task["pending"][0]["key"].as_str().map(str::to_owned)
+        }
+    })
+    .await;
+
+    // A second task waits behind it, first in the queue; cancelled from the API.
+    let second = alice.agent_run("Something else.").await;
+    let (status, list) = call(get.clone(), "/api/tasks".into(), ALICE).await;
+    assert_eq!(status, 200);
+    let rows = list["tasks"].as_array().unwrap();
+    assert_eq!(rows[0]["id"], second.as_str());
+    assert_eq!(
+        (rows[0]["state"].as_str(), rows[0]["position"].as_u64()),
+        (Some("queued"), Some(1))
+    );
+    assert_eq!(rows[1]["id"], first.as_str());
+    assert_eq!(
+        (rows[1]["state"].as_str(), rows[1]["waiting"].as_bool()),
+        (Some("running"), Some(true))
+    );
+    assert_eq!(
+        call(post.clone(), format!("/api/tasks/{second}/cancel"), BOB)
+            .await
+            .0,
+        404
+    );
+    let (status, cancelled) =
+        call(post.clone(), format!("/api/tasks/{second}/cancel"), ALICE).await;
+    assert_eq!(
+        (status, cancelled["message"].as_str()),
+        (200, Some("task is cancelled"))
+    );
+
+    // A running task is not undone.
+    let (status, refused) = call(post.clone(), format!("/api/tasks/{first}/undo"), ALICE).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("still running"),
+        "{refused}"
+    );
+
+    // The approval: a bad action, an unknown key, another caller, then its owner.
+    let answer =
+        |action: &str, key: &str| format!("/api/tasks/{first}/approvals/{key}?action={action}");
+    assert_eq!(
+        call(post.clone(), answer("maybe", &key), ALICE).await.0,
+        400
+    );
+    assert_eq!(
+        call(post.clone(), answer("accept", "approval-9"), ALICE)
+            .await
+            .0,
+        409
+    );
+    assert_eq!(call(post.clone(), answer("accept", &key), BOB).await.0, 404);
+    assert_eq!(read(ws.path(), "calc.py").as_deref(), Some(BEFORE));
+    let (status, answered) = call(post.clone(), answer("accept", &key), ALICE).await;
+    assert_eq!(
+        (status, answered["message"].as_str()),
+        (200, Some("approval-1: accept"))
+    );
+    let done = wait_terminal_within(BUDGET, || alice.agent_status(&first)).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(read(ws.path(), "calc.py").as_deref(), Some(AFTER));
+    let (_, task) = call(get, format!("/api/tasks/{first}"), ALICE).await;
+    assert_eq!(
+        task["decisions"][0],
+        "approval-1 edit_file (calc.py): accept by alice"
+    );
+    assert_eq!(task["files"], json!(["calc.py"]));
+    served.stop().await;
+}

@@ -322,6 +322,11 @@ pub(crate) mod conformance {
             .map(|t| t.id)
             .collect();
         assert_eq!(got, [ids[2], ids[1]]);
+        // The anonymous caller's are theirs alone too.
+        let anonymous = Task::new(uuid::Uuid::new_v4(), None, "anonymous".into(), None);
+        store.insert_task(&anonymous).await.unwrap();
+        let got = store.recent_tasks(None, 1).await.unwrap();
+        assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), [anonymous.id]);
     }
 
     fn without_images(task: &Task) -> Task {

@@ -815,17 +815,31 @@ impl TaskStore for PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.bounded("list the caller's tasks", async {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner IS NOT DISTINCT FROM $1 \
-                     ORDER BY seq DESC LIMIT $2"
-                ))
-                .await
-                .map_err(|e| self.err(e))?;
-            client
-                .query(&stmt, &[&owner, &limit])
-                .await
-                .map_err(|e| self.err(e))?
+            // `owner = $1` and `owner IS NULL` each walk the (owner, seq) index backwards;
+            // `IS NOT DISTINCT FROM` would not use it.
+            let rows = match owner {
+                Some(owner) => {
+                    let stmt = client
+                        .prepare_cached(&format!(
+                            "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner = $1 \
+                             ORDER BY seq DESC LIMIT $2"
+                        ))
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    client.query(&stmt, &[&owner, &limit]).await
+                }
+                None => {
+                    let stmt = client
+                        .prepare_cached(&format!(
+                            "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner IS NULL \
+                             ORDER BY seq DESC LIMIT $1"
+                        ))
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    client.query(&stmt, &[&limit]).await
+                }
+            };
+            rows.map_err(|e| self.err(e))?
                 .iter()
                 .map(task_from)
                 .collect()
