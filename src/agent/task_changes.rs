@@ -25,13 +25,13 @@ impl ChangeWatch {
     /// Stores what task `id` changed, if anything. A failure is logged: the task's outcome
     /// does not depend on its record.
     pub async fn record(self, store: &Arc<dyn TaskStore>, id: Uuid) {
-        let files = tokio::task::spawn_blocking(move || {
-            self.toolbox
-                .ledger()
-                .record(self.toolbox.workspace(), self.snapshot.as_deref())
-        })
-        .await
-        .unwrap_or_default();
+        // In place, as the runner reads the ledger's changes: the walk was made when the work
+        // ended (the snapshot keeps what it found), so this reads the changed files only, and
+        // no hop to another thread lets the last progress save overtake the outcome.
+        let files = self
+            .toolbox
+            .ledger()
+            .record(self.toolbox.workspace(), self.snapshot.as_deref());
         if files.is_empty() {
             return;
         }

@@ -1,5 +1,6 @@
 //! The terminal client: `agent-mcp run "<request>"` submits a task and follows it with a live
-//! progress line; `agent-mcp status <task_id>` prints a task's status once.
+//! progress line; `agent-mcp status <task_id>` prints a task's status once; `agent-mcp diff`
+//! and `agent-mcp undo` show and take back what a task changed ([`oversight`]).
 //!
 //! It speaks MCP 2026-07-28 (no `initialize`; `_meta` on every request) over stateless HTTP
 //! (`--url`, default [`DEFAULT_URL`]) or over the stdio of an `agent-mcp stdio` child of this

@@ -132,7 +132,7 @@ impl OversightEndpoints {
         let method = req.method();
         match (method, parts.as_slice()) {
             (&Method::GET, ["tasks"]) => self.list(who).await,
-            (&Method::GET, ["events"]) => self.events(identity.clone()),
+            (&Method::GET, ["events"]) => self.events(),
             (_, ["tasks", id, rest @ ..]) => {
                 let Some(id) = Uuid::try_parse(id).ok() else {
                     return json_response(
@@ -279,8 +279,9 @@ impl OversightEndpoints {
     }
 
     /// `GET /api/events`: one `changed` event when the stream opens and after every change of
-    /// a task (any task: the page then reads what it shows, which holds only the caller's).
-    fn events(&self, _identity: Option<String>) -> PageResponse {
+    /// a task. The event carries nothing (not even which task): the page then reads what it
+    /// shows, which holds only the caller's own.
+    fn events(&self) -> PageResponse {
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
         if let Some(core) = self.oversight.core() {
             let mut changes = core.subscribe_task_changes();

@@ -233,7 +233,13 @@ impl Ledger {
             push(path, before);
         }
         if let Some(snapshot) = snapshot {
-            for path in snapshot.changed_paths(ws, self) {
+            let found = snapshot
+                .found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            let paths = found.unwrap_or_else(|| snapshot.changed_paths(ws, self));
+            for path in paths {
                 push(&path, snapshot.before(&path));
             }
         }
@@ -309,6 +315,10 @@ pub struct Snapshot {
     files: BTreeMap<PathBuf, Stamp>,
     /// The content of the small files, within [`SNAPSHOT_KEEP_TOTAL`].
     kept: HashMap<PathBuf, Vec<u8>>,
+    /// What [`Snapshot::changed_by_others`] found when the work ended, for the task's record:
+    /// the same walk is not made twice between the last step and the outcome (the checks run
+    /// after it are the server's, not the task's).
+    found: Mutex<Option<Vec<PathBuf>>>,
 }
 
 impl Snapshot {
@@ -348,6 +358,7 @@ impl Snapshot {
         Snapshot {
             files,
             kept: HashMap::new(),
+            found: Mutex::default(),
         }
     }
 
@@ -387,7 +398,9 @@ impl Snapshot {
     /// change (those have line counts of their own), relative to the workspace root.
     pub fn changed_by_others(&self, ws: &super::Workspace, ledger: &Ledger) -> Vec<FileChange> {
         let root = ws.root();
-        self.changed_paths(ws, ledger)
+        let paths = self.changed_paths(ws, ledger);
+        *self.found.lock().unwrap_or_else(|e| e.into_inner()) = Some(paths.clone());
+        paths
             .into_iter()
             .map(|path| FileChange {
                 path: relative(root, &path),
