@@ -491,3 +491,56 @@ async fn the_api_shows_places_cancels_and_answers_approvals() {
     assert_eq!(task["files"], json!(["calc.py"]));
     served.stop().await;
 }
+
+/// What commands change is recorded too (against the snapshot taken when the task started):
+/// a copy made and a file removed by `cp` and `rm` show in the diff and are undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_commands_change_is_recorded_and_undone() {
+    let fake = FakeOllama::start().await;
+    fake.push_replies([
+        Reply::tool_call(
+            "run_command",
+            json!({"argv": ["cp", "calc.py", "calc_copy.py"]}),
+            10,
+            1,
+        ),
+        Reply::tool_call("run_command", json!({"argv": ["rm", "notes.txt"]}), 10, 1),
+        Reply::text("Copied and removed.", 10, 1),
+    ]);
+    let ws = workspace();
+    let mut config = configured(
+        &fake,
+        ws.path(),
+        StoreConfig {
+            backend: agent_mcp::config::StoreBackend::Memory,
+            ..StoreConfig::default()
+        },
+    );
+    config.agent.commands.allow = vec!["cp".into(), "rm".into()];
+    let served = Served::start(&config).await;
+    let alice = served.client(ALICE);
+    let id = alice
+        .agent_run("Copy calc.py, then remove notes.txt.")
+        .await;
+    let done = wait_terminal_within(BUDGET, || alice.agent_status(&id)).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(read(ws.path(), "calc_copy.py").as_deref(), Some(BEFORE));
+    assert_eq!(read(ws.path(), "notes.txt"), None);
+
+    let url = format!("{}/mcp", served.base);
+    let diff = cli(&["diff", &id, "--url", &url], Some(ALICE)).await;
+    assert_eq!(diff.status.code(), Some(0), "{}", err(&diff));
+    assert_eq!(
+        out(&diff),
+        "diff --git a/calc_copy.py b/calc_copy.py\nnew file\n--- /dev/null\n\
+         +++ b/calc_copy.py\n@@ -0,0 +1,2 @@\n+def add(a, b):\n+    return a - b\n\
+         diff --git a/notes.txt b/notes.txt\ndeleted file\n--- a/notes.txt\n+++ /dev/null\n\
+         @@ -1 +0,0 @@\n-remember the milk\n"
+    );
+    let undone = cli(&["undo", &id, "--url", &url], Some(ALICE)).await;
+    assert_eq!(undone.status.code(), Some(0), "{}", err(&undone));
+    assert_eq!(out(&undone), "restored: calc_copy.py, notes.txt\n");
+    assert_eq!(read(ws.path(), "calc_copy.py"), None);
+    assert_eq!(read(ws.path(), "notes.txt").as_deref(), Some(NOTES));
+    served.stop().await;
+}
