@@ -1779,6 +1779,225 @@ const TASKS: &[CodingTask] = &[
         )],
         ..PLAIN
     },
+    // The tenth held-out set, `holdout-10-*`, written before the engine took a change's intent
+    // from the model instead of word lists: bug reports, indirect requests and questions, in
+    // nine languages, none configured with checks (the workspace's own tests are found). Run
+    // once, at the end (`scripts/bench-coding.sh holdout-10`).
+    CodingTask {
+        name: "holdout-10-crash-report",
+        files: &[(
+            "stats.py",
+            "def average(xs):\n    return sum(xs) / len(xs)\n",
+        )],
+        requests: &[
+            "When I call average([]) from stats.py it crashes with ZeroDivisionError. For an \
+             empty list it should just give 0.",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from stats import average; assert average([]) == 0; assert average([2, 4]) == 3",
+            ])
+            .0
+        },
+        solution: &[(
+            "stats.py",
+            "def average(xs):\n    if not xs:\n        return 0\n    return sum(xs) / len(xs)\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-wish-es",
+        files: &[(
+            "saludo.py",
+            "def saludo(nombre):\n    return \"Hola, \" + nombre\n",
+        )],
+        requests: &[
+            "Estaría bien que saludo() en saludo.py devolviera \"Hola, mundo\" cuando el nombre \
+             viene vacío.",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from saludo import saludo; assert saludo('') == 'Hola, mundo'; \
+                 assert saludo('Ana') == 'Hola, Ana'",
+            ])
+            .0
+        },
+        solution: &[(
+            "saludo.py",
+            "def saludo(nombre):\n    if not nombre:\n        nombre = \"mundo\"\n    return \"Hola, \" + nombre\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-question-de",
+        files: &[(
+            "cart.py",
+            "def total(xs):\n    return sum(x * 2 for x in xs)\n",
+        )],
+        requests: &["Was liefert total aus cart.py für die Liste [1, 2, 3]?"],
+        judge: |o| o.explains(&["12"]),
+        answer: "12",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-tests-fail-ja",
+        files: &[
+            ("shout.py", "def shout(s):\n    return s.upper()\n"),
+            (
+                "test_shout.py",
+                "import unittest\nfrom shout import shout\n\n\nclass ShoutTest(unittest.TestCase):\n    def test_shout(self):\n        self.assertEqual(shout(\"hi\"), \"HI!\")\n",
+            ),
+        ],
+        requests: &["テストが通らないんですが、直してもらえますか？"],
+        judge: |o| o.fixed_keeping("test_shout.py"),
+        solution: &[("shout.py", "def shout(s):\n    return s.upper() + \"!\"\n")],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-port-fr",
+        files: &[(
+            "settings.json",
+            "{\n  \"host\": \"127.0.0.1\",\n  \"port\": 8000,\n  \"debug\": false\n}\n",
+        )],
+        requests: &[
+            "Le serveur doit désormais écouter sur le port 9090 au lieu de 8000 (settings.json).",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "import json; d = json.load(open('settings.json')); \
+                 assert d == {'host': '127.0.0.1', 'port': 9090, 'debug': False}",
+            ])
+            .0
+        },
+        solution: &[(
+            "settings.json",
+            "{\n  \"host\": \"127.0.0.1\",\n  \"port\": 9090,\n  \"debug\": false\n}\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-method-zh",
+        files: &[(
+            "inventory.py",
+            "class Inventory:\n    def __init__(self):\n        self.items = {}\n\n    def add(self, name, count=1):\n        self.items[name] = self.items.get(name, 0) + count\n",
+        )],
+        requests: &[
+            "给 inventory.py 里的 Inventory 类加一个 remove(name) 方法，把这个物品从库存里删掉。",
+        ],
+        judge: |o| {
+            o.python(&[
+                "-c",
+                "from inventory import Inventory; i = Inventory(); i.add('a'); i.add('b', 2); \
+                 i.remove('a'); assert i.items == {'b': 2}",
+            ])
+            .0
+        },
+        solution: &[(
+            "inventory.py",
+            "class Inventory:\n    def __init__(self):\n        self.items = {}\n\n    def add(self, name, count=1):\n        self.items[name] = self.items.get(name, 0) + count\n\n    def remove(self, name):\n        del self.items[name]\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-typo-report",
+        files: &[(
+            "messages.py",
+            "def status():\n    return \"Recieved\"\n\n\nif __name__ == \"__main__\":\n    print(status())\n",
+        )],
+        requests: &["Users keep telling us the status message is misspelled (messages.py)."],
+        judge: |o| o.prints("messages.py", "Received"),
+        solution: &[(
+            "messages.py",
+            "def status():\n    return \"Received\"\n\n\nif __name__ == \"__main__\":\n    print(status())\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-rename-pt",
+        files: &[
+            ("prices.py", "total_price = 10\n"),
+            (
+                "report.py",
+                "from prices import total_price\n\nprint(total_price)\n",
+            ),
+        ],
+        requests: &["Renomeie a variável total_price para price_total em prices.py e report.py."],
+        judge: |o| o.renamed("total_price", "price_total") && o.prints("report.py", "10"),
+        solution: &[
+            ("prices.py", "price_total = 10\n"),
+            (
+                "report.py",
+                "from prices import price_total\n\nprint(price_total)\n",
+            ),
+        ],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-tabs-too",
+        files: &[
+            ("clean.py", "def clean(s):\n    return s.strip(\" \")\n"),
+            (
+                "test_clean.py",
+                "import unittest\nfrom clean import clean\n\n\nclass CleanTest(unittest.TestCase):\n    def test_spaces(self):\n        self.assertEqual(clean(\"  a b \"), \"a b\")\n",
+            ),
+        ],
+        requests: &[
+            "clean() in clean.py leaves tabs at the ends of the text; they should go as well.",
+        ],
+        judge: |o| {
+            o.fixed_keeping("test_clean.py")
+                && o.python(&[
+                    "-c",
+                    "from clean import clean; assert clean('\\t a\\t') == 'a'",
+                ])
+                .0
+        },
+        solution: &[("clean.py", "def clean(s):\n    return s.strip(\" \\t\")\n")],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-question-ru",
+        files: &[(
+            "pyproject.toml",
+            "[project]\nname = \"tiny\"\nversion = \"2.4.1\"\n",
+        )],
+        requests: &["Какая версия проекта указана в pyproject.toml?"],
+        judge: |o| o.explains(&["2.4.1"]),
+        answer: "2.4.1",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-new-script-ko",
+        files: &[("numbers.txt", "3\n4\n5\n")],
+        requests: &["numbers.txt에 있는 숫자들의 합을 출력하는 sum_file.py를 만들어 주세요."],
+        judge: |o| o.prints("sum_file.py", "12"),
+        solution: &[(
+            "sum_file.py",
+            "print(sum(int(line) for line in open(\"numbers.txt\") if line.strip()))\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-10-debug-prints-it",
+        files: &[(
+            "app.py",
+            "def double(x):\n    print(\"DEBUG x =\", x)\n    return x * 2\n\n\nif __name__ == \"__main__\":\n    print(double(21))\n",
+        )],
+        requests: &[
+            "In app.py c'è ancora una print di debug: toglila, il resto deve restare com'è.",
+        ],
+        judge: |o| {
+            o.read("app.py").is_some_and(|t| !t.contains("DEBUG")) && o.prints("app.py", "42")
+        },
+        solution: &[(
+            "app.py",
+            "def double(x):\n    return x * 2\n\n\nif __name__ == \"__main__\":\n    print(double(21))\n",
+        )],
+        ..PLAIN
+    },
 ];
 
 /// Runs each request with the peer `program` (`program <workspace> <request>`, e.g. the
@@ -2039,6 +2258,6 @@ mod tests {
             );
             checked += 1;
         }
-        assert_eq!(checked, 10, "the tasks with a reference solution");
+        assert_eq!(checked, 22, "the tasks with a reference solution");
     }
 }

@@ -302,7 +302,7 @@ impl AgentService {
 /// Where an accepted task will wait: a place held in this process's queue, or the shared
 /// store's queue (whose counts are the database's).
 enum Place<'a> {
-    Local(crate::agent::queue::Ticket<'a>),
+    Local(crate::agent::worker::queue::Ticket<'a>),
     Shared,
 }
 
@@ -312,7 +312,7 @@ impl AgentService {
     /// cannot all take the last one; with a shared store the database's counts are read, and
     /// calls in flight on several instances at once may each take the last place.
     async fn queue_place(&self, owner: Option<&str>) -> Result<Place<'_>, McpResult> {
-        use crate::agent::queue::QueueFull;
+        use crate::agent::worker::queue::QueueFull;
         let limits = self.queue;
         let verdict = match self.core.store.shared() {
             None => match self

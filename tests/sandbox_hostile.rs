@@ -48,7 +48,7 @@ fn config(fake: &FakeOllama, workspace: &Path) -> Config {
     workspace_config(&fake.url(), workspace)
 }
 
-/// Tool calls the agent runs from one model reply (src/agent/step.rs).
+/// Tool calls the agent runs from one model reply (src/agent/engine/step.rs).
 const CALLS_PER_REPLY: usize = 16;
 
 /// `calls` in order, cut into replies of at most [`CALLS_PER_REPLY`] where no reply has both

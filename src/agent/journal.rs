@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::step_event::StepEvent;
+use super::engine::step_event::StepEvent;
 
 /// Tasks whose journal is kept (the newest).
 pub const TASKS_KEPT: usize = 64;

@@ -5,34 +5,29 @@
 //! cancelled`; the worker takes them FIFO, so at most one task in the whole process talks to the
 //! model at a time.
 
-mod approval;
-mod checks;
-mod claim;
-mod context;
-mod expect;
-mod intent;
+//! The rooms:
+//!
+//! | room | what it holds |
+//! |---|---|
+//! | [`worker`] | the queue ([`queue`]), claiming a task, the local worker loop and the shared store's ([`AgentCore`], which they share, is here) |
+//! | `engine` | running one task: [`runner`], its steps (`step`, `step_schedule`, `step_progress`), [`plan`], the context window, the model's profile, the `files` policy (`direct`), approvals, the result's summary, the trace |
+//! | `judge` | whether the work is done: the project's checks (`checks`, `project_checks`) and what a request says it wants (`expect`, `intent`, `lexicon`: the word lists the `small` and `off` policies still read) |
+//! | [`steering`] | what the tool loop does for a small model |
+//! | [`tools`] | the workspace's tools, their sandbox and the change ledger |
+
+mod engine;
 pub mod journal;
-mod lexicon;
-mod model;
-pub mod plan;
-mod project_checks;
-pub mod queue;
-pub mod runner;
-mod shared;
+mod judge;
 pub mod status;
 pub mod steering;
-mod step;
-mod step_event;
-mod step_progress;
-mod step_schedule;
-mod summary;
-mod task_changes;
 pub mod tools;
-mod trace;
+pub mod worker;
 
-pub use checks::{CheckEnd, CheckReport, CheckResult, CheckRun, NoChecks};
-pub use intent::asks_for_change;
-pub use model::{ModelProfile, probe as probe_model};
+pub use engine::model::{ModelProfile, probe as probe_model};
+pub use engine::{plan, runner};
+pub use judge::checks::{CheckEnd, CheckReport, CheckResult, CheckRun, NoChecks};
+pub use judge::intent::asks_for_change;
+pub use worker::queue;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -355,7 +350,10 @@ impl Agent {
         if shared {
             // Other instances may be running tasks: a task is ended by its lapsed lease (in
             // claim_next), never by a start.
-            tokio::spawn(shared::dispatch_events(core.clone(), shutdown.clone()));
+            tokio::spawn(worker::shared_loop::dispatch_events(
+                core.clone(),
+                shutdown.clone(),
+            ));
         } else {
             // A task a crash left planning/running cannot resume: it ends failed, with a reason.
             crate::store::fail_interrupted(core.store.as_ref()).await?;
@@ -369,9 +367,15 @@ impl Agent {
             shutdown.clone(),
         ));
         let worker = if shared {
-            tokio::spawn(shared::worker_loop(core.clone(), shutdown.clone()))
+            tokio::spawn(worker::shared_loop::worker_loop(
+                core.clone(),
+                shutdown.clone(),
+            ))
         } else {
-            tokio::spawn(worker_loop(core.clone(), shutdown.clone()))
+            tokio::spawn(worker::local_loop::worker_loop(
+                core.clone(),
+                shutdown.clone(),
+            ))
         };
         Ok(Agent {
             core,
@@ -442,29 +446,6 @@ async fn after_task(core: &AgentCore, id: Uuid) {
     *core.running_slot() = None;
     // The runner has saved a terminal state (or skipped a task that was not queued).
     core.notify_task_changed(id);
-}
-
-async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
-    loop {
-        // Shutdown first: once it is asked for, queued tasks stay queued in the store for the
-        // next start instead of being taken and stopped at once.
-        let next = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => return,
-            next = core.queue.next() => next,
-        };
-        let id = next.id;
-        let token = shutdown.child_token();
-        {
-            let mut slot = core.running_slot();
-            *slot = Some((id, token.clone()));
-            if lock(&core.cancel_on_arrival).remove(&id) {
-                token.cancel();
-            }
-        }
-        runner::run_task(&core, id, next.task, token).await;
-        after_task(&core, id).await;
-    }
 }
 
 #[cfg(test)]

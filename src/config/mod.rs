@@ -175,11 +175,15 @@ pub const AGENT_TOOL_NAMES: [&str; 6] = [
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SteeringMode {
-    /// `small` for models below 7 billion parameters, `off` otherwise (and when `/api/show`
+    /// `files` for models below 7 billion parameters, `off` otherwise (and when `/api/show`
     /// does not tell the size).
     #[default]
     Auto,
-    /// Every rule, for small local models.
+    /// For small local models: the workspace's files in the prompt and each changed file
+    /// written whole in the reply, the project's checks after; `small` where the files do not
+    /// fit the prompt, a plan is asked for, or the request holds images.
+    Files,
+    /// Every rule of the tool loop, for small local models.
     Small,
     /// No rule: the model's calls and answer pass through unchanged.
     Off,

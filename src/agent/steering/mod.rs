@@ -61,11 +61,19 @@ impl Policy {
         let shown = size.map_or_else(|| "size unknown".to_owned(), describe_count);
         match mode {
             SteeringMode::Small => (Policy::Small, "small (agent.steering: small)".into()),
+            SteeringMode::Files => (
+                Policy::Small,
+                "files (agent.steering: files; the small rules where the files do not fit)".into(),
+            ),
             SteeringMode::Off => (Policy::Off, "off (agent.steering: off)".into()),
             SteeringMode::Auto => match size {
-                Some(n) if n < SMALL_BELOW_PARAMETERS => {
-                    (Policy::Small, format!("small (auto: {shown}, below 7B)"))
-                }
+                Some(n) if n < SMALL_BELOW_PARAMETERS => (
+                    Policy::Small,
+                    format!(
+                        "files (auto: {shown}, below 7B; the small rules where the files do not \
+                         fit)"
+                    ),
+                ),
                 Some(_) => (Policy::Off, format!("off (auto: {shown}, 7B or more)")),
                 None => (Policy::Off, format!("off (auto: {shown})")),
             },
@@ -127,9 +135,9 @@ pub(crate) struct Facts<'a> {
     /// What is not done yet — writes the model tried that did not take, then what the request
     /// states and the workspace does not show — when a rule asked for it
     /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
-    pub unmet: &'a [crate::agent::expect::Unmet],
+    pub unmet: &'a [crate::agent::judge::expect::Unmet],
     /// What the request says the workspace will hold.
-    pub expectations: &'a crate::agent::expect::Expectations,
+    pub expectations: &'a crate::agent::judge::expect::Expectations,
 }
 
 impl Facts<'_> {
@@ -381,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_small_below_seven_billion_and_off_from_there() {
+    fn auto_picks_files_below_seven_billion_and_off_from_there() {
         for (name, mode, count, size, wanted) in [
             (
                 "1.8B by count",
@@ -439,7 +447,11 @@ mod tests {
         }
         assert_eq!(
             Policy::for_model(SteeringMode::Auto, &show(Some(1_777_088_000), None)).1,
-            "small (auto: 1.8B parameters, below 7B)"
+            "files (auto: 1.8B parameters, below 7B; the small rules where the files do not fit)"
+        );
+        assert_eq!(
+            Policy::for_model(SteeringMode::Files, &show(Some(70_000_000_000), None)).0,
+            Policy::Small
         );
     }
 

@@ -52,14 +52,14 @@ proptest! {
     #[test]
     fn expectations_of_any_text_never_panic(text in any_text()) {
         let (_dir, ws) = workspace();
-        let _ = crate::agent::expect::Expectations::of(&text, &ws);
-        let _ = crate::agent::expect::tests_kept(&text, &ws);
+        let _ = crate::agent::judge::expect::Expectations::of(&text, &ws);
+        let _ = crate::agent::judge::expect::tests_kept(&text, &ws);
     }
 
     #[test]
     fn reading_a_whole_file_block_of_any_text_never_panics(text in any_text(), before in any_text()) {
         let (_dir, ws) = workspace();
-        let expected = crate::agent::expect::Expectations::of(&before, &ws);
+        let expected = crate::agent::judge::expect::Expectations::of(&before, &ws);
         super::whole_file::check_any_text(&text, &before, &expected);
     }
 

@@ -857,8 +857,8 @@ mod tests {
         (dir, toolbox)
     }
 
-    static EXPECTS_NOTHING: crate::agent::expect::Expectations =
-        crate::agent::expect::Expectations::NONE;
+    static EXPECTS_NOTHING: crate::agent::judge::expect::Expectations =
+        crate::agent::judge::expect::Expectations::NONE;
 
     fn facts<'a>(request: &'a str, toolbox: &'a Toolbox, ran: &'a [Ran]) -> Facts<'a> {
         Facts {

@@ -36,7 +36,7 @@ use serde_json::json;
 
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
-use crate::agent::expect::{Expectations, keeps_no_line, spelled_alike};
+use crate::agent::judge::expect::{Expectations, keeps_no_line, spelled_alike};
 use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step, and of one file.

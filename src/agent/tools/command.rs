@@ -81,13 +81,13 @@ pub(super) async fn run_command(
             "'{}' is a path; give a program name found on PATH (e.g. python3, cargo), and \
              run a script of the workspace through its interpreter (e.g. [\"python3\", \
              \"script.py\"])",
-            crate::agent::plan::one_line(program),
+            crate::agent::engine::plan::one_line(program),
         )));
     }
     if !settings.allow.is_empty() && !settings.allow.iter().any(|a| a == program) {
         return Err(ToolError::Refused(format!(
             "'{}' is not an allowed program; allowed: {}",
-            crate::agent::plan::one_line(program),
+            crate::agent::engine::plan::one_line(program),
             settings.allow.join(", ")
         )));
     }
@@ -423,7 +423,7 @@ fn check_path(ws: &Workspace, cwd: &Path, arg: &str, value: &str) -> Result<(), 
         ToolError::Refused(format!(
             "argument '{}' names a path outside the workspace (or through a symbolic link out \
              of it); use paths inside the workspace",
-            crate::agent::plan::one_line(arg)
+            crate::agent::engine::plan::one_line(arg)
         ))
     };
     let path = Path::new(value);
@@ -465,14 +465,14 @@ fn check_path(ws: &Workspace, cwd: &Path, arg: &str, value: &str) -> Result<(), 
             "argument '{}' names a path inside {entry}, which commands may not name \
              (agent.tools.read_only_paths: version-control metadata and hooks run commands for \
              the user; the check cannot tell a read from a write). Work on other files",
-            crate::agent::plan::one_line(arg)
+            crate::agent::engine::plan::one_line(arg)
         )));
     }
     if ws.protected().covers(&full) {
         return Err(ToolError::Refused(format!(
             "argument '{}' names one of the agent server's own files (configuration, task \
              database, lock or audit log); commands may not touch it. Work on other files",
-            crate::agent::plan::one_line(arg)
+            crate::agent::engine::plan::one_line(arg)
         )));
     }
     Ok(())

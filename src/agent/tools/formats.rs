@@ -47,6 +47,17 @@ impl Format {
     }
 }
 
+/// What is wrong with `text` as the structured file `shown` (`config.json does not parse as
+/// JSON: …`), `None` when it parses or is not a format read here.
+pub(crate) fn parse_problem(shown: &str, text: &str) -> Option<String> {
+    let format = Format::of(shown)?;
+    let problem = format.problem(text)?;
+    Some(format!(
+        "{shown} does not parse as {}: {problem}",
+        format.name()
+    ))
+}
+
 /// Whether replacing the file's text now (`before`, read only for a structured file; `None`
 /// for a new file) with `after` keeps `shown` parsing; the refusal says where the new text
 /// breaks and what to send instead. `tool` names the call in the message.

@@ -74,6 +74,7 @@ use crate::ollama::ToolCall;
 pub use cgroup::describe as describe_command_isolation;
 pub use command::{CommandEnd, CommandRun};
 pub(crate) use files::look_alike_of;
+pub(crate) use formats::parse_problem;
 pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
@@ -338,6 +339,12 @@ impl Toolbox {
         self
     }
 
+    /// Keeps these test files as they are from now on, in place of those given before (see
+    /// [`Workspace::keep_checks`]).
+    pub(crate) fn set_kept_checks(&mut self, files: Vec<String>) {
+        self.ctx.workspace = self.ctx.workspace.clone().keep_checks(files);
+    }
+
     pub fn settings(&self) -> &ToolSettings {
         &self.ctx.settings
     }
@@ -386,8 +393,8 @@ impl Toolbox {
             "search_text" => args["pattern"].as_str().unwrap_or_default().to_owned(),
             _ => args["path"].as_str().unwrap_or_default().to_owned(),
         };
-        let name = crate::agent::plan::one_line(&call.function.name);
-        match crate::agent::plan::one_line(&detail) {
+        let name = crate::agent::engine::plan::one_line(&call.function.name);
+        match crate::agent::engine::plan::one_line(&detail) {
             d if d.is_empty() => name,
             d => format!("{name}: {d}"),
         }
@@ -414,7 +421,7 @@ impl Toolbox {
         let name = call.function.name.as_str();
         let Some(spec) = self.get(name) else {
             return Err(ToolError::Unknown {
-                name: crate::agent::plan::one_line(name),
+                name: crate::agent::engine::plan::one_line(name),
                 available: self.enabled().join(", "),
             }
             .into());

@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::Plan;
-use super::step::{Engine, StepError, run_step};
-use super::step_progress::Progress;
+use crate::agent::engine::plan::Plan;
+use crate::agent::engine::step::{Engine, StepError, run_step};
+use crate::agent::engine::step_progress::Progress;
 use tracing::Instrument as _;
 
 /// Why the steps did not all finish.

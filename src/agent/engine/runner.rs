@@ -24,19 +24,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
-use super::AgentCore;
-use super::checks::{CheckReport, Checks};
-use super::claim::TaskClaim;
-use super::expect::Expectations;
-use super::model::ModelProfile;
-use super::plan::{Plan, plan_schema};
-use super::step::Engine;
-use super::step_progress::Progress;
-use super::step_schedule::{ScheduleError, run_steps};
-use super::summary::Summary;
-use super::task_changes::ChangeWatch;
-use super::tools::{PathError, Snapshot, Toolbox};
-use super::trace;
+use crate::agent::AgentCore;
+use crate::agent::engine::model::ModelProfile;
+use crate::agent::engine::plan::{Plan, plan_schema};
+use crate::agent::engine::step::Engine;
+use crate::agent::engine::step_progress::Progress;
+use crate::agent::engine::step_schedule::{ScheduleError, run_steps};
+use crate::agent::engine::summary::Summary;
+use crate::agent::engine::task_changes::ChangeWatch;
+use crate::agent::engine::trace;
+use crate::agent::judge::checks::{CheckReport, Checks};
+use crate::agent::judge::expect::Expectations;
+use crate::agent::tools::{PathError, Snapshot, Toolbox};
+use crate::agent::worker::claim::TaskClaim;
 use crate::ollama::{Message, OllamaError};
 use crate::task::{Task, TaskState, Turn, TurnRole};
 use serde_json::Value;
@@ -213,9 +213,11 @@ async fn drive(
         // The tests the request is checked by, and does not ask to change, stay as they are.
         let request = progress.task.request.clone();
         let ws = toolbox.workspace().clone();
-        let kept = tokio::task::spawn_blocking(move || super::expect::tests_kept(&request, &ws))
-            .await
-            .unwrap_or_default();
+        let kept = tokio::task::spawn_blocking(move || {
+            crate::agent::judge::expect::tests_kept(&request, &ws)
+        })
+        .await
+        .unwrap_or_default();
         let toolbox = toolbox.keep_checks(kept);
         Some(Arc::new(toolbox)).filter(|t| !t.enabled().is_empty())
     } else {
@@ -250,8 +252,8 @@ async fn drive(
             .map(|i| i.data_base64.clone())
             .collect(),
     );
-    let asks_for_change = super::asks_for_change(&progress.task.request);
-    let engine = Arc::new(Engine {
+    let asks_for_change = crate::agent::asks_for_change(&progress.task.request);
+    let mut engine = Engine {
         ollama: core.ollama.clone(),
         settings: settings.clone(),
         model,
@@ -273,7 +275,7 @@ async fn drive(
             .collect(),
         request,
         claim,
-        gate: super::approval::ApprovalGate::new(
+        gate: crate::agent::engine::approval::ApprovalGate::new(
             settings.agent.approvals.clone(),
             core.store.clone(),
             core.subscribe_task_changes(),
@@ -281,7 +283,28 @@ async fn drive(
             progress.task.input.answer_path,
         )
         .with_decision_log(core.decisions.clone()),
-    });
+        direct: None,
+    };
+    // The `files` policy: what the request asks is the model's reading of it, what shows it
+    // done the workspace's files and checks — the request's words are not read here.
+    if crate::agent::engine::direct::applies(&engine, !progress.task.images.is_empty())
+        && let Some(direct) = crate::agent::engine::direct::prepare(&engine, progress, cancel)
+            .await
+            .map_err(step_error)?
+    {
+        engine.asks_for_change = direct.intent.change;
+        engine.expectations = Expectations::default();
+        let kept = if direct.intent.fix_failing && !direct.intent.tests {
+            crate::agent::engine::direct::test_files(&direct.files)
+        } else {
+            Vec::new()
+        };
+        if let Some(toolbox) = engine.toolbox.as_mut().and_then(Arc::get_mut) {
+            toolbox.set_kept_checks(kept);
+        }
+        engine.direct = Some(direct);
+    }
+    let engine = Arc::new(engine);
 
     let plan = if settings.agent.planning {
         let plan = plan(&engine, progress, cancel).await?;
@@ -317,7 +340,12 @@ async fn drive(
             // Checks that failed before the change and still fail: whether that leaves the
             // task undone depends on what it was asked, which the model reads, not a word list.
             Ok(Ok(report)) if !report.passed() => {
-                if asked_to_fix(&engine, &report, progress, cancel).await? {
+                let asked = match &engine.direct {
+                    // Asked of the model before the work, with the failures before it.
+                    Some(direct) => direct.intent.fix_failing,
+                    None => asked_to_fix(&engine, &report, progress, cancel).await?,
+                };
+                if asked {
                     return Err(RunError::Checks(report));
                 }
                 Some(report)
@@ -336,7 +364,19 @@ async fn drive(
     Ok(summary.after(answer))
 }
 
-pub use super::step::one_line;
+pub use crate::agent::engine::step::one_line;
+
+/// A failure of the `files` policy's preparation, as the task's.
+fn step_error(e: crate::agent::engine::step::StepError) -> RunError {
+    match e {
+        crate::agent::engine::step::StepError::Cancelled => RunError::Cancelled,
+        crate::agent::engine::step::StepError::Ollama(e) => RunError::from(e),
+        other => RunError::Steps(ScheduleError::Step {
+            title: SINGLE_STEP_TITLE.to_owned(),
+            reason: other.to_string(),
+        }),
+    }
+}
 
 /// The question of [`asked_to_fix`], answered as JSON by the model.
 fn asked_to_fix_schema() -> Value {
@@ -461,8 +501,10 @@ async fn synthesize(
     let reply = engine.chat(&request, cancel).await?;
     progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
     let answer = match engine.model.policy {
-        super::steering::Policy::Small => super::steering::clean_answer(&reply.message.content),
-        super::steering::Policy::Off => reply.message.content,
+        crate::agent::steering::Policy::Small => {
+            crate::agent::steering::clean_answer(&reply.message.content)
+        }
+        crate::agent::steering::Policy::Off => reply.message.content,
     };
     if answer.trim().is_empty() {
         return Err(RunError::EmptySynthesis);

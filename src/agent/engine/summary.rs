@@ -11,8 +11,8 @@
 //! The answer above these lines is the model's, unchanged; a task that changed nothing and ran
 //! no checks has no such lines.
 
-use super::checks::CheckReport;
-use super::tools::FileChange;
+use crate::agent::judge::checks::CheckReport;
+use crate::agent::tools::FileChange;
 
 /// What a task did besides answering.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

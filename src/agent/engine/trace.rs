@@ -13,7 +13,7 @@ use crate::telemetry::context::continue_trace;
 use crate::telemetry::spans::{self, InvokeAgentSpan};
 
 /// The span of `task`, run with `model`; disabled, with nothing prepared, when export is off.
-pub(super) fn agent_span(model: &str, task: &Task) -> Span {
+pub(crate) fn agent_span(model: &str, task: &Task) -> Span {
     if !spans::export_enabled() {
         return Span::none();
     }
@@ -30,7 +30,7 @@ pub(super) fn agent_span(model: &str, task: &Task) -> Span {
 }
 
 /// The task's token totals, and its error class when it failed.
-pub(super) fn record_outcome(span: &Span, task: &Task, error: Option<&'static str>) {
+pub(crate) fn record_outcome(span: &Span, task: &Task, error: Option<&'static str>) {
     if span.is_disabled() {
         return;
     }

@@ -23,10 +23,10 @@ use tracing::{error, warn};
 
 use crate::store::StoreError;
 
-use super::AgentCore;
-use super::claim::TaskClaim;
-use super::plan::Plan;
-use super::step_event::StepEvent;
+use crate::agent::AgentCore;
+use crate::agent::engine::plan::Plan;
+use crate::agent::engine::step_event::StepEvent;
+use crate::agent::worker::claim::TaskClaim;
 use crate::task::{Task, TaskState, Turn};
 
 /// How long the outcome of a task is retried while a shared store is unreachable, at most:

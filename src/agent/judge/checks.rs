@@ -1,5 +1,5 @@
 //! The checks that judge a task's change: `agent.checks` when the operator set them, else the
-//! workspace's own test command ([`super::project_checks`]: `cargo test`, `npm test`,
+//! workspace's own test command ([`crate::agent::judge::project_checks`]: `cargo test`, `npm test`,
 //! `python3 -m unittest`, `go test ./...`, `make test`), when the agent may run its program.
 //!
 //! They run once before the task's first change (the baseline: before the first call of a
@@ -13,7 +13,7 @@
 //! - failures that were already there at the baseline go back to the model once, and do not by
 //!   themselves fail a task that made nothing worse — unless the task was asked to make them
 //!   pass: the operator's `agent.checks`, or tests the request is checked by
-//!   ([`Workspace::checks`](super::tools::Workspace::checks)), must pass in the end.
+//!   ([`Workspace::checks`](crate::agent::tools::Workspace::checks)), must pass in the end.
 //!
 //! The task's result says how they ended, in one line: `checks: 1 failing → 0 failing (python3
 //! -m unittest)`, `checks: passed → passed (cargo test)`, `checks: none found`, or `checks: not
@@ -25,8 +25,8 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::project_checks;
-use super::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
+use crate::agent::judge::project_checks;
+use crate::agent::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
 
 /// Most characters of a failed check's output sent back to the model (its end: a test
 /// runner's summary is last).
@@ -439,12 +439,12 @@ async fn run_all(
     let mut results = Vec::new();
     for argv in commands {
         let command = argv.join(" ");
-        let span = super::tools::engine_tool_span("run_command");
+        let span = crate::agent::tools::engine_tool_span("run_command");
         let run = toolbox
             .run_check(argv, cancel)
             .instrument(span.clone())
             .await;
-        super::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+        crate::agent::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
         let (end, output) = match run {
             Ok(run) => (run.end.into(), run.text),
             Err(CallError::Cancelled) => return Err(CallError::Cancelled),

@@ -26,8 +26,8 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use super::lexicon::{ENGLISH, Spaced};
-use super::tools::Workspace;
+use crate::agent::judge::lexicon::{ENGLISH, Spaced};
+use crate::agent::tools::Workspace;
 
 /// What the workspace must show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,7 +182,7 @@ impl Expectations {
                     continue;
                 };
                 let mut extra = Vec::new();
-                if fixes(&clause) && !super::steering::text::is_test_file(&file) {
+                if fixes(&clause) && !crate::agent::steering::text::is_test_file(&file) {
                     extra.push(Expect::Changed(text.clone()));
                 }
                 if adds(&clause)
@@ -454,11 +454,12 @@ impl Expectations {
 /// workspace's test files.
 pub(crate) fn tests_kept(request: &str, ws: &Workspace) -> Vec<String> {
     let named = file_words(request, ws);
-    let is_test = super::steering::text::is_test_file;
+    let is_test = crate::agent::steering::text::is_test_file;
     // What is to change: a file that is no test, or, when the request names no file, the fault
     // it asks to be fixed ("fix the bug that makes the tests fail", "原因を修正して").
     let to_change = if named.is_empty() {
-        super::intent::asks_for_change(request) && super::lexicon::names_a_fault(request)
+        crate::agent::judge::intent::asks_for_change(request)
+            && crate::agent::judge::lexicon::names_a_fault(request)
     } else {
         named.iter().any(|f| !is_test(f))
     };
@@ -499,7 +500,7 @@ fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a 
     for file in files {
         found.extend(request.match_indices(file.as_str()));
     }
-    for language in &super::lexicon::UNSPACED {
+    for language in &crate::agent::judge::lexicon::UNSPACED {
         for word in language.tests {
             found.extend(request.match_indices(word));
         }
@@ -521,7 +522,7 @@ fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a 
             continue;
         }
         let lower = word.to_lowercase();
-        if super::lexicon::SPACED
+        if crate::agent::judge::lexicon::SPACED
             .iter()
             .any(|l| l.tests.contains(&lower.as_str()))
         {
@@ -536,7 +537,7 @@ fn test_mentions<'a>(request: &'a str, files: &[&'a String]) -> Vec<(usize, &'a 
 /// "… must pass", "… が期待する", "… fallan", "… 失败") rather than what is to be changed.
 fn is_reference(after: &str) -> bool {
     let after = after.trim_start();
-    if super::lexicon::UNSPACED
+    if crate::agent::judge::lexicon::UNSPACED
         .iter()
         .any(|l| l.checked.iter().any(|w| after.starts_with(w)))
     {
@@ -546,7 +547,7 @@ fn is_reference(after: &str) -> bool {
         w.trim_matches(|c: char| !c.is_alphanumeric())
             .to_lowercase()
     });
-    let lexicon = &super::lexicon::SPACED;
+    let lexicon = &crate::agent::judge::lexicon::SPACED;
     // "the unit tests in test_x.py still fail": places ("in test_x.py") and adverbs ("still")
     // may stand between the mention and its verb.
     let mut after_between = false;
@@ -737,7 +738,7 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
             }
             true
         };
-    let renamed = super::lexicon::SPACED.iter().any(|l| {
+    let renamed = crate::agent::judge::lexicon::SPACED.iter().any(|l| {
         l.rename
             .iter()
             .any(|(verb, link)| pair(l, verb, link, false, out))
@@ -760,7 +761,7 @@ fn read_clause(clause: &str, out: &mut Vec<Expect>) {
         out.push(Expect::There(new.text));
         return;
     }
-    for language in &super::lexicon::SPACED {
+    for language in &crate::agent::judge::lexicon::SPACED {
         for verb in language.remove {
             if let Some(rest) = after_word(clause, verb) {
                 let (rest, named_code) = skip_words(rest, language);
@@ -876,9 +877,9 @@ fn fixes(clause: &str) -> bool {
             w.trim_matches(|c: char| !c.is_alphanumeric())
                 .to_lowercase()
         })
-        .find(|w| !w.is_empty() && !super::lexicon::is_filler(w))
-        .is_some_and(|w| super::lexicon::is_fix_verb(&w))
-        || super::intent::unspaced_fix(clause)
+        .find(|w| !w.is_empty() && !crate::agent::judge::lexicon::is_filler(w))
+        .is_some_and(|w| crate::agent::judge::lexicon::is_fix_verb(&w))
+        || crate::agent::judge::intent::unspaced_fix(clause)
 }
 
 /// A misspelling and its correction in a clause asking for a fix, in any language: two
@@ -958,7 +959,7 @@ fn deletes_a_line(clause: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
-    let removes = super::lexicon::SPACED
+    let removes = crate::agent::judge::lexicon::SPACED
         .iter()
         .any(|l| l.remove.iter().any(|v| words.contains(v)));
     (removes && words.iter().any(|w| LINE.split(' ').any(|l| l == *w)))
@@ -1175,8 +1176,8 @@ fn japanese(request: &str, out: &mut Vec<Expect>) {
 
 /// The files a request names, as workspace paths: existing ones, and new ones it asks for.
 fn file_words(request: &str, ws: &Workspace) -> Vec<String> {
-    let mut files = super::steering::text::named_files(request, ws);
-    if let Some(missing) = super::steering::text::missing_file(request, ws)
+    let mut files = crate::agent::steering::text::named_files(request, ws);
+    if let Some(missing) = crate::agent::steering::text::missing_file(request, ws)
         && !files.contains(&missing)
     {
         files.push(missing);

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use super::{AgentCore, after_task, runner};
+use crate::agent::{AgentCore, after_task, runner};
 use crate::store::{Claim, SharedEvent};
 
 /// The slow poll of an idle worker, the backstop of a missed wake-up notification.
@@ -20,7 +20,7 @@ const IDLE_POLL: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Claims and runs tasks until `shutdown`.
-pub(super) async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
+pub(crate) async fn worker_loop(core: Arc<AgentCore>, shutdown: CancellationToken) {
     let Some(shared) = core.store.shared() else {
         return;
     };
@@ -77,7 +77,7 @@ async fn run_claimed(core: &Arc<AgentCore>, id: Uuid, shutdown: &CancellationTok
 
 /// Turns announcements from other instances into local wake-ups, cancellations and change
 /// notices, until `shutdown`.
-pub(super) async fn dispatch_events(core: Arc<AgentCore>, shutdown: CancellationToken) {
+pub(crate) async fn dispatch_events(core: Arc<AgentCore>, shutdown: CancellationToken) {
     let Some(shared) = core.store.shared() else {
         return;
     };

@@ -17,9 +17,9 @@
 
 use std::time::Duration;
 
-use super::AgentSettings;
-use super::steering::Policy;
-use crate::config::{Config, ThinkSetting};
+use crate::agent::AgentSettings;
+use crate::agent::steering::Policy;
+use crate::config::{Config, SteeringMode, ThinkSetting};
 use crate::ollama::{OllamaClient, ShowResponse, Think};
 
 /// How long `check-config` waits for `/api/show`.
@@ -58,6 +58,9 @@ pub async fn probe(config: &Config) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelProfile {
     pub policy: Policy,
+    /// A change is asked for with the workspace's files in the prompt and answered with whole
+    /// files (`agent.steering: files`, or `auto` below 7B), where they fit (the `direct` module).
+    pub files: bool,
     /// Why that policy: `small (auto: 1.5B parameters, below 7B)`.
     pub policy_reason: String,
     /// Sent as `options.num_ctx`: the model's context length, at most `ollama.num_ctx`.
@@ -82,8 +85,14 @@ impl ModelProfile {
         };
         let thinks = show.has("thinking");
         let think = thinks.then(|| settings.agent.think.to_wire());
+        let files = policy == Policy::Small
+            && matches!(
+                settings.agent.steering,
+                SteeringMode::Files | SteeringMode::Auto
+            );
         ModelProfile {
             policy,
+            files,
             policy_reason,
             num_ctx,
             context_length,
@@ -135,6 +144,21 @@ mod tests {
         assert_eq!(ModelProfile::from_show(&settings, &small).num_ctx, 8192);
         let unknown = show(json!({}));
         assert_eq!(ModelProfile::from_show(&settings, &unknown).num_ctx, 32768);
+    }
+
+    #[test]
+    fn the_files_policy_is_autos_below_7b_and_files_own_never_smalls() {
+        let small = show(json!({"details": {"parameter_size": "1.5B"}}));
+        let big = show(json!({"details": {"parameter_size": "8B"}}));
+        let mut settings = AgentSettings::from_config(&Default::default());
+        assert!(ModelProfile::from_show(&settings, &small).files);
+        assert!(!ModelProfile::from_show(&settings, &big).files);
+        settings.agent.steering = SteeringMode::Small;
+        assert!(!ModelProfile::from_show(&settings, &small).files);
+        settings.agent.steering = SteeringMode::Files;
+        assert!(ModelProfile::from_show(&settings, &big).files);
+        settings.agent.steering = SteeringMode::Off;
+        assert!(!ModelProfile::from_show(&settings, &small).files);
     }
 
     #[test]

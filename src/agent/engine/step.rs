@@ -12,10 +12,10 @@
 //!   ([`StepError::NothingWorked`]);
 //! - the checks (`agent.checks`, else the workspace's own test command) run once before the
 //!   first call that may change the workspace, and again when the task's tools changed a file
-//!   before the answer is taken; their failures go back to the model ([`super::checks`]);
+//!   before the answer is taken; their failures go back to the model ([`crate::agent::judge::checks`]);
 //! - a prompt Ollama refuses as longer than the context window has every older tool result
 //!   compacted and is sent once more, then fails the step saying so;
-//! - the conversation is compacted before it outgrows `num_ctx` ([`super::context`]); every
+//! - the conversation is compacted before it outgrows `num_ctx` ([`crate::agent::engine::context`]); every
 //!   other call's prompt extends the previous one unchanged;
 //! - `agent.max_iterations` bounds the model calls.
 //!
@@ -28,16 +28,16 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::AgentSettings;
-use super::approval::{ApprovalGate, Gate};
-use super::checks::{self, CheckReport, Checks};
-use super::claim::TaskClaim;
-use super::context::Window;
-use super::expect::{Expectations, Unmet};
-use super::model::ModelProfile;
-use super::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
-use super::step_event::StepEvent;
-use super::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
+use crate::agent::AgentSettings;
+use crate::agent::engine::approval::{ApprovalGate, Gate};
+use crate::agent::engine::context::Window;
+use crate::agent::engine::model::ModelProfile;
+use crate::agent::engine::step_event::StepEvent;
+use crate::agent::judge::checks::{self, CheckReport, Checks};
+use crate::agent::judge::expect::{Expectations, Unmet};
+use crate::agent::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
+use crate::agent::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
+use crate::agent::worker::claim::TaskClaim;
 use crate::ollama::{
     ChatOptions, ChatRequest, ChatResponse, Message, OllamaClient, OllamaError, ToolCall,
 };
@@ -60,7 +60,7 @@ pub(crate) struct Engine {
     pub history: Vec<Message>,
     /// The task's request, with its images.
     pub request: Message,
-    /// The request asks for the workspace to change ([`super::asks_for_change`]).
+    /// The request asks for the workspace to change ([`crate::agent::asks_for_change`]).
     pub asks_for_change: bool,
     /// `agent.checks`, and how far they got in this task.
     pub checks: Checks,
@@ -71,6 +71,8 @@ pub(crate) struct Engine {
     pub claim: TaskClaim,
     /// `agent.approvals`, asked before every tool call.
     pub gate: ApprovalGate,
+    /// The task runs under the `files` policy: its files and the model's reading of it.
+    pub direct: Option<crate::agent::engine::direct::Direct>,
 }
 
 impl Engine {
@@ -257,6 +259,9 @@ pub(crate) async fn run_step(
     let mut messages = engine.conversation(&engine.settings.agent.system_prompt);
     if let Some(prompt) = prompt {
         messages.push(Message::user(prompt));
+    }
+    if let Some(direct) = &engine.direct {
+        return crate::agent::engine::direct::run(&engine, direct, index, &events, &cancel).await;
     }
     let Some(toolbox) = engine.toolbox.clone() else {
         return plain_chat(&engine, index, messages, &events, &cancel).await;
@@ -620,7 +625,7 @@ async fn not_done(
         "The request is not done yet: {}. The request is: {}\nMake the rest of the change now \
          (read a file before you change it), then answer.",
         unmet.join("; "),
-        super::steering::echo_request(&engine.request.content)
+        crate::agent::steering::echo_request(&engine.request.content)
     )))
 }
 
@@ -887,14 +892,16 @@ async fn plain_chat(
             output: reply.eval_count,
         });
         let answer = match engine.model.policy {
-            super::steering::Policy::Small => super::steering::clean_answer(&reply.message.content),
-            super::steering::Policy::Off => reply.message.content,
+            crate::agent::steering::Policy::Small => {
+                crate::agent::steering::clean_answer(&reply.message.content)
+            }
+            crate::agent::steering::Policy::Off => reply.message.content,
         };
         if !answer.trim().is_empty() {
             return Ok(answer);
         }
         if calls == 1 {
-            messages.push(Message::user(super::steering::rules::ANSWER_NOW));
+            messages.push(Message::user(crate::agent::steering::rules::ANSWER_NOW));
         }
     }
     Err(StepError::NoAnswer {

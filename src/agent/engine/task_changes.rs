@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tracing::warn;
 use uuid::Uuid;
 
-use super::tools::{Snapshot, Toolbox};
+use crate::agent::tools::{Snapshot, Toolbox};
 use crate::store::{TaskChanges, TaskStore};
 
 /// What a running task's changes are read from at its end.

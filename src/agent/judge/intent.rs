@@ -25,7 +25,7 @@
 //! assert!(!asks_for_change("¿Qué hace la función slugify?"));
 //! ```
 
-use super::lexicon::{self, Unspaced};
+use crate::agent::judge::lexicon::{self, Unspaced};
 
 /// Words that make an English clause a question when it starts with one (other languages'
 /// questions end with `?`, or start with `¿`).

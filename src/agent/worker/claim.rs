@@ -4,13 +4,13 @@
 //!
 //! With a store that one process owns there is no claim: every call may go ahead. With a
 //! shared store it is the task's [`Lease`]; when the lease is lost the store's heartbeat also
-//! fires the task's cancellation token (see [`super::shared`]), which stops the model stream,
+//! fires the task's cancellation token (see [`crate::agent::worker::shared_loop`]), which stops the model stream,
 //! tool calls and commands already running.
 
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::AgentCore;
+use crate::agent::AgentCore;
 use crate::store::{Lease, LeaseLoss};
 
 #[derive(Clone, Debug, Default)]

@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::step_event::StepEvent;
-use super::tools::{Toolbox, parse_arguments};
+use crate::agent::engine::step_event::StepEvent;
+use crate::agent::tools::{Toolbox, parse_arguments};
 use crate::config::{Approval, ApprovalsConfig};
 use crate::ollama::ToolCall;
 use crate::store::TaskStore;
@@ -327,7 +327,7 @@ fn summary(tool: &str, args: &serde_json::Value, argv: Option<&[String]>) -> Str
         ("search_text", _) => args["pattern"].as_str().unwrap_or_default().to_owned(),
         _ => args["path"].as_str().unwrap_or(".").to_owned(),
     };
-    super::plan::one_line(&text)
+    crate::agent::engine::plan::one_line(&text)
 }
 
 /// A short unified diff for a file change; empty for other tools.
@@ -357,7 +357,7 @@ async fn detail(tool: &str, args: &serde_json::Value, toolbox: &Toolbox) -> Stri
 }
 
 /// The file's text now, if it is there and readable (empty otherwise: a new file).
-fn current(workspace: &super::tools::Workspace, path: &str) -> String {
+fn current(workspace: &crate::agent::tools::Workspace, path: &str) -> String {
     use std::io::Read;
     let Ok(resolved) = workspace.existing(path) else {
         return String::new();

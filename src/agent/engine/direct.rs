@@ -1,0 +1,1265 @@
+//! The `files` policy: a small model's task with the workspace's files in the prompt, each
+//! changed file written whole in the reply, and the project's own checks after.
+//!
+//! A 1.5B model in a tool loop spends most of its calls finding and reading files, and often
+//! describes a change instead of making it. Given the files up front and asked for each file
+//! it changes, whole, it makes the change in one call (aider measured the same: weak models
+//! edit best in its "whole" format). So where the workspace's text files fit in the prompt,
+//! a task of a small model runs as:
+//!
+//! ```text
+//! files read (each an execute_tool span; the model has "read" them, so writes may follow)
+//! checks before any change (agent.checks, else the workspace's own test command)
+//! one JSON-schema call: what the request asks — a change? tests written? the failing checks fixed?
+//! a change:   files + request → reply: `path` line + fenced whole file, per changed file
+//!             → each written through write_file (approvals, no-blind-overwrite, format checks)
+//!             → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
+//! an answer:  files + request → reply → the answer
+//! ```
+//!
+//! Whether a change was asked is the model's reading of the request, in any language, not a
+//! word list; whether it was done is the workspace's (the runner fails a change asked for that
+//! changed nothing, and checks that end worse, or failing ones the model said were the
+//! request's). Nothing the model writes is dropped in silence: a block that cannot be written
+//! (no file named, lines left out as `...`, a refused write) is named back to it.
+
+use std::fmt::Write as _;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::agent::engine::approval::Gate;
+use crate::agent::engine::step::{Engine, StepError};
+use crate::agent::engine::step_event::StepEvent;
+use crate::agent::engine::step_progress::Progress;
+use crate::agent::judge::checks;
+use crate::agent::tools::{CallError, ToolError, Toolbox, parse_problem};
+use crate::ollama::{Message, ToolCall, ToolCallFunction};
+
+/// Most files put in the prompt, the largest one, and all of them together: beyond these the
+/// task runs the tool loop (a small model copies a short file faithfully, a long one not, and
+/// the files and the whole-file reply must fit its context window together).
+const MAX_FILES: usize = 16;
+const MAX_FILE_BYTES: u64 = 6 * 1024;
+const MAX_TOTAL_BYTES: usize = 10 * 1024;
+/// Folders whose files are not the project's own text.
+const SKIPPED: [&str; 10] = [
+    ".git",
+    ".hg",
+    ".svn",
+    "target",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+];
+/// Most model calls writing files: the first, and the rounds after a refused write or failed
+/// checks.
+const MAX_EDIT_CALLS: usize = 4;
+/// The temperature of a call after a reply that changed nothing (greedy decoding would
+/// repeat it).
+const RETRY_TEMPERATURE: f64 = 0.6;
+/// How much of the failing checks' output the intent call sees.
+const INTENT_FAILURE_CHARS: usize = 1200;
+
+/// One of the workspace's files, as put in the prompt.
+#[derive(Clone, Debug)]
+pub(crate) struct WorkspaceFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// What the model read the request as asking, before any work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Intent {
+    /// Files are to be created, changed or deleted (else: an answer).
+    pub change: bool,
+    /// Tests are to be written or changed.
+    pub tests: bool,
+    /// The checks that fail now are to pass (asked only when they fail).
+    pub fix_failing: bool,
+}
+
+/// The task's files and intent, when the `files` policy runs it.
+#[derive(Clone, Debug)]
+pub(crate) struct Direct {
+    pub files: Vec<WorkspaceFile>,
+    pub intent: Intent,
+    /// The checks' failing output before any change.
+    pub failing: Option<String>,
+}
+
+/// The workspace's text files when they fit in the prompt (see [`MAX_FILES`]); `None` when
+/// they do not, or one is not text.
+fn fitting_files(toolbox: &Toolbox) -> Option<Vec<String>> {
+    let ws = toolbox.workspace();
+    let mut paths = Vec::new();
+    let mut total = 0u64;
+    let mut fits = true;
+    ws.walk_files(&SKIPPED, |path| {
+        let size = std::fs::symlink_metadata(&path).map_or(u64::MAX, |m| m.len());
+        total = total.saturating_add(size);
+        if paths.len() >= MAX_FILES || size > MAX_FILE_BYTES || total > MAX_TOTAL_BYTES as u64 {
+            fits = false;
+            return ControlFlow::Break(());
+        }
+        paths.push(ws.display(&path));
+        ControlFlow::Continue(())
+    });
+    paths.sort();
+    fits.then_some(paths)
+}
+
+/// Reads the files through the toolbox (each call is a tool run in the trace, and a file read
+/// may be written after); `None` when one is not text.
+async fn read_files(
+    toolbox: &Toolbox,
+    paths: Vec<String>,
+    cancel: &CancellationToken,
+) -> Result<Option<Vec<WorkspaceFile>>, StepError> {
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        let call = call("read_file", json!({ "path": path }));
+        match toolbox.execute(&call, cancel).await {
+            Ok(out) => files.push(WorkspaceFile {
+                path,
+                text: out.text,
+            }),
+            Err(CallError::Cancelled) => return Err(StepError::Cancelled),
+            // Binary, unreadable: not a workspace the prompt can show.
+            Err(CallError::RespondToModel(_)) => return Ok(None),
+        }
+    }
+    Ok(Some(files))
+}
+
+fn call(name: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        id: None,
+        function: ToolCallFunction {
+            index: None,
+            name: name.to_owned(),
+            arguments,
+        },
+    }
+}
+
+/// Whether the `files` policy runs this task: the profile asks for it, the task is one step
+/// with no images, and the model may read and write files.
+pub(crate) fn applies(engine: &Engine, images: bool) -> bool {
+    engine.model.files
+        && !engine.settings.agent.planning
+        && !images
+        && engine
+            .toolbox
+            .as_ref()
+            .is_some_and(|t| t.get("read_file").is_some() && t.get("write_file").is_some())
+}
+
+/// The files, the checks before any change, and the model's reading of the request; `None`
+/// when the files do not fit (the tool loop runs the task) or the model's reading is not the
+/// JSON asked for.
+pub(crate) async fn prepare(
+    engine: &Engine,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<Option<Direct>, StepError> {
+    let Some(toolbox) = engine.toolbox.as_deref() else {
+        return Ok(None);
+    };
+    let Some(paths) = fitting_files(toolbox) else {
+        return Ok(None);
+    };
+    let Some(files) = read_files(toolbox, paths, cancel).await? else {
+        return Ok(None);
+    };
+    let failing = if engine.checks.available(toolbox).await {
+        engine
+            .checks
+            .before_work(toolbox, cancel)
+            .await
+            .map_err(|_| StepError::Cancelled)?
+    } else {
+        None
+    };
+    let Some(intent) = read_intent(engine, &files, failing.as_deref(), progress, cancel).await?
+    else {
+        return Ok(None);
+    };
+    info!(
+        task_id = %progress.task.id,
+        files = files.len(),
+        change = intent.change,
+        tests = intent.tests,
+        fix_failing = intent.fix_failing,
+        "files policy: the model's reading of the request"
+    );
+    Ok(Some(Direct {
+        files,
+        intent,
+        failing,
+    }))
+}
+
+fn intent_schema(failing: bool) -> Value {
+    let mut properties = json!({
+        "change": {"type": "boolean"},
+        "tests": {"type": "boolean"},
+    });
+    let mut required = vec!["change", "tests"];
+    if failing {
+        properties["fix_failing"] = json!({"type": "boolean"});
+        required.push("fix_failing");
+    }
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// One short call with a JSON-schema `format`: what the request asks, read by the model in
+/// whatever language it came.
+async fn read_intent(
+    engine: &Engine,
+    files: &[WorkspaceFile],
+    failing: Option<&str>,
+    progress: &mut Progress<'_>,
+    cancel: &CancellationToken,
+) -> Result<Option<Intent>, StepError> {
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let mut question = format!(
+        "The project's files: {}\n",
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    );
+    if let Some(failing) = failing {
+        let _ = write!(
+            question,
+            "\nThe project's tests fail now:\n{}\n",
+            tail(failing, INTENT_FAILURE_CHARS)
+        );
+    }
+    let _ = write!(
+        question,
+        "\nThe request:\n{}\n\nAnswer with JSON. \"change\": true if doing the request means \
+         creating, changing or deleting files, false if it only asks for information or an \
+         answer. \"tests\": true if it asks for tests to be written or changed.",
+        engine.request.content
+    );
+    if failing.is_some() {
+        question.push_str(
+            " \"fix_failing\": true if it asks for the failing tests to pass, or for the fault \
+             they show to be fixed.",
+        );
+    }
+    let messages = vec![
+        Message::system(
+            "You read a request to a coding assistant and say what it asks for. Answer only \
+             with the JSON asked for.",
+        ),
+        Message::user(question),
+    ];
+    let request = engine.chat_request(messages, false, Some(intent_schema(failing.is_some())));
+    let reply = engine.chat(&request, cancel).await?;
+    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
+    let parsed = serde_json::from_str::<Value>(reply.message.content.trim()).ok();
+    let flag = |key: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get(key))
+            .and_then(Value::as_bool)
+    };
+    let Some(change) = flag("change") else {
+        return Ok(None);
+    };
+    Ok(Some(Intent {
+        change,
+        tests: flag("tests").unwrap_or(false),
+        // Unclear is "asked": failing tests left failing end the task `failed`, with their
+        // output, rather than `completed` over them.
+        fix_failing: failing.is_some() && flag("fix_failing").unwrap_or(true),
+    }))
+}
+
+/// The end of `text`, at most `max` bytes, on a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// Test files, by the names test runners look for (`test_*.py`, `*_test.go`, `*.test.js`,
+/// `*.spec.ts`, files under `tests/`): kept as they are when the request is to make failing
+/// tests pass and not to change tests.
+pub(crate) fn test_files(files: &[WorkspaceFile]) -> Vec<String> {
+    files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|path| is_test_file(path))
+        .collect()
+}
+
+fn is_test_file(path: &str) -> bool {
+    let p = Path::new(path);
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let stem = p.file_stem().and_then(|n| n.to_str()).unwrap_or_default();
+    let in_tests = p.components().rev().skip(1).any(|c| {
+        matches!(
+            c.as_os_str().to_str(),
+            Some("tests" | "test" | "__tests__" | "spec")
+        )
+    });
+    in_tests
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+}
+
+const WHOLE_FILE_FORMAT: &str = "To change a file, write its path on a line of its own, then \
+    its complete new content in a fenced code block: every line of the file, the unchanged \
+    ones too, never `...` in place of lines. To create a file, do the same with its new path. \
+    Write only the files that change. After the files, say in one or two sentences what you \
+    changed.";
+
+/// The files, as a message of their own before the request.
+fn files_message(direct: &Direct) -> String {
+    if direct.files.is_empty() {
+        return "The project has no files yet.".to_owned();
+    }
+    let mut text = String::from("The project's files, as they are now:\n\n");
+    for file in &direct.files {
+        let fence = fence_for(&file.text);
+        let _ = write!(text, "{}\n{fence}\n{}", file.path, file.text);
+        if !file.text.ends_with('\n') && !file.text.is_empty() {
+            text.push('\n');
+        }
+        let _ = writeln!(text, "{fence}");
+        // What the workspace shows is wrong with it, for a format read here.
+        if let Some(problem) = parse_problem(&file.path, &file.text) {
+            let _ = writeln!(text, "({problem})");
+        }
+        text.push('\n');
+    }
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// The request (after the checks that fail now), and for a change how to write it.
+fn request_message(engine: &Engine, direct: &Direct) -> String {
+    let mut text = String::new();
+    if let Some(failing) = &direct.failing {
+        let _ = write!(
+            text,
+            "The project's tests fail now (the test runner's output):\n{}\n\n",
+            tail(failing, 2000)
+        );
+    }
+    text.push_str(&engine.request.content);
+    if direct.intent.change {
+        let _ = write!(text, "\n\n{WRITE_REMINDER}");
+    }
+    text
+}
+
+/// After the request: what a small model forgets by the end of a long prompt.
+const WRITE_REMINDER: &str = "Reply with each file you change, whole: its path on a line of \
+    its own, then all of its new content in a fenced code block.";
+
+/// Lines of ours a reply may echo (the prompt's headings): not part of the answer.
+const OUR_HEADINGS: [&str; 3] = [
+    "The project's files, as they are now:",
+    "The project has no files yet.",
+    "The project's tests fail now (the test runner's output):",
+];
+
+/// A fence longer than any run of backticks in `text`.
+fn fence_for(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// A fenced block of a reply, with the file it names.
+#[derive(Debug, PartialEq, Eq)]
+struct Block {
+    /// The line before the fence (or the info string), as written.
+    named: Option<String>,
+    content: String,
+}
+
+/// The fenced blocks of `reply`, each with the line before it, and the text outside them.
+fn blocks(reply: &str) -> (Vec<Block>, String) {
+    let mut found = Vec::new();
+    let mut prose = String::new();
+    let mut last_line: Option<String> = None;
+    let mut lines = reply.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        let ticks = trimmed.chars().take_while(|&c| c == '`').count();
+        if ticks < 3 {
+            if !trimmed.trim().is_empty() {
+                last_line = Some(trimmed.trim().to_owned());
+            }
+            prose.push_str(line);
+            prose.push('\n');
+            continue;
+        }
+        let fence = &trimmed[..ticks];
+        let info = trimmed[ticks..].trim();
+        let mut content = String::new();
+        let mut closed = false;
+        for inner in lines.by_ref() {
+            let t = inner.trim();
+            if t.starts_with(fence) && t.chars().all(|c| c == '`') {
+                closed = true;
+                break;
+            }
+            content.push_str(inner);
+            content.push('\n');
+        }
+        // The line before names the file; so may an info string that is a path (```app.py).
+        let named = if looks_like_path(info) {
+            Some(info.to_owned())
+        } else {
+            last_line.take().filter(|l| name_in(l).is_some())
+        };
+        // The name line belongs to the block, not to the answer.
+        if let Some(name) = &named
+            && prose.trim_end().ends_with(name.as_str())
+        {
+            let cut = prose.trim_end().len() - name.len();
+            prose.truncate(cut);
+        }
+        found.push(Block { named, content });
+        last_line = None;
+        if !closed {
+            break;
+        }
+    }
+    // The blocks' places leave runs of blank lines.
+    let mut answer = String::new();
+    for part in prose.split("\n\n").map(str::trim).filter(|p| !p.is_empty()) {
+        if !answer.is_empty() {
+            answer.push_str("\n\n");
+        }
+        answer.push_str(part);
+    }
+    (found, answer)
+}
+
+/// A file path in a line that names a file: `app.py`, `**src/app.py**`, `File: app.py`,
+/// `### app.py:` (the last word that looks like a path).
+fn name_in(line: &str) -> Option<String> {
+    line.split(|c: char| c.is_whitespace() || c == '`' || c == '*' || c == '\'' || c == '"')
+        .map(|w| w.trim_matches(|c: char| matches!(c, ':' | ',' | '#' | '(' | ')' | '[' | ']')))
+        .rfind(|w| looks_like_path(w))
+        .map(str::to_owned)
+}
+
+/// A relative file name or path: no spaces, a name with an extension or a known extensionless
+/// name, nothing that climbs out.
+fn looks_like_path(word: &str) -> bool {
+    let word = word.trim_start_matches("./");
+    if word.is_empty() || word.len() > 200 || word.contains(char::is_whitespace) {
+        return false;
+    }
+    if word.starts_with('/') || word.split('/').any(|part| part == "..") {
+        return false;
+    }
+    let name = word.rsplit('/').next().unwrap_or(word);
+    let dotted = name.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !ext.is_empty()
+            && ext.len() <= 10
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && (!stem.is_empty() || name.len() > 1)
+    });
+    dotted
+        || matches!(
+            name,
+            "Makefile" | "Dockerfile" | "LICENSE" | "VERSION" | "Procfile" | "Gemfile"
+        )
+}
+
+/// A line that stands for lines it leaves out: `…`, a comment starting with `...` (`# ...`,
+/// `// ... rest`), or `...` alone at the top level (indented, it is Python's `...` body).
+fn elides(content: &str) -> bool {
+    content.lines().any(|line| {
+        let t = line.trim();
+        if t == "\u{2026}" {
+            return true;
+        }
+        let commented = ["#", "//", "<!--", "--", "/*", ";"]
+            .iter()
+            .find_map(|marker| t.strip_prefix(marker));
+        match commented {
+            Some(rest) => {
+                let rest = rest.trim_start();
+                rest.starts_with("...") || rest.starts_with('\u{2026}')
+            }
+            None => t == "..." && !line.starts_with(char::is_whitespace),
+        }
+    })
+}
+
+/// The file a block is for: the one it names (exact, else by file name among the prompt's
+/// files), a new file it names, or — unnamed — the only file the task could mean.
+fn target(block: &Block, files: &[WorkspaceFile]) -> Option<String> {
+    if let Some(named) = &block.named {
+        let name = name_in(named).unwrap_or_else(|| named.clone());
+        let name = name.trim_start_matches("./").to_owned();
+        if files.iter().any(|f| f.path == name) {
+            return Some(name);
+        }
+        let by_name: Vec<&WorkspaceFile> = files
+            .iter()
+            .filter(|f| f.path.rsplit('/').next() == Some(name.as_str()))
+            .collect();
+        if let [one] = by_name.as_slice() {
+            return Some(one.path.clone());
+        }
+        return Some(name);
+    }
+    // An unnamed block: the first line may be a comment naming the file (`# app.py`).
+    if let Some(first) = block.content.lines().next()
+        && let Some(name) = comment_name(first)
+        && files.iter().any(|f| f.path == name)
+    {
+        return Some(name);
+    }
+    match files {
+        [only] => Some(only.path.clone()),
+        _ => None,
+    }
+}
+
+/// `# app.py`, `// src/main.rs`: the path a first comment line names.
+fn comment_name(line: &str) -> Option<String> {
+    let t = line.trim();
+    let rest = t
+        .strip_prefix("#")
+        .or_else(|| t.strip_prefix("//"))
+        .or_else(|| t.strip_prefix("--"))?
+        .trim();
+    looks_like_path(rest).then(|| rest.trim_start_matches("./").to_owned())
+}
+
+/// Top-level definitions of a file (`def f`, `class C`, `fn f`, `function f`): their names.
+fn definitions(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines() {
+        if line.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let mut words = line.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+        let mut words = std::iter::from_fn(|| words.next()).filter(|w| !w.is_empty());
+        let Some(mut first) = words.next() else {
+            continue;
+        };
+        while matches!(first, "pub" | "async" | "export" | "static" | "crate") {
+            match words.next() {
+                Some(w) => first = w,
+                None => break,
+            }
+        }
+        if matches!(
+            first,
+            "def" | "class" | "fn" | "function" | "struct" | "enum"
+        ) && let Some(name) = words.next()
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// A top-level part of a source file: a definition with its body (and decorators), or the
+/// lines between definitions.
+#[derive(Debug)]
+struct Part {
+    /// The definition's name (see [`definitions`]).
+    name: Option<String>,
+    text: String,
+}
+
+/// The file's top-level parts: a part starts at each line in column 0 but for a closing line
+/// (`}`, `};`, `)`, `end`) or one after decorators (`@…`).
+fn parts(text: &str) -> Vec<Part> {
+    let mut out: Vec<Part> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let top = !line.starts_with(char::is_whitespace) && !line.trim().is_empty();
+        let closing = matches!(line.trim(), "}" | "};" | ")" | ");" | "end");
+        let after_decorator = out.last().is_some_and(|p| {
+            p.text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.starts_with('@'))
+        });
+        if top && !closing && !after_decorator || out.is_empty() {
+            out.push(Part {
+                name: None,
+                text: String::new(),
+            });
+        }
+        if let Some(part) = out.last_mut() {
+            part.text.push_str(line);
+            if part.name.is_none() && top {
+                part.name = definitions(line).into_iter().next();
+            }
+        }
+    }
+    out
+}
+
+/// A line that brings in names (`import x`, `from x import y`, `use x;`, `#include`).
+fn is_import(line: &str) -> bool {
+    ["import ", "from ", "use ", "#include", "require "]
+        .iter()
+        .any(|p| line.starts_with(p))
+}
+
+/// A small model asked for the whole file often writes only the definitions it changed or
+/// added. When a block holds only definitions (and imports), none of them one of the file's
+/// as it is, and leaves out definitions the file has, it is that part: each definition
+/// replaces the file's of the same name or is added (before a closing `if __name__` block),
+/// and its imports the file lacks go first. `None` when the block is a whole file.
+fn merge_partial(before: &str, block: &str) -> Option<String> {
+    let new = parts(block);
+    let old = parts(before);
+    let old_names: Vec<&str> = old.iter().filter_map(|p| p.name.as_deref()).collect();
+    let new_names: Vec<&str> = new.iter().filter_map(|p| p.name.as_deref()).collect();
+    if new_names.is_empty() || old_names.iter().all(|n| new_names.contains(n)) {
+        return None;
+    }
+    // A definition under a new name with the body of one the block leaves out: renamed, and
+    // the block is the whole file.
+    let body = |p: &Part| {
+        p.text
+            .trim_end()
+            .split_once('\n')
+            .map(|(_, b)| b.to_owned())
+    };
+    let renamed = new.iter().filter(|p| p.name.is_some()).any(|p| {
+        old.iter().any(|o| {
+            o.name.as_deref().is_some_and(|n| !new_names.contains(&n))
+                && body(o).is_some()
+                && body(o) == body(p)
+        })
+    });
+    if renamed {
+        return None;
+    }
+    let mut imports = Vec::new();
+    for part in &new {
+        if part.name.is_some() {
+            // A definition as the file has it: the block is the whole file, minus what the
+            // model meant to remove.
+            if old
+                .iter()
+                .any(|o| o.text.trim_end() == part.text.trim_end())
+            {
+                return None;
+            }
+            continue;
+        }
+        for line in part.text.lines().filter(|l| !l.trim().is_empty()) {
+            if !is_import(line) {
+                return None;
+            }
+            if !before.lines().any(|l| l.trim_end() == line.trim_end()) {
+                imports.push(line.to_owned());
+            }
+        }
+    }
+    let mut merged: Vec<String> = old.iter().map(|p| p.text.clone()).collect();
+    for part in new.iter().filter(|p| p.name.is_some()) {
+        let body = part.text.trim_end();
+        match old.iter().position(|o| o.name == part.name) {
+            Some(at) => {
+                let tail = &old[at].text[old[at].text.trim_end().len()..];
+                merged[at] = format!("{body}{tail}");
+            }
+            None => {
+                let main = old
+                    .iter()
+                    .position(|o| o.name.is_none() && o.text.starts_with("if __name__"));
+                let text = format!("{body}\n\n\n");
+                match main {
+                    Some(at) => merged.insert(at, text),
+                    None => {
+                        if let Some(last) = merged.last_mut() {
+                            let trimmed = last.trim_end().len();
+                            last.truncate(trimmed);
+                            last.push_str("\n\n\n");
+                        }
+                        merged.push(format!("{body}\n"));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for line in imports {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(&merged.concat());
+    Some(out)
+}
+
+/// Definitions `before` had that `after` drops.
+fn dropped(before: &str, after: &str) -> Vec<String> {
+    let kept = definitions(after);
+    definitions(before)
+        .into_iter()
+        .filter(|name| !kept.contains(name))
+        .collect()
+}
+
+/// Whether another of the files uses one of `names` (as a word of code).
+fn used_elsewhere(names: &[String], files: &[WorkspaceFile], path: &str) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| {
+            files
+                .iter()
+                .filter(|f| f.path != path)
+                .any(|f| mentions(&f.text, name))
+        })
+        .cloned()
+        .collect()
+}
+
+/// `text` holds `name` as a word of code.
+fn mentions(text: &str, name: &str) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|w| w == name)
+}
+
+/// Runs the task's one step under the `files` policy: its answer, or why there is none.
+pub(crate) async fn run(
+    engine: &Engine,
+    direct: &Direct,
+    index: usize,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<String, StepError> {
+    let Some(toolbox) = engine.toolbox.as_deref() else {
+        return Err(StepError::NoAnswer {
+            tools_ran: false,
+            calls: 0,
+        });
+    };
+    let mut system = engine.settings.agent.system_prompt.clone();
+    if direct.intent.change {
+        system.push_str("\n\n");
+        system.push_str(WHOLE_FILE_FORMAT);
+    } else {
+        system.push_str(
+            "\n\nAnswer the request from the project's files shown. Answer in plain words; do \
+             not write files.",
+        );
+    }
+    // The files, then the request on its own at the end, where a small model attends most.
+    // (No acknowledging turn between them: a 1.5B model copied "Ok." as its reply.)
+    let mut messages = engine.conversation(&system);
+    if let Some(last) = messages.last_mut() {
+        last.content = files_message(direct);
+    }
+    messages.push(Message::user(request_message(engine, direct)));
+    let mut calls = 0;
+    let mut asked_empty = false;
+    let mut asked_for_files = false;
+    // Files whose dropped definitions were named back once: the next write of them stands.
+    let mut warned: Vec<String> = Vec::new();
+    let mut files = direct.files.clone();
+    let mut answer = String::new();
+    // The model called tools although none were offered: they run, and are offered from then
+    // on (its calls are its work, never dropped).
+    let mut tools = false;
+    // The last reply changed nothing although a change was asked.
+    let mut stuck = false;
+    // What the last round named back (a block not written, a file that does not parse).
+    let mut pending: Vec<String> = Vec::new();
+    let max = engine.settings.agent.max_iterations.max(1);
+    loop {
+        if calls >= if tools { max } else { MAX_EDIT_CALLS.min(max) } {
+            // Out of calls with what was named back still so: not done, saying what.
+            if !pending.is_empty() {
+                return Err(StepError::NotDone(pending));
+            }
+            return Ok(answer);
+        }
+        calls += 1;
+        let mut request = engine.chat_request(messages.clone(), tools, None);
+        if std::mem::take(&mut stuck) {
+            // Greedy decoding answers the same prompt the same way: a reply that changed
+            // nothing is asked again with some randomness, so the next one can differ.
+            let warmer = request
+                .options
+                .temperature
+                .unwrap_or(0.0)
+                .max(RETRY_TEMPERATURE);
+            request.options.temperature = Some(warmer);
+        }
+        let reply = engine.chat(&request, cancel).await?;
+        let _ = events.send(StepEvent::Tokens {
+            step: index,
+            input: reply.prompt_eval_count,
+            output: reply.eval_count,
+        });
+        let text = reply.message.content;
+        if !reply.message.tool_calls.is_empty() {
+            tools = true;
+            let calls = reply.message.tool_calls;
+            let mut turn = Message::assistant(text);
+            turn.tool_calls = calls.clone();
+            messages.push(turn);
+            for call in &calls {
+                let result = run_tool(engine, toolbox, call, index, events, cancel).await?;
+                let mut message = Message::tool(call.function.name.clone(), result);
+                message.tool_call_id = call.id.clone();
+                messages.push(message);
+            }
+            continue;
+        }
+        if text.trim().is_empty() {
+            if asked_empty {
+                return Err(StepError::NoAnswer {
+                    tools_ran: toolbox.ledger().changed_any(),
+                    calls,
+                });
+            }
+            asked_empty = true;
+            messages.push(Message::user(
+                "Your last reply was empty. Answer the request now.",
+            ));
+            continue;
+        }
+        messages.push(Message::assistant(text.clone()));
+        let (found, prose) = blocks(&text);
+        let prose: String = prose
+            .lines()
+            .filter(|line| !OUR_HEADINGS.contains(&line.trim()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        answer = crate::agent::steering::clean_answer(&prose);
+        if !direct.intent.change {
+            if answer.trim().is_empty() {
+                answer = crate::agent::steering::clean_answer(&text);
+            }
+            return Ok(answer);
+        }
+        let mut told = Vec::new();
+        let mut wrote = Vec::new();
+        for block in &found {
+            let Some(path) = target(block, &files) else {
+                told.push(
+                    "A code block had no file name on the line before it, so it was not \
+                     written; put the file's path on the line before its block."
+                        .to_owned(),
+                );
+                continue;
+            };
+            let before = files
+                .iter()
+                .find(|f| f.path == path)
+                .map(|f| f.text.clone());
+            // A file written out as it is: no change, and nothing to refuse.
+            if before
+                .as_deref()
+                .is_some_and(|b| b.trim_end() == block.content.trim_end())
+            {
+                continue;
+            }
+            if block.content.trim().is_empty() {
+                told.push(format!(
+                    "The block for {path} was empty, so it was not written; write the file's \
+                     whole content."
+                ));
+                continue;
+            }
+            if elides(&block.content) {
+                told.push(format!(
+                    "The block for {path} leaves lines out (`...`), so it was not written; \
+                     write every line of the file."
+                ));
+                continue;
+            }
+            let mut content = block.content.clone();
+            if let Some(before) = &before {
+                if let Some(merged) = merge_partial(before, &content) {
+                    content = merged;
+                } else {
+                    // A whole file that drops what other files use: named back once; written
+                    // as it is the second time (the checks judge it).
+                    let gone = used_elsewhere(&dropped(before, &content), &files, &path);
+                    if !gone.is_empty() && !warned.contains(&path) {
+                        warned.push(path.clone());
+                        told.push(format!(
+                            "The block for {path} leaves out {}, which other files use, so it \
+                             was not written; write the whole file, with the parts that stay \
+                             as they are.",
+                            gone.join(", ")
+                        ));
+                        continue;
+                    }
+                }
+            }
+            match write(engine, toolbox, &path, &content, index, events, cancel).await? {
+                Ok(result) => {
+                    if before.as_deref() != Some(content.as_str()) {
+                        wrote.push(path.clone());
+                    }
+                    match files.iter_mut().find(|f| f.path == path) {
+                        Some(file) => file.text = content.clone(),
+                        None => files.push(WorkspaceFile {
+                            path: path.clone(),
+                            text: content.clone(),
+                        }),
+                    }
+                    if result.starts_with("error") {
+                        told.push(format!("{path}: {result}"));
+                    } else if let Some(problem) = parse_problem(&path, &content) {
+                        told.push(format!("Written, but {problem}."));
+                    }
+                }
+                Err(refused) => told.push(format!("{path}: {refused}")),
+            }
+        }
+        if found.is_empty() && !toolbox.ledger().changed_any() {
+            if asked_for_files {
+                // The runner fails it: a change asked for, none made.
+                return Ok(answer);
+            }
+            asked_for_files = true;
+            stuck = true;
+            messages.push(Message::user(format!(
+                "The request asks for files to change, and your reply changed none. {WHOLE_FILE_FORMAT}"
+            )));
+            continue;
+        }
+        told.dedup();
+        pending.clone_from(&told);
+        if !told.is_empty() {
+            let mut message = told.join("\n");
+            if !wrote.is_empty() {
+                let _ = write!(message, "\n(Written: {}.)", wrote.join(", "));
+            }
+            message.push_str("\nReply with the files that still need writing, each whole.");
+            messages.push(Message::user(message));
+            continue;
+        }
+        if !toolbox.ledger().changed_any() {
+            stuck = true;
+            let mut message = String::from(
+                "Every file you wrote already held exactly that content, so nothing changed.",
+            );
+            if let Some(failing) = &direct.failing {
+                let _ = write!(message, " The tests still fail:\n{}\n", tail(failing, 1500));
+            }
+            for problem in files.iter().filter_map(|f| parse_problem(&f.path, &f.text)) {
+                let _ = write!(message, " {problem}.");
+            }
+            // Shown again, a small model copies the files again: asked first to say what must
+            // change, it then writes the change it named.
+            message.push_str(
+                " First say in one sentence which lines must change and how; then write each \
+                 file that changes, whole.",
+            );
+            messages.push(Message::user(message));
+            continue;
+        }
+        match engine.checks.after_answer(toolbox, cancel).await {
+            Ok(checks::Verdict::Pass) => {
+                if answer.trim().is_empty() {
+                    answer = format!("Wrote {}.", wrote.join(", "));
+                }
+                return Ok(answer);
+            }
+            Ok(checks::Verdict::Retry { feedback, .. }) => {
+                stuck = true;
+                messages.push(Message::user(format!(
+                    "{feedback}\nReply with each file that needs to change, whole."
+                )));
+            }
+            Ok(checks::Verdict::GiveUp(report)) => return Err(StepError::ChecksFailed(report)),
+            Err(_) => return Err(StepError::Cancelled),
+        }
+    }
+}
+
+/// Runs a call the model made: the text it is sent back.
+async fn run_tool(
+    engine: &Engine,
+    toolbox: &Toolbox,
+    call: &ToolCall,
+    index: usize,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<String, StepError> {
+    Ok(
+        match gated(engine, toolbox, call, index, events, cancel).await? {
+            Ok(text) | Err(text) => text,
+        },
+    )
+}
+
+/// Writes one file through `write_file`, behind the approval gate: the tool's text, or what
+/// the gate or the tool refused (the model is told either).
+async fn write(
+    engine: &Engine,
+    toolbox: &Toolbox,
+    path: &str,
+    content: &str,
+    index: usize,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<Result<String, String>, StepError> {
+    let call = call("write_file", json!({"path": path, "content": content}));
+    gated(engine, toolbox, &call, index, events, cancel).await
+}
+
+/// One call behind the approval gate, the checks' baseline taken before it (a no-op when it
+/// was): its text, or what the gate or the tool refused.
+async fn gated(
+    engine: &Engine,
+    toolbox: &Toolbox,
+    call: &ToolCall,
+    index: usize,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<Result<String, String>, StepError> {
+    let _ = events.send(StepEvent::Tool {
+        step: index,
+        description: Some(Toolbox::describe(call)),
+    });
+    if !engine.claim.may_call(cancel).await {
+        return Err(StepError::Cancelled);
+    }
+    if engine.checks.baseline(toolbox, cancel).await.is_err() {
+        return Err(StepError::Cancelled);
+    }
+    let outcome = match engine
+        .gate
+        .check(call, toolbox, index, events, cancel)
+        .await
+    {
+        Gate::Run => match toolbox.execute(call, cancel).await {
+            Ok(out) => Ok(out.text),
+            Err(CallError::Cancelled) => return Err(StepError::Cancelled),
+            Err(CallError::RespondToModel(e)) => Err(toolbox.error_text(&e)),
+        },
+        Gate::Refuse(text) => Err(toolbox.error_text(&ToolError::Refused(text))),
+        Gate::Cancelled => return Err(StepError::Cancelled),
+    };
+    let _ = events.send(StepEvent::Tool {
+        step: index,
+        description: None,
+    });
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, text: &str) -> WorkspaceFile {
+        WorkspaceFile {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_block_is_named_by_the_line_before_it_in_any_of_the_usual_ways() {
+        let reply = "Here is the fix.\n\nm.py\n```python\ndef f():\n    return 1\n```\n\n\
+                     **util/helpers.py**\n```\nX = 1\n```\n```notes.txt\nhello\n```\nDone.";
+        let (found, prose) = blocks(reply);
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[0].named.as_deref(), Some("m.py"));
+        assert_eq!(found[0].content, "def f():\n    return 1\n");
+        assert_eq!(
+            name_in(found[1].named.as_deref().unwrap()).as_deref(),
+            Some("util/helpers.py")
+        );
+        assert_eq!(found[2].named.as_deref(), Some("notes.txt"));
+        assert_eq!(prose, "Here is the fix.\n\nDone.");
+        let files = [file("m.py", "x"), file("util/helpers.py", "y")];
+        assert_eq!(target(&found[0], &files).as_deref(), Some("m.py"));
+        assert_eq!(
+            target(&found[1], &files).as_deref(),
+            Some("util/helpers.py")
+        );
+        assert_eq!(target(&found[2], &files).as_deref(), Some("notes.txt"));
+    }
+
+    #[test]
+    fn an_unnamed_block_goes_to_the_only_file_or_to_none() {
+        let (found, _) = blocks("```python\nprint(1)\n```");
+        assert_eq!(found[0].named, None);
+        assert_eq!(
+            target(&found[0], &[file("a.py", "")]).as_deref(),
+            Some("a.py")
+        );
+        assert_eq!(
+            target(&found[0], &[file("a.py", ""), file("b.py", "")]),
+            None
+        );
+        let (found, _) = blocks("```python\n# b.py\nprint(1)\n```");
+        assert_eq!(
+            target(&found[0], &[file("a.py", ""), file("b.py", "")]).as_deref(),
+            Some("b.py")
+        );
+    }
+
+    #[test]
+    fn a_path_never_climbs_out_or_starts_at_the_root() {
+        assert!(!looks_like_path("../x.py"));
+        assert!(!looks_like_path("/etc/passwd"));
+        assert!(!looks_like_path("a/../../x.py"));
+        assert!(!looks_like_path("two words.py"));
+        assert!(looks_like_path("src/app.py"));
+        assert!(looks_like_path(".gitignore"));
+        assert!(looks_like_path("Makefile"));
+        assert!(!looks_like_path("Here"));
+    }
+
+    #[test]
+    fn elided_lines_are_seen_in_any_comment_style() {
+        assert!(elides("def f():\n    # ...\n    return 1\n"));
+        assert!(elides("fn main() {\n    // ...\n}\n"));
+        assert!(elides("a = 1\n…\n"));
+        assert!(elides("a = 1\n...\n"));
+        assert!(elides("<p>\n<!-- ... -->\n"));
+        assert!(!elides("def f():\n    return 1\n"));
+        // Python's Ellipsis as a body is code.
+        assert!(!elides("def f():\n    ...\n"));
+    }
+
+    #[test]
+    fn a_block_of_only_changed_or_new_definitions_is_merged_into_the_file() {
+        let before = "import os\n\n\ndef shout(t):\n    return t.upper()\n\n\ndef keep():\n    return 1\n\n\nif __name__ == \"__main__\":\n    print(shout(\"a\"))\n";
+        // A new definition goes before the main block.
+        let merged = merge_partial(before, "def whisper(t):\n    return t.lower()\n").unwrap();
+        assert_eq!(
+            merged,
+            "import os\n\n\ndef shout(t):\n    return t.upper()\n\n\ndef keep():\n    return 1\n\n\ndef whisper(t):\n    return t.lower()\n\n\nif __name__ == \"__main__\":\n    print(shout(\"a\"))\n"
+        );
+        // A changed definition replaces the file's, with an import it needs.
+        let merged = merge_partial(
+            before,
+            "import sys\n\ndef shout(t):\n    return t.upper() + \"!\"\n",
+        )
+        .unwrap();
+        assert!(merged.starts_with("import sys\nimport os\n"), "{merged}");
+        assert!(
+            merged.contains("return t.upper() + \"!\"\n\n\ndef keep():"),
+            "{merged}"
+        );
+        // A whole file that leaves a definition out (the model removed it) is not merged.
+        let removed = "import os\n\n\ndef keep():\n    return 1\n";
+        assert_eq!(merge_partial(before, removed), None);
+        // Nor is a block with statements of its own, or one keeping every definition.
+        assert_eq!(merge_partial(before, "x = 1\ndef y():\n    pass\n"), None);
+        assert_eq!(merge_partial(before, before), None);
+        // A definition renamed, its body kept: the whole file.
+        assert_eq!(
+            merge_partial(
+                "def fetch():\n    return [1]\n",
+                "def load():\n    return [1]\n"
+            ),
+            None
+        );
+        // Braces close a part; decorators stay with their definition.
+        let rust = "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n";
+        let merged = merge_partial(rust, "fn b() {\n    3\n}\n").unwrap();
+        assert_eq!(merged, "fn a() {\n    1\n}\n\nfn b() {\n    3\n}\n");
+        let py = "@cache\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n";
+        let merged = merge_partial(py, "@cache\ndef a():\n    return 5\n").unwrap();
+        assert_eq!(
+            merged,
+            "@cache\ndef a():\n    return 5\n\n\ndef b():\n    return 2\n"
+        );
+    }
+
+    #[test]
+    fn dropped_definitions_count_when_another_file_uses_them() {
+        let before =
+            "import os\n\ndef keep():\n    pass\n\ndef helper():\n    pass\n\nclass C:\n    pass\n";
+        let after = "def keep():\n    return 1\n";
+        assert_eq!(dropped(before, after), vec!["helper", "C"]);
+        let files = [
+            file("m.py", before),
+            file("main.py", "from m import helper\nhelper()\n"),
+        ];
+        assert_eq!(
+            used_elsewhere(&dropped(before, after), &files, "m.py"),
+            vec!["helper"]
+        );
+        assert_eq!(
+            definitions("pub fn a() {}\nasync def b():\nexport function c() {}\n"),
+            ["a", "b", "c"]
+        );
+    }
+
+    #[test]
+    fn test_files_are_found_by_the_names_test_runners_use() {
+        for path in [
+            "test_a.py",
+            "a_test.go",
+            "src/a.test.js",
+            "b.spec.ts",
+            "tests/x.rs",
+        ] {
+            assert!(is_test_file(path), "{path}");
+        }
+        for path in ["a.py", "latest.py", "contest.txt", "testing.md"] {
+            assert!(!is_test_file(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn any_text_is_parsed_without_panic() {
+        for text in [
+            "",
+            "```",
+            "````\n```\n",
+            "é```\nü",
+            "x\n```日本.py\n内容\n```",
+            "```\n\u{0}\n```",
+            "a.py\n```",
+            "\n\n```python",
+            "`````\n``\n`````",
+        ] {
+            let (found, _) = blocks(text);
+            for block in &found {
+                let _ = target(block, &[file("a.py", "x")]);
+                let _ = elides(&block.content);
+            }
+            let _ = name_in(text);
+            let _ = definitions(text);
+            let _ = tail(text, 1);
+        }
+    }
+}

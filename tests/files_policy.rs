@@ -1,0 +1,354 @@
+//! The `files` policy, what a small model gets on the default configuration (`agent.steering:
+//! auto` against a model that reports 1.5B parameters): the workspace's files in the prompt,
+//! one JSON-schema call reading what the request asks, each changed file written whole, the
+//! project's own tests (found, not configured) before and after. On the fake Ollama over real
+//! HTTP, in real workspaces, the tests run as real `python3` child processes in the sandbox.
+
+mod support;
+
+use std::path::Path;
+
+use agent_mcp::config::Config;
+use serde_json::{Value, json};
+use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_user};
+use support::harness::{field, result_of, run_task, workspace_config};
+use tempfile::TempDir;
+
+const SLUG: &str = "def slug(s):\n    return s.lower()\n";
+const SLUG_FIXED: &str = "def slug(s):\n    return s.strip().lower()\n";
+const SLUG_TEST: &str = "import unittest\nfrom slug import slug\n\n\nclass SlugTest(unittest.TestCase):\n    def test_slug(self):\n        self.assertEqual(slug(\" Ab \"), \"ab\")\n";
+
+/// What a task left: its final status text, the workspace, and what the model was sent.
+struct Ran {
+    ws: TempDir,
+    fake: FakeOllama,
+    done: String,
+}
+
+impl Ran {
+    fn status(&self) -> String {
+        field(&self.done, "status")
+    }
+
+    fn result(&self) -> String {
+        result_of(&self.done)
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.ws.path().join(name)).unwrap_or_default()
+    }
+
+    fn sent(&self) -> Vec<Value> {
+        self.fake.chat_requests()
+    }
+}
+
+/// The default configuration but for the workspace; the fake reports a 1.5B model.
+async fn run(files: &[(&str, &str)], replies: Vec<Reply>, request: &str) -> Ran {
+    run_with(files, replies, request, |_| {}).await
+}
+
+async fn run_with(
+    files: &[(&str, &str)],
+    replies: Vec<Reply>,
+    request: &str,
+    configure: impl FnOnce(&mut Config),
+) -> Ran {
+    let ws = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        let path = ws.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    let fake =
+        FakeOllama::start_with(FakeConfig::default().with_parameters("1.5B", 1_543_714_304)).await;
+    fake.push_replies(replies);
+    let mut config = workspace_config(&fake.url(), ws.path());
+    configure(&mut config);
+    let done = run_task(config, request).await;
+    Ran { ws, fake, done }
+}
+
+/// Every user message of a chat request, joined.
+fn all_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn say(text: &str) -> Reply {
+    Reply::text(text, 10, 2)
+}
+
+fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
+    let mut v = json!({"change": change, "tests": tests});
+    if let Some(fix) = fix_failing {
+        v["fix_failing"] = json!(fix);
+    }
+    say(&v.to_string())
+}
+
+fn whole(path: &str, content: &str, then: &str) -> Reply {
+    say(&format!("{path}\n```python\n{content}```\n{then}"))
+}
+
+fn python_available() -> bool {
+    Path::new("/usr/bin/python3").exists()
+}
+
+#[tokio::test]
+async fn a_failing_test_is_fixed_in_one_whole_file_reply_and_the_checks_say_so() {
+    assert!(
+        python_available(),
+        "python3 is needed for the project's tests"
+    );
+    let ran = run(
+        &[("slug.py", SLUG), ("test_slug.py", SLUG_TEST)],
+        vec![
+            intent(true, false, Some(true)),
+            whole("slug.py", SLUG_FIXED, "slug() now strips the spaces."),
+        ],
+        // Not English, and no word of it names a test or a fix in a list the engine knows.
+        "Die Tests schlagen fehl. Bitte kümmere dich darum.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("slug.py"), SLUG_FIXED);
+    let result = ran.result();
+    assert!(
+        result.starts_with("slug() now strips the spaces."),
+        "{result}"
+    );
+    assert!(result.contains("checks: 1 failing → 0 failing"), "{result}");
+    let sent = ran.sent();
+    assert_eq!(sent.len(), 2, "one reading of the request, one edit");
+    // The reading: a JSON schema as `format`, the files named, the failure shown.
+    assert_eq!(
+        sent[0]["format"]["required"],
+        json!(["change", "tests", "fix_failing"])
+    );
+    assert!(last_user(&sent[0]).contains("slug.py, test_slug.py"));
+    // The edit: both files in the prompt, no tools offered, the failure before the request.
+    let prompt = all_user(&sent[1]);
+    assert!(
+        prompt.contains(SLUG) && prompt.contains(SLUG_TEST),
+        "{prompt}"
+    );
+    let request = last_user(&sent[1]);
+    assert!(request.contains("AssertionError"), "{request}");
+    assert!(request.contains("Bitte kümmere dich darum."), "{request}");
+    assert!(sent[1]["tools"].as_array().is_none_or(Vec::is_empty));
+}
+
+#[tokio::test]
+async fn a_question_is_answered_from_the_files_and_changes_nothing() {
+    let ran = run(
+        &[("shapes.py", "def square(s):\n    return s * s\n")],
+        vec![intent(false, false, None), say("square(3) gives 9.")],
+        "¿Qué devuelve square(3)?",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.result(), "square(3) gives 9.");
+    assert_eq!(ran.file("shapes.py"), "def square(s):\n    return s * s\n");
+    assert!(all_user(&ran.sent()[1]).contains("def square(s):"));
+}
+
+#[tokio::test]
+async fn a_change_the_model_only_describes_is_asked_for_once_then_fails() {
+    let ran = run(
+        &[("greet.py", "def greet():\n    return 'hi'\n")],
+        vec![
+            intent(true, false, None),
+            say("You should change 'hi' to 'hello'."),
+            say("Change the return value to 'hello'."),
+        ],
+        "greet.py は 'hello' を返すべきです。",
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    assert!(ran.result().contains("no file changed"), "{}", ran.result());
+    let asked = last_user(&ran.sent()[2]);
+    assert!(asked.contains("your reply changed none"), "{asked}");
+    assert_eq!(ran.file("greet.py"), "def greet():\n    return 'hi'\n");
+}
+
+#[tokio::test]
+async fn a_block_that_leaves_lines_out_is_named_back_and_a_changed_part_alone_is_merged() {
+    let before = "def a():\n    return 1\n\n\ndef b():\n    return 2\n";
+    let after = "def a():\n    return 10\n\n\ndef b():\n    return 2\n";
+    let ran = run(
+        &[("m.py", before)],
+        vec![
+            intent(true, false, None),
+            whole("m.py", "def a():\n    return 10\n# ...\n", ""),
+            // Only the definition it changed: it takes a()'s place, b() stays.
+            whole("m.py", "def a():\n    return 10\n", "a() returns 10."),
+        ],
+        "a() in m.py should return 10",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("m.py"), after);
+    let sent = ran.sent();
+    assert_eq!(sent.len(), 3);
+    assert!(
+        last_user(&sent[2]).contains("leaves lines out"),
+        "{}",
+        last_user(&sent[2])
+    );
+}
+
+#[tokio::test]
+async fn a_whole_file_dropping_what_another_file_uses_is_named_back_once() {
+    let util = "def calc(a, b):\n    return a * b\n\n\ndef twice(a):\n    return 2 * a\n\n\ndef half(a):\n    return a / 2\n";
+    let main = "from util import calc, twice\n\nprint(calc(2, 3), twice(2))\n";
+    let fixed = "def calc(a, b):\n    return a * b + 1\n\n\ndef twice(a):\n    return 2 * a\n\n\ndef half(a):\n    return a / 2\n";
+    let ran = run(
+        &[("util.py", util), ("main.py", main)],
+        vec![
+            intent(true, false, None),
+            // The whole file, as it would be, but twice() is gone although main.py uses it.
+            whole(
+                "util.py",
+                "def calc(a, b):\n    return a * b + 1\n\n\ndef half(a):\n    return a / 2\n",
+                "",
+            ),
+            whole("util.py", fixed, "calc adds one."),
+        ],
+        "calc should add 1 to the product",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("util.py"), fixed);
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("leaves out twice, which other files use"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn the_tests_stay_as_they_are_when_the_request_is_to_make_them_pass() {
+    let weakened = SLUG_TEST.replace("\" Ab \"", "\"ab\"");
+    let ran = run(
+        &[("slug.py", SLUG), ("test_slug.py", SLUG_TEST)],
+        vec![
+            intent(true, false, Some(true)),
+            whole("test_slug.py", &weakened, ""),
+            whole("slug.py", SLUG_FIXED, "Fixed slug()."),
+        ],
+        "make the tests pass",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("test_slug.py"), SLUG_TEST);
+    assert_eq!(ran.file("slug.py"), SLUG_FIXED);
+    let told = last_user(&ran.sent()[2]);
+    assert!(told.contains("test_slug.py: error"), "{told}");
+}
+
+#[tokio::test]
+async fn a_change_that_breaks_the_tests_goes_back_with_their_output_then_fails_the_task() {
+    let broken = "def slug(s):\n    return s.upper()\n";
+    let ran = run_with(
+        &[("slug.py", SLUG_FIXED), ("test_slug.py", SLUG_TEST)],
+        vec![
+            intent(true, false, None),
+            whole("slug.py", broken, "Done."),
+            whole("slug.py", broken, "Done."),
+        ],
+        "Use upper case in slug.py.",
+        // One round of feedback, so the second failure ends the task.
+        |config| config.agent.check_rounds = 1,
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    assert!(
+        ran.result().contains("0 failing → 1 failing") || ran.result().contains("worse"),
+        "{}",
+        ran.result()
+    );
+    let told = last_user(&ran.sent()[2]);
+    assert!(told.contains("AssertionError"), "{told}");
+}
+
+#[tokio::test]
+async fn tool_calls_the_model_makes_anyway_run_and_are_never_dropped() {
+    let ran = run(
+        &[("VERSION", "1.0\n")],
+        vec![
+            intent(true, false, None),
+            Reply::tool_calls(
+                &[
+                    ("read_file", json!({"path": "VERSION"})),
+                    (
+                        "write_file",
+                        json!({"path": "CHANGELOG.md", "content": "# 1.0\n"}),
+                    ),
+                ],
+                10,
+                2,
+            ),
+            say("Wrote CHANGELOG.md for 1.0."),
+        ],
+        "Start a CHANGELOG.md with a heading for the version in VERSION.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("CHANGELOG.md"), "# 1.0\n");
+}
+
+#[tokio::test]
+async fn a_workspace_too_large_for_the_prompt_runs_the_tool_loop() {
+    let big = "x = 1\n".repeat(2000);
+    let ran = run(
+        &[("big.py", big.as_str())],
+        vec![say("big.py sets x to 1, many times.")],
+        "What does big.py do?",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    // No reading call with a schema: the tool loop's first call offers the tools.
+    let sent = ran.sent();
+    assert!(sent[0]["format"].is_null(), "{}", sent[0]);
+    assert!(sent[0]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+}
+
+#[tokio::test]
+async fn a_structured_file_that_does_not_parse_is_shown_so_and_told_after_a_write() {
+    let broken = "{\n  \"name\": \"api\",\n  \"port\": 8080,\n}\n";
+    let still = "{\n  \"name\": \"api\"\n  \"port\": 8080\n}\n";
+    let fixed = "{\n  \"name\": \"api\",\n  \"port\": 8080\n}\n";
+    let ran = run(
+        &[("config.json", broken)],
+        vec![
+            intent(true, false, None),
+            say(&format!("config.json\n```json\n{still}```")),
+            say(&format!(
+                "config.json\n```json\n{fixed}```\nRemoved the comma."
+            )),
+        ],
+        "config.json がおかしいので直して",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("config.json"), fixed);
+    let sent = ran.sent();
+    assert!(
+        all_user(&sent[1])
+            .contains("(config.json does not parse as JSON: key must be a string at line 4"),
+        "{}",
+        all_user(&sent[1])
+    );
+    let told = last_user(&sent[2]);
+    assert!(
+        told.contains("Written, but config.json does not parse as JSON"),
+        "{told}"
+    );
+}
