@@ -236,9 +236,6 @@ async fn drive(
         }
         None => None,
     };
-    if let Some(toolbox) = &toolbox {
-        progress.changes = Some(ChangeWatch::new(toolbox.clone(), snapshot.clone()));
-    }
     let history = core
         .store
         .session_turns(progress.task.session_id)
@@ -305,6 +302,11 @@ async fn drive(
         engine.direct = Some(direct);
     }
     let engine = Arc::new(engine);
+    // Only now: the files policy above changes the toolbox in place, which a clone held here
+    // would prevent.
+    if let Some(toolbox) = &engine.toolbox {
+        progress.changes = Some(ChangeWatch::new(toolbox.clone(), snapshot.clone()));
+    }
 
     let plan = if settings.agent.planning {
         let plan = plan(&engine, progress, cancel).await?;
