@@ -63,20 +63,7 @@ impl AgentMcp {
         config: &Config,
         protect: Vec<std::path::PathBuf>,
     ) -> Result<AgentMcp, StartError> {
-        let store: Arc<dyn TaskStore> = match config.store.backend {
-            StoreBackend::Memory => Arc::new(MemoryStore::new()),
-            StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
-            StoreBackend::Sqlite => {
-                // The default file is per workspace, outside it (Config::store_path).
-                let mut store = config.store.clone();
-                store.path = Some(
-                    config
-                        .store_path()
-                        .map_err(|e| StoreError::Unavailable(e.to_string()))?,
-                );
-                Arc::new(SqliteStore::open(&store).await?)
-            }
-        };
+        let store = open_store(config).await?;
         Self::start_inner(config, store, protect).await
     }
 
@@ -164,6 +151,7 @@ impl AgentMcp {
         if let Some(oauth) = &self.oauth {
             ops = ops.with_resource_metadata(oauth.metadata().clone());
         }
+        ops = ops.with_oversight(self.oversight_endpoints());
         let admission = match &self.config.http.metrics_token_sha256 {
             Some(hash) => TokenAdmission::new(
                 crate::layers::auth::Tokens::default().with_hex_hash("metrics", hash),
@@ -181,6 +169,26 @@ impl AgentMcp {
             ops = ops.with_metrics_admission(admission);
         }
         ops
+    }
+
+    /// Diff, undo, cancel and approval answers on this server's tasks, for the caller who
+    /// owns each ([`crate::oversight`]).
+    pub fn oversight(&self) -> crate::oversight::Oversight {
+        crate::oversight::Oversight::new(self.agent.core().clone())
+    }
+
+    /// The oversight page and its routes (`/`, `/assets/…`, `/api/…`), behind the same
+    /// Host/Origin guard as `/mcp` and, for `/api/`, the same bearer tokens or OAuth.
+    pub fn oversight_endpoints(&self) -> crate::oversight::http::OversightEndpoints {
+        let admission = TokenAdmission::new((&self.config.auth).into(), self.audit.clone())
+            .with_oauth(self.oauth.clone());
+        let identify =
+            crate::stack::caller::TokenIdentity::new(admission, (&self.config.auth).into());
+        crate::oversight::http::OversightEndpoints::new(
+            self.oversight(),
+            HttpRules::from_config(&self.config),
+            Arc::new(identify),
+        )
     }
 
     /// What [`crate::transport::stdio::serve_with`] needs to ask a 2025 stdio session for
@@ -255,4 +263,23 @@ impl TaskApprovals for AgentCore {
         }
         Ok(recorded)
     }
+}
+
+/// Opens the store `config` names (`store.backend`), migrated, without starting an agent (what
+/// `agent-mcp diff` and `undo` over `--stdio` read).
+pub async fn open_store(config: &Config) -> Result<Arc<dyn TaskStore>, StoreError> {
+    Ok(match config.store.backend {
+        StoreBackend::Memory => Arc::new(MemoryStore::new()),
+        StoreBackend::Postgres => Arc::new(PostgresStore::open(&config.store).await?),
+        StoreBackend::Sqlite => {
+            // The default file is per workspace, outside it (Config::store_path).
+            let mut store = config.store.clone();
+            store.path = Some(
+                config
+                    .store_path()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?,
+            );
+            Arc::new(SqliteStore::open(&store).await?)
+        }
+    })
 }

@@ -70,6 +70,7 @@
 pub mod config;
 pub mod metrics;
 pub mod ops;
+pub mod oversight;
 pub mod service;
 pub mod stack;
 pub mod store;
@@ -106,5 +107,5 @@ use agent_mcp_plugin::serde_with;
 pub use agent_mcp_plugin::tools as mcp_tools;
 pub use agent_mcp_plugin::{protocol, task};
 
-pub use app::{AgentMcp, StartError};
+pub use app::{AgentMcp, StartError, open_store};
 pub use stack::Stack;

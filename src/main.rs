@@ -1,5 +1,5 @@
-//! The `agent-mcp` command: `serve` (HTTP), `stdio`, `check-config`, `hash-token`, and the
-//! terminal client `run` / `status`.
+//! The `agent-mcp` command: `serve` (HTTP, and the oversight page at `/`), `stdio`,
+//! `check-config`, `hash-token`, and the terminal client `run` / `status` / `diff` / `undo`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -36,7 +36,7 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP over stateless Streamable HTTP at POST /mcp.
+    /// Serve MCP over stateless Streamable HTTP at POST /mcp, and the oversight page at /.
     Serve {
         /// The agent.yaml to use (default: ./agent.yaml if present, else built-in defaults).
         #[arg(long)]

@@ -133,6 +133,8 @@ pub struct OpsEndpoints {
     ollama_ready: Arc<tokio::sync::Mutex<Option<Found>>>,
     /// Held while `/readyz` asks the store itself, so a flood of hits asks it once.
     store_check: Arc<tokio::sync::Mutex<()>>,
+    /// The oversight page and its routes, when served.
+    oversight: Option<crate::oversight::http::OversightEndpoints>,
 }
 
 type OpsResponse = Response<Full<Bytes>>;
@@ -148,6 +150,22 @@ impl crate::transport::server::OpsRoutes for OpsEndpoints {
     ) -> crate::transport::server::OpsAnswer<'a> {
         Box::pin(self.handle(req))
     }
+
+    fn page<'a>(
+        &'a self,
+        req: &'a Request<hyper::body::Incoming>,
+    ) -> crate::transport::server::PageAnswer<'a> {
+        use http_body_util::BodyExt as _;
+        Box::pin(async move {
+            let oversight = self.oversight()?;
+            let resp = oversight.handle(req).await?;
+            // Each side boxed on its own: both are infallible, which their `Either` is not.
+            Some(resp.map(|body| match body {
+                http_body_util::Either::Left(whole) => whole.boxed(),
+                http_body_util::Either::Right(events) => events.boxed(),
+            }))
+        })
+    }
 }
 
 impl OpsEndpoints {
@@ -162,7 +180,19 @@ impl OpsEndpoints {
             resource_metadata: None,
             ollama_ready: Arc::default(),
             store_check: Arc::default(),
+            oversight: None,
         }
+    }
+
+    /// Also serves the oversight page and its routes (see [`crate::oversight::http`]).
+    pub fn with_oversight(mut self, oversight: crate::oversight::http::OversightEndpoints) -> Self {
+        self.oversight = Some(oversight);
+        self
+    }
+
+    /// The oversight routes, when served.
+    pub fn oversight(&self) -> Option<&crate::oversight::http::OversightEndpoints> {
+        self.oversight.as_ref()
     }
 
     /// Guards the endpoints with `rules`' Host and Origin lists (the same as `/mcp`'s).

@@ -68,6 +68,7 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod caller;
 mod layer_config;
 mod shared_limit;
 pub(crate) mod token_admission;

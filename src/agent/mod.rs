@@ -16,6 +16,7 @@
 //! | [`tools`] | the workspace's tools, their sandbox and the change ledger |
 
 mod engine;
+pub mod journal;
 mod judge;
 pub mod status;
 pub mod steering;
@@ -103,6 +104,8 @@ pub struct AgentCore {
     wake_freed: tokio::sync::Notify,
     /// Where approval decisions are recorded besides the task (the audit log), if anywhere.
     pub(crate) decisions: Option<Arc<dyn DecisionLog>>,
+    /// What the tasks this process ran last did, step by step (the oversight page's).
+    pub journal: journal::TaskJournal,
 }
 
 /// The result text of a task cancelled while it waited in the queue.
@@ -316,6 +319,7 @@ impl Agent {
             wake_queued: tokio::sync::Notify::new(),
             wake_freed: tokio::sync::Notify::new(),
             decisions,
+            journal: journal::TaskJournal::default(),
         });
         // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
         // so it is asked beside the start, not before it.

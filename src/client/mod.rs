@@ -1,5 +1,6 @@
 //! The terminal client: `agent-mcp run "<request>"` submits a task and follows it with a live
-//! progress line; `agent-mcp status <task_id>` prints a task's status once.
+//! progress line; `agent-mcp status <task_id>` prints a task's status once; `agent-mcp diff`
+//! and `agent-mcp undo` show and take back what a task changed ([`oversight`]).
 //!
 //! It speaks MCP 2026-07-28 (no `initialize`; `_meta` on every request) over stateless HTTP
 //! (`--url`, default [`DEFAULT_URL`]) or over the stdio of an `agent-mcp stdio` child of this
@@ -20,6 +21,7 @@
 
 pub mod error;
 pub mod image;
+pub mod oversight;
 pub mod progress;
 pub mod run;
 pub mod transport;
@@ -41,6 +43,19 @@ pub enum ClientCommand {
     Run(RunArgs),
     /// Print a task's status once.
     Status(StatusArgs),
+    /// Print the unified diff of what a task changed in the workspace.
+    Diff(TaskArgs),
+    /// Put every file a task changed back as it was before the task; refuses, naming them,
+    /// when a file changed since the task ended. A second undo changes nothing.
+    Undo(TaskArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TaskArgs {
+    /// The task UUID `agent-mcp run` printed.
+    pub task_id: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 /// Which server to talk to.
@@ -123,6 +138,24 @@ pub fn main(command: ClientCommand) -> ExitCode {
             Ok(arguments) => runtime.block_on(run::status(args.server.endpoint(), arguments)),
             Err(message) => usage(&message),
         },
+        ClientCommand::Diff(args) | ClientCommand::Undo(args)
+            if parse_uuid(args.task_id.trim()).is_none() =>
+        {
+            usage(&format!(
+                "the task id must be a UUID like 9ab4a40b-86fe-432a-904f-8e429c01ea8b, not {:?}",
+                args.task_id
+            ))
+        }
+        ClientCommand::Diff(args) => runtime.block_on(oversight::run(
+            args.server.endpoint(),
+            oversight::Verb::Diff,
+            parse_uuid(args.task_id.trim()).unwrap_or_default(),
+        )),
+        ClientCommand::Undo(args) => runtime.block_on(oversight::run(
+            args.server.endpoint(),
+            oversight::Verb::Undo,
+            parse_uuid(args.task_id.trim()).unwrap_or_default(),
+        )),
     };
     exit.into()
 }

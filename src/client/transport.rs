@@ -294,7 +294,7 @@ pub fn request_meta(capabilities: Value) -> Value {
     Value::Object(meta)
 }
 
-fn token_from_env() -> Option<String> {
+pub(crate) fn token_from_env() -> Option<String> {
     std::env::var(TOKEN_ENV)
         .ok()
         .map(|t| t.trim().to_owned())

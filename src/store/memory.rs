@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{StoreError, TaskStore};
+use super::{StoreError, TaskChanges, TaskStore};
 use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
 
@@ -18,6 +18,8 @@ struct Inner {
     next_seq: u64,
     /// The answers to tasks' input requests, by task and key.
     answers: HashMap<(Uuid, String), Answer>,
+    /// What each task changed, by task.
+    changes: HashMap<Uuid, TaskChanges>,
 }
 
 impl Inner {
@@ -166,6 +168,51 @@ impl TaskStore for MemoryStore {
         Ok(self.read().answers.get(&(id, key.to_owned())).cloned())
     }
 
+    async fn save_changes(&self, id: Uuid, changes: &TaskChanges) -> Result<(), StoreError> {
+        let mut inner = self.write();
+        inner.known_task(id)?;
+        let mut changes = changes.clone();
+        changes.undone = false;
+        inner.changes.insert(id, changes);
+        Ok(())
+    }
+
+    async fn task_changes(&self, id: Uuid) -> Result<Option<TaskChanges>, StoreError> {
+        Ok(self.read().changes.get(&id).cloned())
+    }
+
+    async fn mark_undone(&self, id: Uuid) -> Result<bool, StoreError> {
+        Ok(match self.write().changes.get_mut(&id) {
+            Some(changes) if !changes.undone => {
+                changes.undone = true;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn recent_tasks(
+        &self,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Task>, StoreError> {
+        let inner = self.read();
+        let mut found: Vec<&(u64, Task)> = inner
+            .tasks
+            .values()
+            .filter(|(_, t)| t.owner.as_deref() == owner)
+            .collect();
+        found.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+        Ok(found
+            .into_iter()
+            .take(limit)
+            .map(|(_, t)| Task {
+                images: Vec::new(),
+                ..t.clone()
+            })
+            .collect())
+    }
+
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError> {
         let mut inner = self.write();
         let mut sessions = Vec::new();
@@ -178,8 +225,14 @@ impl TaskStore for MemoryStore {
         });
         let purged = sessions.len() as u64;
         if purged > 0 {
-            let Inner { tasks, answers, .. } = &mut *inner;
+            let Inner {
+                tasks,
+                answers,
+                changes,
+                ..
+            } = &mut *inner;
             answers.retain(|(task, _), _| tasks.contains_key(task));
+            changes.retain(|task, _| tasks.contains_key(task));
             // Sessions left without any task go, with their turns.
             let in_use: std::collections::HashSet<Uuid> =
                 inner.tasks.values().map(|(_, t)| t.session_id).collect();

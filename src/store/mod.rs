@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod changes;
 mod health;
 pub mod lease;
 mod memory;
@@ -37,6 +38,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use changes::{ChangedFile, FileState, MAX_TEXT_PER_FILE, MAX_TEXT_PER_TASK, TaskChanges};
 pub use health::{PROBE_EVERY, StoreHealth};
 pub use lease::{Lease, LeaseLoss, LeaseTiming};
 pub use memory::MemoryStore;
@@ -140,8 +142,24 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn input_answer(&self, id: Uuid, key: &str) -> Result<Option<Answer>, StoreError>;
     /// Tasks in `state`, in creation order, without their images.
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError>;
+    /// Keeps what task `id` changed in the workspace ([`TaskChanges`]), replacing any record
+    /// it had (not undone). Deleted with the task.
+    async fn save_changes(&self, id: Uuid, changes: &TaskChanges) -> Result<(), StoreError>;
+    /// What task `id` changed, with whether it was undone; `None` when nothing was recorded.
+    async fn task_changes(&self, id: Uuid) -> Result<Option<TaskChanges>, StoreError>;
+    /// Marks task `id`'s changes undone; `true` only for the call that marked them (a second
+    /// undo, or one racing it, gets `false`).
+    async fn mark_undone(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// The newest `limit` tasks of `owner` (`None`: the anonymous caller's), newest first,
+    /// without their images.
+    async fn recent_tasks(
+        &self,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Task>, StoreError>;
     /// Deletes terminal tasks that finished before `finished_before`, and the sessions (with
-    /// their turns) that have no task left then. Returns how many tasks.
+    /// their turns) that have no task left then, with their recorded changes. Returns how
+    /// many tasks.
     async fn purge_finished(&self, finished_before: SystemTime) -> Result<u64, StoreError>;
     /// The coordination a store shared by several processes offers; `None` (the default) for
     /// a store one process owns, whose queue lives in that process.
@@ -241,6 +259,82 @@ pub(crate) mod conformance {
         images_stay_until_the_task_is_terminal(store).await;
         sessions_go_with_their_last_task(store).await;
         an_outcome_comes_with_its_turns(store).await;
+        changes_are_kept_undone_once_and_purged(store).await;
+        recent_tasks_are_the_owners_newest_first(store).await;
+    }
+
+    /// A task's changes round-trip, are undone once, and go with the task.
+    pub(crate) async fn changes_are_kept_undone_once_and_purged(store: &dyn TaskStore) {
+        use super::{ChangedFile, FileState, TaskChanges};
+        let mut task = Task::new(uuid::Uuid::new_v4(), None, "change".into(), None);
+        store.insert_task(&task).await.unwrap();
+        assert!(store.task_changes(task.id).await.unwrap().is_none());
+        let changes = TaskChanges::bounded(vec![
+            ChangedFile {
+                path: "b.bin".into(),
+                before: FileState::Absent,
+                after: FileState::of_bytes(Some(&[0, 159, 146, 150])),
+            },
+            ChangedFile {
+                path: "a.txt".into(),
+                before: FileState::of_bytes(Some("x = 1\n".as_bytes())),
+                after: FileState::Unrecorded,
+            },
+        ]);
+        store.save_changes(task.id, &changes).await.unwrap();
+        let got = store.task_changes(task.id).await.unwrap().expect("changes");
+        assert_eq!(got, changes);
+        assert_eq!(got.files[0].path, "a.txt");
+        assert!(store.mark_undone(task.id).await.unwrap());
+        assert!(!store.mark_undone(task.id).await.unwrap());
+        assert!(store.task_changes(task.id).await.unwrap().unwrap().undone);
+        // Long finished: the purge takes the task and its changes.
+        task.transition(TaskState::Completed);
+        task.updated_at = UNIX_EPOCH + Duration::from_secs(1);
+        store.update_task(&task).await.unwrap();
+        store
+            .purge_finished(UNIX_EPOCH + Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(store.task(task.id).await.unwrap().is_none());
+        assert!(store.task_changes(task.id).await.unwrap().is_none());
+        assert!(!store.mark_undone(task.id).await.unwrap());
+    }
+
+    /// An owner's tasks, newest first, at most the limit asked for; nobody else's.
+    pub(crate) async fn recent_tasks_are_the_owners_newest_first(store: &dyn TaskStore) {
+        let owner = format!("owner-{}", uuid::Uuid::new_v4());
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let task = Task::new(
+                uuid::Uuid::new_v4(),
+                Some(owner.clone()),
+                format!("{i}"),
+                None,
+            );
+            store.insert_task(&task).await.unwrap();
+            ids.push(task.id);
+        }
+        let other = Task::new(
+            uuid::Uuid::new_v4(),
+            Some("someone else".into()),
+            "x".into(),
+            None,
+        );
+        store.insert_task(&other).await.unwrap();
+        let got: Vec<uuid::Uuid> = store
+            .recent_tasks(Some(&owner), 2)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(got, [ids[2], ids[1]]);
+        // The anonymous caller's are theirs alone too.
+        let anonymous = Task::new(uuid::Uuid::new_v4(), None, "anonymous".into(), None);
+        store.insert_task(&anonymous).await.unwrap();
+        let got = store.recent_tasks(None, 1).await.unwrap();
+        assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), [anonymous.id]);
     }
 
     fn without_images(task: &Task) -> Task {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{Either, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -180,6 +180,12 @@ where
 pub trait OpsRoutes: Send + Sync + 'static {
     /// The answer to `req`, or `None` when no route of these matches (the server answers 404).
     fn answer<'a>(&'a self, req: &'a Request<Incoming>) -> OpsAnswer<'a>;
+
+    /// The answer of a page or its routes to `req` (any method), asked before
+    /// [`OpsRoutes::answer`]; `None` when none matches. None by default.
+    fn page<'a>(&'a self, _req: &'a Request<Incoming>) -> PageAnswer<'a> {
+        Box::pin(std::future::ready(None))
+    }
 }
 
 /// What [`OpsRoutes::answer`] returns: the response, when a route matched.
@@ -282,7 +288,13 @@ pub async fn serve_with_options<S: HttpEdge>(
     Ok(())
 }
 
-type Answer = Either<Full<Bytes>, McpBody>;
+type Answer = Either<PageBody, McpBody>;
+
+/// The body of a page or operator answer: whole, or a stream (the oversight page's events).
+pub type PageBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+/// What [`OpsRoutes::page`] returns: the response, when a route matched.
+pub type PageAnswer<'a> = Pin<Box<dyn Future<Output = Option<Response<PageBody>>> + Send + 'a>>;
 
 /// The MCP edge's answer to `req`: the connection's `edge` is called in place when it is ready
 /// (as it always is), with no clone; otherwise a clone of its own waits for readiness.
@@ -304,18 +316,24 @@ fn call_edge<S: HttpEdge>(
     }
 }
 
-/// The operator endpoints to `ops` (GET only), anything else 404.
+/// The pages and their routes `ops` serves (any method), then its operator endpoints (GET
+/// only), anything else 404.
 async fn other(req: Request<Incoming>, ops: Option<Arc<dyn OpsRoutes>>) -> Response<Answer> {
+    if let Some(ops) = &ops
+        && let Some(resp) = ops.page(&req).await
+    {
+        return resp.map(Either::Left);
+    }
     if let Some(ops) = ops.filter(|_| req.method() == http::Method::GET)
         && let Some(resp) = ops.answer(&req).await
     {
-        return resp.map(Either::Left);
+        return resp.map(|body| Either::Left(body.boxed()));
     }
     let mut resp = Response::new(Full::new(Bytes::from_static(
         b"Not Found: the MCP endpoint is /mcp\n",
     )));
     *resp.status_mut() = StatusCode::NOT_FOUND;
-    resp.map(Either::Left)
+    resp.map(|body| Either::Left(body.boxed()))
 }
 
 /// Every slot is busy with a request: a short 503 written without hyper, then the

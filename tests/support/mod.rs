@@ -13,6 +13,8 @@ pub mod oauth_provider;
 pub mod otlp_receiver;
 pub mod pg;
 pub mod proxy;
+pub mod served;
 /// The fields of a created task, as the tasks layer's own tests check them.
 #[path = "../../layers/tasks/test_fields.rs"]
 pub mod task_fields;
+pub mod webdriver;

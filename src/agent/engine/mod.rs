@@ -13,4 +13,5 @@ pub(crate) mod step_event;
 pub(crate) mod step_progress;
 pub(crate) mod step_schedule;
 pub(crate) mod summary;
+pub(crate) mod task_changes;
 pub(crate) mod trace;

@@ -31,6 +31,7 @@ use crate::agent::engine::step::Engine;
 use crate::agent::engine::step_progress::Progress;
 use crate::agent::engine::step_schedule::{ScheduleError, run_steps};
 use crate::agent::engine::summary::Summary;
+use crate::agent::engine::task_changes::ChangeWatch;
 use crate::agent::engine::trace;
 use crate::agent::judge::checks::{CheckReport, Checks};
 use crate::agent::judge::expect::Expectations;
@@ -231,6 +232,7 @@ async fn drive(
             tokio::task::spawn_blocking(move || Snapshot::take(&ws))
                 .await
                 .ok()
+                .map(Arc::new)
         }
         None => None,
     };
@@ -300,6 +302,11 @@ async fn drive(
         engine.direct = Some(direct);
     }
     let engine = Arc::new(engine);
+    // Only now: the files policy above changes the toolbox in place, which a clone held here
+    // would prevent.
+    if let Some(toolbox) = &engine.toolbox {
+        progress.changes = Some(ChangeWatch::new(toolbox.clone(), snapshot.clone()));
+    }
 
     let plan = if settings.agent.planning {
         let plan = plan(&engine, progress, cancel).await?;
@@ -519,6 +526,10 @@ async fn finish(core: &AgentCore, progress: &mut Progress<'_>, outcome: Result<S
         );
         progress.abandon().await;
         return;
+    }
+    // Kept before the outcome is published: a finished task's diff is there to read.
+    if let Some(changes) = progress.changes.take() {
+        changes.record(&core.store, progress.task.id).await;
     }
     let task = &mut progress.task;
     match outcome {

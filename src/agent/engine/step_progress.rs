@@ -51,6 +51,8 @@ pub(crate) struct Progress<'a> {
     phase: String,
     /// Older tool results compacted to fit the context window, in every step so far.
     pub compacted: usize,
+    /// Where the task's changes are read from at its end, once it has a workspace.
+    pub changes: Option<super::task_changes::ChangeWatch>,
 }
 
 /// The progress saves not yet written, and the writer writing them.
@@ -85,6 +87,7 @@ impl<'a> Progress<'a> {
             running: BTreeMap::new(),
             phase: String::new(),
             compacted: 0,
+            changes: None,
         }
     }
 
@@ -114,6 +117,13 @@ impl<'a> Progress<'a> {
     /// Counts a model call; `step` is `None` for planning and the final synthesis, which are
     /// in `token_usage` but on no step's chain. Saved with the next change.
     pub fn add_tokens(&mut self, step: Option<usize>, input: u64, output: u64) {
+        if step.is_none() {
+            // A step's calls are journaled with its events; these are the task's own.
+            let what = format!("{input} tokens in, {output} out ({})", self.phase);
+            self.core
+                .journal
+                .note(self.task.id, None, "model call", &what);
+        }
         self.task.tokens.add(input, output);
         if let Some(tokens) = step.and_then(|i| self.step_tokens.get_mut(i)) {
             *tokens = tokens.saturating_add(input.saturating_add(output));
@@ -122,11 +132,17 @@ impl<'a> Progress<'a> {
 
     pub async fn step_started(&mut self, step: usize) {
         let title = self.title(step);
+        self.core
+            .journal
+            .note(self.task.id, Some(step), "step", &title);
         self.running.insert(step, title);
         self.save().await;
     }
 
     pub async fn step_finished(&mut self, step: usize) {
+        self.core
+            .journal
+            .note(self.task.id, Some(step), "step done", "");
         self.running.remove(&step);
         self.task.steps_done = self.task.steps_done.saturating_add(1);
         self.save().await;
@@ -139,6 +155,7 @@ impl<'a> Progress<'a> {
 
     /// Folds one event in without saving (for a batch).
     pub fn fold(&mut self, event: StepEvent) {
+        self.core.journal.event(self.task.id, &event);
         match event {
             StepEvent::Tokens {
                 step,

@@ -23,6 +23,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use super::ToolError;
+use crate::store::{ChangedFile, FileState};
 
 /// Largest file whose content is kept to count its changed lines.
 const MAX_KEPT_BYTES: u64 = 4 * 1024 * 1024;
@@ -49,8 +50,8 @@ impl Stamp {
 enum Original {
     Absent,
     Text(String),
-    /// Too large, or not UTF-8: changed, but its lines are not counted.
-    Opaque,
+    /// Too large, or not UTF-8: changed, but its lines are not counted; kept by hash.
+    Opaque(FileState),
 }
 
 #[derive(Debug, Default)]
@@ -143,12 +144,13 @@ impl Ledger {
         if state.originals.contains_key(path) {
             return;
         }
+        let opaque = || Original::Opaque(FileState::read(path).unwrap_or(FileState::Unrecorded));
         let original = match std::fs::symlink_metadata(path) {
             Err(_) => Original::Absent,
-            Ok(meta) if meta.len() > MAX_KEPT_BYTES => Original::Opaque,
+            Ok(meta) if meta.len() > MAX_KEPT_BYTES => opaque(),
             Ok(_) => match std::fs::read(path).map(String::from_utf8) {
                 Ok(Ok(text)) => Original::Text(text),
-                _ => Original::Opaque,
+                _ => opaque(),
             },
         };
         state.originals.insert(path.to_path_buf(), original);
@@ -199,6 +201,50 @@ impl Ledger {
     fn changed_paths(&self) -> Vec<PathBuf> {
         self.state().originals.keys().cloned().collect()
     }
+
+    /// Every file the task changed, before and after, for its record
+    /// ([`crate::store::TaskChanges`]): those its tools changed, and with `snapshot` (taken when
+    /// it started) those its commands did. A file back as it was is left out.
+    pub fn record(&self, ws: &super::Workspace, snapshot: Option<&Snapshot>) -> Vec<ChangedFile> {
+        let root = ws.root();
+        let originals: Vec<(PathBuf, Original)> = self
+            .state()
+            .originals
+            .iter()
+            .map(|(p, o)| (p.clone(), o.clone()))
+            .collect();
+        let mut files = Vec::new();
+        let mut push = |path: &Path, before: FileState| {
+            let after = FileState::read(path).unwrap_or(FileState::Unrecorded);
+            if !before.same_as(&after) {
+                files.push(ChangedFile {
+                    path: relative(root, path),
+                    before,
+                    after,
+                });
+            }
+        };
+        for (path, original) in &originals {
+            let before = match original {
+                Original::Absent => FileState::Absent,
+                Original::Text(text) => FileState::of_bytes(Some(text.as_bytes())),
+                Original::Opaque(state) => state.clone(),
+            };
+            push(path, before);
+        }
+        if let Some(snapshot) = snapshot {
+            let found = snapshot
+                .found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            let paths = found.unwrap_or_else(|| snapshot.changed_paths(ws, self));
+            for path in paths {
+                push(&path, snapshot.before(&path));
+            }
+        }
+        files
+    }
 }
 
 fn relative(root: &Path, path: &Path) -> String {
@@ -225,7 +271,7 @@ fn compare(original: &Original, now: Option<&[u8]>) -> Option<ChangeKind> {
             let (added, removed) = line_counts(old, new);
             Some(ChangeKind::Modified { added, removed })
         }
-        (Original::Text(_) | Original::Opaque, _) => Some(ChangeKind::Touched),
+        (Original::Text(_) | Original::Opaque(_), _) => Some(ChangeKind::Touched),
     }
 }
 
@@ -257,18 +303,44 @@ const SNAPSHOT_SKIPS: [&str; 9] = [
 ];
 /// Most files a snapshot records; past it, files changed by commands go unnoticed.
 const SNAPSHOT_MAX_FILES: usize = 20_000;
+/// Largest file whose content a snapshot keeps, and most content it keeps in all: what a
+/// command changed can be shown and undone only when its content was kept.
+const SNAPSHOT_KEEP_FILE: u64 = crate::store::MAX_TEXT_PER_FILE as u64;
+const SNAPSHOT_KEEP_TOTAL: usize = 32 * 1024 * 1024;
 
 /// The workspace's files and their stamps when a task started: what commands changed is the
 /// difference with the files at its end.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     files: BTreeMap<PathBuf, Stamp>,
+    /// The content of the small files, within [`SNAPSHOT_KEEP_TOTAL`].
+    kept: HashMap<PathBuf, Vec<u8>>,
+    /// What [`Snapshot::changed_by_others`] found when the work ended, for the task's record:
+    /// the same walk is not made twice between the last step and the outcome (the checks run
+    /// after it are the server's, not the task's).
+    found: Mutex<Option<Vec<PathBuf>>>,
 }
 
 impl Snapshot {
     /// Records the regular files of the workspace (not following links, skipping caches,
     /// build output and the server's own files), at most `SNAPSHOT_MAX_FILES`.
     pub fn take(ws: &super::Workspace) -> Snapshot {
+        let mut snapshot = Snapshot::stamps(ws);
+        let mut total = 0;
+        for (path, stamp) in &snapshot.files {
+            if stamp.len > SNAPSHOT_KEEP_FILE || total + stamp.len as usize > SNAPSHOT_KEEP_TOTAL {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(path) {
+                total += bytes.len();
+                snapshot.kept.insert(path.clone(), bytes);
+            }
+        }
+        snapshot
+    }
+
+    /// [`Snapshot::take`] without the content.
+    fn stamps(ws: &super::Workspace) -> Snapshot {
         let mut files = BTreeMap::new();
         ws.walk_files(&SNAPSHOT_SKIPS, |path| {
             if path.extension().is_some_and(|e| e == "pyc") {
@@ -283,37 +355,58 @@ impl Snapshot {
             files.insert(path, stamp);
             ControlFlow::Continue(())
         });
-        Snapshot { files }
+        Snapshot {
+            files,
+            kept: HashMap::new(),
+            found: Mutex::default(),
+        }
     }
 
-    /// The files created, changed or deleted since this snapshot that `ledger`'s tools did not
-    /// change (those have line counts of their own), relative to the workspace root.
-    pub fn changed_by_others(&self, ws: &super::Workspace, ledger: &Ledger) -> Vec<FileChange> {
-        let root = ws.root();
-        let now = Snapshot::take(ws);
+    /// What `path` (resolved) was when the snapshot was taken.
+    fn before(&self, path: &Path) -> FileState {
+        match self.kept.get(path) {
+            Some(bytes) => FileState::of_bytes(Some(bytes)),
+            None if self.files.contains_key(path) => FileState::Unrecorded,
+            None => FileState::Absent,
+        }
+    }
+
+    /// The resolved paths created, changed or deleted since this snapshot that `ledger`'s
+    /// tools did not change.
+    fn changed_paths(&self, ws: &super::Workspace, ledger: &Ledger) -> Vec<PathBuf> {
+        let now = Snapshot::stamps(ws);
         let tools: Vec<PathBuf> = ledger.changed_paths();
-        let mut changes = Vec::new();
+        let mut changed = Vec::new();
         for (path, stamp) in &now.files {
             if tools.contains(path) {
                 continue;
             }
             match self.files.get(path) {
                 Some(before) if before == stamp => {}
-                _ => changes.push(FileChange {
-                    path: relative(root, path),
-                    how: ChangeKind::Touched,
-                }),
+                _ => changed.push(path.clone()),
             }
         }
         for path in self.files.keys() {
             if !now.files.contains_key(path) && !tools.contains(path) {
-                changes.push(FileChange {
-                    path: relative(root, path),
-                    how: ChangeKind::Touched,
-                });
+                changed.push(path.clone());
             }
         }
-        changes
+        changed
+    }
+
+    /// The files created, changed or deleted since this snapshot that `ledger`'s tools did not
+    /// change (those have line counts of their own), relative to the workspace root.
+    pub fn changed_by_others(&self, ws: &super::Workspace, ledger: &Ledger) -> Vec<FileChange> {
+        let root = ws.root();
+        let paths = self.changed_paths(ws, ledger);
+        *self.found.lock().unwrap_or_else(|e| e.into_inner()) = Some(paths.clone());
+        paths
+            .into_iter()
+            .map(|path| FileChange {
+                path: relative(root, &path),
+                how: ChangeKind::Touched,
+            })
+            .collect()
     }
 }
 
@@ -391,5 +484,45 @@ mod tests {
             .collect();
         shown.sort();
         assert_eq!(shown, ["gone.txt (changed)", "made.txt (changed)"]);
+    }
+
+    #[test]
+    fn the_record_has_what_tools_and_commands_changed_before_and_after() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tool.txt"), "old\n").unwrap();
+        std::fs::write(dir.path().join("cmd.txt"), "before\n").unwrap();
+        std::fs::write(dir.path().join("gone.txt"), "bye\n").unwrap();
+        std::fs::write(dir.path().join("same.txt"), "same\n").unwrap();
+        let ws = super::super::Workspace::open(dir.path()).unwrap();
+        let snapshot = Snapshot::take(&ws);
+        let ledger = Ledger::default();
+        let tool = ws.existing("tool.txt").unwrap();
+        ledger.before_change(&tool);
+        std::fs::write(&tool, "new\n").unwrap();
+        ledger.after_change(&tool);
+        // What a command did: changed, made and deleted files the tools never touched.
+        std::fs::write(dir.path().join("cmd.txt"), "after, longer\n").unwrap();
+        std::fs::write(dir.path().join("made.bin"), [0xff, 0xfe]).unwrap();
+        std::fs::remove_file(dir.path().join("gone.txt")).unwrap();
+        let mut record = ledger.record(&ws, Some(&snapshot));
+        record.sort_by(|a, b| a.path.cmp(&b.path));
+        let text = |s: &str| FileState::Text { text: s.into() };
+        let got: Vec<(&str, &FileState, &FileState)> = record
+            .iter()
+            .map(|f| (f.path.as_str(), &f.before, &f.after))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cmd.txt", &text("before\n"), &text("after, longer\n")),
+                ("gone.txt", &text("bye\n"), &FileState::Absent),
+                (
+                    "made.bin",
+                    &FileState::Absent,
+                    &FileState::hashed(&[0xff, 0xfe])
+                ),
+                ("tool.txt", &text("old\n"), &text("new\n")),
+            ]
+        );
     }
 }

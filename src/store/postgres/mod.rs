@@ -57,7 +57,7 @@ use uuid::Uuid;
 
 use super::lease::{Lease, LeaseTiming};
 use super::sqlite::queries::{from_ns, prepare_images, to_ns};
-use super::{SharedEvent, SharedQueue, StoreError, StoreHealth, TaskStore};
+use super::{SharedEvent, SharedQueue, StoreError, StoreHealth, TaskChanges, TaskStore};
 use crate::config::StoreConfig;
 use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn, TurnRole};
@@ -376,6 +376,9 @@ impl PostgresStore {
         sessions.dedup();
         release_images(&tx, &ids).await.map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM input_answers WHERE task_id = ANY($1)", &[&ids])
+            .await
+            .map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM task_changes WHERE task_id = ANY($1)", &[&ids])
             .await
             .map_err(|e| self.err(e))?;
         tx.execute(
@@ -746,6 +749,97 @@ impl TaskStore for PostgresStore {
                 .query(&stmt, &[&state.as_str()])
                 .await
                 .map_err(|e| self.err(e))?
+                .iter()
+                .map(task_from)
+                .collect()
+        })
+        .await
+    }
+
+    async fn save_changes(&self, id: Uuid, changes: &TaskChanges) -> Result<(), StoreError> {
+        let files = changes.to_json();
+        self.bounded("store the task's changes", async {
+            let client = self.client().await?;
+            let saved = client
+                .execute(
+                    "INSERT INTO task_changes (task_id, files, undone) \
+                     SELECT $1, $2, false WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1) \
+                     ON CONFLICT (task_id) DO UPDATE SET files = excluded.files, undone = false",
+                    &[&id.to_string(), &files],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            if saved == 0 {
+                return Err(StoreError::UnknownTask(id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn task_changes(&self, id: Uuid) -> Result<Option<TaskChanges>, StoreError> {
+        self.bounded("read the task's changes", async {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT files, undone FROM task_changes WHERE task_id = $1",
+                    &[&id.to_string()],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            Ok(row.map(|r| TaskChanges::from_json(r.get::<_, &str>(0), r.get(1))))
+        })
+        .await
+    }
+
+    async fn mark_undone(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.bounded("mark the task's changes undone", async {
+            let client = self.client().await?;
+            let marked = client
+                .execute(
+                    "UPDATE task_changes SET undone = true WHERE task_id = $1 AND NOT undone",
+                    &[&id.to_string()],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            Ok(marked > 0)
+        })
+        .await
+    }
+
+    async fn recent_tasks(
+        &self,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Task>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.bounded("list the caller's tasks", async {
+            let client = self.client().await?;
+            // `owner = $1` and `owner IS NULL` each walk the (owner, seq) index backwards;
+            // `IS NOT DISTINCT FROM` would not use it.
+            let rows = match owner {
+                Some(owner) => {
+                    let stmt = client
+                        .prepare_cached(&format!(
+                            "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner = $1 \
+                             ORDER BY seq DESC LIMIT $2"
+                        ))
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    client.query(&stmt, &[&owner, &limit]).await
+                }
+                None => {
+                    let stmt = client
+                        .prepare_cached(&format!(
+                            "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner IS NULL \
+                             ORDER BY seq DESC LIMIT $1"
+                        ))
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    client.query(&stmt, &[&limit]).await
+                }
+            };
+            rows.map_err(|e| self.err(e))?
                 .iter()
                 .map(task_from)
                 .collect()

@@ -112,6 +112,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         answer TEXT NOT NULL,
         PRIMARY KEY (task_id, key)
     );",
+    // 5: what each task changed in the workspace (`store::TaskChanges`, JSON), deleted with
+    // the task; and a caller's own tasks, newest first, for the oversight page.
+    "CREATE TABLE task_changes (
+        task_id TEXT PRIMARY KEY,
+        files TEXT NOT NULL,
+        undone BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX tasks_by_owner ON tasks (owner, seq);",
 ];
 
 /// Brings the schema up to [`MIGRATIONS`]' version. Fails, changing nothing, on a database

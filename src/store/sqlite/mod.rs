@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use rusqlite::ErrorCode;
 use uuid::Uuid;
 
-use super::{StoreError, TaskStore};
+use super::{StoreError, TaskChanges, TaskStore};
 use crate::config::StoreConfig;
 use crate::task::input::Answer;
 use crate::task::{Session, Task, TaskImage, TaskState, Turn};
@@ -432,6 +432,36 @@ impl TaskStore for SqliteStore {
 
     async fn tasks_in_state(&self, state: TaskState) -> Result<Vec<Task>, StoreError> {
         self.read(move |conn| queries::tasks_in_state(conn, state))
+            .await
+    }
+
+    async fn save_changes(&self, id: Uuid, changes: &TaskChanges) -> Result<(), StoreError> {
+        let files = changes.to_json();
+        if self
+            .write(move |conn| queries::save_changes(conn, id, &files))
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownTask(id))
+        }
+    }
+
+    async fn task_changes(&self, id: Uuid) -> Result<Option<TaskChanges>, StoreError> {
+        self.read(move |conn| queries::task_changes(conn, id)).await
+    }
+
+    async fn mark_undone(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.write(move |conn| queries::mark_undone(conn, id)).await
+    }
+
+    async fn recent_tasks(
+        &self,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Task>, StoreError> {
+        let owner = owner.map(str::to_owned);
+        self.read(move |conn| queries::recent_tasks(conn, owner.as_deref(), limit))
             .await
     }
 

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::store::StoreError;
+use crate::store::{StoreError, TaskChanges};
 use crate::task::input::{Answer, TaskInput};
 use crate::task::{Session, Task, TaskImage, TaskState, TokenUsage, Turn, TurnRole};
 use crate::telemetry::context::TraceCarrier;
@@ -531,6 +531,49 @@ pub(super) fn input_answer(
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
+/// Keeps task `id`'s changes (not undone); `false` when the task is unknown.
+pub(super) fn save_changes(conn: &Connection, id: Uuid, files: &str) -> rusqlite::Result<bool> {
+    let saved = conn
+        .prepare_cached(
+            "INSERT INTO task_changes (task_id, files, undone) \
+             SELECT ?1, ?2, 0 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1) \
+             ON CONFLICT (task_id) DO UPDATE SET files = excluded.files, undone = 0",
+        )?
+        .execute(params![id.to_string(), files])?;
+    Ok(saved > 0)
+}
+
+pub(super) fn task_changes(conn: &Connection, id: Uuid) -> rusqlite::Result<Option<TaskChanges>> {
+    conn.prepare_cached("SELECT files, undone FROM task_changes WHERE task_id = ?1")?
+        .query_row([id.to_string()], |row| {
+            Ok(TaskChanges::from_json(
+                &row.get::<_, String>(0)?,
+                row.get::<_, bool>(1)?,
+            ))
+        })
+        .optional()
+}
+
+pub(super) fn mark_undone(conn: &Connection, id: Uuid) -> rusqlite::Result<bool> {
+    let marked = conn
+        .prepare_cached("UPDATE task_changes SET undone = 1 WHERE task_id = ?1 AND undone = 0")?
+        .execute([id.to_string()])?;
+    Ok(marked > 0)
+}
+
+pub(super) fn recent_tasks(
+    conn: &Connection,
+    owner: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<Task>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    conn.prepare_cached(&format!(
+        "SELECT {TASK_READ_COLUMNS} FROM tasks WHERE owner IS ?1 ORDER BY seq DESC LIMIT ?2"
+    ))?
+    .query_map(params![owner, limit], task_from)?
+    .collect()
+}
+
 /// Unlinks a task's images and deletes those no other task refers to.
 fn release_images(conn: &Connection, task_id: &str) -> rusqlite::Result<()> {
     let hashes = conn
@@ -579,6 +622,8 @@ pub(super) fn purge_batch(
     for (id, session) in &gone {
         release_images(&tx, id)?;
         tx.prepare_cached("DELETE FROM input_answers WHERE task_id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached("DELETE FROM task_changes WHERE task_id = ?1")?
             .execute([id])?;
         sessions.push(session);
     }

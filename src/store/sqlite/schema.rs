@@ -80,6 +80,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 5: large images live in files beside the database (`image_files.rs`); their row keeps
     // the hash, empty `data` and `in_file = 1`. Rows written before keep their data.
     "ALTER TABLE images ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0;",
+    // 6: what each task changed in the workspace (`store::TaskChanges`, JSON), deleted with
+    // the task; and a caller's own tasks, newest first, for the oversight page.
+    "CREATE TABLE task_changes (
+        task_id TEXT PRIMARY KEY NOT NULL,
+        files TEXT NOT NULL,
+        undone INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_by_owner ON tasks (owner, seq);",
 ];
 
 /// How long a statement waits for a lock held by another connection (the other thread, or a
