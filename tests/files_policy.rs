@@ -353,3 +353,30 @@ async fn a_structured_file_that_does_not_parse_is_shown_so_and_told_after_a_writ
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_file_left_broken_after_every_round_fails_the_task_saying_so() {
+    let broken = "{\n  \"port\": 8080,\n}\n";
+    let still = "{\n  \"port\": 9090,\n}\n";
+    let reply = || say(&format!("config.json\n```json\n{still}```"));
+    let ran = run(
+        &[("config.json", broken)],
+        vec![
+            intent(true, false, None),
+            reply(),
+            reply(),
+            reply(),
+            reply(),
+        ],
+        "Set the port in config.json to 9090.",
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    let result = ran.result();
+    assert!(
+        result.contains("the request is not done: Written, but config.json does not parse"),
+        "{result}"
+    );
+    // The same block written again still gets the problem named back.
+    assert!(last_user(&ran.sent()[4]).contains("does not parse as JSON"));
+}

@@ -971,6 +971,16 @@ pub(crate) async fn run(
             )));
             continue;
         }
+        // A file the task changed that does not parse stays named back, also when the block
+        // just written holds it as it already was.
+        for problem in changed(&files, &direct.files)
+            .filter_map(|f| parse_problem(&f.path, &f.text))
+            .map(|problem| format!("Written, but {problem}."))
+        {
+            if !told.contains(&problem) {
+                told.push(problem);
+            }
+        }
         told.dedup();
         pending.clone_from(&told);
         if !told.is_empty() {
@@ -1005,7 +1015,10 @@ pub(crate) async fn run(
         match engine.checks.after_answer(toolbox, cancel).await {
             Ok(checks::Verdict::Pass) => {
                 if answer.trim().is_empty() {
-                    answer = format!("Wrote {}.", wrote.join(", "));
+                    let paths: Vec<&str> = changed(&files, &direct.files)
+                        .map(|f| f.path.as_str())
+                        .collect();
+                    answer = format!("Wrote {}.", paths.join(", "));
                 }
                 return Ok(answer);
             }
@@ -1019,6 +1032,19 @@ pub(crate) async fn run(
             Err(_) => return Err(StepError::Cancelled),
         }
     }
+}
+
+/// The files as the task left them that it changed (or created), by what they were.
+fn changed<'a>(
+    now: &'a [WorkspaceFile],
+    before: &'a [WorkspaceFile],
+) -> impl Iterator<Item = &'a WorkspaceFile> {
+    now.iter().filter(move |f| {
+        before
+            .iter()
+            .find(|b| b.path == f.path)
+            .is_none_or(|b| b.text != f.text)
+    })
 }
 
 /// Runs a call the model made: the text it is sent back.
