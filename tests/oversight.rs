@@ -489,6 +489,16 @@ async fn the_api_shows_places_cancels_and_answers_approvals() {
         "approval-1 edit_file (calc.py): accept by alice"
     );
     assert_eq!(task["files"], json!(["calc.py"]));
+    // The journal shows what each tool call gave back: the file the model read, the edit.
+    let results: Vec<&str> = task["journal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["kind"] == "tool result")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(results.len(), 2, "{}", task["journal"]);
+    assert!(results[0].contains("a - b"), "{results:?}");
     served.stop().await;
 }
 

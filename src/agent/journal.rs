@@ -117,6 +117,12 @@ impl TaskJournal {
                 step,
                 description: None,
             } => self.note(id, Some(*step), "tool done", ""),
+            StepEvent::ToolResult { step, ok, text } => self.note(
+                id,
+                Some(*step),
+                if *ok { "tool result" } else { "tool error" },
+                text,
+            ),
             StepEvent::Compacted { step, results } => self.note(
                 id,
                 Some(*step),

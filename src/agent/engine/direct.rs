@@ -1115,6 +1115,13 @@ async fn gated(
         step: index,
         description: None,
     });
+    let _ = events.send(StepEvent::ToolResult {
+        step: index,
+        ok: outcome.is_ok(),
+        text: match &outcome {
+            Ok(text) | Err(text) => text.clone(),
+        },
+    });
     Ok(outcome)
 }
 

@@ -804,6 +804,11 @@ impl Round<'_> {
                     }
                 }
             };
+            let _ = self.events.send(StepEvent::ToolResult {
+                step: self.index,
+                ok,
+                text: text.clone(),
+            });
             if self.cancel.is_cancelled() {
                 return Err(StepError::Cancelled);
             }

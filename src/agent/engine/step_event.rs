@@ -14,6 +14,8 @@ pub(crate) enum StepEvent {
         step: usize,
         description: Option<String>,
     },
+    /// A tool ran (or was refused): what the model was sent back, for the oversight page.
+    ToolResult { step: usize, ok: bool, text: String },
     /// Older tool results were compacted to fit the context window.
     Compacted { step: usize, results: usize },
     /// A tool call waits for a person's decision on `request`.

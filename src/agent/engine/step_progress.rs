@@ -199,6 +199,8 @@ impl<'a> Progress<'a> {
                 self.task.input.pending.retain(|r| &r.key != key);
                 self.task.input.decisions.push(decision);
             }
+            // Journaled above; the task's progress does not change.
+            StepEvent::ToolResult { .. } => {}
             StepEvent::Tool { step, description } => {
                 if !self.running.contains_key(&step) {
                     return;
