@@ -217,8 +217,13 @@ impl<'a> Progress<'a> {
 
     /// Folds one event in and saves.
     pub async fn apply(&mut self, event: StepEvent) {
+        // A tool's result is journaled only: the task's progress is as it was, so nothing is
+        // saved or pushed for it (the next event's save carries it to the page).
+        let saves = !matches!(event, StepEvent::ToolResult { .. });
         self.fold(event);
-        self.save().await;
+        if saves {
+            self.save().await;
+        }
     }
 
     /// Saves the task as it is now, and wakes whoever waits on it once it is committed: an
