@@ -21,10 +21,20 @@ pub(crate) struct Intent {
 }
 
 /// The task's files and intent, when the `files` policy runs it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Direct {
     pub files: Vec<WorkspaceFile>,
-    pub intent: Intent,
+    /// The model's reading of the request: asked before the work when the checks fail then
+    /// (which failures are the request's, and whether the tests may change, must be known
+    /// before the first write); otherwise asked only if the first reply changed no file.
+    pub intent: std::sync::OnceLock<Intent>,
     /// The checks' failing output before any change.
     pub failing: Option<String>,
+}
+
+impl Direct {
+    /// The model's reading of the request, once asked.
+    pub fn intent(&self) -> Option<Intent> {
+        self.intent.get().copied()
+    }
 }

@@ -289,9 +289,12 @@ async fn drive(
             .await
             .map_err(step_error)?
     {
-        engine.asks_for_change = direct.intent.change;
+        engine.asks_for_change = direct.intent().is_some_and(|i| i.change);
         engine.expectations = Expectations::default();
-        let kept = if direct.intent.fix_failing && !direct.intent.tests {
+        let kept = if direct
+            .intent()
+            .is_some_and(|i| i.fix_failing && !i.tests)
+        {
             crate::agent::engine::direct::test_files(&direct.files)
         } else {
             Vec::new()
@@ -329,7 +332,15 @@ async fn drive(
     if let Some(snapshot) = &snapshot {
         changes.extend(snapshot.changed_by_others(toolbox.workspace(), toolbox.ledger()));
     }
-    if engine.asks_for_change && changes.is_empty() {
+    // Under the `files` policy the model may have been asked what the request wants only
+    // during the step (its first reply changed no file).
+    let asks_for_change = engine.asks_for_change
+        || engine
+            .direct
+            .as_ref()
+            .and_then(|d| d.intent())
+            .is_some_and(|i| i.change);
+    if asks_for_change && changes.is_empty() {
         return Err(RunError::NothingChanged {
             answer: one_line(&answer, 500),
         });
@@ -344,7 +355,7 @@ async fn drive(
             Ok(Ok(report)) if !report.passed() => {
                 let asked = match &engine.direct {
                     // Asked of the model before the work, with the failures before it.
-                    Some(direct) => direct.intent.fix_failing,
+                    Some(direct) => direct.intent().is_some_and(|i| i.fix_failing),
                     None => asked_to_fix(&engine, &report, progress, cancel).await?,
                 };
                 if asked {
