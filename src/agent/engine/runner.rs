@@ -291,10 +291,7 @@ async fn drive(
     {
         engine.asks_for_change = direct.intent().is_some_and(|i| i.change);
         engine.expectations = Expectations::default();
-        let kept = if direct
-            .intent()
-            .is_some_and(|i| i.fix_failing && !i.tests)
-        {
+        let kept = if direct.intent().is_some_and(|i| i.fix_failing && !i.tests) {
             crate::agent::engine::direct::test_files(&direct.files)
         } else {
             Vec::new()
