@@ -10,11 +10,13 @@
 //! ```text
 //! files read (each an execute_tool span; the model has "read" them, so writes may follow)
 //! checks before any change (agent.checks, else the workspace's own test command)
-//! one JSON-schema call: what the request asks — a change? tests written? the failing checks fixed?
-//! a change:   files + request → reply: `path` line + fenced whole file, per changed file
-//!             → each written through write_file (approvals, no-blind-overwrite, format checks)
-//!             → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
-//! an answer:  files + request → reply → the answer
+//! checks failing: one JSON-schema call first — a change? tests written? the failures fixed?
+//! files + request → reply: an answer in plain words, or `path` line + fenced whole file per
+//!             changed file → each written through write_file (approvals, no-blind-overwrite,
+//!             format checks)
+//! no file changed and not read yet: one JSON-schema call — an answer (the reply is it) or a
+//!             change (asked for again)
+//! a change → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
 //! ```
 //!
 //! Whether a change was asked is the model's reading of the request, in any language, not a
