@@ -488,6 +488,23 @@ async fn run_case(case: &Case, variant: &'static str, fake: FakeOllama) -> Ran {
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("folders");
         std::fs::write(path, content).expect("file");
     }
+    let files_policy = variant.starts_with("files");
+    if files_policy {
+        // The `files` policy first reads the request in one JSON-schema call; the scripted
+        // model answers it as a capable one would: a change when the case reports changes.
+        let change = case.changes.is_some();
+        fake.push_reply(Reply::text(
+            &json!({
+                "goal": "the request",
+                "wants": if change { "file changes" } else { "an answer" },
+                "tests": false,
+                "fix_failing": false
+            })
+            .to_string(),
+            50,
+            10,
+        ));
+    }
     for turn in &case.turns {
         fake.push_reply(match turn {
             Turn::Calls(list) => Reply::tool_calls(list, 50, 10),
@@ -527,7 +544,7 @@ async fn run_case(case: &Case, variant: &'static str, fake: FakeOllama) -> Ran {
         None => answer.to_owned(),
     };
     let sent = fake.chat_requests();
-    if variant.starts_with("files") {
+    if files_policy {
         // Extra calls are allowed under a small model's policy; a failure, a lost write or a
         // changed answer are not.
         if status == "completed" && !result.starts_with(answer) {
@@ -538,7 +555,6 @@ async fn run_case(case: &Case, variant: &'static str, fake: FakeOllama) -> Ran {
             name: case.name,
             variant,
             calls: sent.len(),
-            // The model's own calls, and at most one reading of the request.
             expected_calls: case.turns.len() + 1,
             problems,
         };
@@ -606,30 +622,10 @@ fn configure(config: &mut agent_mcp::config::Config, variant: &str) {
     };
 }
 
-fn fake_for(variant: &str, case: &Case) -> FakeOllama {
+fn fake_for(variant: &str) -> FakeOllama {
     let fake = FakeConfig::default();
     FakeOllama::spawn(if variant.starts_with("files") {
-        // The `files` policy may ask what the request wants (a JSON-schema call: before the
-        // work when the checks fail, else after a first reply that changed no file); the
-        // scripted model answers it as a capable one would, a change when the case reports
-        // changes, wherever in the conversation it comes.
-        let change = case.changes.is_some();
         fake.with_parameters("3.2B", 3_212_749_888)
-            .with_responder(move |body| {
-                body.get("format").filter(|f| !f.is_null()).map(|_| {
-                    Reply::text(
-                        &json!({
-                            "goal": "the request",
-                            "wants": if change { "file changes" } else { "an answer" },
-                            "tests": false,
-                            "fix_failing": false
-                        })
-                        .to_string(),
-                        50,
-                        10,
-                    )
-                })
-            })
     } else if variant.starts_with("auto") {
         fake.with_parameters("8.0B", 8_030_261_248)
     } else {
@@ -642,7 +638,7 @@ async fn a_capable_model_is_never_steered() {
     let mut ran = Vec::new();
     for case in cases() {
         for variant in ["auto, 8B", "off, 1.5B", "files, 3B"] {
-            ran.push(run_case(&case, variant, fake_for(variant, &case)).await);
+            ran.push(run_case(&case, variant, fake_for(variant)).await);
         }
     }
     println!(

@@ -1,8 +1,7 @@
 //! The `files` policy, what a small model gets on the default configuration (`agent.steering:
 //! auto` against a model that reports 1.5B parameters): the workspace's files in the prompt,
-//! each changed file written whole, a JSON-schema call reading what the request asks when the
-//! first reply changes no file (or before it, when the tests fail), the project's own tests
-//! (found, not configured) before and after. On the fake Ollama over real
+//! one JSON-schema call reading what the request asks, each changed file written whole, the
+//! project's own tests (found, not configured) before and after. On the fake Ollama over real
 //! HTTP, in real workspaces, the tests run as real `python3` child processes in the sandbox.
 
 mod support;
@@ -151,74 +150,14 @@ async fn a_failing_test_is_fixed_in_one_whole_file_reply_and_the_checks_say_so()
 async fn a_question_is_answered_from_the_files_and_changes_nothing() {
     let ran = run(
         &[("shapes.py", "def square(s):\n    return s * s\n")],
-        // The reply changes no file: then, and only then, the model is asked what the
-        // request wants.
-        vec![say("square(3) gives 9."), intent(false, false, None)],
+        vec![intent(false, false, None), say("square(3) gives 9.")],
         "¿Qué devuelve square(3)?",
     )
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.result(), "square(3) gives 9.");
     assert_eq!(ran.file("shapes.py"), "def square(s):\n    return s * s\n");
-    let sent = ran.sent();
-    assert_eq!(sent.len(), 2, "the answer, then the reading of the request");
-    assert!(all_user(&sent[0]).contains("def square(s):"));
-    assert!(sent[0]["format"].is_null());
-    assert_eq!(
-        sent[1]["format"]["required"],
-        json!(["goal", "wants", "tests"])
-    );
-    assert!(last_user(&sent[1]).contains("¿Qué devuelve square(3)?"));
-}
-
-#[tokio::test]
-async fn a_question_answered_with_a_snippet_is_not_taken_for_a_change() {
-    let shapes = "def square(s):\n    return s * s\n\n\ndef cube(s):\n    return s * s * s\n";
-    let answer = "cube multiplies three times:\n```python\nreturn s * s * s\n```\nso cube(2) is 8.";
-    let ran = run(
-        &[("shapes.py", shapes), ("main.py", "print(1)\n")],
-        vec![say(answer), intent(false, false, None)],
-        "Was macht cube in shapes.py?",
-    )
-    .await;
-    assert_eq!(ran.status(), "completed", "{}", ran.done);
-    assert!(
-        ran.result().contains("so cube(2) is 8."),
-        "{}",
-        ran.result()
-    );
-    assert_eq!(ran.file("shapes.py"), shapes);
-    // Nothing was named back to the model as a block without a file name.
-    assert_eq!(ran.sent().len(), 2);
-}
-
-#[tokio::test]
-async fn a_change_made_in_the_first_reply_costs_one_model_call() {
-    let ran = run(
-        &[("greet.py", "def greet():\n    return 'hi'\n")],
-        vec![whole(
-            "greet.py",
-            "def greet():\n    return 'hello'\n",
-            "greet() returns 'hello'.",
-        )],
-        "greet.py は 'hello' を返すべきです。",
-    )
-    .await;
-    assert_eq!(ran.status(), "completed", "{}", ran.done);
-    assert_eq!(ran.file("greet.py"), "def greet():\n    return 'hello'\n");
-    let sent = ran.sent();
-    assert_eq!(
-        sent.len(),
-        1,
-        "the change is its own reading of the request"
-    );
-    // Both ways of replying are offered; the request is the last message.
-    let system = sent[0]["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(system.contains("answer it in plain words"), "{system}");
-    assert!(system.contains("complete new content"), "{system}");
-    assert!(last_user(&sent[0]).starts_with("greet.py は 'hello' を返すべきです。"));
+    assert!(all_user(&ran.sent()[1]).contains("def square(s):"));
 }
 
 #[tokio::test]
@@ -226,8 +165,8 @@ async fn a_change_the_model_only_describes_is_asked_for_once_then_fails() {
     let ran = run(
         &[("greet.py", "def greet():\n    return 'hi'\n")],
         vec![
-            say("You should change 'hi' to 'hello'."),
             intent(true, false, None),
+            say("You should change 'hi' to 'hello'."),
             say("Change the return value to 'hello'."),
         ],
         "greet.py は 'hello' を返すべきです。",
@@ -247,9 +186,8 @@ async fn a_block_that_leaves_lines_out_is_named_back_and_a_changed_part_alone_is
     let ran = run(
         &[("m.py", before)],
         vec![
-            whole("m.py", "def a():\n    return 10\n# ...\n", ""),
-            // Nothing written yet: what the request wants is asked before anything is named back.
             intent(true, false, None),
+            whole("m.py", "def a():\n    return 10\n# ...\n", ""),
             // Only the definition it changed: it takes a()'s place, b() stays.
             whole("m.py", "def a():\n    return 10\n", "a() returns 10."),
         ],
@@ -275,13 +213,13 @@ async fn a_whole_file_dropping_what_another_file_uses_is_named_back_once() {
     let ran = run(
         &[("util.py", util), ("main.py", main)],
         vec![
+            intent(true, false, None),
             // The whole file, as it would be, but twice() is gone although main.py uses it.
             whole(
                 "util.py",
                 "def calc(a, b):\n    return a * b + 1\n\n\ndef half(a):\n    return a / 2\n",
                 "",
             ),
-            intent(true, false, None),
             whole("util.py", fixed, "calc adds one."),
         ],
         "calc should add 1 to the product",
@@ -322,6 +260,7 @@ async fn a_change_that_breaks_the_tests_goes_back_with_their_output_then_fails_t
     let ran = run_with(
         &[("slug.py", SLUG_FIXED), ("test_slug.py", SLUG_TEST)],
         vec![
+            intent(true, false, None),
             whole("slug.py", broken, "Done."),
             whole("slug.py", broken, "Done."),
         ],
@@ -336,7 +275,7 @@ async fn a_change_that_breaks_the_tests_goes_back_with_their_output_then_fails_t
         "{}",
         ran.result()
     );
-    let told = last_user(&ran.sent()[1]);
+    let told = last_user(&ran.sent()[2]);
     assert!(told.contains("AssertionError"), "{told}");
 }
 
@@ -345,6 +284,7 @@ async fn tool_calls_the_model_makes_anyway_run_and_are_never_dropped() {
     let ran = run(
         &[("VERSION", "1.0\n")],
         vec![
+            intent(true, false, None),
             Reply::tool_calls(
                 &[
                     ("read_file", json!({"path": "VERSION"})),
@@ -389,6 +329,7 @@ async fn a_structured_file_that_does_not_parse_is_shown_so_and_told_after_a_writ
     let ran = run(
         &[("config.json", broken)],
         vec![
+            intent(true, false, None),
             say(&format!("config.json\n```json\n{still}```")),
             say(&format!(
                 "config.json\n```json\n{fixed}```\nRemoved the comma."
@@ -401,12 +342,12 @@ async fn a_structured_file_that_does_not_parse_is_shown_so_and_told_after_a_writ
     assert_eq!(ran.file("config.json"), fixed);
     let sent = ran.sent();
     assert!(
-        all_user(&sent[0])
+        all_user(&sent[1])
             .contains("(config.json does not parse as JSON: key must be a string at line 4"),
         "{}",
-        all_user(&sent[0])
+        all_user(&sent[1])
     );
-    let told = last_user(&sent[1]);
+    let told = last_user(&sent[2]);
     assert!(
         told.contains("Written, but config.json does not parse as JSON"),
         "{told}"
@@ -420,7 +361,13 @@ async fn a_file_left_broken_after_every_round_fails_the_task_saying_so() {
     let reply = || say(&format!("config.json\n```json\n{still}```"));
     let ran = run(
         &[("config.json", broken)],
-        vec![reply(), reply(), reply(), reply()],
+        vec![
+            intent(true, false, None),
+            reply(),
+            reply(),
+            reply(),
+            reply(),
+        ],
         "Set the port in config.json to 9090.",
     )
     .await;
@@ -431,5 +378,5 @@ async fn a_file_left_broken_after_every_round_fails_the_task_saying_so() {
         "{result}"
     );
     // The same block written again still gets the problem named back.
-    assert!(last_user(&ran.sent()[3]).contains("does not parse as JSON"));
+    assert!(last_user(&ran.sent()[4]).contains("does not parse as JSON"));
 }

@@ -10,13 +10,11 @@
 //! ```text
 //! files read (each an execute_tool span; the model has "read" them, so writes may follow)
 //! checks before any change (agent.checks, else the workspace's own test command)
-//! checks failing: one JSON-schema call first — a change? tests written? the failures fixed?
-//! files + request → reply: an answer in plain words, or `path` line + fenced whole file per
-//!             changed file → each written through write_file (approvals, no-blind-overwrite,
-//!             format checks)
-//! no file changed and not read yet: one JSON-schema call — an answer (the reply is it) or a
-//!             change (asked for again)
-//! a change → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
+//! one JSON-schema call: what the request asks — a change? tests written? the failing checks fixed?
+//! a change:   files + request → reply: `path` line + fenced whole file, per changed file
+//!             → each written through write_file (approvals, no-blind-overwrite, format checks)
+//!             → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
+//! an answer:  files + request → reply → the answer
 //! ```
 //!
 //! Whether a change was asked is the model's reading of the request, in any language, not a
@@ -154,27 +152,18 @@ pub(crate) async fn prepare(
     } else {
         None
     };
-    // With checks failing now, which failures are the request's and whether the tests may
-    // change must be known before the first write: the model reads the request first. Else it
-    // is asked only if the first reply changes no file (a change in the reply says it).
-    let intent = std::sync::OnceLock::new();
-    if failing.is_some() {
-        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        let (read, input, output) = read_intent(engine, &names, failing.as_deref(), cancel).await?;
-        progress.add_tokens(None, input, output);
-        let Some(read) = read else {
-            return Ok(None);
-        };
-        info!(
-            task_id = %progress.task.id,
-            files = files.len(),
-            change = read.change,
-            tests = read.tests,
-            fix_failing = read.fix_failing,
-            "files policy: the model's reading of the request, the checks failing"
-        );
-        let _ = intent.set(read);
-    }
+    let Some(intent) = read_intent(engine, &files, failing.as_deref(), progress, cancel).await?
+    else {
+        return Ok(None);
+    };
+    info!(
+        task_id = %progress.task.id,
+        files = files.len(),
+        change = intent.change,
+        tests = intent.tests,
+        fix_failing = intent.fix_failing,
+        "files policy: the model's reading of the request"
+    );
     Ok(Some(Direct {
         files,
         intent,
@@ -235,15 +224,15 @@ const INTENT_EXAMPLES: [(&str, &str); 4] = [
 ];
 
 /// One short call with a JSON-schema `format`: what the request asks, read by the model in
-/// whatever language it came, from the request, the project's file names and the checks failing
-/// now. `None` when the reply is not the JSON asked for; with the call's prompt and reply token
-/// counts.
-pub(crate) async fn read_intent(
+/// whatever language it came.
+async fn read_intent(
     engine: &Engine,
-    names: &[&str],
+    files: &[WorkspaceFile],
     failing: Option<&str>,
+    progress: &mut Progress<'_>,
     cancel: &CancellationToken,
-) -> Result<(Option<Intent>, u64, u64), StepError> {
+) -> Result<Option<Intent>, StepError> {
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     let mut question = format!(
         "The project's files: {}\n",
         if names.is_empty() {
@@ -271,7 +260,7 @@ pub(crate) async fn read_intent(
     messages.push(Message::user(question));
     let request = engine.chat_request(messages, false, Some(intent_schema(failing.is_some())));
     let reply = engine.chat(&request, cancel).await?;
-    let tokens = (reply.prompt_eval_count, reply.eval_count);
+    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
     let parsed = serde_json::from_str::<Value>(reply.message.content.trim()).ok();
     let flag = |key: &str| {
         parsed
@@ -286,16 +275,15 @@ pub(crate) async fn read_intent(
     {
         Some(WANTS_CHANGES) => true,
         Some(WANTS_ANSWER) => false,
-        _ => return Ok((None, tokens.0, tokens.1)),
+        _ => return Ok(None),
     };
-    let intent = Intent {
+    Ok(Some(Intent {
         change,
         tests: flag("tests").unwrap_or(false),
         // Unclear is "asked": failing tests left failing end the task `failed`, with their
         // output, rather than `completed` over them.
         fix_failing: failing.is_some() && flag("fix_failing").unwrap_or(true),
-    };
-    Ok((Some(intent), tokens.0, tokens.1))
+    }))
 }
 
 /// The end of `text`, at most `max` bytes, on a character boundary.
@@ -378,14 +366,8 @@ fn request_message(engine: &Engine, direct: &Direct) -> String {
         );
     }
     text.push_str(&engine.request.content);
-    match direct.intent() {
-        Some(intent) if intent.change => {
-            let _ = write!(text, "\n\n{WRITE_REMINDER}");
-        }
-        Some(_) => {}
-        None => {
-            let _ = write!(text, "\n\n{EITHER_REMINDER}");
-        }
+    if direct.intent.change {
+        let _ = write!(text, "\n\n{WRITE_REMINDER}");
     }
     text
 }
@@ -393,19 +375,6 @@ fn request_message(engine: &Engine, direct: &Direct) -> String {
 /// After the request: what a small model forgets by the end of a long prompt.
 const WRITE_REMINDER: &str = "Reply with each file you change, whole: its path on a line of \
     its own, then all of its new content in a fenced code block.";
-
-/// After the request, when the model has not said whether it asks for a change: both ways
-/// of replying, the change's format last.
-const EITHER_REMINDER: &str = "If this asks a question, answer it in plain words. If it asks \
-    for files to be created or changed, reply with each file you change, whole: its path on a \
-    line of its own, then all of its new content in a fenced code block.";
-
-/// The system prompt's part when the model has not said whether the request asks for a
-/// change: the first reply says it (a file written), and only a reply that changes no file
-/// costs a call asking the model what the request wants.
-const EITHER_FORMAT: &str = "When the request asks a question (an explanation, a value, a \
-    count, advice), answer it in plain words from the project's files shown, and write no \
-    file. When it asks for files to be created or changed, write them as follows.";
 
 /// Lines of ours a reply may echo (the prompt's headings): not part of the answer.
 const OUR_HEADINGS: [&str; 3] = [
@@ -801,18 +770,14 @@ pub(crate) async fn run(
         });
     };
     let mut system = engine.settings.agent.system_prompt.clone();
-    match direct.intent() {
-        Some(intent) if intent.change => {
-            system.push_str("\n\n");
-            system.push_str(WHOLE_FILE_FORMAT);
-        }
-        Some(_) => system.push_str(
+    if direct.intent.change {
+        system.push_str("\n\n");
+        system.push_str(WHOLE_FILE_FORMAT);
+    } else {
+        system.push_str(
             "\n\nAnswer the request from the project's files shown. Answer in plain words; do \
              not write files.",
-        ),
-        None => {
-            let _ = write!(system, "\n\n{EITHER_FORMAT} {WHOLE_FILE_FORMAT}");
-        }
+        );
     }
     // The files, then the request on its own at the end, where a small model attends most.
     // (No acknowledging turn between them: a 1.5B model copied "Ok." as its reply.)
@@ -911,7 +876,7 @@ pub(crate) async fn run(
             .collect::<Vec<_>>()
             .join("\n");
         answer = crate::agent::steering::clean_answer(&prose);
-        if direct.intent().is_some_and(|i| !i.change) {
+        if !direct.intent.change {
             if answer.trim().is_empty() {
                 answer = crate::agent::steering::clean_answer(&text);
             }
@@ -993,36 +958,6 @@ pub(crate) async fn run(
                 }
                 Err(refused) => told.push(format!("{path}: {refused}")),
             }
-        }
-        // The first reply changed no file: what the request asks is read now, before anything
-        // is named back (a question's quoted snippet is not a file to fix).
-        if direct.intent().is_none() && !toolbox.ledger().changed_any() {
-            let names: Vec<&str> = direct.files.iter().map(|f| f.path.as_str()).collect();
-            let (read, input, output) = read_intent(engine, &names, None, cancel).await?;
-            let _ = events.send(StepEvent::Tokens {
-                step: index,
-                input,
-                output,
-            });
-            // Unclear is "a change": a change asked for and not made fails the task, saying
-            // so, rather than completing on a reply that did nothing.
-            let read = read.unwrap_or(Intent {
-                change: true,
-                ..Intent::default()
-            });
-            info!(
-                change = read.change,
-                "files policy: the first reply changed no file; the model's reading of the request"
-            );
-            let _ = direct.intent.set(read);
-            if !read.change {
-                if answer.trim().is_empty() {
-                    answer = crate::agent::steering::clean_answer(&text);
-                }
-                return Ok(answer);
-            }
-            // Asked for a change: the blocks not written are named back below, or the reply is
-            // asked for again.
         }
         if found.is_empty() && !toolbox.ledger().changed_any() {
             if asked_for_files {

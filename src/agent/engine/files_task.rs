@@ -21,20 +21,10 @@ pub(crate) struct Intent {
 }
 
 /// The task's files and intent, when the `files` policy runs it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Direct {
     pub files: Vec<WorkspaceFile>,
-    /// The model's reading of the request: asked before the work when the checks fail then
-    /// (which failures are the request's, and whether the tests may change, must be known
-    /// before the first write); otherwise asked only if the first reply changed no file.
-    pub intent: std::sync::OnceLock<Intent>,
+    pub intent: Intent,
     /// The checks' failing output before any change.
     pub failing: Option<String>,
-}
-
-impl Direct {
-    /// The model's reading of the request, once asked.
-    pub fn intent(&self) -> Option<Intent> {
-        self.intent.get().copied()
-    }
 }

@@ -289,9 +289,9 @@ async fn drive(
             .await
             .map_err(step_error)?
     {
-        engine.asks_for_change = direct.intent().is_some_and(|i| i.change);
+        engine.asks_for_change = direct.intent.change;
         engine.expectations = Expectations::default();
-        let kept = if direct.intent().is_some_and(|i| i.fix_failing && !i.tests) {
+        let kept = if direct.intent.fix_failing && !direct.intent.tests {
             crate::agent::engine::direct::test_files(&direct.files)
         } else {
             Vec::new()
@@ -329,15 +329,7 @@ async fn drive(
     if let Some(snapshot) = &snapshot {
         changes.extend(snapshot.changed_by_others(toolbox.workspace(), toolbox.ledger()));
     }
-    // Under the `files` policy the model may have been asked what the request wants only
-    // during the step (its first reply changed no file).
-    let asks_for_change = engine.asks_for_change
-        || engine
-            .direct
-            .as_ref()
-            .and_then(|d| d.intent())
-            .is_some_and(|i| i.change);
-    if asks_for_change && changes.is_empty() {
+    if engine.asks_for_change && changes.is_empty() {
         return Err(RunError::NothingChanged {
             answer: one_line(&answer, 500),
         });
@@ -352,7 +344,7 @@ async fn drive(
             Ok(Ok(report)) if !report.passed() => {
                 let asked = match &engine.direct {
                     // Asked of the model before the work, with the failures before it.
-                    Some(direct) => direct.intent().is_some_and(|i| i.fix_failing),
+                    Some(direct) => direct.intent.fix_failing,
                     None => asked_to_fix(&engine, &report, progress, cancel).await?,
                 };
                 if asked {
