@@ -380,3 +380,61 @@ async fn a_file_left_broken_after_every_round_fails_the_task_saying_so() {
     // The same block written again still gets the problem named back.
     assert!(last_user(&ran.sent()[4]).contains("does not parse as JSON"));
 }
+
+#[tokio::test]
+async fn a_line_meant_for_a_file_is_not_written_as_the_whole_file() {
+    let before = "def area(w, h):\n    return w * h\n";
+    let after =
+        "def area(w, h):\n    \"\"\"The area of a w by h rectangle.\"\"\"\n    return w * h\n";
+    let ran = run(
+        &[("geometry.py", before)],
+        vec![
+            intent(true, false, None),
+            // What the 1.5B model wrote: the line it means to add, under a sentence naming the file.
+            say(
+                "To add a docstring to `area` in `geometry.py`, I added the following line:\n\
+                 ```python\n# The area of a w by h rectangle.\n```",
+            ),
+            whole("geometry.py", after, "Added the docstring."),
+        ],
+        "Add a one-line docstring to area in geometry.py.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("geometry.py"), after);
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("The block for geometry.py holds none of its definitions (area)"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn files_put_in_one_block_each_after_a_comment_naming_it_are_each_written() {
+    let ran = run(
+        &[
+            ("prices.py", "total_price = 10\n"),
+            (
+                "report.py",
+                "from prices import total_price\n\nprint(total_price)\n",
+            ),
+        ],
+        vec![
+            intent(true, false, None),
+            say(
+                "Renamed `total_price` to `price_total` in both `prices.py` and `report.py`.\n\
+                 ```python\n# prices.py\nprice_total = 10\n\n# report.py\n\
+                 from prices import price_total\n\nprint(price_total)\n```\nDone.",
+            ),
+        ],
+        "Renomeie a variável total_price para price_total em prices.py e report.py.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("prices.py"), "price_total = 10\n");
+    assert_eq!(
+        ran.file("report.py"),
+        "from prices import price_total\n\nprint(price_total)\n"
+    );
+    assert_eq!(ran.sent().len(), 2);
+}

@@ -437,11 +437,36 @@ fn blocks(reply: &str) -> (Vec<Block>, String) {
             content.push('\n');
         }
         // The line before names the file; so may an info string that is a path (```app.py).
+        // A line naming two files or more names none of them (a sentence about the change);
+        // a first line inside the block that is a comment naming a file (`# app.py`) does.
         let named = if looks_like_path(info) {
             Some(info.to_owned())
         } else {
-            last_line.take().filter(|l| name_in(l).is_some())
+            last_line.take().filter(|l| paths_in(l).len() == 1)
         };
+        let mut parts = split_files(&content);
+        if let Some((Some(_), _)) = parts.first()
+            && parts.len() > 1
+        {
+            // One block holding several files, each after a comment naming it.
+            let last = parts.pop();
+            for (name, text) in parts.into_iter().chain(last) {
+                found.push(Block {
+                    named: name,
+                    content: text,
+                });
+            }
+            last_line = None;
+            if !closed {
+                break;
+            }
+            continue;
+        }
+        let named = content
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .and_then(comment_name)
+            .or(named);
         // The name line belongs to the block, not to the answer.
         if let Some(name) = &named
             && prose.trim_end().ends_with(name.as_str())
@@ -469,10 +494,57 @@ fn blocks(reply: &str) -> (Vec<Block>, String) {
 /// A file path in a line that names a file: `app.py`, `**src/app.py**`, `File: app.py`,
 /// `### app.py:` (the last word that looks like a path).
 fn name_in(line: &str) -> Option<String> {
-    line.split(|c: char| c.is_whitespace() || c == '`' || c == '*' || c == '\'' || c == '"')
+    paths_in(line).pop()
+}
+
+/// The distinct words of `line` that look like paths, in order.
+fn paths_in(line: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for word in line
+        .split(|c: char| c.is_whitespace() || c == '`' || c == '*' || c == '\'' || c == '"')
         .map(|w| w.trim_matches(|c: char| matches!(c, ':' | ',' | '#' | '(' | ')' | '[' | ']')))
-        .rfind(|w| looks_like_path(w))
-        .map(str::to_owned)
+        // A sentence's end is not the path's.
+        .map(|w| w.trim_end_matches(['.', ';', '!', '?']))
+        .filter(|w| looks_like_path(w))
+    {
+        let word = word.trim_start_matches("./").to_owned();
+        if !found.contains(&word) {
+            found.push(word);
+        }
+    }
+    found
+}
+
+/// A block's content cut at each line that is only a comment naming a file (`# a.py`,
+/// `// b.js`) when its first line is one and another follows: the files a model put in one
+/// block, each with its name, the naming lines left out. One part, unnamed, otherwise.
+fn split_files(content: &str) -> Vec<(Option<String>, String)> {
+    let starts_named = content
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| comment_name(l).is_some());
+    let names = content
+        .lines()
+        .filter(|l| comment_name(l).is_some())
+        .count();
+    if !starts_named || names < 2 {
+        return vec![(None, content.to_owned())];
+    }
+    let mut parts: Vec<(Option<String>, String)> = Vec::new();
+    for line in content.lines() {
+        if let Some(name) = comment_name(line) {
+            parts.push((Some(name), String::new()));
+        } else if let Some((_, text)) = parts.last_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    for (_, text) in &mut parts {
+        let kept = text.trim_matches('\n').len();
+        let start = text.len() - text.trim_start_matches('\n').len();
+        *text = format!("{}\n", &text[start..start + kept]);
+    }
+    parts
 }
 
 /// A relative file name or path: no spaces, a name with an extension or a known extensionless
@@ -490,6 +562,8 @@ fn looks_like_path(word: &str) -> bool {
         !ext.is_empty()
             && ext.len() <= 10
             && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            // `2.0.1`, `3.14`: a number, not a file name.
+            && ext.chars().any(|c| c.is_ascii_alphabetic())
             && (!stem.is_empty() || name.len() > 1)
     });
     dotted
@@ -538,16 +612,51 @@ fn target(block: &Block, files: &[WorkspaceFile]) -> Option<String> {
         }
         return Some(name);
     }
-    // An unnamed block: the first line may be a comment naming the file (`# app.py`).
-    if let Some(first) = block.content.lines().next()
-        && let Some(name) = comment_name(first)
-        && files.iter().any(|f| f.path == name)
-    {
-        return Some(name);
-    }
+    // An unnamed block: the only file, when the block is a version of it (it keeps one of
+    // its definitions or lines; a script for a data file is not the data file).
     match files {
-        [only] => Some(only.path.clone()),
+        [only] if resembles(&block.content, &only.text) => Some(only.path.clone()),
         _ => None,
+    }
+}
+
+/// Whether `block` could be a version of the file `text`: the file is empty, or the block
+/// keeps one of its top-level definitions or one of its non-blank lines.
+fn resembles(block: &str, text: &str) -> bool {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return true;
+    }
+    let defined = definitions(text);
+    definitions(block).iter().any(|d| defined.contains(d))
+        || block.lines().map(str::trim).any(|l| lines.contains(&l))
+}
+
+/// `content` without a first line that is a comment naming `path` (how a model may name the
+/// file inside its block), unless the file itself begins with that line.
+fn without_name_line(content: &str, path: &str, before: Option<&str>) -> String {
+    let mut lines = content.lines();
+    let first = lines.by_ref().find(|l| !l.trim().is_empty());
+    let names_it = first
+        .and_then(comment_name)
+        .is_some_and(|n| n == path || path.rsplit('/').next() == Some(n.as_str()));
+    let file_has_it = first.is_some_and(|f| {
+        before.is_some_and(|b| b.lines().find(|l| !l.trim().is_empty()) == Some(f))
+    });
+    if !names_it || file_has_it {
+        return content.to_owned();
+    }
+    let rest: Vec<&str> = lines.collect();
+    let rest = rest.join("\n");
+    let rest = rest.trim_start_matches('\n');
+    if rest.is_empty() {
+        String::new()
+    } else {
+        format!("{rest}\n")
     }
 }
 
@@ -897,31 +1006,42 @@ pub(crate) async fn run(
                 .iter()
                 .find(|f| f.path == path)
                 .map(|f| f.text.clone());
+            let content = without_name_line(&block.content, &path, before.as_deref());
             // A file written out as it is: no change, and nothing to refuse.
             if before
                 .as_deref()
-                .is_some_and(|b| b.trim_end() == block.content.trim_end())
+                .is_some_and(|b| b.trim_end() == content.trim_end())
             {
                 continue;
             }
-            if block.content.trim().is_empty() {
+            if content.trim().is_empty() {
                 told.push(format!(
                     "The block for {path} was empty, so it was not written; write the file's \
                      whole content."
                 ));
                 continue;
             }
-            if elides(&block.content) {
+            if elides(&content) {
                 told.push(format!(
                     "The block for {path} leaves lines out (`...`), so it was not written; \
                      write every line of the file."
                 ));
                 continue;
             }
-            let mut content = block.content.clone();
+            let mut content = content;
             if let Some(before) = &before {
+                let defined = definitions(before);
                 if let Some(merged) = merge_partial(before, &content) {
                     content = merged;
+                } else if !defined.is_empty() && definitions(&content).is_empty() {
+                    // A line or two meant for the file (a comment, a docstring), not the file.
+                    told.push(format!(
+                        "The block for {path} holds none of its definitions ({}), so it was \
+                         not written; write the whole file, with the parts that stay as they \
+                         are.",
+                        defined.join(", ")
+                    ));
+                    continue;
                 } else {
                     // A whole file that drops what other files use: named back once; written
                     // as it is the second time (the checks judge it).
@@ -1176,6 +1296,71 @@ mod tests {
             target(&found[0], &[file("a.py", ""), file("b.py", "")]).as_deref(),
             Some("b.py")
         );
+    }
+
+    #[test]
+    fn a_sentence_naming_several_files_names_no_block_but_a_comment_inside_it_does() {
+        // What a 1.5B model wrote: the sentence names two paths, the block's first line one.
+        let reply = "To create a `.gitignore` file that ignores `__pycache__/` and `*.log`, add:\n\
+                     ```\n# .gitignore\n__pycache__/\n*.log\n```";
+        let (found, _) = blocks(reply);
+        let files = [file("app.py", "print('hi')\n")];
+        assert_eq!(target(&found[0], &files).as_deref(), Some(".gitignore"));
+        assert_eq!(
+            without_name_line(&found[0].content, ".gitignore", None),
+            "__pycache__/\n*.log\n"
+        );
+        // A file that itself begins with the line keeps it.
+        assert_eq!(
+            without_name_line("# app.py\nx = 1\n", "app.py", Some("# app.py\nx = 0\n")),
+            "# app.py\nx = 1\n"
+        );
+        assert_eq!(paths_in("Here is the updated `app.py`:"), ["app.py"]);
+        assert_eq!(
+            paths_in("in both prices.py and report.py."),
+            ["prices.py", "report.py"]
+        );
+    }
+
+    #[test]
+    fn one_block_holding_several_files_each_after_its_name_is_split() {
+        let reply = "Renamed it in both files.\n```python\n# prices.py\nprice_total = 10\n\n\
+                     # report.py\nfrom prices import price_total\nprint(price_total)\n```";
+        let (found, _) = blocks(reply);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].named.as_deref(), Some("prices.py"));
+        assert_eq!(found[0].content, "price_total = 10\n");
+        assert_eq!(found[1].named.as_deref(), Some("report.py"));
+        assert_eq!(
+            found[1].content,
+            "from prices import price_total\nprint(price_total)\n"
+        );
+        // One naming comment: one block, named by it.
+        let (found, _) = blocks("```python\n# a.py\nx = 1\n# not a name\n```");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].named.as_deref(), Some("a.py"));
+    }
+
+    #[test]
+    fn a_version_number_is_no_file_name() {
+        assert!(!looks_like_path("2.0.1"));
+        assert!(!looks_like_path("3.14"));
+        assert!(looks_like_path("v2.md"));
+        let (found, _) = blocks("2.0.1\n```\n2.0.1\n```");
+        assert_eq!(found[0].named, None);
+        assert_eq!(target(&found[0], &[file("VERSION", "2.0.0\n")]), None);
+    }
+
+    #[test]
+    fn an_unnamed_block_goes_to_the_only_file_only_when_it_is_a_version_of_it() {
+        let data = [file("numbers.txt", "3\n4\n5\n")];
+        let (script, _) = blocks("```python\nprint(sum(int(l) for l in open('numbers.txt')))\n```");
+        assert_eq!(target(&script[0], &data), None);
+        let (edited, _) = blocks("```\n3\n4\n5\n6\n```");
+        assert_eq!(target(&edited[0], &data).as_deref(), Some("numbers.txt"));
+        let code = [file("m.py", "def f():\n    return 1\n")];
+        let (version, _) = blocks("```python\ndef f():\n    return 2\n```");
+        assert_eq!(target(&version[0], &code).as_deref(), Some("m.py"));
     }
 
     #[test]
