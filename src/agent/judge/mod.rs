@@ -1,7 +1,5 @@
-//! Whether a task's work is done: the project's checks, and what a request says it wants.
+//! Whether a task's work is done: the project's checks. What a request asks for is the model's
+//! reading of it (`engine::reading`, `engine::direct`), not a word list.
 
 pub(crate) mod checks;
-pub(crate) mod expect;
-pub(crate) mod intent;
-pub(crate) mod lexicon;
 pub(crate) mod project_checks;

@@ -240,6 +240,30 @@ pub(crate) fn names_word(text: &str, word: &str) -> bool {
     })
 }
 
+/// Whether the request names `word`, a name of the code (a definition, a value): the request
+/// holds it with no letter, digit or `_` right before or after it — of its own kind: an ASCII
+/// name is found in text of a script written without spaces (`greetをwelcomeに`). The
+/// request's other words are not read, so this holds in any language.
+pub(crate) fn request_names(request: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    let joins = |edge: Option<char>, c: char| {
+        let ascii = edge.is_some_and(|e| e.is_ascii());
+        if ascii {
+            c.is_ascii_alphanumeric() || c == '_'
+        } else {
+            c.is_alphanumeric() || c == '_'
+        }
+    };
+    let (first, last) = (word.chars().next(), word.chars().next_back());
+    request.match_indices(word).any(|(at, found)| {
+        let before = request[..at].chars().next_back();
+        let after = request[at + found.len()..].chars().next();
+        !before.is_some_and(|c| joins(first, c)) && !after.is_some_and(|c| joins(last, c))
+    })
+}
+
 /// `text` without the characters of `rest` after its first one: `rest` of "écrit" is "crit".
 fn after_first_char(word: &str) -> &str {
     word.char_indices().nth(1).map_or("", |(at, _)| &word[at..])
@@ -536,6 +560,26 @@ pub(crate) fn is_test_file(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_found_as_a_whole_word_in_any_language() {
+        for request in [
+            "Rename greet to welcome in hello.py.",
+            "greet fonksiyonunun adını welcome yap.",
+            "Badilisha jina la greet kuwa welcome.",
+            "greetをwelcomeに名前変更して",
+            "「greet」",
+        ] {
+            assert!(request_names(request, "greet"), "{request}");
+            assert!(!request_names(request, "gree"), "{request}");
+        }
+        assert!(!request_names("greeting", "greet"));
+        assert!(!request_names("old_greet()", "greet"));
+        assert!(request_names("1.4.2'den 1.5.0'a", "1.4.2"));
+        assert!(!request_names("11.4.2", "1.4.2"));
+        assert!(!request_names("修复函数名", "函数名"));
+        assert!(!request_names("anything", ""));
+    }
     use serde_json::json;
 
     const OFFERED: [&str; 3] = ["list_dir", "read_file", "run_command"];
