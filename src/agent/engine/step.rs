@@ -461,7 +461,7 @@ pub(crate) async fn run_step(
                     Ok(checks::Verdict::Pass) => {
                         let unmade =
                             unmade_changes(&state.ran, &toolbox, engine.checks.configured());
-                        match not_done(&engine, &toolbox, final_step, unmade) {
+                        match not_done(&engine, final_step, unmade) {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
                                 offer_tools = true;
@@ -544,7 +544,8 @@ async fn checked_without_answer(
     state: &Loop<'_>,
     cancel: &CancellationToken,
 ) -> Result<Option<String>, StepError> {
-    if !state.final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+    // What changed is the workspace's to say (no reading of the request needed).
+    if !state.final_step || !toolbox.ledger().changed_any() {
         return Ok(None);
     }
     if !engine.checks.configured()
@@ -562,16 +563,15 @@ async fn checked_without_answer(
 /// Rounds of "the request is not done yet" before the step fails.
 const EXPECT_ROUNDS: usize = 1;
 
-/// The changes the model tried that did not take (`unmade`), once the task changed files:
-/// `None` when there are none, a message to send the model while rounds are left, the
-/// changes past them.
+/// The changes the model tried that did not take (`unmade`): `None` when there are none, a
+/// message to send the model while rounds are left, the changes past them. The model's own
+/// write calls say a change was meant, under every policy and in any language.
 fn not_done(
     engine: &Engine,
-    toolbox: &Arc<Toolbox>,
     final_step: bool,
     unmade: Vec<Unmet>,
 ) -> Option<Result<String, Vec<String>>> {
-    if !final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+    if !final_step {
         return None;
     }
     let unmet: Vec<String> = unmade.into_iter().map(|u| u.line).collect();
