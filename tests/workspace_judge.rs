@@ -301,7 +301,10 @@ async fn a_change_asked_for_and_not_made_is_not_completed() {
             "{request}: {}",
             done.done
         );
-        assert_eq!(done.sent()[0]["format"]["required"], json!(["goal", "wants", "tests"]));
+        assert_eq!(
+            done.sent()[0]["format"]["required"],
+            json!(["goal", "wants", "tests"])
+        );
     }
     // Off: no reading, no reminder, the model's own two calls and its answer.
     let replies = vec![read("VERSION"), say("Bumped the version to 1.5.0.")];
@@ -470,7 +473,11 @@ async fn an_unchecked_change_then_silence_fails() {
         .run("Fix the bug in calc.txt.")
         .await;
     done.assert_status("failed");
-    assert!(done.result().contains("the model gave no answer"), "{}", done.done);
+    assert!(
+        done.result().contains("the model gave no answer"),
+        "{}",
+        done.done
+    );
 }
 
 /// A change made, and then no answer at all, also when asked again: the configured checks

@@ -435,8 +435,7 @@ pub(crate) async fn run_step(
                 verdict
             } else {
                 if final_step && engine.asks_for_change && steering.wants_unmet() {
-                    state.unmet =
-                        unmade_changes(&state.ran, &toolbox, engine.checks.configured());
+                    state.unmet = unmet_now(&engine, &toolbox, &state.ran).await;
                 }
                 steering.before_answer(&answer, &state.facts())
             };
@@ -459,8 +458,7 @@ pub(crate) async fn run_step(
                 }
                 match engine.checks.after_answer(&toolbox, &cancel).await {
                     Ok(checks::Verdict::Pass) => {
-                        let unmade =
-                            unmade_changes(&state.ran, &toolbox, engine.checks.configured());
+                        let unmade = unmet_now(&engine, &toolbox, &state.ran).await;
                         match not_done(&engine, final_step, unmade) {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
@@ -558,6 +556,23 @@ async fn checked_without_answer(
         Ok(_) => Ok(None),
         Err(_) => Err(StepError::Cancelled),
     }
+}
+
+/// What is not done now: the changes the model tried that did not take, then, when the model
+/// read the request as asking for a change, a rename it left half done.
+async fn unmet_now(engine: &Engine, toolbox: &Arc<Toolbox>, ran: &[Ran]) -> Vec<Unmet> {
+    let mut unmet = unmade_changes(ran, toolbox, engine.checks.configured());
+    if engine.asks_for_change && toolbox.ledger().changed_any() {
+        let (toolbox, request) = (toolbox.clone(), engine.request.content.clone());
+        unmet.extend(
+            tokio::task::spawn_blocking(move || {
+                crate::agent::judge::renames::unfinished(&toolbox, &request)
+            })
+            .await
+            .unwrap_or_default(),
+        );
+    }
+    unmet
 }
 
 /// Rounds of "the request is not done yet" before the step fails.

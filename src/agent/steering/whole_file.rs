@@ -32,9 +32,9 @@
 
 use serde_json::json;
 
+use super::text::request_names as names;
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
-use super::text::request_names as names;
 use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step, and of one file.
@@ -630,21 +630,28 @@ fn dropped_blocks<'a>(before: &'a str, after: &str, request: &str) -> Vec<&'a st
 }
 
 /// The top-level definitions of `before` that `after` no longer has, neither by name nor
-/// renamed (a name spelled alike over the same body: "the function's name is misspelled";
-/// a new function given the body of one it drops is no rename), and that the request does
-/// not expect gone ("remove old_helper", "rename greet to welcome").
+/// renamed (the same body under a name spelled alike, "the function's name is misspelled",
+/// or under a name the request names, "rename greet to welcome"; a new function given the
+/// body of one it drops is no rename), nor removed (the request names it, and nothing new is
+/// defined in its place: "remove old_helper").
 fn dropped_definitions<'a>(before: &'a str, after: &str, request: &str) -> Vec<&'a str> {
     let now = defined(after);
     let old = defined(before);
     let names_before: Vec<&str> = old.iter().map(|(n, _)| *n).collect();
+    // Definitions the block has that the file had not: a named one dropped beside them is
+    // replaced, not removed ("add reverse_words, keep shout" names both).
+    let added = now.iter().any(|(n, _)| !names_before.contains(n));
     old.iter()
         .filter(|(name, body)| {
             let kept = now.iter().any(|(n, _)| n == name);
             let renamed = !body.is_empty()
-                && now
-                    .iter()
-                    .any(|(n, b)| !names_before.contains(n) && b == body && spelled_alike(name, n));
-            !kept && !renamed && !names(request, name)
+                && now.iter().any(|(n, b)| {
+                    !names_before.contains(n)
+                        && b == body
+                        && (spelled_alike(name, n) || names(request, n))
+                });
+            let removed = !added && names(request, name);
+            !kept && !renamed && !removed
         })
         .map(|(name, _)| *name)
         .collect()
@@ -836,18 +843,10 @@ mod tests {
             "from cart import compute_total\nprint(6)\n",
             rename
         ));
-        assert!(!keeps_no_line(
-            "TIMEOUT = 3\n",
-            "LIMIT = 4\n",
-            ""
-        ));
+        assert!(!keeps_no_line("TIMEOUT = 3\n", "LIMIT = 4\n", ""));
         assert!(!keeps_no_line("", "x\ny\n", ""));
         // Two lines that are the same are two lines: the file is not a one-line file.
-        assert!(keeps_no_line(
-            "pass\npass\n",
-            "x = 1\ny = 2\n",
-            ""
-        ));
+        assert!(keeps_no_line("pass\npass\n", "x = 1\ny = 2\n", ""));
     }
 
     #[test]
@@ -944,10 +943,16 @@ mod tests {
         assert!(
             dropped_definitions(
                 before,
-                "def first_one(x):\n    pass\ndef old_helper(x):\n    pass\n",
+                "def first_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x\n",
                 renamed
             )
             .is_empty()
+        );
+        // Named, but another definition takes its place with another body: replaced.
+        let keep = "Add reverse_words, and keep used_one and old_helper as they are.";
+        assert_eq!(
+            dropped_definitions(before, "def reverse_words(t):\n    pass\n", keep),
+            ["used_one", "old_helper"]
         );
         // Renamed: a name spelled alike over the same body.
         let typo = "def format_nmae(first, last):\n    return f\"{last}, {first}\"\n";
