@@ -435,22 +435,25 @@ async fn a_failed_change_made_again_completes() {
 }
 
 /// A valid JSON file is not replaced by text that does not parse; the model hears where it
-/// breaks, and the file stays as it was.
+/// breaks, and the file stays as it was. Read as a change (`small`), the task that changed
+/// nothing then fails.
 #[tokio::test]
 async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
     let original = "{\n  \"name\": \"widget\",\n  \"version\": \"1.4.2\"\n}\n";
     let broken = json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"});
     let replies = vec![
+        intent(true, None),
         read("package.json"),
         call("write_file", broken),
         say("package.json is at 1.5.0."),
     ];
     let done = task([("package.json", original)], replies)
+        .with(small)
         .run("Bump the version in package.json from 1.4.2 to 1.5.0.")
         .await;
     done.assert_status("failed");
     assert_eq!(done.file("package.json"), original);
-    let refusal = last_tool_result(&done.sent()[2]);
+    let refusal = last_tool_result(&done.sent()[3]);
     assert!(
         refusal.contains(
             "'package.json' is valid JSON now, and after this write_file it would not be"

@@ -459,7 +459,7 @@ pub(crate) async fn run_step(
                 match engine.checks.after_answer(&toolbox, &cancel).await {
                     Ok(checks::Verdict::Pass) => {
                         let unmade = unmet_now(&engine, &toolbox, &state.ran).await;
-                        match not_done(&engine, final_step, unmade) {
+                        match not_done(&engine, &toolbox, final_step, unmade) {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
                                 offer_tools = true;
@@ -578,15 +578,17 @@ async fn unmet_now(engine: &Engine, toolbox: &Arc<Toolbox>, ran: &[Ran]) -> Vec<
 /// Rounds of "the request is not done yet" before the step fails.
 const EXPECT_ROUNDS: usize = 1;
 
-/// The changes the model tried that did not take (`unmade`): `None` when there are none, a
-/// message to send the model while rounds are left, the changes past them. The model's own
-/// write calls say a change was meant, under every policy and in any language.
+/// The changes the model tried that did not take (`unmade`), in a task the model read as
+/// asking for a change or that changed files (under `off` the request is not read: what
+/// changed says a change was meant, in any language): `None` when there are none, a message
+/// to send the model while rounds are left, the changes past them.
 fn not_done(
     engine: &Engine,
+    toolbox: &Toolbox,
     final_step: bool,
     unmade: Vec<Unmet>,
 ) -> Option<Result<String, Vec<String>>> {
-    if !final_step {
+    if !final_step || !(engine.asks_for_change || toolbox.ledger().changed_any()) {
         return None;
     }
     let unmet: Vec<String> = unmade.into_iter().map(|u| u.line).collect();

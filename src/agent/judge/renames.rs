@@ -92,3 +92,46 @@ pub(crate) fn unfinished(toolbox: &Toolbox, request: &str) -> Vec<Unmet> {
     }
     unmet
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::steering::text::call;
+    use crate::agent::tools::ToolSettings;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn a_name_renamed_in_one_file_and_still_used_in_another_is_not_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let cart = "def calc_total(p):\n    return sum(p)\n";
+        std::fs::write(dir.path().join("cart.py"), cart).unwrap();
+        std::fs::write(dir.path().join("main.py"), "from cart import calc_total\n").unwrap();
+        let mut settings = ToolSettings::from_config(&Default::default());
+        settings.workspace = dir.path().to_path_buf();
+        let toolbox = Toolbox::open(&settings).unwrap();
+        let cancel = CancellationToken::new();
+        let read = call("read_file", json!({"path": "cart.py"}));
+        assert!(toolbox.execute(&read, &cancel).await.is_ok());
+        let renamed = cart.replace("calc_total", "compute_total");
+        let write = call("write_file", json!({"path": "cart.py", "content": renamed}));
+        assert!(toolbox.execute(&write, &cancel).await.is_ok());
+        for request in [
+            "Rename calc_total to compute_total.",
+            "calc_total fonksiyonunun adını compute_total yap.",
+            "calc_totalをcompute_totalに名前変更して",
+        ] {
+            let unmet = unfinished(&toolbox, request);
+            assert_eq!(unmet.len(), 1, "{request}");
+            assert_eq!(unmet[0].files, ["main.py"]);
+            assert_eq!(
+                unmet[0].line,
+                "`calc_total` is renamed to `compute_total` in cart.py, and main.py still has \
+                 `calc_total`"
+            );
+        }
+        // A request that does not name both: no rename it asked for.
+        assert!(unfinished(&toolbox, "Tidy up cart.py.").is_empty());
+        assert!(unfinished(&toolbox, "Make compute_total faster.").is_empty());
+    }
+}
