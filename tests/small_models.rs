@@ -105,7 +105,7 @@ fn completed_after_telling(
 ) -> String {
     assert_eq!(field(done, "status"), "completed", "{done}");
     assert_holds(ws, name, content);
-    let sent = work(&fake);
+    let sent = work(fake);
     assert_eq!(sent.len(), chats, "{done}");
     last_said(&sent[chats - 2]).to_owned()
 }
@@ -119,7 +119,7 @@ fn assert_starts(told: &str, prefix: &str) {
 fn assert_ended(done: &str, status: &str, result: &str, fake: &FakeOllama, chats: usize) {
     assert_eq!(field(done, "status"), status, "{done}");
     assert_eq!(result_of(done), result, "{done}");
-    assert_eq!(work(&fake).len(), chats, "{done}");
+    assert_eq!(work(fake).len(), chats, "{done}");
 }
 
 /// The task failed with a reason that says `says`, after `chats` model calls.
@@ -127,7 +127,7 @@ fn assert_failed_saying(done: &str, says: &str, fake: &FakeOllama, chats: usize)
     assert_eq!(field(done, "status"), "failed", "{done}");
     let reason = result_of(done);
     assert!(reason.contains(says), "{reason}");
-    assert_eq!(work(&fake).len(), chats, "{done}");
+    assert_eq!(work(fake).len(), chats, "{done}");
 }
 
 fn offers_tools(request: &Value) -> bool {
