@@ -13,6 +13,10 @@
 //! without `vision` fail the task at once, the workspace tools are offered only with `tools`,
 //! and the steering policy, `num_ctx` and `think` follow the model ([`ModelProfile`]).
 //!
+//! Whether a task asks for a change is the model's reading of its request (the `files` and
+//! `small` policies ask it in one call with a JSON schema, `reading` and `direct`; under `off`
+//! nothing is asked and nothing is read of the request's words).
+//!
 //! The workspace judges the outcome: a task asked to change it that changed nothing fails; one
 //! that changed files has its checks run after its last change, and fails when they end worse
 //! than they began (the `checks` module); the result of one that changed files lists them,

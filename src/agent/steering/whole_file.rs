@@ -438,7 +438,7 @@ fn left_out<'a>(content: &'a str, before: Option<&str>) -> Option<&'a str> {
 }
 
 /// The values of a JSON file that a whole new content of it no longer has and the request
-/// does not expect gone: each string and number of `before` (read leniently, so a file that
+/// does not name: each string and number of `before` (read leniently, so a file that
 /// does not parse is read too), compared with those of `after`. Other files: none.
 fn dropped_values(path: &str, before: &str, after: &str, request: &str) -> Vec<String> {
     if !path.to_ascii_lowercase().ends_with(".json") {
@@ -607,8 +607,9 @@ fn definitions(text: &str) -> Vec<&str> {
 }
 
 /// The top-level lines of `before` that open a block (`if __name__ == "__main__":`, `impl
-/// Cart {`), other than definitions, that `after` no longer has and that name nothing the
-/// request expects gone: a small model rewriting a file whole leaves out its main block.
+/// Cart {`), other than definitions, that `after` no longer has and that name (past their
+/// keyword) nothing the request names: a small model rewriting a file whole leaves out its
+/// main block.
 fn dropped_blocks<'a>(before: &'a str, after: &str, request: &str) -> Vec<&'a str> {
     let now: Vec<&str> = after.lines().map(str::trim_end).collect();
     before
