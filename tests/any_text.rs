@@ -98,7 +98,17 @@ fn any_request_and_any_reply_end_the_task_without_a_panic() {
             let status = field(&done, "status");
             prop_assert!(status == "completed" || status == "failed", "{done}");
             prop_assert!(!result_of(&done).contains("panicked"), "{done}");
-            let sent = fake.chat_requests();
+            // The reading of the request (the `small` policy's first call, a question of its
+            // own with a JSON schema as `format`) is no part of the conversation.
+            let sent: Vec<_> = fake
+                .chat_requests()
+                .into_iter()
+                .filter(|r| {
+                    !r["format"]["required"]
+                        .as_array()
+                        .is_some_and(|k| k.iter().any(|k| k == "wants"))
+                })
+                .collect();
             for pair in sent.windows(2) {
                 let (before, after) = (&pair[0]["messages"], &pair[1]["messages"]);
                 let extends = after

@@ -2,6 +2,11 @@
 //! (real wire format on loopback, real files in a temp workspace, the real server over HTTP):
 //! repeated identical calls, empty answers, echoed tool markup, tool calls written as JSON in
 //! the text. And the other side: a model that answers at once still makes exactly one call.
+//!
+//! Each task with tools first asks the model what its request wants (one call with a JSON
+//! schema as `format`, [`reading`] here): whether a change is asked is that reading, in any
+//! language, never the request's words. The counts and requests these tests look at are the
+//! work's ([`work`]), the reading left out.
 
 mod support;
 
@@ -100,7 +105,7 @@ fn completed_after_telling(
 ) -> String {
     assert_eq!(field(done, "status"), "completed", "{done}");
     assert_holds(ws, name, content);
-    let sent = fake.chat_requests();
+    let sent = work(fake);
     assert_eq!(sent.len(), chats, "{done}");
     last_said(&sent[chats - 2]).to_owned()
 }
@@ -114,7 +119,7 @@ fn assert_starts(told: &str, prefix: &str) {
 fn assert_ended(done: &str, status: &str, result: &str, fake: &FakeOllama, chats: usize) {
     assert_eq!(field(done, "status"), status, "{done}");
     assert_eq!(result_of(done), result, "{done}");
-    assert_eq!(fake.chat_count(), chats, "{done}");
+    assert_eq!(work(fake).len(), chats, "{done}");
 }
 
 /// The task failed with a reason that says `says`, after `chats` model calls.
@@ -122,7 +127,7 @@ fn assert_failed_saying(done: &str, says: &str, fake: &FakeOllama, chats: usize)
     assert_eq!(field(done, "status"), "failed", "{done}");
     let reason = result_of(done);
     assert!(reason.contains(says), "{reason}");
-    assert_eq!(fake.chat_count(), chats, "{done}");
+    assert_eq!(work(fake).len(), chats, "{done}");
 }
 
 fn offers_tools(request: &Value) -> bool {
@@ -133,10 +138,49 @@ fn read_note() -> Reply {
     Reply::tool_call("read_file", json!({"path": "NOTE.txt"}), 10, 2)
 }
 
+/// The scripted model's reading of the request: the reply to the one call with a JSON-schema
+/// `format` each task makes before its work under the `small` policy (no tokens, so the
+/// tests' counts are the work's). Whether the request asks for a change is this reading,
+/// never the request's words.
+fn reading(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
+    let wants = if change { "file changes" } else { "an answer" };
+    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests});
+    if let Some(fix) = fix_failing {
+        v["fix_failing"] = json!(fix);
+    }
+    Reply::text(&v.to_string(), 0, 0)
+}
+
+/// Read as a question: an answer, the files as they are.
+fn question() -> Reply {
+    reading(false, false, None)
+}
+
+/// Read as asking for files to change.
+fn change() -> Reply {
+    reading(true, false, None)
+}
+
+/// Whether `request` is the reading of the request (its schema asks for "wants").
+fn is_reading(request: &Value) -> bool {
+    request["format"]["required"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|k| k == "wants"))
+}
+
+/// The chat requests of the work: every one but the reading of the request.
+fn work(fake: &FakeOllama) -> Vec<Value> {
+    fake.chat_requests()
+        .into_iter()
+        .filter(|r| !is_reading(r))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_model_that_answers_at_once_makes_exactly_one_call() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let answer = "It is 4.\n\nNo tool was needed.";
     fake.push_reply(Reply::text(answer, 20, 6));
     let server = HttpServer::start(config(&fake, ws.path())).await;
@@ -144,8 +188,8 @@ async fn a_model_that_answers_at_once_makes_exactly_one_call() {
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), answer);
     assert_eq!(field(&done, "token_usage"), "input=20 output=6 total=26");
-    assert_eq!(fake.chat_count(), 1);
-    let sent = &fake.chat_requests()[0];
+    assert_eq!(work(&fake).len(), 1);
+    let sent = &work(&fake)[0];
     assert!(offers_tools(sent));
     // The configured system prompt as it is, the request, nothing added.
     let messages = sent["messages"].as_array().unwrap();
@@ -163,6 +207,7 @@ async fn a_model_that_answers_at_once_makes_exactly_one_call() {
 async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_told_to_answer() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     for _ in 0..3 {
         fake.push_reply(read_note());
     }
@@ -171,7 +216,7 @@ async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_t
     let done = run(&server.client(), "What is the secret word?").await;
     assert_ended(&done, "completed", "The secret word is marigold.", &fake, 4);
 
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     let results = tool_results(&sent[3]);
     assert_eq!(results.len(), 3);
     assert_eq!(results[0].1, "The secret word is: marigold\n");
@@ -201,6 +246,7 @@ async fn a_repeated_call_is_answered_from_its_earlier_result_then_the_model_is_t
 async fn a_repeat_after_a_write_runs_again() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            change(),
             read_note(),
             Reply::tool_call(
                 "write_file",
@@ -219,7 +265,7 @@ async fn a_repeat_after_a_write_runs_again() {
         "tulip\n\nchanged: NOTE.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
-    let results = tool_results(&fake.chat_requests()[3]);
+    let results = tool_results(&work(&fake)[3]);
     assert_eq!(results[2].1, "The secret word is: tulip\n");
 }
 
@@ -227,6 +273,7 @@ async fn a_repeat_after_a_write_runs_again() {
 async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             read_note(),
             Reply::text("", 10, 0),
             Reply::text("marigold", 10, 1),
@@ -235,7 +282,7 @@ async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
     )
     .await;
     assert_ended(&done, "completed", "marigold", &fake, 3);
-    let recovery = &fake.chat_requests()[2];
+    let recovery = &work(&fake)[2];
     assert!(!offers_tools(recovery));
     let asked = last_message(recovery);
     assert_eq!(asked["role"], "user");
@@ -254,6 +301,7 @@ async fn an_empty_answer_gets_one_call_asking_for_the_answer() {
 async fn a_model_that_never_answers_fails_saying_so() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             read_note(),
             Reply::text("  \n", 10, 1),
             Reply::text(
@@ -270,7 +318,7 @@ async fn a_model_that_never_answers_fails_saying_so() {
     assert!(reason.contains("the model gave no answer"), "{reason}");
     assert!(reason.contains("3 model calls, tools ran"), "{reason}");
     assert!(reason.contains("larger model"), "{reason}");
-    assert_eq!(fake.chat_count(), 3);
+    assert_eq!(work(&fake).len(), 3);
 }
 
 #[tokio::test]
@@ -284,7 +332,7 @@ async fn plain_chat_without_tools_also_never_completes_empty() {
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "Say hello.").await;
     assert_eq!(result_of(&done), "Hello!", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert!(!offers_tools(&sent[1]));
     assert_eq!(
         sent[0]["messages"][0]["content"],
@@ -301,7 +349,7 @@ async fn a_copied_tools_block_before_any_call_gets_the_tools_back_not_a_guess() 
     // What the real 1.5B model did: its first reply imitated the chat template's block of tool
     // definitions. That is no answer, and asked for one without tools it made a value up.
     let (done, fake, _server, _ws) = scripted(
-        vec![
+        vec![question(),
             Reply::text(
                 "<tools>\n{\"function\": {\"name\": \"get_secret\", \"parameters\": {}}, \"type\": \"function\"}\n</tools>",
                 10,
@@ -314,7 +362,7 @@ async fn a_copied_tools_block_before_any_call_gets_the_tools_back_not_a_guess() 
     )
     .await;
     assert_ended(&done, "completed", "The secret word is marigold.", &fake, 3);
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert!(offers_tools(&sent[1]), "the tools stay offered");
     let told = last_message(&sent[1]);
     assert!(
@@ -329,7 +377,7 @@ async fn a_copied_tools_block_before_any_call_gets_the_tools_back_not_a_guess() 
 #[tokio::test]
 async fn echoed_tool_markup_is_stripped_from_the_answer() {
     let (done, fake, _server, _ws) = scripted(
-        vec![
+        vec![question(),
             read_note(),
             Reply::text(
         "<tool_response>\nerror: 'notes.txt' does not exist\n</tool_response>\nThe secret word is marigold.",
@@ -347,6 +395,7 @@ async fn echoed_tool_markup_is_stripped_from_the_answer() {
 async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             read_note(),
             Reply::text(
                 "<tool_response>\nThe secret word is: marigold\n</tool_response>",
@@ -359,14 +408,14 @@ async fn a_markup_only_answer_is_no_answer_and_gets_the_recovery_call() {
     )
     .await;
     assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
-    assert_eq!(fake.chat_count(), 3);
-    assert!(!offers_tools(&fake.chat_requests()[2]));
+    assert_eq!(work(&fake).len(), 3);
+    assert!(!offers_tools(&work(&fake)[2]));
 }
 
 #[tokio::test]
 async fn tool_calls_written_as_json_in_the_text_are_run() {
     let (done, fake, _server, _ws) = scripted(
-        vec![
+        vec![question(),
             Reply::text(
         r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#,
         10,
@@ -389,7 +438,7 @@ async fn tool_calls_written_as_json_in_the_text_are_run() {
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "alpha, beta; three files.");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     let results = tool_results(&sent[3]);
     assert_eq!(results[0], ("read_file".to_owned(), "alpha".to_owned()));
@@ -418,18 +467,20 @@ async fn tool_calls_written_as_json_in_the_text_are_run() {
 async fn json_naming_no_offered_tool_stays_the_answer() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let text = r#"{"name": "delete_everything", "arguments": {}}"#;
     fake.push_reply(Reply::text(text, 10, 9));
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "Give me a JSON example.").await;
     assert_eq!(result_of(&done), text, "{done}");
-    assert_eq!(fake.chat_count(), 1);
+    assert_eq!(work(&fake).len(), 1);
 }
 
 #[tokio::test]
 async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to_make_it() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             Reply::text(
                 "To find the secret word in NOTE.txt, I used the `read_file` function. The result \
          contains the secret word.",
@@ -444,7 +495,7 @@ async fn an_answer_that_only_describes_a_call_gets_one_call_telling_the_model_to
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_eq!(result_of(&done), "marigold");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     assert!(offers_tools(&sent[1]), "the model is to call the tool now");
     assert!(last_said(&sent[1]).contains("No tool has run yet"),);
@@ -463,6 +514,7 @@ async fn reading_a_missing_file_reads_its_one_look_alike_saying_so() {
     let (done, fake, _server, _ws) = scripted_in(
         ws,
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": "docs/notes.txt"}), 10, 2),
             Reply::text("juniper", 10, 1),
         ],
@@ -471,7 +523,7 @@ async fn reading_a_missing_file_reads_its_one_look_alike_saying_so() {
     .await;
     assert_eq!(result_of(&done), "juniper", "{done}");
     assert_eq!(
-        tool_results(&fake.chat_requests()[1])[0].1,
+        tool_results(&work(&fake)[1])[0].1,
         "'docs/notes.txt' does not exist; the one file like it there, 'docs/notes-2024.txt', \
          was read instead:\njuniper\n"
     );
@@ -486,6 +538,7 @@ async fn reading_a_missing_file_without_one_look_alike_shows_what_the_folder_hol
     let (done, fake, _server, _ws) = scripted_in(
         ws,
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": "docs/notes.txt"}), 10, 2),
             Reply::tool_call("read_file", json!({"path": "nowhere/notes.txt"}), 10, 2),
             Reply::tool_call("read_file", json!({"path": "docs/notes-2024.txt"}), 10, 2),
@@ -495,7 +548,7 @@ async fn reading_a_missing_file_without_one_look_alike_shows_what_the_folder_hol
     )
     .await;
     assert_eq!(result_of(&done), "juniper", "{done}");
-    let results = tool_results(&fake.chat_requests()[2]);
+    let results = tool_results(&work(&fake)[2]);
     // Two look-alikes: neither is read, nor suggested; the folder is shown.
     assert!(
         results[0].1.starts_with(
@@ -515,6 +568,7 @@ async fn reading_a_missing_file_without_one_look_alike_shows_what_the_folder_hol
 async fn the_same_command_again_gets_its_earlier_output() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let echo = json!({"argv": ["echo", "hello-42"]});
     fake.push_reply(Reply::tool_call("run_command", echo.clone(), 10, 2));
     fake.push_reply(Reply::tool_call("run_command", echo, 10, 2));
@@ -524,7 +578,7 @@ async fn the_same_command_again_gets_its_earlier_output() {
     let server = HttpServer::start(config).await;
     let done = run(&server.client(), "Run echo hello-42 and report.").await;
     assert_eq!(result_of(&done), "It printed hello-42.", "{done}");
-    let results = tool_results(&fake.chat_requests()[2]);
+    let results = tool_results(&work(&fake)[2]);
     assert!(results[0].1.contains("hello-42"), "{}", results[0].1);
     assert!(!results[0].1.contains("already called"), "{}", results[0].1);
     assert!(results[1].1.starts_with(&results[0].1), "{}", results[1].1);
@@ -535,6 +589,7 @@ async fn the_same_command_again_gets_its_earlier_output() {
 async fn an_empty_final_answer_of_a_plan_fails_the_task() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let plan = json!({"steps": [
         {"id": "a", "title": "Read a", "instructions": "Read a.txt.", "dependencies": []},
         {"id": "b", "title": "Read b", "instructions": "Read b.txt.", "dependencies": []}
@@ -564,6 +619,7 @@ async fn an_empty_final_answer_of_a_plan_fails_the_task() {
 async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let described =
         "To find the code name, I used the `search_text` function with the pattern 'code'.";
     fake.push_reply(Reply::text(described, 10, 20));
@@ -583,6 +639,7 @@ async fn describing_a_call_again_after_being_told_to_call_it_fails_the_task() {
 async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": "memo.txt"}), 10, 2),
             read_note(),
             Reply::text("marigold", 10, 1),
@@ -591,7 +648,7 @@ async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet()
     )
     .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     let after_error = last_said(&sent[1]).to_owned();
     assert!(
         after_error.contains("The tool call failed"),
@@ -610,6 +667,7 @@ async fn after_a_failed_call_the_model_is_told_the_request_is_not_answered_yet()
 async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": "memo.txt"}), 10, 2),
             Reply::text(
                 "<tool_response>\nerror: 'memo.txt' does not exist.\n</tool_response>",
@@ -623,7 +681,7 @@ async fn a_markup_only_reply_after_a_failed_call_gets_the_tools_back() {
     )
     .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     let first = &tool_results(&sent[1])[0].1;
     assert!(
@@ -639,12 +697,15 @@ async fn a_file_the_request_names_is_read_before_the_first_call() {
     // The 1.5B model picks the right first tool, then fumbles the answer after it: with the
     // file already read, its first reply can be the answer.
     let (done, fake, _server, _ws) = scripted(
-        vec![Reply::text("The secret word is marigold.", 10, 6)],
+        vec![
+            question(),
+            Reply::text("The secret word is marigold.", 10, 6),
+        ],
         "According to `NOTE.txt`, what is the secret word?",
     )
     .await;
     assert_eq!(result_of(&done), "The secret word is marigold.", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 1);
     assert_eq!(
         tool_results(&sent[0]),
@@ -663,12 +724,12 @@ async fn a_file_the_request_names_is_read_before_the_first_call() {
 #[tokio::test]
 async fn a_named_file_that_does_not_exist_does_not_cost_a_call() {
     let (done, fake, _server, _ws) = scripted(
-        vec![Reply::text("Use serde_json::from_str.", 10, 6)],
+        vec![question(), Reply::text("Use serde_json::from_str.", 10, 6)],
         "How do I parse settings.json in Rust?",
     )
     .await;
     assert_eq!(result_of(&done), "Use serde_json::from_str.", "{done}");
-    assert_eq!(fake.chat_count(), 1);
+    assert_eq!(work(&fake).len(), 1);
 }
 
 #[tokio::test]
@@ -677,6 +738,7 @@ async fn a_read_described_twice_is_made_on_the_models_behalf() {
     std::fs::create_dir(ws.path().join("docs")).unwrap();
     std::fs::write(ws.path().join("docs/NOTE.txt"), "Code name: bluefin\n").unwrap();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     let described = "To find the code name in the file `docs/NOTE.txt`, I used the `read_file` \
                      function with the path `\"docs/NOTE.txt\"`.";
     fake.push_reply(Reply::text(described, 10, 20));
@@ -685,7 +747,7 @@ async fn a_read_described_twice_is_made_on_the_models_behalf() {
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What code name is kept in docs?").await;
     assert_eq!(result_of(&done), "The code name is bluefin.", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     assert_eq!(
         tool_results(&sent[2]),
@@ -697,6 +759,7 @@ async fn a_read_described_twice_is_made_on_the_models_behalf() {
 async fn a_windows_style_path_reads_the_file_it_means() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": ".\\NOTE.txt"}), 10, 2),
             Reply::text("marigold", 10, 1),
         ],
@@ -705,7 +768,7 @@ async fn a_windows_style_path_reads_the_file_it_means() {
     .await;
     assert_eq!(result_of(&done), "marigold", "{done}");
     assert_eq!(
-        tool_results(&fake.chat_requests()[1])[0].1,
+        tool_results(&work(&fake)[1])[0].1,
         "The secret word is: marigold\n"
     );
 }
@@ -714,6 +777,7 @@ async fn a_windows_style_path_reads_the_file_it_means() {
 async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_answer_itself() {
     let ws = workspace();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     fake.push_reply(read_note());
     // What the 1.5B model did in the benchmark: it read the right file, then explained the tool.
     fake.push_reply(Reply::text(
@@ -725,7 +789,7 @@ async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_an
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "What is the secret word?").await;
     assert_ended(&done, "completed", "The secret word is marigold.", &fake, 3);
-    let asked_again = &fake.chat_requests()[2];
+    let asked_again = &work(&fake)[2];
     assert!(!offers_tools(asked_again));
     let asked = last_message(asked_again);
     assert!(
@@ -749,6 +813,7 @@ async fn an_answer_about_the_tools_after_reading_gets_one_call_asking_for_the_an
 async fn an_answer_naming_a_tool_is_kept_when_the_request_is_about_that_tool() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             read_note(),
             Reply::text("read_file read NOTE.txt: marigold.", 10, 6),
         ],
@@ -774,6 +839,7 @@ async fn read_and_early_write() -> (tempfile::TempDir, FakeOllama) {
     let ws = workspace();
     std::fs::write(ws.path().join("VERSION"), "2.4.1\n").unwrap();
     let fake = FakeOllama::start().await;
+    fake.push_reply(change());
     fake.push_reply(Reply::tool_calls(
         &[
             ("read_file", json!({"path": "VERSION"})),
@@ -805,7 +871,7 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
         "release.txt holds 2.4.1-final.\n\nchanged: release.txt (new, +1)\nchecks: none found",
         "{done}"
     );
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     // The early write is left out of the conversation: the model sees reads and their results
     // only (VERSION, which the request names, read first on its behalf, then its own read,
@@ -841,6 +907,7 @@ async fn a_write_in_the_same_reply_as_a_read_waits_for_the_reads_result() {
 async fn writes_without_a_read_in_their_reply_run_at_once() {
     let (done, fake, _server, ws) = scripted(
         vec![
+            change(),
             Reply::tool_calls(
                 &[
                     ("write_file", json!({"path": "x.txt", "content": "x"})),
@@ -859,7 +926,7 @@ async fn writes_without_a_read_in_their_reply_run_at_once() {
         "Both written.\n\nchanged: x.txt (new, +1), y.txt (new, +1)\nchecks: none found",
         "{done}"
     );
-    assert_eq!(fake.chat_count(), 2);
+    assert_eq!(work(&fake).len(), 2);
     assert_holds(&ws, "y.txt", "y");
 }
 
@@ -870,6 +937,7 @@ async fn a_read_described_after_a_failed_read_is_made_on_the_models_behalf() {
     let ws = workspace();
     std::fs::write(ws.path().join("xq7_memo.txt"), "password: copperleaf\n").unwrap();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     fake.push_reply(Reply::tool_call(
         "read_file",
         json!({"path": ".\\password.txt"}),
@@ -887,7 +955,7 @@ async fn a_read_described_after_a_failed_read_is_made_on_the_models_behalf() {
     )
     .await;
     assert_eq!(result_of(&done), "The password is copperleaf.", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     let results = tool_results(&sent[2]);
     assert!(
@@ -913,6 +981,7 @@ async fn an_answer_after_only_failed_calls_gets_one_call_saying_it_is_a_guess() 
     let ws = workspace();
     std::fs::write(ws.path().join("animals.txt"), "a zebra crossed the road\n").unwrap();
     let fake = FakeOllama::start().await;
+    fake.push_reply(question());
     fake.push_reply(Reply::tool_call(
         "read_file",
         json!({"path": "src/main.rs"}),
@@ -930,7 +999,7 @@ async fn an_answer_after_only_failed_calls_gets_one_call_saying_it_is_a_guess() 
     let server = HttpServer::start(config(&fake, ws.path())).await;
     let done = run(&server.client(), "Which file mentions the word 'zebra'?").await;
     assert_eq!(result_of(&done), "animals.txt", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     assert!(offers_tools(&sent[2]), "finding it needs the tools");
     let asked = last_said(&sent[2]);
@@ -952,6 +1021,7 @@ async fn the_same_answer_after_being_told_it_is_a_guess_is_no_result() {
     // (showing what the model said: a missing file may be the answer itself).
     let (done, fake, _server, _ws) = scripted(
         vec![
+            question(),
             Reply::tool_call("read_file", json!({"path": "missing/notes.txt"}), 10, 2),
             Reply::text("There is no notes file.", 10, 5),
             Reply::text("There is no notes file.", 10, 5),
@@ -972,7 +1042,7 @@ async fn the_same_answer_after_being_told_it_is_a_guess_is_no_result() {
         reason.ends_with("it said: There is no notes file."),
         "{reason}"
     );
-    assert_eq!(fake.chat_count(), 3);
+    assert_eq!(work(&fake).len(), 3);
 }
 
 #[tokio::test]
@@ -988,7 +1058,7 @@ async fn a_held_write_never_made_again_fails_the_task_after_one_reminder() {
         done.contains("answered without making the write_file call"),
         "{done}"
     );
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     let reminder = last_said(&sent[2]);
     assert!(
@@ -1011,6 +1081,7 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
                    tool you need.";
     let (done, fake, _server, ws) = scripted(
         vec![
+            change(),
             Reply::tool_calls(
                 &[
                     ("read_file", json!({"path": "a.txt"})),
@@ -1033,7 +1104,7 @@ async fn an_answer_that_copies_the_loops_own_message_is_no_answer() {
         "a.txt now says omega.\n\nchanged: a.txt (+1 -1)\nchecks: none found",
         "{done}"
     );
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 3);
     // The copy was checked against what the loop really sent.
     assert_eq!(last_message(&sent[1])["content"], framing);
@@ -1057,6 +1128,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
     // The held-out benchmark's count-then-write: it ran wc, answered "4", wrote nothing.
     let (done, fake, _server, ws) = scripted(
         vec![
+            change(),
             Reply::tool_call("read_file", json!({"path": "a.txt"}), 10, 2),
             Reply::text("5", 10, 1),
             Reply::tool_call(
@@ -1075,7 +1147,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
         "Wrote 5 into count.txt.\n\nchanged: count.txt (new, +1)\nchecks: none found",
         "{done}"
     );
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     let reminder = last_said(&sent[2]);
     assert!(
@@ -1090,6 +1162,7 @@ async fn a_file_the_request_asks_to_write_gets_one_reminder_when_the_model_answe
 async fn an_answer_after_the_write_reminder_that_still_writes_nothing_fails_the_task() {
     let (done, fake, _server, _ws) = scripted(
         vec![
+            change(),
             Reply::text("I would rather not write anything.", 10, 6),
             Reply::text("I would rather not write anything.", 10, 6),
         ],
@@ -1113,12 +1186,12 @@ async fn a_file_named_by_its_stem_is_read_before_the_first_call() {
     std::fs::write(ws.path().join("README.md"), "# Project Falcon\n").unwrap();
     let (done, fake, _server, _ws) = scripted_in(
         ws,
-        vec![Reply::text("Falcon", 10, 1)],
+        vec![question(), Reply::text("Falcon", 10, 1)],
         "What is the project called, according to the README?",
     )
     .await;
     assert_eq!(result_of(&done), "Falcon", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 1);
     assert_eq!(
         tool_results(&sent[0]),
@@ -1138,12 +1211,12 @@ async fn a_question_about_a_missing_file_reads_its_one_look_alike_first() {
     .unwrap();
     let (done, fake, _server, _ws) = scripted_in(
         ws,
-        vec![Reply::text("The timeout is 45.", 10, 6)],
+        vec![question(), Reply::text("The timeout is 45.", 10, 6)],
         "What timeout does settings.ini set?",
     )
     .await;
     assert_eq!(result_of(&done), "The timeout is 45.", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 1);
     assert_eq!(
         tool_results(&sent[0]),
@@ -1182,10 +1255,23 @@ fn python_block(code: &str) -> Reply {
 #[tokio::test]
 async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_written() {
     // The coding benchmark's remove-dead-function: the 1.5B model read utils.py and explained
-    // how one would call edit_file, twice, and changed nothing.
+    // how one would call edit_file, twice, and changed nothing. The same in languages no list
+    // of the engine's knows: the model's reading says a change is asked, the rest is the
+    // workspace's.
+    for request in [
+        REMOVE_DEAD,
+        "Ondoa kazi isiyotumika old_helper kutoka utils.py.",
+        "utils.py dosyasındaki kullanılmayan old_helper fonksiyonunu kaldır.",
+    ] {
+        described_change_is_asked_for_whole(request).await;
+    }
+}
+
+async fn described_change_is_asked_for_whole(request: &str) {
     let (done, fake, _server, ws) = scripted_in(
         dead_function_workspace(),
         vec![
+            change(),
             Reply::text(
                 "To remove old_helper you can call edit_file with the function's lines.",
                 10,
@@ -1198,7 +1284,7 @@ async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_w
             ),
             Reply::text("Removed old_helper from utils.py.", 10, 7),
         ],
-        REMOVE_DEAD,
+        request,
     )
     .await;
     assert_eq!(
@@ -1206,12 +1292,12 @@ async fn a_change_described_instead_of_made_is_asked_for_as_the_whole_file_and_w
         "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)\nchecks: none found",
         "{done}"
     );
-    assert_eq!(fake.chat_count(), 3);
+    assert_eq!(work(&fake).len(), 3);
     assert_holds(&ws, "utils.py", "def used_one(x):\n    return x + 1\n");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     let asked = last_said(&sent[1]);
     assert!(
-        asked.starts_with("The request is not done yet: 'old_helper' is still in utils.py."),
+        asked.starts_with(&format!("The request is: {request}\n")),
         "{asked}"
     );
     assert!(
@@ -1235,6 +1321,7 @@ async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
     let (done, fake, _server, ws) = scripted_in(
         dead_function_workspace(),
         vec![
+            change(),
             Reply::text("Done, old_helper is gone.", 10, 6),
             // Asked for the whole file, it gives a part of it, then a file without used_one.
             python_block("def used_one(x):\n    return x + 1\n# ... rest of the file\n"),
@@ -1246,8 +1333,8 @@ async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(fake.chat_count(), 5);
-    let sent = fake.chat_requests();
+    assert_eq!(work(&fake).len(), 5);
+    let sent = work(&fake);
     let gap = last_said(&sent[2]);
     assert!(
         gap.starts_with(
@@ -1260,8 +1347,7 @@ async fn a_whole_file_that_drops_what_the_request_keeps_is_not_written() {
     assert!(
         dropped.starts_with(
             "That code block was not written to utils.py: it drops `used_one`, which the \
-             request does not ask to remove.\nThe request is not done yet: 'old_helper' is \
-             still in utils.py."
+             request does not ask to remove.\nThe request is: Remove"
         ),
         "{dropped}"
     );
@@ -1277,6 +1363,7 @@ async fn a_request_naming_several_files_to_change_gets_no_whole_file_ask() {
     let (done, fake, _server, _ws) = scripted_in(
         ws,
         vec![
+            change(),
             Reply::text("You would edit a.txt and b.txt.", 10, 6),
             Reply::text("You would edit a.txt and b.txt.", 10, 6),
         ],
@@ -1284,7 +1371,7 @@ async fn a_request_naming_several_files_to_change_gets_no_whole_file_ask() {
     )
     .await;
     assert_eq!(field(&done, "status"), "failed", "{done}");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 2);
     let reminder = last_said(&sent[1]);
     assert!(
@@ -1302,7 +1389,7 @@ async fn a_write_that_did_not_take_is_asked_for_as_the_whole_file() {
     std::fs::write(ws.path().join("ages.txt"), "36\n41\n").unwrap();
     let (done, fake, _server, ws) = scripted_in(
         ws,
-        vec![
+        vec![change(),
             Reply::tool_calls(
                 &[
                     (
@@ -1327,7 +1414,7 @@ async fn a_write_that_did_not_take_is_asked_for_as_the_whole_file() {
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_holds(&ws, "people.csv", "name,age\nada,36\nbob,41\n");
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     let asked = last_said(&sent[2]);
     assert!(
@@ -1360,6 +1447,9 @@ async fn the_changed_part_alone_given_for_a_whole_file_is_made_as_an_edit_of_tha
     let (done, fake, _server, ws) = scripted_in(
         ws,
         vec![
+            // The test file fails before the work (it imports what is not there yet); the
+            // model reads the request as adding the function, not as making those checks pass.
+            reading(true, false, Some(false)),
             Reply::text("You can add it with edit_file.", 10, 6),
             python_block(
                 "def reverse_words(text):\n    return \" \".join(reversed(text.split()))\n",
@@ -1371,8 +1461,8 @@ async fn the_changed_part_alone_given_for_a_whole_file_is_made_as_an_edit_of_tha
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(fake.chat_count(), 3);
-    let sent = fake.chat_requests();
+    assert_eq!(work(&fake).len(), 3);
+    let sent = work(&fake);
     let asked = last_said(&sent[1]);
     assert!(
         asked.contains("Write the complete new content of strings.py"),
@@ -1400,7 +1490,7 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
     std::fs::write(ws.path().join("test_greet.py"), test).unwrap();
     let (done, fake, _server, ws) = scripted_tested(
         ws,
-        vec![
+        vec![reading(true, false, Some(true)),
             Reply::tool_call(
                 "edit_file",
                 json!({"path": "test_greet.py", "old_text": "Hello, Ada!", "new_text": "Hello, Ada"}),
@@ -1421,7 +1511,7 @@ async fn a_fault_to_fix_named_by_no_file_keeps_the_tests_and_reads_what_they_imp
         "greet.py",
         "def greet(name):\n    return \"Hello, \" + name + \"!\"\n",
     );
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     // Before its first call the model saw the code under test, then the test.
     let first: Vec<String> = tool_results(&sent[0]).into_iter().map(|(_, t)| t).collect();
@@ -1455,6 +1545,7 @@ async fn write_unit_test_after(first: &str, claim: &str) -> String {
     .unwrap();
     let good = "import unittest\nfrom mathutil import square\n\n\nclass T(unittest.TestCase):\n    def test_square(self):\n        self.assertEqual(square(3), 9)\n";
     let fake = FakeOllama::start().await;
+    fake.push_reply(reading(true, true, None));
     fake.push_replies(vec![
         Reply::tool_call(
             "write_file",
@@ -1478,7 +1569,7 @@ async fn write_unit_test_after(first: &str, claim: &str) -> String {
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_holds(&ws, "test_mathutil.py", good);
-    let sent = fake.chat_requests();
+    let sent = work(&fake);
     assert_eq!(sent.len(), 4);
     last_said(&sent[2]).to_string()
 }
@@ -1504,6 +1595,7 @@ async fn a_whole_file_copied_back_unchanged_is_no_change() {
     let (done, fake, _server, ws) = scripted_in(
         dead_function_workspace(),
         vec![
+            change(),
             Reply::text("old_helper is unused.", 10, 5),
             python_block(
                 "def used_one(x):\n    return x + 1\n\n\ndef old_helper(x):\n    return x * 100\n",
@@ -1552,6 +1644,7 @@ async fn a_block_quoted_in_the_answer_after_a_change_is_not_made_again() {
     let (done, fake, _server, ws) = scripted_in(
         ws,
         vec![
+            change(),
             Reply::tool_call(
                 "write_file",
                 json!({"path": "people.csv", "content": right}),
@@ -1569,51 +1662,8 @@ async fn a_block_quoted_in_the_answer_after_a_change_is_not_made_again() {
     )
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_eq!(fake.chat_count(), 2);
+    assert_eq!(work(&fake).len(), 2);
     assert_holds(&ws, "people.csv", right);
-}
-
-#[tokio::test]
-async fn a_whole_file_still_holding_what_the_request_wants_gone_is_asked_again() {
-    // The coding benchmark's rename-across-files: asked for api.py whole, the 1.5B model showed
-    // it "before" and "after" in one block; written, both would have stayed.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("api.py"),
-        "def fetch_data():\n    return [1, 2, 3]\n",
-    )
-    .unwrap();
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            Reply::text("Renamed it.", 10, 3),
-            python_block("# Before\ndef fetch_data():\n    return [1, 2, 3]\n# After\ndef load_data():\n    return [1, 2, 3]\n"),
-            Reply::text("", 10, 0),
-            python_block("def load_data():\n    return [1, 2, 3]\n"),
-            Reply::text("Renamed fetch_data to load_data.", 10, 6),
-        ],
-        "Rename the function fetch_data to load_data everywhere it is defined or used.",
-    )
-    .await;
-    assert_eq!(field(&done, "status"), "completed", "{done}");
-    assert_holds(&ws, "api.py", "def load_data():\n    return [1, 2, 3]\n");
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 5);
-    let refused = last_said(&sent[2]);
-    assert!(
-        refused.starts_with(
-            "That code block was not written to api.py: it still has `fetch_data`, which the \
-             request wants gone."
-        ),
-        "{refused}"
-    );
-    // An empty reply while the ask stands gets the ask again, tools and all.
-    let again = last_said(&sent[3]);
-    assert!(
-        again.starts_with("Your last reply was empty. The request is:"),
-        "{again}"
-    );
-    assert!(offers_tools(&sent[3]));
 }
 
 #[tokio::test]
@@ -1631,7 +1681,7 @@ async fn a_failed_write_to_a_folder_is_not_a_change_left_unmade() {
     .unwrap();
     let (done, fake, _server, ws) = scripted_in(
         ws,
-        vec![
+        vec![change(),
             Reply::tool_call(
                 "edit_file",
                 json!({"path": ".", "old_text": "TIMEOUT_SECS", "new_text": "TIMEOUT_SECONDS"}),
@@ -1659,42 +1709,7 @@ async fn a_failed_write_to_a_folder_is_not_a_change_left_unmade() {
     .await;
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_holds(&ws, "config.py", "TIMEOUT_SECONDS = 30\n");
-    assert_eq!(fake.chat_count(), 6);
-}
-
-#[tokio::test]
-async fn a_japanese_request_to_add_a_line_that_replaced_the_file_is_not_done() {
-    // Seen in the held-out coding run (holdout-6-append-line-ja): asked to add the line 「done」
-    // at the end of notes.txt, the 1.5B model wrote notes.txt as "done" alone and the task
-    // ended `completed`. The request keeps the file's lines, in Japanese as in English.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("notes.txt"), "a\nb\n").unwrap();
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            Reply::tool_call("read_file", json!({"path": "notes.txt"}), 10, 5),
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "notes.txt", "content": "done\n"}),
-                10,
-                9,
-            ),
-            Reply::text("notes.txt の最後に done を追加しました。", 10, 8),
-            Reply::text("```\na\nb\ndone\n```", 10, 8),
-            Reply::text("notes.txt の最後に done を追加しました。", 10, 8),
-        ],
-        "notes.txt の最後に「done」という行を追加してください。",
-    )
-    .await;
-    let told = completed_after_telling(&done, &ws, "notes.txt", "a\nb\ndone\n", &fake, 5);
-    assert_starts(
-        &told,
-        "The request is not done yet: the line 'a' of notes.txt is gone",
-    );
-    assert!(
-        told.contains("Write the complete new content of notes.txt"),
-        "{told}"
-    );
+    assert_eq!(work(&fake).len(), 6);
 }
 
 #[tokio::test]
@@ -1712,6 +1727,7 @@ async fn a_korean_particle_on_a_file_name_names_that_file_not_a_new_one() {
     let (done, fake, _server, ws) = scripted_in(
         ws,
         vec![
+            change(),
             // utils.py is read first, on the model's behalf.
             Reply::text(
                 "You can add this:\n```python\ndef max2(a, b):\n    return a if a > b else b\n```",
@@ -1731,7 +1747,7 @@ async fn a_korean_particle_on_a_file_name_names_that_file_not_a_new_one() {
     assert_eq!(field(&done, "status"), "completed", "{done}");
     assert_holds(&ws, "utils.py", both);
     // The block is added to utils.py (`described-edit`), and the answer follows.
-    assert_eq!(fake.chat_count(), 2);
+    assert_eq!(work(&fake).len(), 2);
 }
 
 #[tokio::test]
@@ -1753,7 +1769,7 @@ async fn a_whole_file_that_is_another_files_content_is_asked_again() {
     let main = "from cart import compute_total\n\nprint(compute_total([1, 2, 3]))\n";
     let (done, fake, _server, ws) = scripted_in(
         ws,
-        vec![
+        vec![change(),
             // cart.py and main.py are read first, on the model's behalf.
             Reply::tool_call(
                 "edit_file",
@@ -1777,162 +1793,6 @@ async fn a_whole_file_that_is_another_files_content_is_asked_again() {
 }
 
 #[tokio::test]
-async fn a_spelling_fixed_in_one_place_of_two_is_not_done() {
-    // Seen in the held-out coding run (holdout-7-typo-pt): the model corrected the first
-    // "recieve" of docs.txt and not the second, and the task ended `completed`.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("docs.txt"),
-        "We recieve mail.\nThen we recieve more.\n",
-    )
-    .unwrap();
-    let right = "We receive mail.\nThen we receive more.\n";
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            // docs.txt is read first, on the model's behalf.
-            Reply::tool_call(
-                "edit_file",
-                json!({"path": "docs.txt", "old_text": "We recieve mail.", "new_text": "We receive mail."}),
-                10,
-                9,
-            ),
-            Reply::text("Corrigi recieve para receive em docs.txt.", 10, 8),
-            Reply::text(&format!("```\n{right}```"), 10, 12),
-            Reply::text("Corrigi as duas ocorrências.", 10, 6),
-        ],
-        "Corrija o erro de digitação recieve para receive em docs.txt.",
-    )
-    .await;
-    let told = completed_after_telling(&done, &ws, "docs.txt", right, &fake, 4);
-    assert_starts(
-        &told,
-        "The request is not done yet: 'recieve' is still in docs.txt",
-    );
-}
-
-#[tokio::test]
-async fn a_spanish_removal_left_undone_is_not_completed() {
-    // Seen in the held-out coding run (holdout-8-remove-func-es): "Elimina la función obsoleta
-    // legacy_sum de mathops.py" was read as expecting nothing gone (only English remove verbs
-    // were read); the model's block, made as an edit, kept legacy_sum, and the task ended
-    // `completed`.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("mathops.py"),
-        "def legacy_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n\n\ndef add(a, b):\n    return a + b\n",
-    )
-    .unwrap();
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            // mathops.py is read first, on the model's behalf.
-            Reply::text(
-                "To remove it:\n```python\ndef legacy_sum(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n# Copy the content of mathops.py to a backup\n```",
-                10,
-                30,
-            ),
-            Reply::text("The function legacy_sum has been removed.", 10, 8),
-            python_block("def add(a, b):\n    return a + b\n"),
-            Reply::text("Eliminé legacy_sum de mathops.py.", 10, 8),
-        ],
-        "Elimina la función obsoleta legacy_sum de mathops.py.",
-    )
-    .await;
-    let told = completed_after_telling(
-        &done,
-        &ws,
-        "mathops.py",
-        "def add(a, b):\n    return a + b\n",
-        &fake,
-        4,
-    );
-    assert_starts(
-        &told,
-        "The request is not done yet: 'legacy_sum' is still in mathops.py",
-    );
-}
-
-#[tokio::test]
-async fn a_file_of_a_rename_replaced_by_other_content_is_not_done() {
-    // Seen in the held-out coding run (holdout-8-rename-ja): the model renamed MAX_RETRY in
-    // config.py, then wrote app.py as config.py's one line; the old name was gone from both
-    // and the task ended `completed` with app.py lost.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("config.py"), "MAX_RETRY = 3\n").unwrap();
-    std::fs::write(
-        ws.path().join("app.py"),
-        "from config import MAX_RETRY\n\nprint(MAX_RETRY)\n",
-    )
-    .unwrap();
-    let app = "from config import MAX_RETRIES\n\nprint(MAX_RETRIES)\n";
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            // config.py and app.py are read first, on the model's behalf.
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "config.py", "content": "MAX_RETRIES = 3\n"}),
-                10,
-                9,
-            ),
-            Reply::tool_call(
-                "write_file",
-                json!({"path": "app.py", "content": "MAX_RETRIES = 3\n"}),
-                10,
-                9,
-            ),
-            Reply::text("MAX_RETRIES = 3", 10, 5),
-            python_block(app),
-            Reply::text("MAX_RETRY を MAX_RETRIES に変えました。", 10, 8),
-        ],
-        "config.py と app.py の MAX_RETRY を MAX_RETRIES に名前を変えてください。",
-    )
-    .await;
-    let told = completed_after_telling(&done, &ws, "app.py", app, &fake, 5);
-    assert_starts(
-        &told,
-        "The request is not done yet: app.py no longer has any of the lines it had",
-    );
-}
-
-#[tokio::test]
-async fn a_line_deleted_with_its_neighbour_is_not_done() {
-    // Seen in the held-out coding run (holdout-8-delete-line-zh): asked to delete one line of
-    // notes.md, the model's edit_file took the line after it too, and the task ended
-    // `completed`.
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(
-        ws.path().join("notes.md"),
-        "# Notes\nTODO: remove me\nkeep this\n",
-    )
-    .unwrap();
-    let (done, fake, _server, ws) = scripted_in(
-        ws,
-        vec![
-            // notes.md is read first, on the model's behalf.
-            Reply::tool_call(
-                "edit_file",
-                json!({"path": "notes.md", "old_text": "TODO: remove me\nkeep this", "new_text": ""}),
-                10,
-                9,
-            ),
-            Reply::text("The line has been deleted from notes.md.", 10, 8),
-            Reply::text("```\n# Notes\nkeep this\n```", 10, 8),
-            Reply::text("已删除这一行。", 10, 4),
-        ],
-        "删除 notes.md 中的 TODO: remove me 这一行。",
-    )
-    .await;
-    let told = completed_after_telling(&done, &ws, "notes.md", "# Notes\nkeep this\n", &fake, 4);
-    assert_starts(
-        &told,
-        "The request is not done yet: notes.md lost 2 lines ('TODO: remove me', 'keep \
-             this'), but the request deletes one line",
-    );
-}
-
-#[tokio::test]
 async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
     // The coding benchmark's fix-off-by-one, in a run where the model's first edit was wrong:
     // asked after the failing checks for listutil.py whole, it gave the fixed `def last`
@@ -1950,7 +1810,7 @@ async fn the_fixed_definition_alone_after_failed_checks_replaces_the_files() {
     .unwrap();
     let (done, fake, _server, ws) = scripted_tested(
         ws,
-        vec![
+        vec![reading(true, false, Some(true)),
             Reply::tool_call(
                 "edit_file",
                 json!({"path": "listutil.py", "old_text": "return items[len(items)]", "new_text": "return items[len(items) + 1]"}),
@@ -1995,6 +1855,9 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
     )
     .unwrap();
     let fake = FakeOllama::start().await;
+    // Read before the work, with the failure shown: a change, and the failing test is not
+    // the request's (so no question about it after the work).
+    fake.push_reply(reading(true, false, Some(false)));
     fake.push_replies(vec![
         Reply::tool_call(
             "edit_file",
@@ -2008,8 +1871,6 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
             10,
             9,
         ),
-        // Asked whether the request was about the failing test: it was not.
-        Reply::text("{\"asked_to_fix\": false}", 10, 4),
     ]);
     let mut config = config(&fake, ws.path());
     config.agent.commands.enabled = agent_mcp::config::CommandsSwitch::On;
@@ -2023,8 +1884,8 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
          checks: 1 failing → 1 failing (python3 -m unittest; after 1 round of fixes)",
         "{done}"
     );
-    let sent = fake.chat_requests();
-    assert_eq!(sent.len(), 4);
+    let sent = work(&fake);
+    assert_eq!(sent.len(), 3);
     let told = last_said(&sent[2]);
     assert!(
         told.starts_with("The checks this workspace is judged by fail, as they did before")
@@ -2034,5 +1895,102 @@ async fn a_failure_already_there_is_only_told_to_a_small_model_and_its_change_st
     assert_eq!(
         std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
         "omega"
+    );
+}
+
+/// What a request asks is read by the model before the work: one call with a JSON schema as
+/// `format`, shown the workspace's file names and the request, no tools; its tokens count in
+/// the task's.
+#[tokio::test]
+async fn the_request_is_read_by_one_call_with_a_schema_and_its_tokens_count() {
+    let ws = workspace();
+    let fake = FakeOllama::start().await;
+    let read = json!({"goal": "the sum", "wants": "an answer", "tests": false});
+    fake.push_reply(Reply::text(&read.to_string(), 7, 3));
+    fake.push_reply(Reply::text("It is 4.", 20, 6));
+    let server = HttpServer::start(config(&fake, ws.path())).await;
+    let done = run(&server.client(), "What is 2 + 2?").await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    assert_eq!(field(&done, "token_usage"), "input=27 output=9 total=36");
+    let sent = fake.chat_requests();
+    assert_eq!(sent.len(), 2);
+    assert!(is_reading(&sent[0]));
+    assert_eq!(
+        sent[0]["format"]["required"],
+        json!(["goal", "wants", "tests"])
+    );
+    assert!(!offers_tools(&sent[0]));
+    let asked = last_said(&sent[0]);
+    assert!(asked.contains("NOTE.txt, a.txt, b.txt"), "{asked}");
+    assert!(asked.ends_with("What is 2 + 2?"), "{asked}");
+}
+
+/// The same reading gets the same treatment whatever language the request is in: read as a
+/// change, an answer that changed nothing fails; read as a question, the answer is the result.
+#[tokio::test]
+async fn a_request_in_any_language_gets_the_treatment_of_its_reading() {
+    let requests = [
+        "Write the secret word into word.txt.",
+        "Andika neno la siri kwenye word.txt.",
+        "Gizli kelimeyi word.txt dosyasına yaz.",
+        "秘密の言葉を word.txt に書いてください。",
+    ];
+    let mut calls = Vec::new();
+    for request in requests {
+        let (done, fake, _server, ws) = scripted(
+            vec![
+                change(),
+                read_note(),
+                Reply::text("The word is marigold.", 10, 5),
+                Reply::text("The word is marigold.", 10, 5),
+                Reply::text("The word is marigold.", 10, 5),
+            ],
+            request,
+        )
+        .await;
+        assert_eq!(field(&done, "status"), "failed", "{request}: {done}");
+        assert!(
+            result_of(&done)
+                .starts_with("the request asks for a change to the workspace, but no file changed"),
+            "{request}: {done}"
+        );
+        assert!(!ws.path().join("word.txt").exists());
+        calls.push(work(&fake).len());
+    }
+    assert!(calls.iter().all(|c| *c == calls[0]), "{calls:?}");
+    for request in requests {
+        let (done, fake, _server, _ws) = scripted(
+            vec![
+                question(),
+                read_note(),
+                Reply::text("The word is marigold.", 10, 5),
+            ],
+            request,
+        )
+        .await;
+        assert_ended(&done, "completed", "The word is marigold.", &fake, 2);
+    }
+}
+
+/// A reading that is not the JSON asked for is taken as the loud one: a change asked for, so
+/// an answer that changed nothing fails, saying so, rather than completing in silence.
+#[tokio::test]
+async fn an_unreadable_reading_is_taken_as_a_change() {
+    let (done, _fake, _server, _ws) = scripted(
+        vec![
+            Reply::text("I think they want to know something.", 0, 0),
+            read_note(),
+            Reply::text("The word is marigold.", 10, 5),
+            Reply::text("The word is marigold.", 10, 5),
+            Reply::text("The word is marigold.", 10, 5),
+        ],
+        "Neno la siri ni nini?",
+    )
+    .await;
+    assert_eq!(field(&done, "status"), "failed", "{done}");
+    assert!(
+        result_of(&done)
+            .starts_with("the request asks for a change to the workspace, but no file changed"),
+        "{done}"
     );
 }

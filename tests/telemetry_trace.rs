@@ -503,6 +503,12 @@ async fn the_engines_own_reads_and_check_runs_have_tool_spans() {
     let fake = FakeOllama::start().await;
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("NOTE.txt"), "The secret word is: marigold\n").unwrap();
+    // The `small` policy's reading of the request (a model call, not a tool run).
+    fake.push_reply(Reply::text(
+        r#"{"goal": "copy the word", "wants": "file changes", "tests": false, "fix_failing": true}"#,
+        10,
+        2,
+    ));
     fake.push_reply(Reply::tool_call(
         "write_file",
         json!({"path": "word.txt", "content": "marigold\n"}),

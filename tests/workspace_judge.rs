@@ -140,6 +140,22 @@ fn say(text: &str) -> Reply {
     Reply::text(text, 10, 2)
 }
 
+/// The scripted model's reading of the request (the one call with a JSON-schema `format`
+/// before the work under the `small` policy): a change or an answer, and, when the checks
+/// fail before the work, whether the request is to make them pass.
+fn intent(change: bool, fix_failing: Option<bool>) -> Reply {
+    let wants = if change { "file changes" } else { "an answer" };
+    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": false});
+    if let Some(fix) = fix_failing {
+        v["fix_failing"] = json!(fix);
+    }
+    say(&v.to_string())
+}
+
+fn small(config: &mut Config) {
+    config.agent.steering = SteeringMode::Small;
+}
+
 /// A reply without any text (and no tokens of output).
 fn silence() -> Reply {
     Reply::text("", 10, 0)
@@ -255,19 +271,48 @@ async fn a_file_is_replaced_only_after_the_task_read_it() {
     );
 }
 
+/// Whether a change is asked is the model's reading of the request (under `small`), in any
+/// language: asked for and not made, the task fails saying so. Under `off` the request is not
+/// read at all: a capable model's answer passes through.
 #[tokio::test]
-async fn a_change_asked_for_and_not_made_is_not_completed_under_off() {
+async fn a_change_asked_for_and_not_made_is_not_completed() {
+    for request in [
+        "Bump the version in VERSION to 1.5.0.",
+        "VERSION dosyasındaki sürümü 1.5.0 yap.",
+        "Badilisha toleo katika VERSION kuwa 1.5.0.",
+    ] {
+        let replies = vec![
+            intent(true, None),
+            read("VERSION"),
+            say("Bumped the version to 1.5.0."),
+            say("Bumped the version to 1.5.0."),
+            say("Bumped the version to 1.5.0."),
+        ];
+        let done = task([("VERSION", "1.4.2\n")], replies)
+            .with(small)
+            .run(request)
+            .await;
+        done.assert_status("failed");
+        assert!(
+            done.result().starts_with(
+                "the request asks for a change to the workspace, but no file changed, so it \
+                 was not done; the model said: "
+            ),
+            "{request}: {}",
+            done.done
+        );
+        assert_eq!(
+            done.sent()[0]["format"]["required"],
+            json!(["goal", "wants", "tests"])
+        );
+    }
+    // Off: no reading, no reminder, the model's own two calls and its answer.
     let replies = vec![read("VERSION"), say("Bumped the version to 1.5.0.")];
     let done = task([("VERSION", "1.4.2\n")], replies)
         .run("Bump the version in VERSION to 1.5.0.")
         .await;
-    done.assert_status("failed");
-    assert_eq!(
-        done.result(),
-        "the request asks for a change to the workspace, but no file changed, so it was not \
-         done; the model said: Bumped the version to 1.5.0."
-    );
-    // Off: no reminder, the model's own two calls.
+    done.assert_status("completed");
+    assert_eq!(done.result(), "Bumped the version to 1.5.0.");
     assert_eq!(done.fake.chat_count(), 2);
 }
 
@@ -335,36 +380,6 @@ async fn a_long_conversation_is_compacted_before_it_outgrows_the_window_and_says
     }
 }
 
-#[tokio::test]
-async fn a_change_the_workspace_contradicts_is_sent_back_then_fails_the_task() {
-    let replies = vec![
-        read("settings.env"),
-        // The wrong line goes.
-        call(
-            "edit_file",
-            json!({"path": "settings.env", "old_text": "PORT=80\n", "new_text": ""}),
-        ),
-        say("Removed DEBUG=true."),
-        say("Removed DEBUG=true, really."),
-    ];
-    let done = task(
-        [("settings.env", "HOST=0.0.0.0\nDEBUG=true\nPORT=80\n")],
-        replies,
-    )
-    .run("Remove the line DEBUG=true from settings.env.")
-    .await;
-    done.assert_sent_back_then_failed(
-        "step 'ollama chat' failed: the request is not done: 'DEBUG=true' is still in \
-         settings.env; the files changed are left as they are",
-        "The request is not done yet: 'DEBUG=true' is still in settings.env.",
-    );
-    assert_eq!(
-        done.result(),
-        "step 'ollama chat' failed: the request is not done: 'DEBUG=true' is still in \
-         settings.env; the files changed are left as they are"
-    );
-}
-
 /// The shape of a 1.5B model's `derive-csv`: the header written, the edit that was to add the
 /// rows failed (its `old_text` is not in the file), and an answer listing the rows. The failed
 /// change goes back to the model once; answered again without it, the task fails saying which
@@ -420,22 +435,25 @@ async fn a_failed_change_made_again_completes() {
 }
 
 /// A valid JSON file is not replaced by text that does not parse; the model hears where it
-/// breaks, and the file stays as it was.
+/// breaks, and the file stays as it was. Read as a change (`small`), the task that changed
+/// nothing then fails.
 #[tokio::test]
 async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
     let original = "{\n  \"name\": \"widget\",\n  \"version\": \"1.4.2\"\n}\n";
     let broken = json!({"path": "package.json", "content": "version\": \"1.5.0\"\n"});
     let replies = vec![
+        intent(true, None),
         read("package.json"),
         call("write_file", broken),
         say("package.json is at 1.5.0."),
     ];
     let done = task([("package.json", original)], replies)
+        .with(small)
         .run("Bump the version in package.json from 1.4.2 to 1.5.0.")
         .await;
     done.assert_status("failed");
     assert_eq!(done.file("package.json"), original);
-    let refusal = last_tool_result(&done.sent()[2]);
+    let refusal = last_tool_result(&done.sent()[3]);
     assert!(
         refusal.contains(
             "'package.json' is valid JSON now, and after this write_file it would not be"
@@ -444,45 +462,30 @@ async fn a_write_that_would_break_a_json_file_is_refused_and_the_file_kept() {
     );
 }
 
-/// "Add a line" keeps the lines the file had: a model that replaced the line instead is told,
-/// then the task fails; the same silence after a change nothing can check (no expectation
-/// read from the request, no checks configured) is no result: the task fails for want of an
-/// answer.
+/// Silence after a change nothing can check (no checks configured) is no result: the task
+/// fails for want of an answer.
 #[tokio::test]
-async fn a_lost_line_or_an_unchecked_change_then_silence_fails() {
-    let replace = json!({"path": "todo.txt", "old_text": "buy milk\n", "new_text": "call mum\n"});
-    let lost_line = (
-        [("todo.txt", "buy milk\n")],
-        vec![
-            read("todo.txt"),
-            call("edit_file", replace),
-            say("Added call mum."),
-            say("Added call mum."),
-        ],
-        "Now add a second line to todo.txt: call mum",
-        "the line 'buy milk' of todo.txt is gone",
+async fn an_unchecked_change_then_silence_fails() {
+    let replies = vec![
+        read_calc(),
+        edit("answer = 5", "answer = 4"),
+        silence(),
+        silence(),
+    ];
+    let done = task([("calc.txt", "answer = 5\n")], replies)
+        .run("Fix the bug in calc.txt.")
+        .await;
+    done.assert_status("failed");
+    assert!(
+        done.result().contains("the model gave no answer"),
+        "{}",
+        done.done
     );
-    let unchecked = (
-        [("calc.txt", "answer = 5\n")],
-        vec![
-            read_calc(),
-            edit("answer = 5", "answer = 4"),
-            silence(),
-            silence(),
-        ],
-        "Fix the bug in calc.txt.",
-        "the model gave no answer",
-    );
-    for (files, replies, request, reason) in [lost_line, unchecked] {
-        let done = task(files, replies).run(request).await;
-        done.assert_status("failed");
-        assert!(done.result().contains(reason), "{}", done.done);
-    }
 }
 
-/// A change the request states ("change 'buy milk' to 'buy oat milk'"), made, and then no
-/// answer at all, also when asked again: the workspace vouches for the change, so the task
-/// completes, saying the model gave no answer and listing what changed.
+/// A change made, and then no answer at all, also when asked again: the configured checks
+/// vouch for the change, so the task completes, saying the model gave no answer and listing
+/// what changed.
 #[tokio::test]
 async fn a_checked_change_followed_by_silence_completes_saying_so() {
     let change = json!({"path": "todo.txt", "old_text": "buy milk", "new_text": "buy oat milk"});
@@ -493,6 +496,13 @@ async fn a_checked_change_followed_by_silence_completes_saying_so() {
         silence(),
     ];
     let done = task([("todo.txt", "- buy milk\n- call mum\n")], replies)
+        .with(|config| {
+            config.agent.checks = vec![
+                ["grep", "-q", "buy oat milk", "todo.txt"]
+                    .map(String::from)
+                    .to_vec(),
+            ]
+        })
         .run("In todo.txt, change 'buy milk' to 'buy oat milk'.")
         .await;
     done.assert_status("completed");
@@ -585,10 +595,11 @@ async fn a_passing_test_file_the_task_wrote_completes_with_its_run_named() {
     }
 }
 
-/// "The unit tests fail; fix stats.py": the tests are the check, not the work. A write to
-/// the test file is refused (the model is told why, and the file is kept), and with no checks
-/// configured the workspace's tests run before the change and after it, the result saying how
-/// they began and ended.
+/// "The unit tests fail; fix stats.py" (here in Turkish), read by the model as asking the
+/// failing tests to pass and not to change tests: the tests are the check, not the work. A
+/// write to the test file is refused (the model is told why, and the file is kept), and with
+/// no checks configured the workspace's tests run before the change and after it, the result
+/// saying how they began and ended.
 #[tokio::test]
 async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
     let test = "import unittest\nfrom stats import mean\n\nclass T(unittest.TestCase):\n    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n";
@@ -601,6 +612,7 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
             ("test_stats.py", test),
         ],
         vec![
+            intent(true, Some(true)),
             // A small model's way out: make the test expect what the code does.
             call(
                 "write_file",
@@ -614,12 +626,18 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
             say("Fixed mean in stats.py."),
         ],
     )
-    .with(allow_python)
-    .run("The unit tests fail; fix stats.py.")
+    .with(|config| {
+        allow_python(config);
+        small(config);
+    })
+    .run("Birim testleri başarısız oluyor; stats.py'yi düzelt.")
     .await;
     judged.assert_status("completed");
     assert_eq!(judged.file("test_stats.py"), test, "the test file is kept");
-    let refused = last_tool_result(&judged.sent()[1]);
+    // The model's reading came first (the failure shown to it), then the work.
+    let sent = judged.sent();
+    assert!(last_user(&sent[0]).contains("AssertionError"));
+    let refused = last_tool_result(&sent[2]);
     assert!(
         refused.contains("'test_stats.py' holds the tests this request is checked by"),
         "{refused}"

@@ -10,8 +10,8 @@
 //! | room | what it holds |
 //! |---|---|
 //! | [`worker`] | the queue ([`queue`]), claiming a task, the local worker loop and the shared store's ([`AgentCore`], which they share, is here) |
-//! | `engine` | running one task: [`runner`], its steps (`step`, `step_schedule`, `step_progress`), [`plan`], the context window, the model's profile, the `files` policy (`direct`), approvals, the result's summary, the trace |
-//! | `judge` | whether the work is done: the project's checks (`checks`, `project_checks`) and what a request says it wants (`expect`, `intent`, `lexicon`: the word lists the `small` and `off` policies still read) |
+//! | `engine` | running one task: [`runner`], its steps (`step`, `step_schedule`, `step_progress`), [`plan`], the context window, the model's profile, the model's reading of the request (`reading`), the `files` policy (`direct`), approvals, the result's summary, the trace |
+//! | `judge` | whether the work is done: the project's checks (`checks`, `project_checks`); what a request asks for is the model's reading of it (`engine`'s `reading` and `direct`), read in any language, never a word list |
 //! | [`steering`] | what the tool loop does for a small model |
 //! | [`tools`] | the workspace's tools, their sandbox and the change ledger |
 
@@ -26,7 +26,6 @@ pub mod worker;
 pub use engine::model::{ModelProfile, probe as probe_model};
 pub use engine::{plan, runner};
 pub use judge::checks::{CheckEnd, CheckReport, CheckResult, CheckRun, NoChecks};
-pub use judge::intent::asks_for_change;
 pub use worker::queue;
 
 use std::collections::HashSet;

@@ -7,6 +7,7 @@ pub(crate) mod direct;
 pub(crate) mod files_task;
 pub(crate) mod model;
 pub mod plan;
+pub(crate) mod reading;
 pub mod runner;
 pub(crate) mod step;
 pub(crate) mod step_event;

@@ -13,6 +13,10 @@
 //! without `vision` fail the task at once, the workspace tools are offered only with `tools`,
 //! and the steering policy, `num_ctx` and `think` follow the model ([`ModelProfile`]).
 //!
+//! Whether a task asks for a change is the model's reading of its request (the `files` and
+//! `small` policies ask it in one call with a JSON schema, `reading` and `direct`; under `off`
+//! nothing is asked and nothing is read of the request's words).
+//!
 //! The workspace judges the outcome: a task asked to change it that changed nothing fails; one
 //! that changed files has its checks run after its last change, and fails when they end worse
 //! than they began (the `checks` module); the result of one that changed files lists them,
@@ -34,7 +38,6 @@ use crate::agent::engine::summary::Summary;
 use crate::agent::engine::task_changes::ChangeWatch;
 use crate::agent::engine::trace;
 use crate::agent::judge::checks::{CheckReport, Checks};
-use crate::agent::judge::expect::Expectations;
 use crate::agent::tools::{PathError, Snapshot, Toolbox};
 use crate::agent::worker::claim::TaskClaim;
 use crate::ollama::{Message, OllamaError};
@@ -210,15 +213,6 @@ async fn drive(
     }
     let toolbox = if show.has("tools") {
         let toolbox = Toolbox::open(&settings.tools).map_err(RunError::Workspace)?;
-        // The tests the request is checked by, and does not ask to change, stay as they are.
-        let request = progress.task.request.clone();
-        let ws = toolbox.workspace().clone();
-        let kept = tokio::task::spawn_blocking(move || {
-            crate::agent::judge::expect::tests_kept(&request, &ws)
-        })
-        .await
-        .unwrap_or_default();
-        let toolbox = toolbox.keep_checks(kept);
         Some(Arc::new(toolbox)).filter(|t| !t.enabled().is_empty())
     } else {
         None
@@ -249,18 +243,16 @@ async fn drive(
             .map(|i| i.data_base64.clone())
             .collect(),
     );
-    let asks_for_change = crate::agent::asks_for_change(&progress.task.request);
     let mut engine = Engine {
         ollama: core.ollama.clone(),
         settings: settings.clone(),
         model,
         temperature: progress.task.temperature.or(settings.ollama.temperature),
-        asks_for_change,
+        // The model's reading decides it below; under `off` nothing asks it, and the request's
+        // words are not read: a capable model passes through untouched.
+        asks_for_change: false,
+        fix_failing: None,
         checks: Checks::new(settings.agent.checks.clone(), settings.agent.check_rounds),
-        expectations: match &toolbox {
-            Some(toolbox) => Expectations::of(&progress.task.request, toolbox.workspace()),
-            None => Expectations::default(),
-        },
         expect_rounds: std::sync::Mutex::new(0),
         toolbox,
         history: history
@@ -284,13 +276,16 @@ async fn drive(
     };
     // The `files` policy: what the request asks is the model's reading of it, what shows it
     // done the workspace's files and checks — the request's words are not read here.
-    if crate::agent::engine::direct::applies(&engine, !progress.task.images.is_empty())
-        && let Some(direct) = crate::agent::engine::direct::prepare(&engine, progress, cancel)
+    let direct = if crate::agent::engine::direct::applies(&engine, !progress.task.images.is_empty())
+    {
+        crate::agent::engine::direct::prepare(&engine, progress, cancel)
             .await
             .map_err(step_error)?
-    {
+    } else {
+        None
+    };
+    if let Some(direct) = direct {
         engine.asks_for_change = direct.intent.change;
-        engine.expectations = Expectations::default();
         let kept = if direct.intent.fix_failing && !direct.intent.tests {
             crate::agent::engine::direct::test_files(&direct.files)
         } else {
@@ -300,6 +295,19 @@ async fn drive(
             toolbox.set_kept_checks(kept);
         }
         engine.direct = Some(direct);
+    } else if engine.model.policy == crate::agent::steering::Policy::Small
+        && engine.toolbox.is_some()
+    {
+        // The `small` policy (and a small model whose files do not fit, planned, or with
+        // images): the same reading, asked once before the work.
+        let reading = crate::agent::engine::reading::read_request(&engine, progress, cancel)
+            .await
+            .map_err(step_error)?;
+        engine.asks_for_change = reading.change;
+        engine.fix_failing = reading.fix_failing;
+        if let Some(toolbox) = engine.toolbox.as_mut().and_then(Arc::get_mut) {
+            toolbox.set_kept_checks(reading.kept);
+        }
     }
     let engine = Arc::new(engine);
     // Only now: the files policy above changes the toolbox in place, which a clone held here
@@ -345,7 +353,11 @@ async fn drive(
                 let asked = match &engine.direct {
                     // Asked of the model before the work, with the failures before it.
                     Some(direct) => direct.intent.fix_failing,
-                    None => asked_to_fix(&engine, &report, progress, cancel).await?,
+                    None => match engine.fix_failing {
+                        // Asked before the work under the `small` policy.
+                        Some(asked) => asked,
+                        None => asked_to_fix(&engine, &report, progress, cancel).await?,
+                    },
                 };
                 if asked {
                     return Err(RunError::Checks(report));

@@ -34,8 +34,7 @@ use crate::agent::engine::context::Window;
 use crate::agent::engine::model::ModelProfile;
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::judge::checks::{self, CheckReport, Checks};
-use crate::agent::judge::expect::{Expectations, Unmet};
-use crate::agent::steering::{Facts, Ran, Reply, Steering, Stop, Verdict};
+use crate::agent::steering::{Facts, Ran, Reply, Steering, Stop, Unmet, Verdict};
 use crate::agent::tools::{CallError, ToolError, ToolKind, ToolOutput, Toolbox};
 use crate::agent::worker::claim::TaskClaim;
 use crate::ollama::{
@@ -60,12 +59,15 @@ pub(crate) struct Engine {
     pub history: Vec<Message>,
     /// The task's request, with its images.
     pub request: Message,
-    /// The request asks for the workspace to change ([`crate::agent::asks_for_change`]).
+    /// The request asks for the workspace to change: the model's reading of it, asked before
+    /// the work (`reading`, or the `files` policy's); never under `off`.
     pub asks_for_change: bool,
+    /// When the checks failed before the work and the model was asked before it: whether the
+    /// request is to make them pass.
+    pub fix_failing: Option<bool>,
     /// `agent.checks`, and how far they got in this task.
     pub checks: Checks,
-    /// What the request says the workspace will hold, and the rounds of being told it does not.
-    pub expectations: Expectations,
+    /// The rounds of being told a change the model tried did not take.
     pub expect_rounds: std::sync::Mutex<usize>,
     /// Asked before every model and tool call.
     pub claim: TaskClaim,
@@ -219,8 +221,8 @@ struct Loop<'a> {
     ours: Vec<String>,
     last_round_failed: bool,
     calls: usize,
-    /// The request's expectations the workspace did not show at the last answer, for a policy
-    /// that reads them ([`Steering::wants_unmet`]).
+    /// The changes the model tried that did not take, at the last answer, for a policy that
+    /// reads them ([`Steering::wants_unmet`]).
     unmet: Vec<Unmet>,
     /// The task has checks to run: the operator's, or the workspace's own test command.
     checks: bool,
@@ -240,7 +242,6 @@ impl Loop<'_> {
             calls: self.calls,
             checks: self.checks,
             unmet: &self.unmet,
-            expectations: &self.engine.expectations,
         }
     }
 }
@@ -457,9 +458,8 @@ pub(crate) async fn run_step(
                 }
                 match engine.checks.after_answer(&toolbox, &cancel).await {
                     Ok(checks::Verdict::Pass) => {
-                        let unmade =
-                            unmade_changes(&state.ran, &toolbox, engine.checks.configured());
-                        match not_done(&engine, &toolbox, final_step, unmade).await {
+                        let unmade = unmet_now(&engine, &toolbox, &state.ran).await;
+                        match not_done(&engine, &toolbox, final_step, unmade) {
                             None => return Ok(answer),
                             Some(Ok(told)) => {
                                 offer_tools = true;
@@ -534,79 +534,64 @@ pub(crate) const NO_ANSWER_BUT_CHECKED: &str = "The model gave no answer of its 
     change the request asked for is in the workspace and was checked against it.";
 
 /// When the model falls silent after its change: `Some` answer when the change is checked —
-/// the request's expectations all hold, or the configured checks pass — and nothing it tried
-/// failed to take; `None` when nothing can vouch for it (then the step fails for want of an
-/// answer, as before).
+/// the configured checks pass — and nothing it tried failed to take; `None` when nothing can
+/// vouch for it (then the step fails for want of an answer, as before).
 async fn checked_without_answer(
     engine: &Engine,
     toolbox: &Arc<Toolbox>,
     state: &Loop<'_>,
     cancel: &CancellationToken,
 ) -> Result<Option<String>, StepError> {
-    if !state.final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+    // What changed is the workspace's to say (no reading of the request needed).
+    if !state.final_step || !toolbox.ledger().changed_any() {
         return Ok(None);
     }
-    if !unmade_changes(&state.ran, toolbox, engine.checks.configured()).is_empty() {
+    if !engine.checks.configured()
+        || !unmade_changes(&state.ran, toolbox, engine.checks.configured()).is_empty()
+    {
         return Ok(None);
     }
-    let expected = engine.expectations.expects_anything();
-    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    let unmet = tokio::task::spawn_blocking(move || expectations.unmet(&ws))
-        .await
-        .unwrap_or_else(|_| vec!["the workspace could not be compared".into()]);
-    if !unmet.is_empty() {
-        return Ok(None);
+    match engine.checks.after_answer(toolbox, cancel).await {
+        Ok(checks::Verdict::Pass) => Ok(Some(NO_ANSWER_BUT_CHECKED.to_owned())),
+        Ok(_) => Ok(None),
+        Err(_) => Err(StepError::Cancelled),
     }
-    let checked = engine.checks.configured();
-    if !(expected || checked) {
-        return Ok(None);
-    }
-    if checked {
-        match engine.checks.after_answer(toolbox, cancel).await {
-            Ok(checks::Verdict::Pass) => {}
-            Ok(_) => return Ok(None),
-            Err(_) => return Err(StepError::Cancelled),
-        }
-    }
-    Ok(Some(NO_ANSWER_BUT_CHECKED.to_owned()))
 }
 
-/// What is not done now: the changes the model tried that did not take, then what the
-/// request expects and the workspace does not show.
-async fn unmet_now(engine: &Engine, toolbox: &Toolbox, ran: &[Ran]) -> Vec<Unmet> {
+/// What is not done now: the changes the model tried that did not take, then, when the model
+/// read the request as asking for a change, a rename it left half done.
+async fn unmet_now(engine: &Engine, toolbox: &Arc<Toolbox>, ran: &[Ran]) -> Vec<Unmet> {
     let mut unmet = unmade_changes(ran, toolbox, engine.checks.configured());
-    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    unmet.extend(
-        tokio::task::spawn_blocking(move || expectations.unmet_in(&ws))
+    if engine.asks_for_change && toolbox.ledger().changed_any() {
+        let (toolbox, request) = (toolbox.clone(), engine.request.content.clone());
+        unmet.extend(
+            tokio::task::spawn_blocking(move || {
+                crate::agent::judge::renames::unfinished(&toolbox, &request)
+            })
             .await
             .unwrap_or_default(),
-    );
+        );
+    }
     unmet
 }
 
 /// Rounds of "the request is not done yet" before the step fails.
 const EXPECT_ROUNDS: usize = 1;
 
-/// What the request expects and the workspace does not show, once the task changed files
-/// (with `unmade`, the changes the model tried that did not take): `None` when it all holds
-/// (or nothing is expected), a message to send the model while rounds are left, the unmet
-/// expectations past them.
-async fn not_done(
+/// The changes the model tried that did not take (`unmade`), in a task the model read as
+/// asking for a change or that changed files (under `off` the request is not read: what
+/// changed says a change was meant, in any language): `None` when there are none, a message
+/// to send the model while rounds are left, the changes past them.
+fn not_done(
     engine: &Engine,
-    toolbox: &Arc<Toolbox>,
+    toolbox: &Toolbox,
     final_step: bool,
     unmade: Vec<Unmet>,
 ) -> Option<Result<String, Vec<String>>> {
-    if !final_step || !engine.asks_for_change || !toolbox.ledger().changed_any() {
+    if !final_step || !(engine.asks_for_change || toolbox.ledger().changed_any()) {
         return None;
     }
-    let (expectations, ws) = (engine.expectations.clone(), toolbox.workspace().clone());
-    let mut unmet: Vec<String> = unmade.into_iter().map(|u| u.line).collect();
-    unmet.extend(
-        tokio::task::spawn_blocking(move || expectations.unmet(&ws))
-            .await
-            .unwrap_or_default(),
-    );
+    let unmet: Vec<String> = unmade.into_iter().map(|u| u.line).collect();
     if unmet.is_empty() {
         return None;
     }
@@ -630,7 +615,7 @@ async fn not_done(
 /// call of a writing tool with no later call of one on the same path. Its answer may say the
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
 /// add the rows, and reported the rows); the workspace says it was not. A write refused
-/// because it would change the request's checks (`expect::tests_kept`), or aimed at a
+/// because it would change the test files kept as the request's checks, or aimed at a
 /// folder, is not one of them.
 /// With `agent.checks` configured (`checked`) none is: the checks judge the change (a 1.5B
 /// model fixed `cart.py` one way, then tried another way on the text the first had changed,
@@ -659,7 +644,7 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox, checked: bool) -> Vec<Unmet> {
         };
         // A test the request is checked by was kept on purpose: not a change to make. A
         // folder is no file to change (a 1.5B model called edit_file on "." before writing
-        // each file of a rename): the request's expectations judge what it meant.
+        // each file of a rename).
         let ws = toolbox.workspace();
         if ws.checks().contains(&path) || ws.existing(&path).is_ok_and(|p| p.is_dir()) {
             continue;

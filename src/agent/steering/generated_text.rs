@@ -6,8 +6,7 @@ use proptest::prelude::*;
 
 /// Pieces the generated texts are made of: Japanese, emoji (with joiners and skin tones),
 /// combining marks, right-to-left text and its override marks, and the ASCII the helpers look
-/// for (paths, backticks, JSON, tags, fences), and the lexicon's words in its other languages
-/// (with letters whose lower case is longer than they are: `İ`, `ẞ`), and broken JSON.
+/// for (paths, backticks, JSON, tags, fences), and requests in several languages (with letters whose lower case is longer than they are: `İ`, `ẞ`), and broken JSON.
 pub const PIECES: [&str; 54] = [
     "プロジェクトのテスト失敗を調査し、原因を修正してください。",
     "この関数が何をするか",

@@ -132,12 +132,18 @@ pub(crate) struct Facts<'a> {
     pub calls: usize,
     /// The task has checks to run: `agent.checks`, or the workspace's own test command.
     pub checks: bool,
-    /// What is not done yet — writes the model tried that did not take, then what the request
-    /// states and the workspace does not show — when a rule asked for it
-    /// ([`Steering::wants_unmet`]) before the answer; empty otherwise.
-    pub unmet: &'a [crate::agent::judge::expect::Unmet],
-    /// What the request says the workspace will hold.
-    pub expectations: &'a crate::agent::judge::expect::Expectations,
+    /// What is not done yet — writes the model tried that did not take — when a rule asked
+    /// for it ([`Steering::wants_unmet`]) before the answer; empty otherwise.
+    pub unmet: &'a [Unmet],
+}
+
+/// A change the model tried that the workspace does not show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unmet {
+    /// What is wrong, as a line for the model and the result.
+    pub line: String,
+    /// The files where it does not hold.
+    pub files: Vec<String>,
 }
 
 impl Facts<'_> {
@@ -205,8 +211,7 @@ pub(crate) struct FollowUp {
 pub(crate) trait Rule: Send {
     fn name(&self) -> &'static str;
 
-    /// Whether the rule reads [`Facts::unmet`] before the answer (comparing the request's
-    /// expectations with the workspace costs reading its files, so only then).
+    /// Whether the rule reads [`Facts::unmet`] before the answer (only then is it found).
     fn wants_unmet(&self) -> bool {
         false
     }

@@ -433,30 +433,29 @@ impl Rule for EmptyAnswer {
     }
 }
 
-/// Words after which a request gives an example value.
-const EXAMPLE_MARKERS: [&str; 5] = ["for example", "e.g.", "such as", "例えば", "例："];
-
-/// The example values a request gives ("(for example 1.0-final)" → `1.0-final`).
+/// The example values a request gives in an aside: the values with a digit in its
+/// parentheses ("(for example 1.0-final)", "(z. B. 1.0-final)", "（例：1.0-final）" →
+/// `1.0-final`). The words around them are not read, so this holds in any language.
 fn examples(request: &str) -> Vec<String> {
-    let starts = request.char_indices().filter_map(|(at, _)| {
-        EXAMPLE_MARKERS.iter().find_map(|marker| {
-            request
-                .get(at..at + marker.len())
-                .filter(|found| found.eq_ignore_ascii_case(marker))
-                .map(|_| at + marker.len())
-        })
-    });
-    starts
-        .filter_map(|start| {
-            let rest = request.get(start..)?.trim_start_matches([' ', ':', ',']);
-            let value: String = rest
-                .chars()
-                .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | '）' | ',' | ';'))
-                .collect();
-            let value = value.trim_end_matches(['.', '。']).to_owned();
-            (value.chars().count() >= 2).then_some(value)
-        })
-        .collect()
+    let mut found = Vec::new();
+    let mut rest = request;
+    while let Some(open) = rest.find(['(', '（']) {
+        let inside = &rest[open..];
+        let inside = &inside[inside.chars().next().map_or(1, char::len_utf8)..];
+        let end = inside.find([')', '）']).unwrap_or(inside.len());
+        for word in
+            inside[..end].split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '：' | '、'))
+        {
+            let value = word
+                .trim_start_matches(':')
+                .trim_end_matches(['.', '。', ':']);
+            if value.chars().count() >= 2 && value.chars().any(|c| c.is_ascii_digit()) {
+                found.push(value.to_owned());
+            }
+        }
+        rest = &inside[end..];
+    }
+    found
 }
 
 /// The text a write call would put in a file.
@@ -857,9 +856,6 @@ mod tests {
         (dir, toolbox)
     }
 
-    static EXPECTS_NOTHING: crate::agent::judge::expect::Expectations =
-        crate::agent::judge::expect::Expectations::NONE;
-
     fn facts<'a>(request: &'a str, toolbox: &'a Toolbox, ran: &'a [Ran]) -> Facts<'a> {
         Facts {
             request,
@@ -867,13 +863,12 @@ mod tests {
             ran,
             last_round_failed: false,
             ours: &[],
-            asks_for_change: crate::agent::asks_for_change(request),
+            asks_for_change: false,
             changed: false,
             final_step: true,
             calls: 1,
             checks: false,
             unmet: &[],
-            expectations: &EXPECTS_NOTHING,
         }
     }
 
@@ -943,8 +938,10 @@ mod tests {
     fn the_change_reminder_comes_once_and_only_for_a_change_not_made() {
         let (_dir, tb) = toolbox(&[("calc.py", "x\n")]);
         let mut rule = Once::new(ChangeReminder);
-        let request = "Fix the bug in calc.py.";
+        // The model's reading: a change (in any language: the request's words are not read).
+        let request = "calc.py'deki hatayı düzelt.";
         let mut f = facts(request, &tb, &[]);
+        f.asks_for_change = true;
         assert!(rule.before_answer("Done.", &f).is_some());
         assert!(rule.before_answer("Done.", &f).is_none(), "once");
         let mut fresh = Once::new(ChangeReminder);
@@ -976,13 +973,18 @@ mod tests {
     }
 
     #[test]
-    fn examples_are_the_values_after_an_example_marker() {
-        assert_eq!(
-            examples("write it into release.txt (for example 1.0-final)."),
-            ["1.0-final"]
-        );
-        assert_eq!(examples("e.g. 42, or such as: foo."), ["42", "foo"]);
+    fn examples_are_the_values_of_an_aside() {
+        for request in [
+            "write it into release.txt (for example 1.0-final).",
+            "escríbelo en release.txt (por ejemplo 1.0-final).",
+            "andika kwenye release.txt (kwa mfano 1.0-final)",
+            "release.txt に書いて（例：1.0-final）",
+        ] {
+            assert_eq!(examples(request), ["1.0-final"], "{request}");
+        }
+        assert_eq!(examples("(42, or foo) and (x7"), ["42", "x7"]);
         assert!(examples("例えば").is_empty());
-        assert!(examples("no example here").is_empty());
+        assert!(examples("no example here (none)").is_empty());
+        assert!(examples("(").is_empty());
     }
 }

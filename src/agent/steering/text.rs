@@ -240,6 +240,30 @@ pub(crate) fn names_word(text: &str, word: &str) -> bool {
     })
 }
 
+/// Whether the request names `word`, a name of the code (a definition, a value): the request
+/// holds it with no letter, digit or `_` right before or after it — of its own kind: an ASCII
+/// name is found in text of a script written without spaces (`greetをwelcomeに`). The
+/// request's other words are not read, so this holds in any language.
+pub(crate) fn request_names(request: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    let joins = |edge: Option<char>, c: char| {
+        let ascii = edge.is_some_and(|e| e.is_ascii());
+        if ascii {
+            c.is_ascii_alphanumeric() || c == '_'
+        } else {
+            c.is_alphanumeric() || c == '_'
+        }
+    };
+    let (first, last) = (word.chars().next(), word.chars().next_back());
+    request.match_indices(word).any(|(at, found)| {
+        let before = request[..at].chars().next_back();
+        let after = request[at + found.len()..].chars().next();
+        !before.is_some_and(|c| joins(first, c)) && !after.is_some_and(|c| joins(last, c))
+    })
+}
+
 /// `text` without the characters of `rest` after its first one: `rest` of "écrit" is "crit".
 fn after_first_char(word: &str) -> &str {
     word.char_indices().nth(1).map_or("", |(at, _)| &word[at..])
@@ -247,7 +271,7 @@ fn after_first_char(word: &str) -> &str {
 
 /// The first file or folder the request names (a word with a `.` or `/` inside, quotes and
 /// punctuation around it dropped) that exists in the workspace; else a file of the top folder
-/// the text names by its stem ("the README" for `README.md`, see [`by_stem`]).
+/// the text names by its stem (`README` for `README.md`, see [`by_stem`]).
 pub(crate) fn named_file(request: &str, workspace: &Workspace) -> Option<String> {
     words_and_ascii_runs(request)
         .into_iter()
@@ -294,7 +318,7 @@ pub(crate) fn named_file(request: &str, workspace: &Workspace) -> Option<String>
 }
 
 /// Every existing file the text names (as [`named_file`] finds one: a path-like word, or a
-/// stem pointed at), in order, once each, as workspace paths; folders left out.
+/// stem written as a name), in order, once each, as workspace paths; folders left out.
 pub(crate) fn named_files(text: &str, workspace: &Workspace) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut push = |path: std::path::PathBuf| {
@@ -369,32 +393,30 @@ fn words_and_ascii_runs(text: &str) -> Vec<&str> {
     out
 }
 
-/// Shortest word [`by_stem`] takes for a file's name.
+/// Shortest stem [`by_stem`] takes for a file's name.
 const MIN_STEM_CHARS: usize = 4;
-/// Words after which a noun names a thing the speaker has in mind: "the README".
-const POINTING_WORDS: [&str; 7] = ["the", "this", "that", "my", "your", "our", "its"];
+
+/// Whether a file's stem reads as a name rather than a word of some language: a capital
+/// letter, a digit, `_` or `-` in it (`README`, `CHANGELOG`, `notes-2024`), and at least
+/// [`MIN_STEM_CHARS`] characters.
+fn stem_is_a_name(stem: &str) -> bool {
+    stem.chars().count() >= MIN_STEM_CHARS
+        && stem
+            .chars()
+            .any(|c| c.is_uppercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+}
 
 /// The file of the workspace's top folder whose name without its extension is a word of
-/// `text` pointed at ("the README", "the notes file") for `README.md`, compared without case;
-/// the one such file only, words of at least [`MIN_STEM_CHARS`] characters. A word used as a
-/// plain noun ("why a good summary matters") names no file.
+/// `text`, written as the file writes it ("according to the README" for `README.md`), when
+/// that stem reads as a name ([`stem_is_a_name`]); the one such file only. Nothing else of the
+/// text is read, so this holds in any language (`READMEによると`).
 fn by_stem(text: &str, workspace: &Workspace) -> Option<String> {
-    let words: Vec<String> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+    let words: std::collections::HashSet<&str> = words_and_ascii_runs(text)
+        .into_iter()
+        .flat_map(|w| w.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')))
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
         .collect();
-    let pointed: Vec<&str> = words
-        .iter()
-        .enumerate()
-        .filter(|(i, w)| {
-            w.chars().count() >= MIN_STEM_CHARS
-                && ((*i > 0 && POINTING_WORDS.contains(&words[i - 1].as_str()))
-                    || words.get(i + 1).is_some_and(|next| next == "file"))
-        })
-        .map(|(_, w)| w.as_str())
-        .collect();
-    if pointed.is_empty() {
+    if words.is_empty() {
         return None;
     }
     let mut found = std::fs::read_dir(workspace.root())
@@ -405,7 +427,7 @@ fn by_stem(text: &str, workspace: &Workspace) -> Option<String> {
             std::path::Path::new(name)
                 .file_stem()
                 .and_then(|stem| stem.to_str())
-                .is_some_and(|stem| stem != name && pointed.contains(&stem.to_lowercase().as_str()))
+                .is_some_and(|stem| stem != name && stem_is_a_name(stem) && words.contains(stem))
         });
     let name = found.next()?;
     if found.next().is_some() {
@@ -536,6 +558,26 @@ pub(crate) fn is_test_file(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_found_as_a_whole_word_in_any_language() {
+        for request in [
+            "Rename greet to welcome in hello.py.",
+            "greet fonksiyonunun adını welcome yap.",
+            "Badilisha jina la greet kuwa welcome.",
+            "greetをwelcomeに名前変更して",
+            "「greet」",
+        ] {
+            assert!(request_names(request, "greet"), "{request}");
+            assert!(!request_names(request, "gree"), "{request}");
+        }
+        assert!(!request_names("greeting", "greet"));
+        assert!(!request_names("old_greet()", "greet"));
+        assert!(request_names("1.4.2'den 1.5.0'a", "1.4.2"));
+        assert!(!request_names("11.4.2", "1.4.2"));
+        assert!(!request_names("修复函数名", "函数名"));
+        assert!(!request_names("anything", ""));
+    }
     use serde_json::json;
 
     const OFFERED: [&str; 3] = ["list_dir", "read_file", "run_command"];
@@ -677,14 +719,22 @@ mod tests {
     fn a_file_is_named_by_its_stem_when_it_is_the_only_one() {
         finds(
             named_file,
-            &["README.md", "notes.txt", "notes.md", "data.csv"],
             &[
-                ("What does the readme say?", Some("README.md")),
-                ("Sum the data column.", Some("data.csv")),
+                "README.md",
+                "notes-2024.txt",
+                "notes-2024.md",
+                "data.csv",
+                "CHANGELOG.md",
+            ],
+            &[
+                ("What does the README say?", Some("README.md")),
+                ("READMEによると、何をしますか？", Some("README.md")),
+                ("CHANGELOG inasema nini?", Some("CHANGELOG.md")),
                 // Two files have that stem.
-                ("Read the notes.", None),
-                // A plain noun.
-                ("Tell me why good data matters.", None),
+                ("Read notes-2024.", None),
+                // A word of a language, whichever: no file's name.
+                ("Sum the data column.", None),
+                ("What does the readme say?", None),
                 ("What is the answer?", None),
             ],
         );

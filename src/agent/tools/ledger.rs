@@ -197,6 +197,19 @@ impl Ledger {
         matches!(self.state().originals.get(path), Some(Original::Absent))
     }
 
+    /// The text files the task's tools changed that were there before, each with its text
+    /// then (resolved paths).
+    pub(crate) fn changed_texts(&self) -> Vec<(PathBuf, String)> {
+        self.state()
+            .originals
+            .iter()
+            .filter_map(|(path, original)| match original {
+                Original::Text(text) => Some((path.clone(), text.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The resolved paths the task's tools changed.
     fn changed_paths(&self) -> Vec<PathBuf> {
         self.state().originals.keys().cloned().collect()

@@ -232,8 +232,9 @@ pub struct Workspace {
     root: PathBuf,
     protected: ProtectedFiles,
     read_only: ReadOnlyPaths,
-    /// Test files this task's request is checked by (`expect::tests_kept`), as workspace
-    /// paths: readable, never changed.
+    /// Test files this task's request is checked by (kept when the checks fail before the
+    /// work and the model reads the request as asking them to pass, not to change tests), as
+    /// workspace paths: readable, never changed.
     checks: Arc<Vec<String>>,
 }
 
@@ -269,7 +270,7 @@ impl Workspace {
     }
 
     /// The same workspace, with these test files (workspace paths) kept as they are: the
-    /// checks a request is judged by (see `expect::tests_kept`).
+    /// checks a request is judged by (see [`Workspace::checks`]).
     pub fn keep_checks(mut self, files: Vec<String>) -> Workspace {
         self.checks = Arc::new(files);
         self
