@@ -310,15 +310,26 @@ async fn a_workspace_too_large_for_the_prompt_runs_the_tool_loop() {
     let big = "x = 1\n".repeat(2000);
     let ran = run(
         &[("big.py", big.as_str())],
-        vec![say("big.py sets x to 1, many times.")],
+        vec![
+            intent(false, false, None),
+            say("big.py sets x to 1, many times."),
+        ],
         "What does big.py do?",
     )
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
-    // No reading call with a schema: the tool loop's first call offers the tools.
+    // The `small` rules read the request the same way (one call with a schema, the file
+    // names, not the files), then the tool loop's first call offers the tools.
     let sent = ran.sent();
-    assert!(sent[0]["format"].is_null(), "{}", sent[0]);
-    assert!(sent[0]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    assert_eq!(sent.len(), 2);
+    assert_eq!(
+        sent[0]["format"]["required"],
+        json!(["goal", "wants", "tests"])
+    );
+    assert!(last_user(&sent[0]).contains("big.py"));
+    assert!(!last_user(&sent[0]).contains("x = 1"));
+    assert!(sent[1]["format"].is_null(), "{}", sent[1]);
+    assert!(sent[1]["tools"].as_array().is_some_and(|t| !t.is_empty()));
 }
 
 #[tokio::test]

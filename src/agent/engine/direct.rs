@@ -27,13 +27,13 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::agent::engine::approval::Gate;
-use crate::agent::engine::files_task::{Direct, Intent, WorkspaceFile};
+use crate::agent::engine::files_task::{Direct, WorkspaceFile};
 use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
@@ -67,8 +67,6 @@ const MAX_EDIT_CALLS: usize = 4;
 /// The temperature of a call after a reply that changed nothing (greedy decoding would
 /// repeat it).
 const RETRY_TEMPERATURE: f64 = 0.6;
-/// How much of the failing checks' output the intent call sees.
-const INTENT_FAILURE_CHARS: usize = 1200;
 
 /// The workspace's text files when they fit in the prompt (see [`MAX_FILES`]); `None` when
 /// they do not, or one is not text.
@@ -152,7 +150,15 @@ pub(crate) async fn prepare(
     } else {
         None
     };
-    let Some(intent) = read_intent(engine, &files, failing.as_deref(), progress, cancel).await?
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let Some(intent) = crate::agent::engine::reading::read_intent(
+        engine,
+        &names,
+        failing.as_deref(),
+        progress,
+        cancel,
+    )
+    .await?
     else {
         return Ok(None);
     };
@@ -168,121 +174,6 @@ pub(crate) async fn prepare(
         files,
         intent,
         failing,
-    }))
-}
-
-fn intent_schema(failing: bool) -> Value {
-    let mut properties = json!({
-        "goal": {"type": "string", "maxLength": 200},
-        "wants": {"type": "string", "enum": [WANTS_ANSWER, WANTS_CHANGES]},
-        "tests": {"type": "boolean"},
-    });
-    let mut required = vec!["goal", "wants", "tests"];
-    if failing {
-        properties["fix_failing"] = json!({"type": "boolean"});
-        required.push("fix_failing");
-    }
-    json!({"type": "object", "properties": properties, "required": required})
-}
-
-/// The two readings of a request, as the model picks one.
-const WANTS_ANSWER: &str = "an answer";
-const WANTS_CHANGES: &str = "file changes";
-
-/// What the model is told it answers, and examples of the answer: requests in several
-/// languages, neither list nor rule, just shown the way a question to a small model is best
-/// asked (a model follows examples better than a definition).
-const INTENT_SYSTEM: &str = "You read a request to a coding assistant and say what it wants. \
-    Answer only with JSON: \"goal\" says in a few words what the person wants; \"wants\" is \
-    \"an answer\" when they want to know something (an explanation, a value, a count, advice) \
-    and the files stay as they are, or \"file changes\" when files are to be created, changed \
-    or deleted; \"tests\" is true when tests are to be written or changed; \"fix_failing\", \
-    when asked, is true when the failing tests are to pass or the fault they show is to be \
-    fixed.";
-
-const INTENT_EXAMPLES: [(&str, &str); 4] = [
-    (
-        "The project's files: util.py\n\nThe request:\nWhat does parse() in util.py return for \
-         an empty string?",
-        r#"{"goal": "know what parse returns for an empty string", "wants": "an answer", "tests": false}"#,
-    ),
-    (
-        "The project's files: cart.py, test_cart.py\n\nThe request:\nLa función total de \
-         cart.py suma mal los descuentos.",
-        r#"{"goal": "total in cart.py handles discounts correctly", "wants": "file changes", "tests": false}"#,
-    ),
-    (
-        "The project's files: README.md, app.py\n\nThe request:\nREADME.md \
-         にインストール手順を書いてほしい。",
-        r#"{"goal": "installation steps in README.md", "wants": "file changes", "tests": false}"#,
-    ),
-    (
-        "The project's files: app.py, test_app.py\n\nThe request:\nWie viele Tests gibt es in \
-         test_app.py?",
-        r#"{"goal": "the number of tests in test_app.py", "wants": "an answer", "tests": false}"#,
-    ),
-];
-
-/// One short call with a JSON-schema `format`: what the request asks, read by the model in
-/// whatever language it came.
-async fn read_intent(
-    engine: &Engine,
-    files: &[WorkspaceFile],
-    failing: Option<&str>,
-    progress: &mut Progress<'_>,
-    cancel: &CancellationToken,
-) -> Result<Option<Intent>, StepError> {
-    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    let mut question = format!(
-        "The project's files: {}\n",
-        if names.is_empty() {
-            "(none)".to_owned()
-        } else {
-            names.join(", ")
-        }
-    );
-    if let Some(failing) = failing {
-        let _ = write!(
-            question,
-            "\nThe project's tests fail now:\n{}\n",
-            tail(failing, INTENT_FAILURE_CHARS)
-        );
-    }
-    let _ = write!(question, "\nThe request:\n{}", engine.request.content);
-    if failing.is_some() {
-        question.push_str("\n\n(Say \"fix_failing\" too.)");
-    }
-    let mut messages = vec![Message::system(INTENT_SYSTEM)];
-    for (asked, answered) in INTENT_EXAMPLES {
-        messages.push(Message::user(asked));
-        messages.push(Message::assistant(answered));
-    }
-    messages.push(Message::user(question));
-    let request = engine.chat_request(messages, false, Some(intent_schema(failing.is_some())));
-    let reply = engine.chat(&request, cancel).await?;
-    progress.add_tokens(None, reply.prompt_eval_count, reply.eval_count);
-    let parsed = serde_json::from_str::<Value>(reply.message.content.trim()).ok();
-    let flag = |key: &str| {
-        parsed
-            .as_ref()
-            .and_then(|v| v.get(key))
-            .and_then(Value::as_bool)
-    };
-    let change = match parsed
-        .as_ref()
-        .and_then(|v| v.get("wants"))
-        .and_then(Value::as_str)
-    {
-        Some(WANTS_CHANGES) => true,
-        Some(WANTS_ANSWER) => false,
-        _ => return Ok(None),
-    };
-    Ok(Some(Intent {
-        change,
-        tests: flag("tests").unwrap_or(false),
-        // Unclear is "asked": failing tests left failing end the task `failed`, with their
-        // output, rather than `completed` over them.
-        fix_failing: failing.is_some() && flag("fix_failing").unwrap_or(true),
     }))
 }
 

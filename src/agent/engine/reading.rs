@@ -189,8 +189,9 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-/// The call: `None` when the reply is not the JSON asked for. Its tokens count in the task's.
-async fn read_intent(
+/// The call (also the `files` policy's): `None` when the reply is not the JSON asked for. Its
+/// tokens count in the task's.
+pub(crate) async fn read_intent(
     engine: &Engine,
     names: &[&str],
     failing: Option<&str>,
