@@ -55,6 +55,7 @@
 //! | [`store`] | where tasks and sessions live: the [`store::TaskStore`] trait and its SQLite, PostgreSQL and memory stores ([`AgentMcp::start_with_store`] takes your own) |
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics` for an operator ([`AgentMcp::ops_endpoints`]) |
 //! | [`metrics`] | the Prometheus series and recorder |
+//! | [`cli`] | the `agent-mcp` command line: [`cli::main`] is the whole binary |
 //! | [`plugin`], [`protocol`], [`task`], [`mcp_tools`] | the `agent-mcp-plugin` crate: protocol types, the task model, the published tools' arguments, and what a layer is written with |
 //! | [`layers`] | the `agent-mcp-layers` crate: the built-in layers, on the plugin crate alone |
 //!
@@ -67,6 +68,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod ops;
@@ -78,16 +80,15 @@ pub mod transport;
 
 mod app;
 
-// The crate's own parts. They are `pub` only because the `agent-mcp` binary (src/main.rs) and
-// the crate's integration tests and benchmarks (tests/, benches/: crates of their own) reach
-// them; hidden, they are no part of the API and carry no semver promise. Moving those tests
-// into the crate would let them be `pub(crate)`.
+// The crate's own parts: the terminal client and the log writer are reached from `cli` alone.
+pub(crate) mod client;
+pub(crate) mod logging;
+
+// The crate's own parts too. They are `pub` only because the crate's integration tests and
+// benchmarks (tests/, benches/: crates of their own) reach them; hidden, they are no part of
+// the API and carry no semver promise.
 #[doc(hidden)]
 pub mod agent;
-#[doc(hidden)]
-pub mod client;
-#[doc(hidden)]
-pub mod logging;
 #[doc(hidden)]
 pub mod oauth;
 #[doc(hidden)]
