@@ -47,7 +47,7 @@
 //!
 //! | module | what it is for |
 //! |---|---|
-//! | [`AgentMcp`], [`StartError`] | the composition root: one server from one configuration |
+//! | [`AgentMcp`], [`StartError`] ([`ModelError`], [`OAuthError`]) | the composition root: one server from one configuration |
 //! | [`config`] | `agent.yaml`: every section's type, defaults, validation, `AGENT_MCP_*` overrides |
 //! | [`stack`] | the layers around the service, in order; [`stack::StackBuilder`] and its [`stack::Place`]s |
 //! | [`service`] | [`service::AgentService`], the core `tower::Service<McpRequest>` the layers wrap |
@@ -108,5 +108,5 @@ use agent_mcp_plugin::serde_with;
 pub use agent_mcp_plugin::tools as mcp_tools;
 pub use agent_mcp_plugin::{protocol, task};
 
-pub use app::{AgentMcp, StartError, open_store};
+pub use app::{AgentMcp, ModelError, OAuthError, StartError, open_store};
 pub use stack::Stack;
