@@ -33,7 +33,6 @@ use agent_mcp::layers::auth::{AuthLayer, Tokens};
 use agent_mcp::layers::images::{ImageRules, ImagesLayer};
 use agent_mcp::layers::metrics::MetricsLayer;
 use agent_mcp::layers::rate_limit::{RateLimitLayer, RateLimits};
-use agent_mcp::layers::tasks::TasksLayer;
 use agent_mcp::layers::validate::ValidateLayer;
 use agent_mcp::protocol::{
     McpRequest, McpResponse, Payload, ProtocolVersion, RequestContext, RequestId, Transport,
@@ -277,16 +276,7 @@ fn main() {
         ),
         (
             "tasks",
-            BoxCloneSyncService::new(
-                TasksLayer::new(
-                    core.core().clone(),
-                    agent_mcp::layers::tasks::TasksConfig {
-                        ttl: config.store.retention,
-                        ..Default::default()
-                    },
-                )
-                .layer(core.clone()),
-            ),
+            BoxCloneSyncService::new(server.stack_builder().tasks().layer(core.clone())),
         ),
         (
             "rate_limit",

@@ -19,13 +19,13 @@ use crate::task::input::Answer;
 use crate::transport::http::{Admission, BodyBudget, HttpRules, McpHttpService};
 use crate::transport::stdio::TaskApprovals;
 
-/// Why a server could not start: the agent (its store or model client), or a part the
-/// composition root builds around it (the audit writer, the OAuth validator).
+/// Why a server could not start: its store, its model client, or a part the composition root
+/// builds around the agent (the audit writer, the OAuth validator).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The agent could not start (its model client or store).
+    /// The model client could not be set up from `ollama`.
     #[error(transparent)]
-    Agent(#[from] AgentError),
+    Model(ModelError),
     /// The configured store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -34,8 +34,30 @@ pub enum StartError {
     Audit(std::io::Error),
     /// `auth.oauth` cannot be used as written.
     #[error("auth.oauth: {0}")]
-    OAuth(crate::oauth::SettingsError),
+    OAuth(OAuthError),
 }
+
+impl StartError {
+    /// The agent's own start-up errors, each where it belongs.
+    fn of_agent(e: AgentError) -> Self {
+        match e {
+            AgentError::Ollama(e) => StartError::Model(ModelError(e)),
+            AgentError::Store(e) => StartError::Store(e),
+        }
+    }
+}
+
+/// Why the Ollama client could not be set up from `ollama` (its message says what to fix).
+/// Opaque: the model client is the crate's own.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ModelError(crate::ollama::OllamaError);
+
+/// Why `auth.oauth` cannot be used as written (its message says which key and why). Opaque:
+/// the OAuth resource server is the crate's own.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct OAuthError(crate::oauth::SettingsError);
 
 /// A running server: the agent (queue and worker) and the stack in front of it.
 #[derive(Debug)]
@@ -83,12 +105,15 @@ impl AgentMcp {
         // Before the worker starts, so a bad audit.file stops nothing half-started. Also
         // before the agent records the identity of the server's files: they exist by now.
         let audit = crate::stack::audit_layer(&config.audit).map_err(StartError::Audit)?;
-        let oauth = crate::stack::oauth_validator(&config.auth.oauth).map_err(StartError::OAuth)?;
+        let oauth = crate::stack::oauth_validator(&config.auth.oauth)
+            .map_err(|e| StartError::OAuth(OAuthError(e)))?;
         // Approval decisions go to the audit log as their own lines.
         let decisions = audit.as_ref().map(|audit| {
             Arc::new(audit.around_ref().sink().clone()) as Arc<dyn crate::task::input::DecisionLog>
         });
-        let agent = Agent::start_logging(config, store, protect, decisions).await?;
+        let agent = Agent::start_logging(config, store, protect, decisions)
+            .await
+            .map_err(StartError::of_agent)?;
         Ok(AgentMcp {
             agent,
             config: config.clone(),

@@ -47,7 +47,7 @@
 //!
 //! | module | what it is for |
 //! |---|---|
-//! | [`AgentMcp`], [`StartError`] | the composition root: one server from one configuration |
+//! | [`AgentMcp`], [`StartError`] ([`ModelError`], [`OAuthError`]) | the composition root: one server from one configuration |
 //! | [`config`] | `agent.yaml`: every section's type, defaults, validation, `AGENT_MCP_*` overrides |
 //! | [`stack`] | the layers around the service, in order; [`stack::StackBuilder`] and its [`stack::Place`]s |
 //! | [`service`] | [`service::AgentService`], the core `tower::Service<McpRequest>` the layers wrap |
@@ -55,18 +55,23 @@
 //! | [`store`] | where tasks and sessions live: the [`store::TaskStore`] trait and its SQLite, PostgreSQL and memory stores ([`AgentMcp::start_with_store`] takes your own) |
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics` for an operator ([`AgentMcp::ops_endpoints`]) |
 //! | [`metrics`] | the Prometheus series and recorder |
-//! | [`plugin`], [`protocol`], [`task`], [`mcp_tools`] | the `agent-mcp-plugin` crate: protocol types, the task model, the published tools' arguments, and what a layer is written with |
+//! | [`oversight`] | a task's diff, undo, cancel and approval answers for its owner, and the page at `/` ([`AgentMcp::oversight`]) |
+//! | [`cli`] | the `agent-mcp` command line: [`cli::main`] is the whole binary |
+//! | [`plugin`], [`protocol`], [`task`], [`mcp_tools`], [`redact`] | the `agent-mcp-plugin` crate: protocol types, the task model, the published tools' arguments, secrets kept out of logs, and what a layer is written with |
 //! | [`layers`] | the `agent-mcp-layers` crate: the built-in layers, on the plugin crate alone |
 //!
 //! The agent itself (queue, runner, steering, its sandboxed tools), the Ollama client, the
 //! OAuth resource server, telemetry, the log writer and the terminal client are the crate's
-//! own: the `agent-mcp` binary and the crate's tests reach them, but they are no part of this
-//! API and are not shown here.
+//! own (`pub(crate)`): [`cli`] wires them for the binary, and the public types above hold
+//! them opaquely ([`stack::AgentTasks`], [`ModelError`]). The crate's integration tests and
+//! benchmarks reach four of them through a feature of their own (`internals`, see Cargo.toml)
+//! that is no part of this API.
 
 // One audited exception: `pre_exec` in src/agent/tools/command.rs (`set_up_child`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod ops;
@@ -78,22 +83,41 @@ pub mod transport;
 
 mod app;
 
-// The crate's own parts. They are `pub` only because the `agent-mcp` binary (src/main.rs) and
-// the crate's integration tests and benchmarks (tests/, benches/: crates of their own) reach
-// them; hidden, they are no part of the API and carry no semver promise. Moving those tests
-// into the crate would let them be `pub(crate)`.
+// The crate's own parts: the terminal client and the log writer are reached from `cli` alone.
+pub(crate) mod client;
+pub(crate) mod logging;
+
+// The agent, the Ollama client, the OAuth resource server and telemetry are the crate's own
+// too. The crate's integration tests, benchmarks and fuzz targets (crates of their own) reach
+// into them through the `internals` feature: the crate's dev-dependency on itself turns it on
+// for its tests and benchmarks alone, `fuzz/Cargo.toml` for the fuzz targets. Without it, as
+// every dependent builds the crate, they are crate-private and no part of the API, and what
+// the crate itself does not use of them (the tests' helpers, re-exports for them) is allowed
+// to go unused.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod agent;
-#[doc(hidden)]
-pub mod client;
-#[doc(hidden)]
-pub mod logging;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod agent;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod oauth;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod oauth;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod ollama;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod ollama;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod telemetry;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod telemetry;
 
 /// The built-in layers (the `agent-mcp-layers` crate, written against [`plugin`] alone).
 pub use agent_mcp_layers as layers;
@@ -107,5 +131,5 @@ use agent_mcp_plugin::serde_with;
 pub use agent_mcp_plugin::tools as mcp_tools;
 pub use agent_mcp_plugin::{protocol, task};
 
-pub use app::{AgentMcp, StartError, open_store};
+pub use app::{AgentMcp, ModelError, OAuthError, StartError, open_store};
 pub use stack::Stack;

@@ -13,15 +13,7 @@
 //! lossy mode, a drop counter) but pulls in `time` and crossbeam for its rolling files, which
 //! this server does not use; the audit writer (`layers/audit/sink.rs`) is built the same way.
 //!
-//! ```
-//! use std::io::Write;
-//! use agent_mcp::logging::LogWriter;
-//!
-//! let (writer, _guard) = LogWriter::spawn(Vec::<u8>::new(), 4);
-//! let mut line = tracing_subscriber::fmt::MakeWriter::make_writer(&writer);
-//! line.write_all(b"one line\n").unwrap();
-//! assert_eq!(writer.dropped(), 0);
-//! ```
+//! The test `a_line_is_written_and_nothing_dropped` below shows the writer in use.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -82,7 +74,9 @@ impl LogWriter {
         Self::spawn(io::stderr(), QUEUE_LINES)
     }
 
-    /// Lines dropped so far because the queue was full (or the writer gone).
+    /// Lines dropped so far because the queue was full (or the writer gone). The server reads
+    /// the count from `/metrics`; this is the tests'.
+    #[cfg(test)]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -204,6 +198,14 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_line_is_written_and_nothing_dropped() {
+        let (writer, _guard) = LogWriter::spawn(Vec::<u8>::new(), 4);
+        let mut line = tracing_subscriber::fmt::MakeWriter::make_writer(&writer);
+        line.write_all(b"one line\n").unwrap();
+        assert_eq!(writer.dropped(), 0);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub const HTTP_CONNECTIONS_SHED: &str = "agent_mcp_http_connections_shed_total";
 /// HTTP connections now open.
 pub const HTTP_CONNECTIONS: &str = "agent_mcp_http_connections";
 /// Log lines dropped because their writer was behind (stderr not read, a slow disk), by `log`
-/// (`application`: [`crate::logging`]; `audit`: the audit writer). Refusals counted but not
+/// (`application`: the server's log writer; `audit`: the audit writer). Refusals counted but not
 /// written to the audit log, because one peer sent more than it records per minute.
 pub use crate::layers::audit::{
     LINES_DROPPED as LOG_LINES_DROPPED, REFUSALS_SUPPRESSED as AUDIT_REFUSALS_SUPPRESSED,

@@ -74,7 +74,7 @@ impl Readiness {
 /// result): the answer takes as long as the slower check (each has a deadline: the store's
 /// own, `store.timeout` for PostgreSQL, and 2 s for Ollama). The store is asked only when its
 /// health ([`crate::store::TaskStore::health`]) has no fresh word on it.
-pub async fn readiness(core: &AgentCore) -> Readiness {
+pub(crate) async fn readiness(core: &AgentCore) -> Readiness {
     let store = async {
         match known_store_state(core) {
             Some(known) => known,
@@ -171,7 +171,7 @@ impl crate::transport::server::OpsRoutes for OpsEndpoints {
 impl OpsEndpoints {
     /// The endpoints behind the default Host/Origin guard (loopback only) and an open
     /// `/metrics`; see [`OpsEndpoints::with_rules`] and [`OpsEndpoints::with_metrics_admission`].
-    pub fn new(core: Arc<AgentCore>, metrics: Option<MetricsHandle>) -> Self {
+    pub(crate) fn new(core: Arc<AgentCore>, metrics: Option<MetricsHandle>) -> Self {
         Self {
             core,
             metrics,
@@ -209,7 +209,7 @@ impl OpsEndpoints {
 
     /// Serves `metadata` (OAuth protected resource metadata) at its well-known path and the
     /// root form, without a token.
-    pub fn with_resource_metadata(mut self, metadata: ProtectedResourceMetadata) -> Self {
+    pub(crate) fn with_resource_metadata(mut self, metadata: ProtectedResourceMetadata) -> Self {
         self.resource_metadata = Some(Arc::new((
             metadata.well_known_path().to_owned(),
             Bytes::from(metadata.to_json()),

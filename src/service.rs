@@ -68,10 +68,9 @@ impl QueueLimits {
 }
 
 impl AgentService {
-    /// The service with the default [`QueueLimits`] around the agent core (internal: the
-    /// agent is not public API; [`AgentMcp::service`](crate::AgentMcp::service) is).
-    #[doc(hidden)]
-    pub fn new(core: Arc<AgentCore>) -> Self {
+    /// The service with the default [`QueueLimits`] around the agent core (the agent is the
+    /// crate's own; [`AgentMcp::service`](crate::AgentMcp::service) is the public way).
+    pub(crate) fn new(core: Arc<AgentCore>) -> Self {
         Self {
             core,
             queue: QueueLimits::default(),
@@ -84,9 +83,8 @@ impl AgentService {
         self
     }
 
-    /// The agent core this service hands calls to (internal: the agent is not public API).
-    #[doc(hidden)]
-    pub fn core(&self) -> &Arc<AgentCore> {
+    /// The agent core this service hands calls to.
+    pub(crate) fn core(&self) -> &Arc<AgentCore> {
         &self.core
     }
 

@@ -77,6 +77,8 @@ pub(crate) use layer_config::{audit_layer, oauth_validator};
 pub(crate) use shared_limit::StoreBuckets;
 mod task_backend;
 
+pub use task_backend::AgentTasks;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -85,7 +87,6 @@ use tower::util::{BoxCloneSyncService, Either};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::agent::AgentCore;
 use crate::config::Config;
 use crate::layers::audit::AuditLayer;
 use crate::layers::auth::{AuthLayer, Tokens};
@@ -242,9 +243,9 @@ impl StackBuilder {
 
     /// The tasks layer over the agent core. Tasks stay readable for `store.retention` (the
     /// advertised `ttlMs`); the store purges them only after that.
-    pub fn tasks(&self) -> TasksLayer<AgentCore> {
+    pub fn tasks(&self) -> TasksLayer<AgentTasks> {
         TasksLayer::new(
-            self.service.core().clone(),
+            Arc::new(AgentTasks(self.service.core().clone())),
             TasksConfig {
                 ttl: self.config.store.retention,
                 ..Default::default()

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use agent_mcp::agent::steering::SteeringMode;
+use agent_mcp::config::SteeringMode;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;

@@ -14,7 +14,7 @@ mod support;
 
 use std::path::Path;
 
-use agent_mcp::agent::steering::SteeringMode;
+use agent_mcp::config::SteeringMode;
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply};
 use support::harness::{HttpServer, field, result_of, test_config, wait_terminal};

@@ -56,7 +56,7 @@ fn store_and_task_model_do_not_import_the_agent() {
 /// allowlist: a module added later is forbidden until it is allowed.
 fn crate_modules(src: &Path) -> Vec<String> {
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read src/lib.rs");
-    let modules: Vec<String> = lib
+    let mut modules: Vec<String> = lib
         .lines()
         .filter_map(|l| {
             let l = l.trim();
@@ -67,6 +67,10 @@ fn crate_modules(src: &Path) -> Vec<String> {
         .filter(|m| m.ends_with(';'))
         .map(|m| m.trim_end_matches(';').to_owned())
         .collect();
+    // A module declared once per visibility (`pub` with the `internals` feature,
+    // `pub(crate)` without) is one module.
+    modules.sort();
+    modules.dedup();
     assert!(
         modules.len() >= 10
             && modules.iter().any(|m| m == "service")
@@ -77,15 +81,20 @@ fn crate_modules(src: &Path) -> Vec<String> {
 }
 
 /// The composition root (`src/app.rs`: [`AgentMcp`](agent_mcp::AgentMcp) and its start-up
-/// error) composes the rest; nothing it composes imports it back, by module or by the names
-/// the crate root re-exports from it.
+/// errors) composes the rest; nothing it composes imports it back, by module or by the names
+/// the crate root re-exports from it. Only the command line (`src/cli.rs`, what the binary
+/// runs) stands above it and starts servers through it.
 #[test]
 fn nothing_below_the_composition_root_imports_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let forbidden = ["app", "AgentMcp", "StartError"];
+    let forbidden = ["app", "AgentMcp", "StartError", "ModelError", "OAuthError"];
     let mut read = 0;
     let mut offences = Vec::new();
-    for module in crate_modules(&src).into_iter().filter(|m| m != "app") {
+    let above = ["app", "cli"];
+    for module in crate_modules(&src)
+        .into_iter()
+        .filter(|m| !above.contains(&m.as_str()))
+    {
         let dir = src.join(&module);
         let file = src.join(format!("{module}.rs"));
         let mut files = rust_files(&dir);

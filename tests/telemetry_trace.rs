@@ -519,7 +519,7 @@ async fn the_engines_own_reads_and_check_runs_have_tool_spans() {
     let mut config = test_config(&fake.url());
     config.agent.workspace = Some(ws.path().to_path_buf());
     config.agent.planning = false;
-    config.agent.steering = agent_mcp::agent::steering::SteeringMode::Small;
+    config.agent.steering = agent_mcp::config::SteeringMode::Small;
     config.agent.checks = vec![
         ["grep", "-q", "marigold", "word.txt"]
             .map(String::from)

@@ -9,7 +9,7 @@ mod support;
 
 use std::path::Path;
 
-use agent_mcp::agent::steering::SteeringMode;
+use agent_mcp::config::SteeringMode;
 use agent_mcp::config::{CommandsSwitch, Config};
 use serde_json::{Value, json};
 use support::fake_ollama::{FakeConfig, FakeOllama, Reply, last_tool_result, last_user};

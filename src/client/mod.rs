@@ -32,7 +32,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 
 pub use error::{ClientError, Exit};
-pub use transport::{CLIENT_NAME, DEFAULT_URL, Endpoint, TOKEN_ENV};
+pub use transport::{DEFAULT_URL, Endpoint};
 
 use crate::agent::status::parse_uuid;
 

@@ -14,21 +14,7 @@
 //! and cut to the terminal's width; elsewhere ([`ProgressView::plain`]) every change is one
 //! plain line without control characters, so logs and tests can read it line by line.
 //!
-//! ```
-//! use agent_mcp::client::progress::{ProgressView, StatusSnapshot};
-//!
-//! let text = "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\
-//!             session_id: 2a8105cc-84f9-4d37-a5bd-e48e04654eb7\nstatus: running\n\
-//!             completed_tasks: 0/1\ncurrent_task: ollama chat\n\
-//!             token_usage: input=1536 output=284 total=1820\ncritical_path_tokens: 0\n\
-//!             message: タスクを実行しています。\nresult:";
-//! let snapshot = StatusSnapshot::parse(text).unwrap();
-//! let mut out = Vec::new();
-//! let mut view = ProgressView::plain();
-//! view.show(&snapshot, &mut out).unwrap();
-//! view.show(&snapshot, &mut out).unwrap(); // unchanged: nothing printed
-//! assert_eq!(String::from_utf8(out).unwrap(), "running 0/1 ollama chat tokens=1820\n");
-//! ```
+//! The test `a_status_text_becomes_one_progress_line` below shows both in use.
 
 use std::io::{self, Write};
 
@@ -229,6 +215,24 @@ fn fit(line: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_text_becomes_one_progress_line() {
+        let text = "task_id: 9ab4a40b-86fe-432a-904f-8e429c01ea8b\n\
+                    session_id: 2a8105cc-84f9-4d37-a5bd-e48e04654eb7\nstatus: running\n\
+                    completed_tasks: 0/1\ncurrent_task: ollama chat\n\
+                    token_usage: input=1536 output=284 total=1820\ncritical_path_tokens: 0\n\
+                    message: タスクを実行しています。\nresult:";
+        let snapshot = StatusSnapshot::parse(text).unwrap();
+        let mut out = Vec::new();
+        let mut view = ProgressView::plain();
+        view.show(&snapshot, &mut out).unwrap();
+        view.show(&snapshot, &mut out).unwrap(); // unchanged: nothing printed
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "running 0/1 ollama chat tokens=1820\n"
+        );
+    }
 
     // What the server renders for a running task (`agent::status`'s contract test).
     use crate::agent::status::tests::RUNNING;

@@ -325,7 +325,7 @@ impl TelemetryConfig {
     }
 
     /// What the exporter needs.
-    pub fn settings(&self) -> TelemetrySettings {
+    pub(crate) fn settings(&self) -> TelemetrySettings {
         let mut settings = TelemetrySettings::new(self.service_name.clone())
             .with_resource_attributes(
                 self.resource_attributes

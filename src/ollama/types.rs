@@ -134,7 +134,7 @@ pub enum Think {
 
 impl crate::config::ThinkSetting {
     /// The `think` value sent to Ollama.
-    pub fn to_wire(self) -> Think {
+    pub(crate) fn to_wire(self) -> Think {
         use crate::config::ThinkSetting;
         match self {
             ThinkSetting::Off => Think::On(false),

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /` | the page (HTML; its script and style at `/assets/…`, built into the binary) |
 //! | `GET /api/tasks` | the caller's newest tasks (JSON), queue positions and ages |
-//! | `GET /api/tasks/{id}` | one task: progress, its journal (steps, model calls, tool calls, approvals: [`crate::agent::journal`]), result, approvals waiting, changed files |
+//! | `GET /api/tasks/{id}` | one task: progress, its journal (steps, model calls, tool calls, approvals: the agent's journal), result, approvals waiting, changed files |
 //! | `GET /api/tasks/{id}/diff` | its unified diff (`text/x-diff`) |
 //! | `POST /api/tasks/{id}/undo` | puts its files back (JSON `{ok, message, files}`) |
 //! | `POST /api/tasks/{id}/cancel` | cancels it |

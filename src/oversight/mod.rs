@@ -86,7 +86,7 @@ pub struct Oversight {
 
 impl Oversight {
     /// The operations on the tasks of a running agent.
-    pub fn new(core: Arc<AgentCore>) -> Self {
+    pub(crate) fn new(core: Arc<AgentCore>) -> Self {
         Self {
             store: core.store.clone(),
             tools: Arc::new(core.settings.tools.clone()),
@@ -96,7 +96,7 @@ impl Oversight {
     }
 
     /// The operations on a store no agent runs (diff and undo; a cancel needs the agent).
-    pub fn offline(store: Arc<dyn TaskStore>, tools: ToolSettings) -> Self {
+    pub(crate) fn offline(store: Arc<dyn TaskStore>, tools: ToolSettings) -> Self {
         Self {
             store,
             tools: Arc::new(tools),
@@ -163,7 +163,8 @@ impl Oversight {
         Ok(Undone::Restored(restored))
     }
 
-    /// Cancels task `id` (see [`AgentCore::cancel`]).
+    /// Cancels task `id`: a queued one leaves the queue and ends `cancelled` at once; a running
+    /// one is asked to stop and ends `cancelled` when it does (as `tasks/cancel`).
     pub async fn cancel(&self, id: Uuid, identity: Option<&str>) -> Result<Task, OversightError> {
         self.task(id, identity).await?;
         let Some(core) = &self.core else {

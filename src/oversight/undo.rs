@@ -65,7 +65,7 @@ impl Undone {
 
 /// Puts `changes`' files back in `ws` (blocking: call it off the async executor). Checks
 /// every file before writing any.
-pub fn restore(ws: &Workspace, changes: &TaskChanges) -> Result<Vec<String>, UndoRefusal> {
+pub(crate) fn restore(ws: &Workspace, changes: &TaskChanges) -> Result<Vec<String>, UndoRefusal> {
     let mut targets: Vec<(PathBuf, &FileState)> = Vec::new();
     let mut changed = Vec::new();
     let mut opaque = Vec::new();

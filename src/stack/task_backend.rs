@@ -3,6 +3,8 @@
 //! It lives here, in the composition root, because it is the one place that knows both sides:
 //! the core (`agent`, `store`) imports no layer, and the layer imports nothing of the core.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use crate::agent::AgentCore;
@@ -12,15 +14,21 @@ use crate::store::StoreError;
 use crate::task::input::{Action, Answer};
 use crate::task::{Task, TaskState};
 
-impl TaskBackend for AgentCore {
+/// The agent as the tasks layer's backend ([`TaskBackend`]): what
+/// [`StackBuilder::tasks`](super::StackBuilder::tasks) puts under the tasks layer. Opaque: it
+/// is reached through the layer, not called.
+#[derive(Clone, Debug)]
+pub struct AgentTasks(pub(crate) Arc<AgentCore>);
+
+impl TaskBackend for AgentTasks {
     type Error = StoreError;
 
     async fn lookup(&self, id: Uuid) -> Result<Option<Tracked>, StoreError> {
-        let Some(task) = self.store.task(id).await? else {
+        let Some(task) = self.0.store.task(id).await? else {
             return Ok(None);
         };
         let queue_position = if task.state == TaskState::Queued {
-            self.queue_position(id).await
+            self.0.queue_position(id).await
         } else {
             None
         };
@@ -31,7 +39,7 @@ impl TaskBackend for AgentCore {
     }
 
     async fn cancel(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
-        AgentCore::cancel(self, id).await
+        self.0.cancel(id).await
     }
 
     async fn answer(
@@ -46,7 +54,7 @@ impl TaskBackend for AgentCore {
             by: by.clone(),
             at: std::time::SystemTime::now(),
         };
-        let recorded = self.store.answer_input(id, &key, &answer).await?;
+        let recorded = self.0.store.answer_input(id, &key, &answer).await?;
         tracing::info!(
             target: "agent_mcp::approvals",
             task_id = %id,
@@ -58,17 +66,17 @@ impl TaskBackend for AgentCore {
         );
         if recorded {
             // The runner here wakes at once; another instance's hears the store's announcement.
-            self.notify_task_changed(id);
+            self.0.notify_task_changed(id);
         }
         Ok(recorded)
     }
 
     fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.subscribe_task_changes()
+        self.0.subscribe_task_changes()
     }
 
     fn follow(&self, ids: &[Uuid]) -> crate::task::events::Follower {
-        self.events.follow(ids)
+        self.0.events.follow(ids)
     }
 
     fn result_text(&self, task: &Task) -> String {

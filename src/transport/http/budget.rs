@@ -14,17 +14,7 @@
 //! listings: nearly all traffic) never wait behind large uploads; the connection cap bounds
 //! what that allowance can add up to.
 //!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use agent_mcp::transport::http::BodyBudget;
-//! let budget = BodyBudget::new(10 << 20);
-//! let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(50);
-//! let held = budget.reserve(8 << 20, deadline).await.expect("fits");
-//! assert!(budget.reserve(8 << 20, deadline).await.is_none(), "over the budget: waits, then gives up");
-//! drop(held);
-//! assert!(budget.reserve(8 << 20, deadline).await.is_some());
-//! # }
-//! ```
+//! The test `a_reservation_is_given_back_when_dropped` below shows a budget in use.
 
 use std::sync::Arc;
 
@@ -76,7 +66,7 @@ impl BodyBudget {
 
     /// Takes what a body of `bytes` needs beyond `FREE_BYTES`, waiting for it until
     /// `deadline`; `None` if it did not come in time (or can never fit the budget).
-    pub async fn reserve(&self, bytes: usize, deadline: Instant) -> Option<Reservation> {
+    pub(crate) async fn reserve(&self, bytes: usize, deadline: Instant) -> Option<Reservation> {
         let mut reservation = Reservation {
             permit: None,
             covers: FREE_BYTES,
@@ -86,7 +76,7 @@ impl BodyBudget {
     }
 
     /// Makes `reservation` cover `bytes` (it may already), waiting until `deadline`.
-    pub async fn grow(
+    pub(crate) async fn grow(
         &self,
         reservation: &mut Reservation,
         bytes: usize,
@@ -118,6 +108,19 @@ impl BodyBudget {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_reservation_is_given_back_when_dropped() {
+        let budget = BodyBudget::new(10 << 20);
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let held = budget.reserve(8 << 20, deadline).await.expect("fits");
+        assert!(
+            budget.reserve(8 << 20, deadline).await.is_none(),
+            "over the budget: waits, then gives up"
+        );
+        drop(held);
+        assert!(budget.reserve(8 << 20, deadline).await.is_some());
+    }
 
     #[tokio::test]
     async fn small_bodies_are_free_and_large_ones_share_the_budget() {
