@@ -799,9 +799,12 @@ pub(crate) async fn run(
     first.push_str(&files_message(direct));
     let mut messages = vec![Message::system(system), Message::user(first)];
     messages.push(Message::user(request_message(engine, direct)));
+    // The prompt as first sent: a reply that changed nothing is answered by a fresh sample of
+    // it, warmer, not by a longer conversation (shown its own unchanged copy, or asked to say
+    // what must change, the 1.5B model repeated itself or only described the change).
+    let initial = messages.clone();
     let mut calls = 0;
     let mut asked_empty = false;
-    let mut asked_for_files = false;
     // Files whose dropped definitions were named back once: the next write of them stands.
     let mut warned: Vec<String> = Vec::new();
     let mut files = direct.files.clone();
@@ -971,15 +974,9 @@ pub(crate) async fn run(
             }
         }
         if found.is_empty() && !toolbox.ledger().changed_any() {
-            if asked_for_files {
-                // The runner fails it: a change asked for, none made.
-                return Ok(answer);
-            }
-            asked_for_files = true;
+            // Out of calls, the runner fails it: a change asked for, none made.
             stuck = true;
-            messages.push(Message::user(format!(
-                "The request asks for files to change, and your reply changed none. {WHOLE_FILE_FORMAT}"
-            )));
+            messages.clone_from(&initial);
             continue;
         }
         // A file the task changed that does not parse stays named back, also when the block
@@ -1004,23 +1001,9 @@ pub(crate) async fn run(
             continue;
         }
         if !toolbox.ledger().changed_any() {
+            // Every block held its file as it is: a fresh, warmer sample of the first prompt.
             stuck = true;
-            let mut message = String::from(
-                "Every file you wrote already held exactly that content, so nothing changed.",
-            );
-            if let Some(failing) = &direct.failing {
-                let _ = write!(message, " The tests still fail:\n{}\n", tail(failing, 1500));
-            }
-            for problem in files.iter().filter_map(|f| parse_problem(&f.path, &f.text)) {
-                let _ = write!(message, " {problem}.");
-            }
-            // Shown again, a small model copies the files again: asked first to say what must
-            // change, it then writes the change it named.
-            message.push_str(
-                " First say in one sentence which lines must change and how; then write each \
-                 file that changes, whole.",
-            );
-            messages.push(Message::user(message));
+            messages.clone_from(&initial);
             continue;
         }
         match engine.checks.after_answer(toolbox, cancel).await {
