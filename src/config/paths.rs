@@ -239,6 +239,28 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_s_audit_file_lies_beside_the_default_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("proj");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        let mut config = config_in(&ws);
+        let audit = config.terminal_audit_path().expect("a state directory");
+        assert_eq!(
+            audit.parent(),
+            config.store_path().expect("a path").parent()
+        );
+        assert_eq!(audit.file_name().and_then(|n| n.to_str()), Some(AUDIT_FILE));
+        assert!(
+            !audit.starts_with(&ws),
+            "{} is in the workspace",
+            audit.display()
+        );
+        // The agent's tools are kept off it once the server sets it.
+        config.audit.file = Some(audit.clone());
+        assert!(config.own_files(None).contains(&audit));
+    }
+
+    #[test]
     fn the_default_database_is_outside_the_workspace_and_apart_per_workspace() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (dir.path().join("a/proj"), dir.path().join("b/proj"));
