@@ -95,22 +95,33 @@ mcp:
 YAML
 }
 
-# bench.sh's agent-mcp server, as scripts/server-profile.sh counts it too: $WORK/agent.yaml for
-# port $1 with the limiter on (budgets out of the way), audit to a file and the SQLite store
-# with `synchronous: FULL`.
-bench_server_yaml() { # port
-  {
-    bench_yaml "$1"
-    cat <<YAML
-audit:
-  enabled: true
-  file: $WORK/audit.jsonl
-store:
-  backend: sqlite
-  path: $WORK/store/agent-mcp.db
-  synchronous: FULL
-YAML
-  } > "$WORK/agent.yaml"
+# bench.sh's agent-mcp server (and scripts/server-profile.sh's): the DEFAULT configuration, what
+# `agent-mcp serve` gives a user with no agent.yaml, in the folder $1 — the SQLite store
+# (`synchronous: FULL`) where the defaults put it (under XDG_STATE_HOME, here $1/state), audit on
+# with its lines on stderr (the file $2 here, with the application log at the default `info`:
+# RUST_LOG unset), the workspace $1/ws, auth and limiter on — with four settings changed, each because the load
+# needs it, as environment overrides: the model server (the fake Ollama at $OLLAMA_URL,
+# serving the default model), the address, and the rate limit's and the queue's budgets (the
+# defaults, 1,200 reads and 60 agent_run a minute per caller, 10,000 queued, would answer all
+# but the first few hundred requests of a load with 429 or a full queue; the limiter still
+# runs and counts every request). The audit lines' stderr is a file, as under an MCP host or
+# systemd: on a terminal they go to a file of their own (src/main.rs, audit_off_the_terminal).
+# Waits until $3 answers; further VAR=value arguments go to its environment too.
+serve_default_agent_mcp() { # dir log url port [VAR=value ...]
+  local dir="$1" log="$2" url="$3" port="$4"
+  shift 4
+  mkdir -p "$dir/ws" "$dir/state"
+  (cd "$dir/ws" && exec env -u RUST_LOG XDG_STATE_HOME="$dir/state" OLLAMA_HOST="$OLLAMA_URL" \
+    AGENT_MCP_HTTP_BIND="127.0.0.1:$port" \
+    AGENT_MCP_RATE_LIMIT_PER_MINUTE=4000000000 AGENT_MCP_RATE_LIMIT_BURST=4000000000 \
+    AGENT_MCP_RATE_LIMIT_READS_PER_MINUTE=4000000000 AGENT_MCP_RATE_LIMIT_READS_BURST=4000000000 \
+    AGENT_MCP_MCP_MAX_QUEUED_TASKS=1000000000 AGENT_MCP_MCP_MAX_QUEUED_PER_CALLER=1000000000 \
+    "$@" "${PIN_SERVER[@]}" "$BIN" serve) 2> "$log" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do curl -s -o /dev/null -X POST "$url" 2>/dev/null && return; sleep 0.1; done
+  echo "agent-mcp serve ($url) did not start:" >&2
+  cat "$log" >&2
+  exit 1
 }
 
 # The executable of the [[bench]] target $1 (the peers and the acceptance benchmark): built if
@@ -125,19 +136,22 @@ for line in sys.stdin:
 }
 
 # Writes the wrk script $4: POST body $3 with the modern headers (Mcp-Method $1, Mcp-Name $2
-# unless empty); it prints "RESULT rps p50_us p99_us errors requests" at the end of a run.
-wrk_lua() { # method name body file
-  local body_lua
+# unless empty), or with MCP-Protocol-Version $5 alone when $5 is a 2025 revision (that era
+# has no routing headers); it prints "RESULT rps p50_us p99_us errors requests" at the end.
+wrk_lua() { # method name body file [protocol-version]
+  local body_lua version="${5:-2026-07-28}"
   body_lua="$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")"
   cat > "$4" <<LUA
 wrk.method = "POST"
 wrk.body = $body_lua
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "$1"
+wrk.headers["MCP-Protocol-Version"] = "$version"
 LUA
-  [ -n "$2" ] && echo "wrk.headers[\"Mcp-Name\"] = \"$2\"" >> "$4"
+  if [ "$version" = 2026-07-28 ]; then
+    echo "wrk.headers[\"Mcp-Method\"] = \"$1\"" >> "$4"
+    [ -n "$2" ] && echo "wrk.headers[\"Mcp-Name\"] = \"$2\"" >> "$4"
+  fi
   cat >> "$4" <<'LUA'
 done = function(summary, latency, requests)
   local e = summary.errors

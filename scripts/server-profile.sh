@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per `tools/call agent_status` of a whole server process (all its threads),
-# counted by callgrind: bench.sh's agent-mcp server (full stack, audit to a file, the limiter on
-# with its budgets out of the way, SQLite `synchronous: FULL`, one completed task) and, with
+# counted by callgrind: bench.sh's agent-mcp server (the default configuration: full stack, audit
+# lines on stderr (a file), the limiter on with its budgets out of the way, SQLite `synchronous:
+# FULL`, one completed task; scripts/lib.sh, serve_default_agent_mcp) and, with
 # PEERS=1, three peers the same way: bench.sh's two (bare hyper answering that status response
 # as a fixed body, and the rmcp peer) and the floor peer (bare hyper plus the least any MCP
 # server does on this path: a typed parse, a map lookup, the same text, the answer written). Each over N requests on one kept-alive connection after 300
@@ -18,7 +19,7 @@ command -v valgrind >/dev/null || { echo "server-profile: needs valgrind (apt in
 N="${N:-2000}"
 . scripts/lib.sh
 build_release_binaries
-start_fake_ollama "$FAKE" fake
+start_fake_ollama "$FAKE" fake FAKE_OLLAMA_MODEL=qwen3:8b
 
 # The load: agent_status of one task, as bench.sh sends it. With a task id the client asks about
 # that task; without one it queues a task and waits for it to complete first. It zeroes the
@@ -84,9 +85,8 @@ load() { # name pid port task
 }
 
 PORT="$(free_port)"
-bench_server_yaml "$PORT"
 PIN_SERVER=("${CG[@]}" --callgrind-out-file="$WORK/agent.%p")
-serve_agent_mcp "$WORK" "$WORK/server.log" "http://127.0.0.1:$PORT/mcp" -- --config "$WORK/agent.yaml"
+serve_default_agent_mcp "$WORK" "$WORK/server.log" "http://127.0.0.1:$PORT/mcp" "$PORT"
 load agent-mcp "${PIDS[-1]}" "$PORT" -
 report agent-mcp "$WORK/agent"
 

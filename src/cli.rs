@@ -145,6 +145,9 @@ pub fn main() -> ExitCode {
     for warning in config.overlap_warnings(config_file.as_deref()) {
         tracing::warn!("{warning}");
     }
+    if matches!(cli.command, Command::Serve { .. } | Command::Stdio { .. }) {
+        audit_off_the_terminal(&mut config);
+    }
     let result = match cli.command {
         Command::CheckConfig { .. } => return check_config(&config, &sources, &runtime),
         Command::Serve { bind, .. } => {
@@ -183,6 +186,33 @@ pub fn main() -> ExitCode {
             report(&e.to_string());
             ExitCode::FAILURE
         }
+    }
+}
+
+/// With `audit.file` unset, audit lines go to stderr, unless stderr is a terminal: then to
+/// [`Config::terminal_audit_path`], said once on the log. A terminal drawing a line per request
+/// cost more CPU than the server answering it and halved what `agent-mcp serve` answered on a
+/// 2-core machine (benches/README.md, issue 54); a file keeps the same lines, rotated.
+fn audit_off_the_terminal(config: &mut Config) {
+    if !config.audit.enabled
+        || config.audit.file.is_some()
+        || !std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        return;
+    }
+    match config.terminal_audit_path() {
+        Some(path) => {
+            info!(
+                "audit lines go to {} (stderr is a terminal; set audit.file to choose, \
+                 e.g. /dev/stderr with audit.max_bytes: null to see them here)",
+                path.display()
+            );
+            config.audit.file = Some(path);
+        }
+        None => tracing::warn!(
+            "audit lines go to this terminal: no state directory (HOME, XDG_STATE_HOME) for \
+             a file of them; set audit.file"
+        ),
     }
 }
 

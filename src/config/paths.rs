@@ -17,6 +17,8 @@ use super::{Config, ConfigError, StoreBackend};
 
 /// The file name of the default database inside its per-workspace folder.
 const DB_FILE: &str = "agent-mcp.db";
+/// The audit file's name beside the default database, when stderr is a terminal.
+const AUDIT_FILE: &str = "audit.jsonl";
 
 /// Files SQLite keeps beside the database (`<db>-wal`, `<db>-shm`, `<db>.lock` of ours).
 const DB_COMPANIONS: [&str; 4] = ["-wal", "-shm", "-journal", ".lock"];
@@ -50,6 +52,27 @@ impl Config {
             .join("workspaces")
             .join(workspace_folder_name(&self.workspace()))
             .join(DB_FILE))
+    }
+
+    /// Where audit lines go when `audit.file` is unset and stderr is a terminal:
+    /// `audit.jsonl` in the folder the default database has (see [`Self::store_path`]), so
+    /// outside the workspace and apart for each one. `None` when there is no state directory.
+    ///
+    /// Why not the terminal: `agent-mcp serve` writes one line per answered request, and a
+    /// terminal that draws tens of thousands of lines a second takes more CPU than the server
+    /// spends answering them, on the same two cores (benches/README.md, issue 54). The lines
+    /// are the audit trail: kept in a 0600 file, rotated by `audit.max_bytes`, they survive the
+    /// terminal's scrollback too. A pipe, a file or a journal on stderr (an MCP host, systemd)
+    /// still gets them there.
+    pub fn terminal_audit_path(&self) -> Option<PathBuf> {
+        let state = state_dir()?;
+        Some(
+            state
+                .join("agent-mcp")
+                .join("workspaces")
+                .join(workspace_folder_name(&self.workspace()))
+                .join(AUDIT_FILE),
+        )
     }
 
     /// The files the server itself reads or writes, which the agent's tools must never touch:
@@ -213,6 +236,28 @@ mod tests {
         let mut config = Config::default();
         config.agent.workspace = Some(workspace.to_path_buf());
         config
+    }
+
+    #[test]
+    fn a_terminal_s_audit_file_lies_beside_the_default_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("proj");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        let mut config = config_in(&ws);
+        let audit = config.terminal_audit_path().expect("a state directory");
+        assert_eq!(
+            audit.parent(),
+            config.store_path().expect("a path").parent()
+        );
+        assert_eq!(audit.file_name().and_then(|n| n.to_str()), Some(AUDIT_FILE));
+        assert!(
+            !audit.starts_with(&ws),
+            "{} is in the workspace",
+            audit.display()
+        );
+        // The agent's tools are kept off it once the server sets it.
+        config.audit.file = Some(audit.clone());
+        assert!(config.own_files(None).contains(&audit));
     }
 
     #[test]

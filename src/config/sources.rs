@@ -185,7 +185,10 @@ impl Config {
             );
         }
         if self.audit.file.is_none() {
-            derived.insert("audit.file", "stderr".into());
+            derived.insert(
+                "audit.file",
+                "stderr; audit.jsonl beside the default database when stderr is a terminal".into(),
+            );
         }
         derived.insert(
             "ollama.num_ctx",

@@ -11,6 +11,14 @@
 //! Bounded twice: at most [`MAX_TASKS`] tasks and [`MAX_BYTES`] of their texts, the least
 //! recently used going first. Images are never cached (the store never returns them from
 //! [`crate::store::TaskStore::task`]).
+//!
+//! Ids the database does not have are remembered too (at most [`MAX_ABSENT`], apart from the
+//! tasks so that asking for random ids cannot push a task out): a client polling an id that
+//! is unknown here (another instance's, a purged task's, a typo) cost a reader-thread round trip
+//! per poll, ~40 % more of the server's work than a known task's (benches/README.md, issue 54).
+//! The same two rules keep them true: the one insert path reaches the cache after its commit
+//! and forgets the id there, and a miss is remembered only if no task write committed since
+//! its look-up.
 
 use std::sync::Mutex;
 
@@ -23,6 +31,8 @@ use crate::task::Task;
 pub(super) const MAX_TASKS: usize = 4096;
 /// Most bytes of task text (request, result, current step, owner) kept.
 pub(super) const MAX_BYTES: usize = 16 << 20;
+/// Most ids kept as not in the database.
+pub(super) const MAX_ABSENT: usize = 4096;
 
 #[derive(Debug)]
 pub(super) struct TaskCache {
@@ -33,6 +43,9 @@ pub(super) struct TaskCache {
 struct Inner {
     tasks: LruCache<Uuid, Task>,
     bytes: usize,
+    /// Ids a read found no task for, with no task write committed between its look-up and
+    /// its answer.
+    absent: LruCache<Uuid, ()>,
     /// Task writes committed so far; a fill from a read started at an older epoch is dropped.
     epoch: u64,
 }
@@ -52,6 +65,7 @@ impl Default for TaskCache {
             inner: Mutex::new(Inner {
                 tasks: LruCache::new_unbounded(),
                 bytes: 0,
+                absent: LruCache::new(MAX_ABSENT),
                 epoch: 0,
             }),
         }
@@ -65,12 +79,25 @@ impl TaskCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached task, and the epoch to pass to [`TaskCache::fill`] when it is not cached.
-    pub(super) fn get(&self, id: Uuid) -> Result<Task, u64> {
+    /// The cached task (`Ok(None)`: the database has none of that id), or, when the cache
+    /// does not know, the epoch to pass to [`TaskCache::fill`] or [`TaskCache::fill_absent`].
+    pub(super) fn get(&self, id: Uuid) -> Result<Option<Task>, u64> {
         let mut inner = self.lock();
-        match inner.tasks.get(&id) {
-            Some(task) => Ok(task.clone()),
-            None => Err(inner.epoch),
+        if let Some(task) = inner.tasks.get(&id) {
+            return Ok(Some(task.clone()));
+        }
+        if inner.absent.get(&id).is_some() {
+            return Ok(None);
+        }
+        Err(inner.epoch)
+    }
+
+    /// Remembers that a read found no task `id`, unless a task write was committed since
+    /// `epoch` (it may have been that task's insert).
+    pub(super) fn fill_absent(&self, id: Uuid, epoch: u64) {
+        let mut inner = self.lock();
+        if inner.epoch == epoch && !inner.tasks.contains_key(&id) {
+            inner.absent.insert(id, ());
         }
     }
 
@@ -87,6 +114,7 @@ impl TaskCache {
     pub(super) fn committed(&self, task: Task) {
         let mut inner = self.lock();
         inner.epoch += 1;
+        inner.absent.remove(&task.id);
         inner.insert(task);
     }
 
@@ -165,7 +193,10 @@ mod tests {
         // A read that started after the write is cached.
         let epoch = cache.get(t.id).unwrap_err();
         cache.fill(&t, epoch);
-        assert_eq!(cache.get(t.id).unwrap().state, TaskState::Completed);
+        assert_eq!(
+            cache.get(t.id).unwrap().unwrap().state,
+            TaskState::Completed
+        );
     }
 
     #[test]
@@ -176,13 +207,48 @@ mod tests {
         t.state = TaskState::Completed;
         t.result = "done".into();
         cache.committed(t.clone());
-        assert_eq!(cache.get(t.id).unwrap().result, "done");
+        assert_eq!(cache.get(t.id).unwrap().unwrap().result, "done");
         let live = task(0);
         cache.committed(live.clone());
         cache.purged();
         assert!(cache.get(t.id).is_err());
         assert!(cache.get(live.id).is_ok());
         assert_eq!(cache.len(), (1, weight(&live)));
+    }
+
+    #[test]
+    fn an_absent_id_is_remembered_until_its_insert_commits() {
+        let cache = TaskCache::default();
+        let t = task(0);
+        // A miss whose read raced an insert of the same id is not remembered.
+        let epoch = cache.get(t.id).unwrap_err();
+        cache.committed(task(0));
+        cache.fill_absent(t.id, epoch);
+        assert!(
+            cache.get(t.id).is_err(),
+            "a miss from before a commit must not be kept"
+        );
+        // A miss with no write in between is, until the task is inserted.
+        let epoch = cache.get(t.id).unwrap_err();
+        cache.fill_absent(t.id, epoch);
+        assert!(matches!(cache.get(t.id), Ok(None)));
+        cache.committed(t.clone());
+        assert_eq!(cache.get(t.id).unwrap().unwrap().id, t.id);
+        // A task too large to cache is read again, not taken for absent.
+        let mut huge = task(0);
+        let epoch = cache.get(huge.id).unwrap_err();
+        cache.fill_absent(huge.id, epoch);
+        huge.result = "x".repeat(MAX_BYTES / 8);
+        cache.committed(huge.clone());
+        assert!(cache.get(huge.id).is_err());
+        // Bounded, apart from the tasks: random ids push out no task.
+        for _ in 0..MAX_ABSENT + 100 {
+            let id = Uuid::new_v4();
+            let epoch = cache.get(id).unwrap_err();
+            cache.fill_absent(id, epoch);
+        }
+        assert_eq!(cache.lock().absent.len(), MAX_ABSENT);
+        assert!(cache.get(t.id).unwrap().is_some());
     }
 
     #[test]

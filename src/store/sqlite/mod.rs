@@ -353,12 +353,13 @@ impl TaskStore for SqliteStore {
 
     async fn task(&self, id: Uuid) -> Result<Option<Task>, StoreError> {
         let epoch = match self.cache.get(id) {
-            Ok(task) => return Ok(Some(task)),
+            Ok(known) => return Ok(known),
             Err(epoch) => epoch,
         };
         let task = self.read(move |conn| queries::task(conn, id)).await?;
-        if let Some(task) = &task {
-            self.cache.fill(task, epoch);
+        match &task {
+            Some(task) => self.cache.fill(task, epoch),
+            None => self.cache.fill_absent(id, epoch),
         }
         Ok(task)
     }
