@@ -615,8 +615,8 @@ fn not_done(
 /// call of a writing tool with no later call of one on the same path. Its answer may say the
 /// change was made (a 1.5B model wrote the header of `people.csv`, failed the edit that was to
 /// add the rows, and reported the rows); the workspace says it was not. A write refused
-/// because it would change the test files kept as the request's checks, or aimed at a
-/// folder, is not one of them.
+/// because it would change the test files kept as the request's checks, aimed at a folder,
+/// or at a path the workspace never lets the tools write, is not one of them.
 /// With `agent.checks` configured (`checked`) none is: the checks judge the change (a 1.5B
 /// model fixed `cart.py` one way, then tried another way on the text the first had changed,
 /// and the checks passed).
@@ -645,8 +645,14 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox, checked: bool) -> Vec<Unmet> {
         // A test the request is checked by was kept on purpose: not a change to make. A
         // folder is no file to change (a 1.5B model called edit_file on "." before writing
         // each file of a rename).
+        // Nor is a path the workspace's rules never let the tools write (outside it, a
+        // read-only path such as `.git`, the server's own files): refused by policy, the model
+        // told so, not a change left to make.
         let ws = toolbox.workspace();
-        if ws.checks().contains(&path) || ws.existing(&path).is_ok_and(|p| p.is_dir()) {
+        if ws.checks().contains(&path)
+            || ws.existing(&path).is_ok_and(|p| p.is_dir())
+            || ws.writable(&path).is_err()
+        {
             continue;
         }
         let again = ran[at + 1..]
