@@ -25,7 +25,6 @@
 
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
-use std::path::Path;
 
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
@@ -187,34 +186,6 @@ fn tail(text: &str, max: usize) -> &str {
         start += 1;
     }
     &text[start..]
-}
-
-/// Test files, by the names test runners look for (`test_*.py`, `*_test.go`, `*.test.js`,
-/// `*.spec.ts`, files under `tests/`): kept as they are when the request is to make failing
-/// tests pass and not to change tests.
-pub(crate) fn test_files(files: &[WorkspaceFile]) -> Vec<String> {
-    files
-        .iter()
-        .map(|f| f.path.clone())
-        .filter(|path| is_test_file(path))
-        .collect()
-}
-
-fn is_test_file(path: &str) -> bool {
-    let p = Path::new(path);
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let stem = p.file_stem().and_then(|n| n.to_str()).unwrap_or_default();
-    let in_tests = p.components().rev().skip(1).any(|c| {
-        matches!(
-            c.as_os_str().to_str(),
-            Some("tests" | "test" | "__tests__" | "spec")
-        )
-    });
-    in_tests
-        || stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || name.contains(".test.")
-        || name.contains(".spec.")
 }
 
 const WHOLE_FILE_FORMAT: &str = "To change a file, write its path on a line of its own, then \
@@ -1325,22 +1296,6 @@ mod tests {
             definitions("pub fn a() {}\nasync def b():\nexport function c() {}\n"),
             ["a", "b", "c"]
         );
-    }
-
-    #[test]
-    fn test_files_are_found_by_the_names_test_runners_use() {
-        for path in [
-            "test_a.py",
-            "a_test.go",
-            "src/a.test.js",
-            "b.spec.ts",
-            "tests/x.rs",
-        ] {
-            assert!(is_test_file(path), "{path}");
-        }
-        for path in ["a.py", "latest.py", "contest.txt", "testing.md"] {
-            assert!(!is_test_file(path), "{path}");
-        }
     }
 
     #[test]

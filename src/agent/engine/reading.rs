@@ -9,13 +9,13 @@
 //! task is judged by the workspace and the checks alone.
 
 use std::ops::ControlFlow;
+use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use serde_json::{Value, json};
 
-use crate::agent::engine::direct::test_files;
 use crate::agent::engine::files_task::{Intent, WorkspaceFile};
 use crate::agent::engine::step::{Engine, StepError};
 use crate::agent::engine::step_progress::Progress;
@@ -247,4 +247,53 @@ pub(crate) async fn read_intent(
         // Unclear is "asked" (see `read_request`).
         fix_failing: failing.is_some() && flag("fix_failing").unwrap_or(true),
     }))
+}
+
+/// Test files, by the names test runners look for (`test_*.py`, `*_test.go`, `*.test.js`,
+/// `*.spec.ts`, files under `tests/`): kept as they are when the request is to make failing
+/// tests pass and not to change tests.
+pub(crate) fn test_files(files: &[WorkspaceFile]) -> Vec<String> {
+    files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|path| is_test_file(path))
+        .collect()
+}
+
+fn is_test_file(path: &str) -> bool {
+    let p = Path::new(path);
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let stem = p.file_stem().and_then(|n| n.to_str()).unwrap_or_default();
+    let in_tests = p.components().rev().skip(1).any(|c| {
+        matches!(
+            c.as_os_str().to_str(),
+            Some("tests" | "test" | "__tests__" | "spec")
+        )
+    });
+    in_tests
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_files_are_found_by_the_names_test_runners_use() {
+        for path in [
+            "test_a.py",
+            "a_test.go",
+            "src/a.test.js",
+            "b.spec.ts",
+            "tests/x.rs",
+        ] {
+            assert!(is_test_file(path), "{path}");
+        }
+        for path in ["a.py", "latest.py", "contest.txt", "testing.md"] {
+            assert!(!is_test_file(path), "{path}");
+        }
+    }
 }

@@ -287,7 +287,7 @@ async fn drive(
     if let Some(direct) = direct {
         engine.asks_for_change = direct.intent.change;
         let kept = if direct.intent.fix_failing && !direct.intent.tests {
-            crate::agent::engine::direct::test_files(&direct.files)
+            crate::agent::engine::reading::test_files(&direct.files)
         } else {
             Vec::new()
         };
