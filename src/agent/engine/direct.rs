@@ -38,7 +38,7 @@ use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
 use crate::agent::judge::checks;
 use crate::agent::steering::text::call;
-use crate::agent::tools::{CallError, ToolError, Toolbox, parse_problem};
+use crate::agent::tools::{CallError, NOT_THE_PROJECTS, ToolError, Toolbox, parse_problem};
 use crate::ollama::{Message, Role, ToolCall};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
@@ -47,19 +47,6 @@ use crate::ollama::{Message, Role, ToolCall};
 const MAX_FILES: usize = 16;
 const MAX_FILE_BYTES: u64 = 6 * 1024;
 const MAX_TOTAL_BYTES: usize = 10 * 1024;
-/// Folders whose files are not the project's own text.
-const SKIPPED: [&str; 10] = [
-    ".git",
-    ".hg",
-    ".svn",
-    "target",
-    "node_modules",
-    "__pycache__",
-    ".venv",
-    "venv",
-    ".mypy_cache",
-    ".pytest_cache",
-];
 /// Most model calls writing files: the first, and the rounds after a refused write or failed
 /// checks.
 const MAX_EDIT_CALLS: usize = 4;
@@ -74,7 +61,7 @@ fn fitting_files(toolbox: &Toolbox) -> Option<Vec<String>> {
     let mut paths = Vec::new();
     let mut total = 0u64;
     let mut fits = true;
-    ws.walk_files(&SKIPPED, |path| {
+    ws.walk_files(&NOT_THE_PROJECTS, |path| {
         let size = std::fs::symlink_metadata(&path).map_or(u64::MAX, |m| m.len());
         total = total.saturating_add(size);
         if paths.len() >= MAX_FILES || size > MAX_FILE_BYTES || total > MAX_TOTAL_BYTES as u64 {
@@ -140,15 +127,7 @@ pub(crate) async fn prepare(
     let Some(files) = read_files(toolbox, paths, cancel).await? else {
         return Ok(None);
     };
-    let failing = if engine.checks.available(toolbox).await {
-        engine
-            .checks
-            .before_work(toolbox, cancel)
-            .await
-            .map_err(|_| StepError::Cancelled)?
-    } else {
-        None
-    };
+    let failing = crate::agent::engine::reading::failing_before(engine, toolbox, cancel).await?;
     let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     let Some(intent) = crate::agent::engine::reading::read_intent(
         engine,

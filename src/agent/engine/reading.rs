@@ -25,17 +25,6 @@ use crate::ollama::Message;
 const MAX_NAMES: usize = 50;
 /// Most files walked for test files to keep.
 const MAX_WALKED: usize = 2000;
-/// Folders whose files are not the project's own.
-const SKIPPED: [&str; 8] = [
-    ".git",
-    "target",
-    "node_modules",
-    "__pycache__",
-    ".venv",
-    "venv",
-    ".mypy_cache",
-    ".pytest_cache",
-];
 
 /// The model's reading of the request, and what follows from it for the workspace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,7 +56,7 @@ pub(crate) async fn read_request(
     let ws = toolbox.workspace().clone();
     let paths = tokio::task::spawn_blocking(move || {
         let mut paths = Vec::new();
-        ws.walk_files(&SKIPPED, |path| {
+        ws.walk_files(&crate::agent::tools::NOT_THE_PROJECTS, |path| {
             paths.push(ws.display(&path));
             if paths.len() >= MAX_WALKED {
                 ControlFlow::Break(())
@@ -80,15 +69,7 @@ pub(crate) async fn read_request(
     })
     .await
     .unwrap_or_default();
-    let failing = if engine.checks.available(toolbox).await {
-        engine
-            .checks
-            .before_work(toolbox, cancel)
-            .await
-            .map_err(|_| StepError::Cancelled)?
-    } else {
-        None
-    };
+    let failing = failing_before(engine, toolbox, cancel).await?;
     let names: Vec<&str> = paths.iter().take(MAX_NAMES).map(String::as_str).collect();
     let read = read_intent(engine, &names, failing.as_deref(), progress, cancel).await?;
     let understood = read.is_some();
@@ -124,6 +105,23 @@ pub(crate) async fn read_request(
         fix_failing: failing.is_some().then_some(intent.fix_failing),
         kept,
     })
+}
+
+/// The project's checks before any change (the baseline): their failing output, `None` when
+/// they pass or there are none.
+pub(crate) async fn failing_before(
+    engine: &Engine,
+    toolbox: &crate::agent::tools::Toolbox,
+    cancel: &CancellationToken,
+) -> Result<Option<String>, StepError> {
+    if !engine.checks.available(toolbox).await {
+        return Ok(None);
+    }
+    engine
+        .checks
+        .before_work(toolbox, cancel)
+        .await
+        .map_err(|_| StepError::Cancelled)
 }
 
 /// How much of the failing checks' output the model is shown.

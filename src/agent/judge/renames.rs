@@ -13,15 +13,6 @@ use crate::agent::tools::Toolbox;
 /// Largest file read; most files looked at.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 const MAX_FILES: usize = 500;
-/// Folders not looked into.
-const SKIPPED: [&str; 6] = [
-    ".git",
-    "target",
-    "node_modules",
-    "__pycache__",
-    ".venv",
-    "venv",
-];
 
 /// The names of `text`: runs of letters, digits and `_` that do not start with a digit.
 fn names(text: &str) -> HashSet<&str> {
@@ -53,16 +44,18 @@ fn renames(toolbox: &Toolbox, request: &str) -> Vec<(String, String, String)> {
 /// The text files of the workspace, with their text.
 fn texts(toolbox: &Toolbox) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
-    toolbox.workspace().walk_files(&SKIPPED, |path| {
-        if out.len() >= MAX_FILES {
-            return ControlFlow::Break(());
-        }
-        let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_FILE_BYTES);
-        if small && let Ok(text) = std::fs::read_to_string(&path) {
-            out.push((path, text));
-        }
-        ControlFlow::Continue(())
-    });
+    toolbox
+        .workspace()
+        .walk_files(&crate::agent::tools::NOT_THE_PROJECTS, |path| {
+            if out.len() >= MAX_FILES {
+                return ControlFlow::Break(());
+            }
+            let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_FILE_BYTES);
+            if small && let Ok(text) = std::fs::read_to_string(&path) {
+                out.push((path, text));
+            }
+            ControlFlow::Continue(())
+        });
     out
 }
 

@@ -96,6 +96,7 @@ pub fn describe_network_isolation(network: bool) -> Result<String, String> {
         )
     }
 }
+pub(crate) use workspace::NOT_THE_PROJECTS;
 pub use workspace::{PathError, ProtectedFiles, ReadOnlyPaths, Workspace};
 
 /// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).

@@ -238,6 +238,22 @@ pub struct Workspace {
     checks: Arc<Vec<String>>,
 }
 
+/// Folders whose files are not the project's own text (version control, build output,
+/// dependencies, caches, virtual environments): passed over when the engine looks at the
+/// workspace as a whole ([`Workspace::walk_files`]).
+pub(crate) const NOT_THE_PROJECTS: [&str; 10] = [
+    ".git",
+    ".hg",
+    ".svn",
+    "target",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+];
+
 impl Workspace {
     /// Canonicalizes `root`, which must be an existing folder.
     pub fn open(root: &Path) -> Result<Workspace, PathError> {
