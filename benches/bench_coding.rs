@@ -210,6 +210,40 @@ fn test_file_catches(o: &Outcome, test: &str, module: &str, mutant: &str) -> boo
     !mutant_passed
 }
 
+/// The rules of a style sheet, comments left out: (selector, [(property, value)]), white space
+/// collapsed in selectors and removed from values, which are lower-cased.
+fn css_rules(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut plain = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("/*") {
+        plain.push_str(&rest[..start]);
+        rest = rest[start + 2..]
+            .split_once("*/")
+            .map_or("", |(_, after)| after);
+    }
+    plain.push_str(rest);
+    plain
+        .split('}')
+        .filter_map(|chunk| chunk.split_once('{'))
+        .map(|(selector, body)| {
+            let declarations = body
+                .split(';')
+                .filter_map(|d| d.split_once(':'))
+                .map(|(property, value)| {
+                    (
+                        property.trim().to_lowercase(),
+                        value.split_whitespace().collect::<String>().to_lowercase(),
+                    )
+                })
+                .collect();
+            (
+                selector.split_whitespace().collect::<Vec<_>>().join(" "),
+                declarations,
+            )
+        })
+        .collect()
+}
+
 struct CodingTask {
     name: &'static str,
     files: &'static [(&'static str, &'static str)],
@@ -2295,6 +2329,439 @@ const TASKS: &[CodingTask] = &[
         answer: "Because of the trailing space: \"80 \".isdigit() is false.",
         ..PLAIN
     },
+    // The twelfth held-out set, `holdout-12-*`, written (2026-12-07) before this session's
+    // engine changes: kinds no earlier set had — an SQL report, a missing translation, a
+    // Makefile target, a JavaScript sort, a dependency missing from pyproject.toml, a CSS rule,
+    // a port taken from the environment and documented, a plural, an .env.example derived from
+    // the code, a duplicate file deleted, a question on how to run a Node project, a question
+    // on a crontab — in Greek, Finnish, Indonesian, Hebrew, Ukrainian, Hungarian, Romanian,
+    // English, Persian, Thai, Norwegian and Czech; no checks configured. Run once, at the end
+    // (`scripts/bench-coding.sh holdout-12`).
+    CodingTask {
+        name: "holdout-12-sql-report-el",
+        files: &[
+            (
+                "schema.sql",
+                "CREATE TABLE orders (\n    id INTEGER PRIMARY KEY,\n    customer TEXT NOT NULL,\n    amount INTEGER NOT NULL,\n    status TEXT NOT NULL DEFAULT 'paid'\n);\n\nINSERT INTO orders (customer, amount, status) VALUES\n    ('anna', 30, 'paid'),\n    ('anna', 20, 'cancelled'),\n    ('nikos', 50, 'paid'),\n    ('nikos', 15, 'paid'),\n    ('eleni', 40, 'cancelled');\n",
+            ),
+            (
+                "report.sql",
+                "-- Revenue per customer, for the monthly report.\nSELECT customer, SUM(amount) AS revenue\nFROM orders\nGROUP BY customer\nORDER BY revenue DESC;\n",
+            ),
+        ],
+        requests: &[
+            "Τα έσοδα ανά πελάτη στο report.sql βγαίνουν φουσκωμένα: μετράει και τις \
+             ακυρωμένες παραγγελίες.",
+        ],
+        judge: |o| {
+            // A customer whose orders were all cancelled may be left out or shown with 0.
+            o.unchanged("schema.sql")
+                && o.python(&[
+                    "-c",
+                    "import sqlite3; con = sqlite3.connect(':memory:'); \
+                     con.executescript(open('schema.sql').read()); \
+                     rows = [tuple(r) for r in con.execute(open('report.sql').read()).fetchall()]; \
+                     ok = [('nikos', 65), ('anna', 30)]; \
+                     assert rows in (ok, ok + [('eleni', 0)], ok + [('eleni', None)]), rows",
+                ])
+                .0
+        },
+        solution: &[(
+            "report.sql",
+            "-- Revenue per customer, for the monthly report.\nSELECT customer, SUM(amount) AS revenue\nFROM orders\nWHERE status <> 'cancelled'\nGROUP BY customer\nORDER BY revenue DESC;\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-missing-translation-fi",
+        files: &[
+            (
+                "locales/en.json",
+                "{\n  \"greeting\": \"Welcome back!\",\n  \"logout\": \"Log out\",\n  \"save\": \"Save\",\n  \"cancel\": \"Cancel\"\n}\n",
+            ),
+            (
+                "locales/fi.json",
+                "{\n  \"greeting\": \"Tervetuloa takaisin!\",\n  \"logout\": \"Kirjaudu ulos\",\n  \"cancel\": \"Peruuta\"\n}\n",
+            ),
+        ],
+        requests: &[
+            "Suomenkielisessä käyttöliittymässä yksi nappi näkyy vielä englanniksi. Korjaatko \
+             käännöksen?",
+        ],
+        judge: |o| {
+            let fi = o
+                .read("locales/fi.json")
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            o.unchanged("locales/en.json")
+                && fi.and_then(|v| v.as_object().cloned()).is_some_and(|m| {
+                    m.len() == 4
+                        && m.get("greeting") == Some(&"Tervetuloa takaisin!".into())
+                        && m.get("logout") == Some(&"Kirjaudu ulos".into())
+                        && m.get("cancel") == Some(&"Peruuta".into())
+                        && m.get("save").and_then(|v| v.as_str()).is_some_and(|s| {
+                            !s.trim().is_empty() && !s.trim().eq_ignore_ascii_case("save")
+                        })
+                })
+        },
+        solution: &[(
+            "locales/fi.json",
+            "{\n  \"greeting\": \"Tervetuloa takaisin!\",\n  \"logout\": \"Kirjaudu ulos\",\n  \"save\": \"Tallenna\",\n  \"cancel\": \"Peruuta\"\n}\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-make-test-id",
+        files: &[
+            (
+                "Makefile",
+                ".PHONY: run clean\n\nrun:\n\tpython3 kalk.py 2 3\n\nclean:\n\trm -rf __pycache__\n",
+            ),
+            (
+                "kalk.py",
+                "import sys\n\n\ndef add(a, b):\n    return a + b\n\n\nif __name__ == \"__main__\":\n    print(add(int(sys.argv[1]), int(sys.argv[2])))\n",
+            ),
+            (
+                "test_kalk.py",
+                "import unittest\nfrom kalk import add\n\n\nclass KalkTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+            ),
+        ],
+        requests: &["Saya ingin bisa menjalankan tes cukup dengan mengetik `make test`."],
+        judge: |o| {
+            o.unchanged("kalk.py")
+                && o.unchanged("test_kalk.py")
+                && o.read("Makefile").is_some_and(|t| {
+                    let lines: Vec<&str> = t.lines().collect();
+                    // A rule `test:` (prerequisites allowed) whose recipe, tab-indented as make
+                    // wants it, runs the unit tests; the other rules as they were.
+                    let recipe = lines
+                        .iter()
+                        .position(|l| {
+                            !l.starts_with('\t')
+                                && l.split_once(':').is_some_and(|(target, _)| {
+                                    target.split_whitespace().any(|w| w == "test")
+                                })
+                                && !l.trim_start().starts_with(".PHONY")
+                        })
+                        .map(|at| {
+                            lines[at + 1..]
+                                .iter()
+                                .take_while(|l| l.starts_with('\t'))
+                                .copied()
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        })
+                        .unwrap_or_default();
+                    (recipe.contains("unittest") || recipe.contains("pytest"))
+                        && t.contains("run:\n\tpython3 kalk.py 2 3")
+                        && t.contains("clean:\n\trm -rf __pycache__")
+                })
+        },
+        solution: &[(
+            "Makefile",
+            ".PHONY: run clean test\n\nrun:\n\tpython3 kalk.py 2 3\n\ntest:\n\tpython3 -m unittest -v\n\nclean:\n\trm -rf __pycache__\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-js-sort-he",
+        files: &[(
+            "scores.js",
+            "function topScores(scores, n = 3) {\n  return scores.slice().sort().reverse().slice(0, n);\n}\n\nfunction average(scores) {\n  return scores.reduce((a, b) => a + b, 0) / scores.length;\n}\n\nmodule.exports = { topScores, average };\n",
+        )],
+        requests: &[
+            "topScores ב-scores.js מחזירה [9, 85, 7] עבור [9, 10, 85, 100, 7] במקום [100, 85, 10].",
+        ],
+        judge: |o| {
+            o.node(
+                "const { topScores, average } = require('./scores.js'); \
+                 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b); \
+                 const input = [9, 10, 85, 100, 7]; \
+                 if (!same(topScores(input), [100, 85, 10])) process.exit(1); \
+                 if (!same(input, [9, 10, 85, 100, 7])) process.exit(1); \
+                 if (!same(topScores([3, 1, 2], 2), [3, 2])) process.exit(1); \
+                 if (average([2, 4]) !== 3) process.exit(1);",
+            )
+        },
+        solution: &[(
+            "scores.js",
+            "function topScores(scores, n = 3) {\n  return scores.slice().sort((a, b) => b - a).slice(0, n);\n}\n\nfunction average(scores) {\n  return scores.reduce((a, b) => a + b, 0) / scores.length;\n}\n\nmodule.exports = { topScores, average };\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-missing-dependency-uk",
+        files: &[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"weather-cli\"\nversion = \"0.2.0\"\nrequires-python = \">=3.9\"\ndependencies = [\n    \"click>=8.1\",\n]\n\n[project.scripts]\nweather = \"weather_cli:main\"\n",
+            ),
+            (
+                "weather_cli.py",
+                "import click\nimport requests\n\nAPI = \"https://api.example.com/weather\"\n\n\n@click.command()\n@click.argument(\"city\")\ndef main(city):\n    r = requests.get(API, params={\"q\": city}, timeout=10)\n    r.raise_for_status()\n    click.echo(r.json()[\"summary\"])\n",
+            ),
+        ],
+        requests: &[
+            "Після pip install . команда weather падає з ModuleNotFoundError: No module named \
+             'requests'.",
+        ],
+        judge: |o| {
+            o.unchanged("weather_cli.py")
+                && o.python(&[
+                    "-c",
+                    "import re, tomllib; d = tomllib.load(open('pyproject.toml', 'rb')); \
+                     p = d['project']; \
+                     deps = [re.sub(r'\\s', '', x).lower() for x in p['dependencies']]; \
+                     assert len(deps) == 2 and 'click>=8.1' in deps, deps; \
+                     assert any(re.fullmatch(r'requests([<>=!~;\\[].*)?', x) for x in deps), deps; \
+                     assert (p['name'], p['version'], p['requires-python']) \
+                     == ('weather-cli', '0.2.0', '>=3.9'); \
+                     assert p['scripts'] == {'weather': 'weather_cli:main'}",
+                ])
+                .0
+        },
+        solution: &[(
+            "pyproject.toml",
+            "[project]\nname = \"weather-cli\"\nversion = \"0.2.0\"\nrequires-python = \">=3.9\"\ndependencies = [\n    \"click>=8.1\",\n    \"requests>=2.31\",\n]\n\n[project.scripts]\nweather = \"weather_cli:main\"\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-css-hover-hu",
+        files: &[(
+            "style.css",
+            ":root {\n  --brand: #2b6cb0;\n  --text: #1a202c;\n}\n\nbody {\n  color: var(--text);\n  font-family: system-ui, sans-serif;\n}\n\na:hover {\n  color: var(--brand);\n}\n\n.button {\n  background: var(--brand);\n  color: white;\n  border-radius: 4px;\n}\n\n.button:hover {\n  background: #e53e3e;\n}\n",
+        )],
+        requests: &[
+            "Ha a gomb fölé viszem az egeret, pirosra vált. Maradjon inkább a márkaszín, mint \
+             mindenhol máshol.",
+        ],
+        judge: |o| {
+            let Some(text) = o.read("style.css") else {
+                return false;
+            };
+            let rules = css_rules(&text);
+            // The last value a selector's rules give a property.
+            let value = |selector: &str, property: &str| {
+                rules
+                    .iter()
+                    .filter(|(s, _)| s == selector)
+                    .flat_map(|(_, ds)| ds.iter())
+                    .filter(|(p, _)| p == property)
+                    .map(|(_, v)| v.clone())
+                    .next_back()
+            };
+            let brand = |v: Option<String>| v.is_none_or(|v| v == "var(--brand)" || v == "#2b6cb0");
+            let is = |selector: &str, property: &str, expected: &str| {
+                value(selector, property).as_deref() == Some(expected)
+            };
+            !text.to_lowercase().contains("#e53e3e")
+                && brand(value(".button:hover", "background"))
+                && brand(value(".button:hover", "background-color"))
+                && is(":root", "--brand", "#2b6cb0")
+                && is(":root", "--text", "#1a202c")
+                && is("body", "color", "var(--text)")
+                && is("body", "font-family", "system-ui,sans-serif")
+                && is("a:hover", "color", "var(--brand)")
+                && is(".button", "background", "var(--brand)")
+                && is(".button", "color", "white")
+                && is(".button", "border-radius", "4px")
+        },
+        solution: &[(
+            "style.css",
+            ":root {\n  --brand: #2b6cb0;\n  --text: #1a202c;\n}\n\nbody {\n  color: var(--text);\n  font-family: system-ui, sans-serif;\n}\n\na:hover {\n  color: var(--brand);\n}\n\n.button {\n  background: var(--brand);\n  color: white;\n  border-radius: 4px;\n}\n\n.button:hover {\n  background: var(--brand);\n}\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-env-port-ro",
+        files: &[
+            ("config.py", "HOST = \"127.0.0.1\"\nPORT = 8000\n"),
+            (
+                "serve.py",
+                "from config import HOST, PORT\n\nif __name__ == \"__main__\":\n    print(f\"listening on {HOST}:{PORT}\")\n",
+            ),
+            (
+                "README.md",
+                "# mini-server\n\nStart it with:\n\n    python3 serve.py\n\nIt listens on 127.0.0.1:8000.\n",
+            ),
+        ],
+        requests: &[
+            "Pe mașina de test portul 8000 e deja ocupat. Aș vrea ca serverul să-și ia portul \
+             din variabila de mediu APP_PORT (dacă lipsește, tot 8000) și să scrie asta și în \
+             README.",
+        ],
+        judge: |o| {
+            let serve = |port: Option<&str>| {
+                let mut command = Command::new("python3");
+                command
+                    .args(["-B", "serve.py"])
+                    .current_dir(o.root)
+                    .env_remove("APP_PORT");
+                if let Some(port) = port {
+                    command.env("APP_PORT", port);
+                }
+                command
+                    .output()
+                    .ok()
+                    .filter(|out| out.status.success())
+                    .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            };
+            serve(Some("9090")).as_deref() == Some("listening on 127.0.0.1:9090")
+                && serve(None).as_deref() == Some("listening on 127.0.0.1:8000")
+                && o.read("README.md").is_some_and(|t| {
+                    t.contains("APP_PORT")
+                        && t.contains("# mini-server")
+                        && t.contains("python3 serve.py")
+                })
+        },
+        solution: &[
+            (
+                "config.py",
+                "import os\n\nHOST = \"127.0.0.1\"\nPORT = int(os.environ.get(\"APP_PORT\", \"8000\"))\n",
+            ),
+            (
+                "README.md",
+                "# mini-server\n\nStart it with:\n\n    python3 serve.py\n\nIt listens on 127.0.0.1:8000, or on the port in the environment variable APP_PORT:\n\n    APP_PORT=9090 python3 serve.py\n",
+            ),
+        ],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-plural-en",
+        files: &[(
+            "cleanup.py",
+            "import os\nimport sys\n\n\ndef summary(count):\n    return f\"{count} files deleted\"\n\n\ndef main(paths):\n    deleted = 0\n    for path in paths:\n        if os.path.exists(path):\n            os.remove(path)\n            deleted += 1\n    print(summary(deleted))\n\n\nif __name__ == \"__main__\":\n    main(sys.argv[1:])\n",
+        )],
+        requests: &["cleanup.py just told me \"1 files deleted\" 🙄 can it say that properly"],
+        judge: |o| {
+            let deleted = std::fs::write(o.root.join("old.log"), "").is_ok()
+                && o.python(&["cleanup.py", "old.log", "missing.log"])
+                    == (true, "1 file deleted\n".to_owned())
+                && !o.root.join("old.log").exists();
+            deleted
+                && o.python(&[
+                    "-c",
+                    "from cleanup import summary; assert summary(3) == '3 files deleted'; \
+                     assert summary(0).lower() in ('0 files deleted', 'no files deleted')",
+                ])
+                .0
+        },
+        solution: &[(
+            "cleanup.py",
+            "import os\nimport sys\n\n\ndef summary(count):\n    noun = \"file\" if count == 1 else \"files\"\n    return f\"{count} {noun} deleted\"\n\n\ndef main(paths):\n    deleted = 0\n    for path in paths:\n        if os.path.exists(path):\n            os.remove(path)\n            deleted += 1\n    print(summary(deleted))\n\n\nif __name__ == \"__main__\":\n    main(sys.argv[1:])\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-env-example-fa",
+        files: &[
+            (
+                "settings.py",
+                "import os\n\nDATABASE_URL = os.environ[\"DATABASE_URL\"]\nSECRET_KEY = os.environ[\"SECRET_KEY\"]\nDEBUG = os.environ.get(\"DEBUG\", \"0\") == \"1\"\nMAIL_HOST = os.environ.get(\"MAIL_HOST\", \"localhost\")\n",
+            ),
+            ("README.md", "# shop\n\nA small web shop.\n"),
+        ],
+        requests: &[
+            "همکار جدیدمان نمی‌داند برنامه به کدام متغیرهای محیطی نیاز دارد. یک فایل \
+             .env.example کنار settings.py بساز که همه‌شان را داشته باشد.",
+        ],
+        judge: |o| {
+            o.all_unchanged()
+                && o.read(".env.example").is_some_and(|t| {
+                    let entries: Vec<&str> = t
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(|l| l.strip_prefix("export ").unwrap_or(l))
+                        .collect();
+                    let mut keys: Vec<&str> = entries
+                        .iter()
+                        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+                        .collect();
+                    keys.sort_unstable();
+                    keys.len() == entries.len()
+                        && keys == ["DATABASE_URL", "DEBUG", "MAIL_HOST", "SECRET_KEY"]
+                })
+        },
+        solution: &[(
+            ".env.example",
+            "# Required\nDATABASE_URL=postgres://user:password@localhost:5432/shop\nSECRET_KEY=change-me\n\n# Optional\nDEBUG=0\nMAIL_HOST=localhost\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-duplicate-file-th",
+        files: &[
+            (
+                "mathops.py",
+                "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
+            ),
+            (
+                "test_mathops.py",
+                "import unittest\nfrom mathops import add, sub\n\n\nclass MathopsTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n",
+            ),
+            (
+                "test_mathops_copy.py",
+                "import unittest\nfrom mathops import add, sub\n\n\nclass MathopsTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n",
+            ),
+        ],
+        requests: &["พอรันเทสต์แล้วมันรันซ้ำสองรอบ เพราะมีไฟล์เทสต์ที่ก๊อปมาซ้ำอยู่ไฟล์หนึ่ง \
+             ช่วยลบตัวที่เป็นสำเนาออกให้หน่อย"],
+        judge: |o| {
+            o.read("test_mathops_copy.py").is_none()
+                && o.unchanged("test_mathops.py")
+                && o.unchanged("mathops.py")
+        },
+        solution: &[("test_mathops_copy.py", GONE)],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-how-to-run-no",
+        files: &[
+            (
+                "package.json",
+                "{\n  \"name\": \"notes-app\",\n  \"version\": \"1.0.0\",\n  \"main\": \"server.js\",\n  \"scripts\": {\n    \"start\": \"node server.js\",\n    \"dev\": \"nodemon server.js\",\n    \"test\": \"node --test\"\n  },\n  \"devDependencies\": {\n    \"nodemon\": \"^3.0.0\"\n  }\n}\n",
+            ),
+            (
+                "server.js",
+                "const http = require(\"http\");\n\nconst port = process.env.PORT || 3000;\n\nhttp\n  .createServer((req, res) => res.end(\"notes\"))\n  .listen(port, () => console.log(`listening on ${port}`));\n",
+            ),
+        ],
+        requests: &[
+            "Hvordan starter jeg appen lokalt mens jeg utvikler, slik at den starter på nytt av \
+             seg selv når jeg endrer en fil?",
+        ],
+        judge: |o| {
+            o.explains(&[
+                "npm run dev",
+                "yarn dev",
+                "yarn run dev",
+                "pnpm dev",
+                "pnpm run dev",
+            ])
+        },
+        answer: "Kjør `npm run dev`: skriptet dev starter server.js med nodemon.",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-12-crontab-cs",
+        files: &[(
+            "crontab",
+            "# m h dom mon dow  command\n30 2 * * 1   /opt/app/backup.sh\n*/15 * * * * /opt/app/healthcheck.sh\n",
+        )],
+        requests: &["Kdy přesně běží záloha podle souboru crontab?"],
+        judge: |o| {
+            let answer = o.answer();
+            let at = ["2:30", "02:30", "2.30", "02.30"];
+            let monday = ["pondělí", "pondělk", "pondělek", "monday"];
+            o.completed()
+                && o.all_unchanged()
+                && at.iter().any(|w| answer.contains(w))
+                && monday.iter().any(|w| answer.contains(w))
+        },
+        answer: "Každé pondělí ve 2:30 ráno.",
+        ..PLAIN
+    },
 ];
 
 /// Runs each request with the peer `program` (`program <workspace> <request>`, e.g. the
@@ -2561,6 +3028,6 @@ mod tests {
             );
             checked += 1;
         }
-        assert_eq!(checked, 34, "the tasks with a reference solution");
+        assert_eq!(checked, 46, "the tasks with a reference solution");
     }
 }
