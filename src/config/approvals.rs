@@ -79,7 +79,7 @@ pub struct ApprovalsConfig {
     pub read_file: Approval,
     /// `search_text` calls.
     pub search_text: Approval,
-    /// `write_file` calls.
+    /// `write_file` calls, and `delete_file` calls (deleting is writing).
     pub write_file: Approval,
     /// `edit_file` calls.
     pub edit_file: Approval,
@@ -172,7 +172,9 @@ impl ApprovalsConfig {
             "list_dir" => self.list_dir,
             "read_file" => self.read_file,
             "search_text" => self.search_text,
-            "write_file" => self.write_file,
+            // Deleting is writing: a configuration that asks before (or denies) writes asks
+            // before (or denies) deletes too.
+            "write_file" | "delete_file" => self.write_file,
             "edit_file" => self.edit_file,
             "run_command" => match &self.run_command {
                 CommandApproval::Every(approval) => *approval,

@@ -199,12 +199,13 @@ impl Default for AgentConfig {
 
 /// The agent's tools, by the names `agent.tools.disabled` may list, in the order they are
 /// offered. The agent's registry defines each one; its test holds the two to the same names.
-pub const AGENT_TOOL_NAMES: [&str; 6] = [
+pub const AGENT_TOOL_NAMES: [&str; 7] = [
     "list_dir",
     "read_file",
     "search_text",
     "write_file",
     "edit_file",
+    "delete_file",
     "run_command",
 ];
 
@@ -286,6 +287,7 @@ impl<'de> Deserialize<'de> for ThinkSetting {
 #[serde(default, deny_unknown_fields)]
 pub struct AgentToolsConfig {
     /// Tools not offered: any of list_dir, read_file, search_text, write_file, edit_file,
+    /// delete_file (also not offered when write_file is not),
     /// run_command.
     pub disabled: Vec<String>,
     /// Most bytes read_file returns from one file (and largest file search_text scans).

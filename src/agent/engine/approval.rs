@@ -35,6 +35,7 @@ use crate::store::TaskStore;
 use crate::task::input::{
     Action, Answer, AnswerPath, ApprovalEvent, Decision, DecisionLog, InputRequest,
 };
+use crate::agent::tools::names::{DELETE_FILE, EDIT_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 
 /// How often a waiting call looks for its answer when no change signal came (the backstop
 /// for a missed announcement).
@@ -140,7 +141,7 @@ impl ApprovalGate {
         let argv: Option<Vec<String>> = args["argv"]
             .as_array()
             .and_then(|argv| argv.iter().map(|a| a.as_str().map(str::to_owned)).collect());
-        if tool == "run_command" && argv.is_none() {
+        if tool == RUN_COMMAND && argv.is_none() {
             // Arguments run_command cannot run: its own check refuses them.
             return Gate::Run;
         }
@@ -292,12 +293,14 @@ impl ApprovalGate {
 
 /// The policy key that decided a tool's calls.
 fn policy_key(tool: &str) -> String {
+    // Deleting is writing: `delete_file` follows `write_file`'s policy.
+    let tool = if tool == DELETE_FILE { WRITE_FILE } else { tool };
     format!("agent.approvals.{tool}")
 }
 
 /// The key that would let the call run without asking.
 fn allow_key(tool: &str) -> String {
-    if tool == "run_command" {
+    if tool == RUN_COMMAND {
         "agent.approvals.run_command (or a pattern under agent.approvals.run_command.allow)".into()
     } else {
         policy_key(tool)
@@ -307,7 +310,7 @@ fn allow_key(tool: &str) -> String {
 /// What the call would do, on one line.
 fn summary(tool: &str, args: &serde_json::Value, argv: Option<&[String]>) -> String {
     let text = match (tool, argv) {
-        ("run_command", Some(argv)) => {
+        (RUN_COMMAND, Some(argv)) => {
             let line = argv
                 .iter()
                 .map(|a| {
@@ -324,7 +327,7 @@ fn summary(tool: &str, args: &serde_json::Value, argv: Option<&[String]>) -> Str
                 _ => line,
             }
         }
-        ("search_text", _) => args["pattern"].as_str().unwrap_or_default().to_owned(),
+        (SEARCH_TEXT, _) => args["pattern"].as_str().unwrap_or_default().to_owned(),
         _ => args["path"].as_str().unwrap_or(".").to_owned(),
     };
     crate::agent::engine::plan::one_line(&text)
@@ -336,7 +339,7 @@ async fn detail(tool: &str, args: &serde_json::Value, toolbox: &Toolbox) -> Stri
         return String::new();
     };
     let (old, new) = match tool {
-        "write_file" => {
+        WRITE_FILE => {
             let Some(content) = args["content"].as_str() else {
                 return String::new();
             };
@@ -347,10 +350,19 @@ async fn detail(tool: &str, args: &serde_json::Value, toolbox: &Toolbox) -> Stri
                 .unwrap_or_default();
             (old, content.to_owned())
         }
-        "edit_file" => match (args["old_text"].as_str(), args["new_text"].as_str()) {
+        EDIT_FILE => match (args["old_text"].as_str(), args["new_text"].as_str()) {
             (Some(old), Some(new)) => (old.to_owned(), new.to_owned()),
             _ => return String::new(),
         },
+        // What a delete loses, shown as the whole file removed.
+        DELETE_FILE => {
+            let workspace = toolbox.workspace().clone();
+            let read = path.clone();
+            let old = tokio::task::spawn_blocking(move || current(&workspace, &read))
+                .await
+                .unwrap_or_default();
+            (old, String::new())
+        }
         _ => return String::new(),
     };
     bounded_diff(&path, &old, &new)

@@ -379,6 +379,7 @@ async fn drive(
 }
 
 pub use crate::agent::engine::step::one_line;
+use crate::agent::tools::names::RUN_COMMAND;
 
 /// A failure of the `files` policy's preparation, as the task's.
 fn step_error(e: crate::agent::engine::step::StepError) -> RunError {
@@ -457,7 +458,7 @@ async fn plan(
         if engine
             .toolbox
             .as_ref()
-            .is_some_and(|t| t.enabled().contains(&"run_command"))
+            .is_some_and(|t| t.enabled().contains(&RUN_COMMAND))
         {
             " and to run commands"
         } else {

@@ -27,6 +27,7 @@ use tracing::Instrument;
 
 use crate::agent::judge::project_checks;
 use crate::agent::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
+use crate::agent::tools::names::RUN_COMMAND;
 
 /// Most characters of a failed check's output sent back to the model (its end: a test
 /// runner's summary is last).
@@ -283,7 +284,7 @@ pub(crate) fn may_run(settings: &ToolSettings, program: &str) -> Result<(), Stri
                 .into()
         });
     }
-    if settings.disabled.iter().any(|d| d == "run_command") {
+    if settings.disabled.iter().any(|d| d == RUN_COMMAND) {
         return Err("commands are off: run_command is in agent.tools.disabled".into());
     }
     if !commands.allow.is_empty() && !commands.allow.iter().any(|a| a == program) {
@@ -439,7 +440,7 @@ async fn run_all(
     let mut results = Vec::new();
     for argv in commands {
         let command = argv.join(" ");
-        let span = crate::agent::tools::engine_tool_span("run_command");
+        let span = crate::agent::tools::engine_tool_span(RUN_COMMAND);
         let run = toolbox
             .run_check(argv, cancel)
             .instrument(span.clone())

@@ -1,7 +1,8 @@
-//! The writing tools: `write_file` and `edit_file`, and their handlers.
+//! The writing tools: `write_file`, `edit_file` and `delete_file`, and their handlers.
 //!
-//! Neither changes a file the task has not read: replacing or editing an existing file needs a
-//! `read_file` of it first, and the file must not have changed since ([`Ledger::may_change`]).
+//! None changes a file the task has not read: replacing, editing or deleting an existing file
+//! needs a `read_file` of it first, and the file must not have changed since
+//! ([`Ledger::may_change`]).
 //! Each change is recorded in the task's [`Ledger`], which counts the lines changed at the end.
 //! Neither turns a JSON or YAML file that parses into one that does not (`formats.rs`).
 //!
@@ -21,17 +22,24 @@ use super::formats;
 use super::spec::BlockingTool;
 use super::workspace::{Workspace, io_error, no_follow};
 use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput};
+use super::names::{EDIT_FILE, WRITE_FILE};
 
 /// Largest file `edit_file` rewrites.
 const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
 
 pub(super) const WRITE_FILE_EXPECTED: &str = "{\"path\": string, \"content\": string}";
+pub(super) const DELETE_FILE_EXPECTED: &str = "{\"path\": string}";
 pub(super) const EDIT_FILE_EXPECTED: &str = "{\"path\": string, \"old_text\": string, \"new_text\": string, \"replace_all\": boolean (optional)}";
 
 #[derive(Debug, Deserialize)]
 pub(super) struct WriteFileArgs {
     path: String,
     content: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DeleteFileArgs {
+    path: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,6 +55,8 @@ pub(super) struct EditFileArgs {
 pub(super) struct WriteFile;
 /// `edit_file`.
 pub(super) struct EditFile;
+/// `delete_file`.
+pub(super) struct DeleteFile;
 
 /// Both tools are the function of their name run on the call's workspace and ledger, the
 /// message it returns the result.
@@ -63,6 +73,7 @@ macro_rules! ledger_tool {
 
 ledger_tool!(WriteFile, WriteFileArgs, write_file);
 ledger_tool!(EditFile, EditFileArgs, edit_file);
+ledger_tool!(DeleteFile, DeleteFileArgs, delete_file);
 
 /// How `target` is shown to the model; refused when it is a folder (neither tool writes one).
 fn not_a_folder(ws: &Workspace, target: &Path) -> Result<String, ToolError> {
@@ -99,7 +110,7 @@ pub(super) fn write_file(
             .map(|_| text)
     };
     formats::keeps_parsing(
-        "write_file",
+        WRITE_FILE,
         &shown,
         || existed.then(before).flatten(),
         &args.content,
@@ -112,6 +123,42 @@ pub(super) fn write_file(
         if existed { "replaced" } else { "created" },
         args.content.len()
     ))
+}
+
+/// Deletes a file the task has read (a folder, a symbolic link, a file of `.git` or of the
+/// server's own, or one changed since it was read, is refused). The ledger keeps its content,
+/// so the task's result counts it as deleted.
+pub(super) fn delete_file(
+    ws: &Workspace,
+    ledger: &Ledger,
+    args: &DeleteFileArgs,
+) -> Result<String, ToolError> {
+    let given = ws.root().join(args.path.trim_start_matches("./"));
+    if given.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(ToolError::Refused(format!(
+            "'{}' is a symbolic link; delete_file deletes files only",
+            args.path
+        )));
+    }
+    let target = ws.existing(&args.path)?;
+    let target = ws.writable(&ws.display(&target)).map(|_| target)?;
+    let shown = not_a_folder(ws, &target)?;
+    ledger.may_change(&target, &shown)?;
+    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+        return Err(ToolError::Refused(format!("'{shown}' has no folder")));
+    };
+    ledger.before_change(&target);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(held) = ws.hold_dir(dir) {
+        rustix::fs::unlinkat(&held?, name, rustix::fs::AtFlags::empty())
+            .map_err(|e| io_error(&shown, &e.into()))?;
+        ledger.after_change(&target);
+        return Ok(format!("deleted '{shown}'"));
+    }
+    let _ = (dir, name);
+    std::fs::remove_file(&target).map_err(|e| io_error(&shown, &e))?;
+    ledger.after_change(&target);
+    Ok(format!("deleted '{shown}'"))
 }
 
 pub(super) fn edit_file(
@@ -177,7 +224,7 @@ pub(super) fn edit_file(
     } else {
         text.replacen(&args.old_text, &args.new_text, 1)
     };
-    formats::keeps_parsing("edit_file", &shown, || Some(text.clone()), &edited)?;
+    formats::keeps_parsing(EDIT_FILE, &shown, || Some(text.clone()), &edited)?;
     ledger.before_change(&target);
     replace(ws, &target, edited.as_bytes(), &shown)?;
     ledger.after_change(&target);

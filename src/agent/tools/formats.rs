@@ -9,6 +9,7 @@
 //! parse) is never refused here.
 
 use super::ToolError;
+use super::names::EDIT_FILE;
 
 /// The formats read, by file ending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +81,7 @@ pub(super) fn keeps_parsing(
         return Ok(());
     };
     let what = format.name();
-    let fix = if tool == "edit_file" {
+    let fix = if tool == EDIT_FILE {
         "make the edit so the whole file is still valid"
     } else {
         "send the whole file as valid"

@@ -78,7 +78,7 @@ pub(crate) use formats::parse_problem;
 pub use ledger::{ChangeKind, FileChange, Ledger, Snapshot};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use netns::{Isolation as NetworkIsolation, describe as describe_network_isolation};
-pub use registry::{TOOL_NAMES, TOOLS, spec};
+pub use registry::{TOOL_NAMES, TOOLS, names, spec};
 pub(crate) use spec::parse_arguments;
 pub use spec::{Param, ParamType, ToolKind, ToolSpec};
 pub(crate) use trace::{engine_tool_span, record_engine_outcome};
@@ -98,6 +98,7 @@ pub fn describe_network_isolation(network: bool) -> Result<String, String> {
 }
 pub(crate) use workspace::NOT_THE_PROJECTS;
 pub use workspace::{PathError, ProtectedFiles, ReadOnlyPaths, Workspace};
+use names::{DELETE_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 
 /// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).
 pub const DEFAULT_TOOL_DEADLINE: Duration = Duration::from_secs(60);
@@ -315,7 +316,11 @@ impl Toolbox {
         let enabled = TOOL_NAMES
             .into_iter()
             .filter(|name| !settings.disabled.iter().any(|d| d == name))
-            .filter(|name| *name != "run_command" || settings.commands.enabled)
+            // Deleting is writing: with write_file disabled, no file is deleted either.
+            .filter(|name| {
+                *name != DELETE_FILE || !settings.disabled.iter().any(|d| d == WRITE_FILE)
+            })
+            .filter(|name| *name != RUN_COMMAND || settings.commands.enabled)
             .filter_map(spec)
             .collect();
         Ok(Toolbox {
@@ -382,7 +387,7 @@ impl Toolbox {
     pub fn describe(call: &ToolCall) -> String {
         let args = parse_arguments(&call.function.arguments);
         let detail = match call.function.name.as_str() {
-            "run_command" => args["argv"]
+            RUN_COMMAND => args["argv"]
                 .as_array()
                 .map(|argv| {
                     argv.iter()
@@ -391,7 +396,7 @@ impl Toolbox {
                         .join(" ")
                 })
                 .unwrap_or_default(),
-            "search_text" => args["pattern"].as_str().unwrap_or_default().to_owned(),
+            SEARCH_TEXT => args["pattern"].as_str().unwrap_or_default().to_owned(),
             _ => args["path"].as_str().unwrap_or_default().to_owned(),
         };
         let name = crate::agent::engine::plan::one_line(&call.function.name);

@@ -18,13 +18,32 @@ use ParamType::{Boolean, Integer, Text, Texts};
 use super::spec::{Param, ParamType, ToolKind, ToolSpec, optional, required};
 use super::{command, edit, files, run};
 
+/// Each tool's name, for the code that names one (a rule that reads what `read_file` returned,
+/// the engine that calls `write_file` on the model's behalf): the registry's names, not copies.
+pub mod names {
+    /// `list_dir`.
+    pub const LIST_DIR: &str = "list_dir";
+    /// `read_file`.
+    pub const READ_FILE: &str = "read_file";
+    /// `search_text`.
+    pub const SEARCH_TEXT: &str = "search_text";
+    /// `write_file`.
+    pub const WRITE_FILE: &str = "write_file";
+    /// `edit_file`.
+    pub const EDIT_FILE: &str = "edit_file";
+    /// `delete_file`.
+    pub const DELETE_FILE: &str = "delete_file";
+    /// `run_command`.
+    pub const RUN_COMMAND: &str = "run_command";
+}
+
 /// The file a file tool reads or changes.
 const FILE_PATH: Param = required("path", Text, "File relative to the workspace root");
 
 /// Every tool, in the order they are offered.
-pub const TOOLS: [ToolSpec; 6] = [
+pub const TOOLS: [ToolSpec; 7] = [
     ToolSpec {
-        name: "list_dir",
+        name: names::LIST_DIR,
         kind: ToolKind::Read,
         expected: files::LIST_DIR_EXPECTED,
         description: "List the entries of a folder of the workspace (folders end in /).",
@@ -36,7 +55,7 @@ pub const TOOLS: [ToolSpec; 6] = [
         handler: &files::ListDir,
     },
     ToolSpec {
-        name: "read_file",
+        name: names::READ_FILE,
         kind: ToolKind::Read,
         expected: files::READ_FILE_EXPECTED,
         description: "Read a text file of the workspace, optionally a window of its lines. \
@@ -49,7 +68,7 @@ pub const TOOLS: [ToolSpec; 6] = [
         handler: &files::ReadFile,
     },
     ToolSpec {
-        name: "search_text",
+        name: names::SEARCH_TEXT,
         kind: ToolKind::Read,
         expected: files::SEARCH_EXPECTED,
         description: "Find lines containing a literal string in the workspace's files (not a \
@@ -67,7 +86,7 @@ pub const TOOLS: [ToolSpec; 6] = [
         handler: &files::SearchText,
     },
     ToolSpec {
-        name: "write_file",
+        name: names::WRITE_FILE,
         kind: ToolKind::Write,
         expected: edit::WRITE_FILE_EXPECTED,
         description: "Create a file of the workspace, or replace one you have read, with the \
@@ -79,7 +98,7 @@ pub const TOOLS: [ToolSpec; 6] = [
         handler: &edit::WriteFile,
     },
     ToolSpec {
-        name: "edit_file",
+        name: names::EDIT_FILE,
         kind: ToolKind::Write,
         expected: edit::EDIT_FILE_EXPECTED,
         description: "Replace an exact piece of text in a file of the workspace you have read.",
@@ -104,7 +123,16 @@ pub const TOOLS: [ToolSpec; 6] = [
         handler: &edit::EditFile,
     },
     ToolSpec {
-        name: "run_command",
+        name: names::DELETE_FILE,
+        kind: ToolKind::Write,
+        expected: edit::DELETE_FILE_EXPECTED,
+        description: "Delete a file of the workspace you have read (to move one: write_file \
+                      the new path, then delete_file the old).",
+        params: &[FILE_PATH],
+        handler: &edit::DeleteFile,
+    },
+    ToolSpec {
+        name: names::RUN_COMMAND,
         kind: ToolKind::Run,
         expected: command::RUN_COMMAND_EXPECTED,
         description: "Run a program in the workspace without a shell (no pipes, globs or \
@@ -158,6 +186,7 @@ mod tests {
                 ToolKind::Read,
                 ToolKind::Read,
                 ToolKind::Read,
+                ToolKind::Write,
                 ToolKind::Write,
                 ToolKind::Write,
                 ToolKind::Run
