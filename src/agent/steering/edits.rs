@@ -21,6 +21,7 @@ use super::text::{call, fenced_blocks, missing_file};
 use super::{Facts, Reply, Rule, Verdict};
 use crate::agent::tools::parse_arguments;
 use crate::ollama::ToolCall;
+use crate::agent::tools::names::{EDIT_FILE, READ_FILE, WRITE_FILE};
 
 /// Most calls this rule makes in one step.
 const MAX_EDITS: usize = 4;
@@ -63,7 +64,7 @@ fn files_read(facts: &Facts) -> Vec<(String, String)> {
     for ran in facts
         .ran
         .iter()
-        .filter(|r| r.ok && r.call.function.name == "read_file")
+        .filter(|r| r.ok && r.call.function.name == READ_FILE)
     {
         let args = parse_arguments(&ran.call.function.arguments);
         let Some(path) = args["path"].as_str() else {
@@ -94,7 +95,7 @@ fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
     ) {
         let content = format!("{}\n", block.trim_end_matches('\n'));
         return Some(call(
-            "write_file",
+            WRITE_FILE,
             json!({"path": file, "content": content}),
         ));
     }
@@ -106,29 +107,43 @@ fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
     })
 }
 
-/// "replace `A` with `B`" (or 'A' and "B" in quotes): `A` once in exactly one file read.
+/// "replace `A` with `B`" (or 'A' and "B" in quotes), in any language (`A` を `B` に, `A` por
+/// `B`, `A` → `B`): two spans a word or two apart in one sentence, `A` once in exactly one file
+/// read, `B` not in it and spelled like `A` (a fix of it, not another thing the sentence
+/// names: "`add` calls `mul`"). An arrow between them needs no likeness.
 fn replace_with(text: &str, read: &[(String, String)]) -> Option<ToolCall> {
     let mut spans = backticked(text);
     spans.extend(quoted(text));
     spans.sort_by_key(|s| s.start);
     for pair in spans.windows(2) {
         let (old, new) = (&pair[0], &pair[1]);
-        let between = text
-            .get(old.end..new.start)
-            .map(|t| t.trim().to_lowercase())
-            .unwrap_or_default();
-        if !matches!(between.as_str(), "with" | "to" | "by" | "→" | "->") || old.text == new.text
-        {
+        let Some(between) = text.get(old.end..new.start).map(str::trim) else {
+            continue;
+        };
+        let arrow = matches!(between, "→" | "->" | "=>");
+        let joined = arrow
+            || (!between.is_empty()
+                && between.chars().count() <= 24
+                && between.split_whitespace().count() <= 2
+                && !between.chars().any(|c| {
+                    matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | '\n')
+                        || matches!(c, '。' | '、' | '，' | '；' | '：' | '！' | '？')
+                }));
+        if !joined || old.text == new.text {
             continue;
         }
         let mut holding = read
             .iter()
             .filter(|(_, content)| content.matches(old.text).count() == 1);
-        let (Some((path, _)), None) = (holding.next(), holding.next()) else {
+        let (Some((path, content)), None) = (holding.next(), holding.next()) else {
             continue;
         };
+        let alike = similar::TextDiff::from_chars(old.text, new.text).ratio() >= 0.5;
+        if !arrow && (content.contains(new.text) || !alike) {
+            continue;
+        }
         return Some(call(
-            "edit_file",
+            EDIT_FILE,
             json!({"path": path, "old_text": old.text, "new_text": new.text}),
         ));
     }
@@ -290,7 +305,7 @@ fn append_block(
     let added = reindent(&lines, from, 0);
     let content = format!("{}\n\n\n{added}\n", content.trim_end());
     Some(call(
-        "write_file",
+        WRITE_FILE,
         json!({"path": target, "content": content}),
     ))
 }
@@ -338,7 +353,7 @@ fn block_edit(block: &str, read: &[(String, String)]) -> Option<ToolCall> {
         return None;
     }
     Some(call(
-        "edit_file",
+        EDIT_FILE,
         json!({"path": path, "old_text": old, "new_text": new}),
     ))
 }
@@ -379,6 +394,25 @@ mod tests {
             "twice"
         );
         assert!(replace_with("replace `x` with", &read(CALC)).is_none());
+        // The same sentence in other languages, or with an arrow.
+        for text in [
+            "`return a - b` を `return a + b` に置き換えてください。",
+            "Cambia `return a - b` por `return a + b`.",
+            "`return a - b` → `return a + b`",
+        ] {
+            assert_eq!(
+                args(replace_with(text, &read(CALC)))["arguments"]["new_text"],
+                json!("return a + b"),
+                "{text}"
+            );
+        }
+        // Two things a sentence names are no replacement of one by the other.
+        assert!(replace_with("`add` returns `None`", &read(CALC)).is_none());
+        assert!(replace_with("`add` calls `multiply` here", &read(CALC)).is_none());
+        assert!(
+            replace_with("Replace `return a - b`. Use `return a + b`", &read(CALC)).is_none(),
+            "two sentences"
+        );
         // In quotes, as small models often write it.
         let todo = vec![("todo.txt".to_owned(), "buy milk\ncall mum\n".to_owned())];
         for text in [

@@ -10,8 +10,9 @@ use super::text::{
     names_a_tool, without_echo,
 };
 use crate::agent::tools::Workspace;
+use crate::agent::tools::names::{LIST_DIR, READ_FILE, RUN_COMMAND, WRITE_FILE};
 
-const OFFERED: [&str; 4] = ["list_dir", "read_file", "write_file", "run_command"];
+const OFFERED: [&str; 4] = [LIST_DIR, READ_FILE, WRITE_FILE, RUN_COMMAND];
 
 /// Any text of [`text_of`], NUL included.
 fn any_text() -> impl Strategy<Value = String> {
@@ -40,7 +41,7 @@ proptest! {
         prop_assert!(cleaned.len() <= text.len());
         let kept = without_echo(&text, std::iter::once(ours.as_str()));
         prop_assert!(kept.len() <= text.len());
-        let _ = describes_a_call(&text, &OFFERED);
+        let _ = describes_a_call(&text, &OFFERED, &text);
         let _ = names_a_tool(&text, &OFFERED);
         if let Some(tool) = broken_call(&text, &OFFERED) {
             prop_assert!(OFFERED.contains(&tool));
@@ -80,7 +81,7 @@ proptest! {
         prop_assume!(!path.contains("</tool_call>"));
         let text = format!(
             "<tool_call>{}</tool_call>",
-            json!({"name": "read_file", "arguments": {"path": path}})
+            json!({"name": READ_FILE, "arguments": {"path": path}})
         );
         let calls = calls_in_text(&text, &OFFERED);
         prop_assert_eq!(calls.len(), 1);

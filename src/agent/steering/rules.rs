@@ -14,6 +14,7 @@ use super::text::{
 use super::{Facts, FollowUp, Instead, Reply, Rule, Stop, Verdict};
 use crate::agent::tools::{LookAlikeKind, ToolError, ToolKind, ToolOutput, parse_arguments};
 use crate::ollama::ToolCall;
+use crate::agent::tools::names::{READ_FILE, RUN_COMMAND, SEARCH_TEXT};
 
 /// The rules of the `small` policy, fresh for one step.
 pub(crate) fn small() -> Vec<Box<dyn Rule>> {
@@ -32,10 +33,10 @@ pub(crate) fn small() -> Vec<Box<dyn Rule>> {
         Box::new(Once::new(ChangeReminder)),
         Box::new(Once::new(AnswerNotTools)),
         Box::new(Repeats::default()),
-        Box::new(Retry::new("look-alike-read", "read_file", look_alike_read)),
+        Box::new(Retry::new("look-alike-read", READ_FILE, look_alike_read)),
         Box::new(Retry::new(
             "case-fold-search",
-            "search_text",
+            SEARCH_TEXT,
             case_fold_search,
         )),
         Box::new(ResultsFraming),
@@ -184,7 +185,7 @@ impl Rule for ReadFirst {
         // running it: with the file read first, a small model counts the lines itself, and
         // wrongly. (A change that names one, "`python3 -m unittest` fails", still gets its files.)
         let runs_a_program = !facts.asks_for_change
-            && facts.toolbox.get("run_command").is_some()
+            && facts.toolbox.get(RUN_COMMAND).is_some()
             && facts
                 .toolbox
                 .settings()
@@ -192,7 +193,7 @@ impl Rule for ReadFirst {
                 .allow
                 .iter()
                 .any(|program| super::text::names_word(facts.request, &program.to_lowercase()));
-        if facts.toolbox.get("read_file").is_none() || runs_a_program {
+        if facts.toolbox.get(READ_FILE).is_none() || runs_a_program {
             return Vec::new();
         }
         let ws = facts.toolbox.workspace();
@@ -233,7 +234,7 @@ impl Rule for ReadFirst {
         files
             .into_iter()
             .take(FIRST_READS)
-            .map(|path| call("read_file", json!({ "path": path })))
+            .map(|path| call(READ_FILE, json!({ "path": path })))
             .collect()
     }
 }
@@ -333,7 +334,7 @@ impl Rule for DescribedCalls {
             return None;
         }
         let text = clean_answer(&reply.text);
-        if describes_a_call(&text, &facts.offered())
+        if describes_a_call(&text, &facts.offered(), facts.request)
             && let Some(read) = described_read(&text, facts.toolbox)
             && !facts.ran.iter().any(|r| same_call(&r.call, &read))
             && !self.memory.iter().any(|c| same_call(c, &read))
@@ -347,7 +348,7 @@ impl Rule for DescribedCalls {
     }
 
     fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if facts.tools_ran() || !describes_a_call(answer, &facts.offered()) {
+        if facts.tools_ran() || !describes_a_call(answer, &facts.offered(), facts.request) {
             return None;
         }
         if self.told {
@@ -617,7 +618,7 @@ impl Tell for ChangeReminder {
         }
         let read = |path: &str| {
             facts.ran.iter().any(|r| {
-                r.ok && r.call.function.name == "read_file"
+                r.ok && r.call.function.name == READ_FILE
                     && parse_arguments(&r.call.function.arguments)["path"] == json!(path)
             })
         };
@@ -633,8 +634,8 @@ impl Tell for ChangeReminder {
             .find(|f| !read(f));
         let message = make_the_change(facts.request);
         match unread {
-            Some(file) if facts.toolbox.get("read_file").is_some() => Some(Verdict::Call {
-                call: call("read_file", json!({ "path": file })),
+            Some(file) if facts.toolbox.get(READ_FILE).is_some() => Some(Verdict::Call {
+                call: call(READ_FILE, json!({ "path": file })),
                 then: message,
             }),
             _ => Some(Verdict::Nudge {

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::agent::tools::{Toolbox, Workspace};
 use crate::ollama::{ToolCall, ToolCallFunction};
+use crate::agent::tools::names::{LIST_DIR, READ_FILE};
 
 /// Chat-template tags a small model copies into its text; never part of an answer.
 const BLOCK_TAGS: [&str; 3] = ["tool_response", "tool_call", "tool_result"];
@@ -198,27 +199,15 @@ pub fn clean_answer(text: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
-/// Phrases with which a model claims to use a tool (lowercase).
-const CLAIMS: [&str; 12] = [
-    "i used",
-    "i called",
-    "i ran",
-    "i will",
-    "i'll",
-    "let me",
-    "i have used",
-    "using the",
-    "i can use",
-    "you can use",
-    "i would need to",
-    "i need to",
-];
-
 /// Whether an answer given before any tool ran only describes using an offered tool ("To find
-/// the word I used the `read_file` function…"): a small model's way of not calling it.
-pub(crate) fn describes_a_call(text: &str, offered: &[&str]) -> bool {
-    let lower = text.to_lowercase();
-    offered.iter().any(|tool| lower.contains(tool)) && CLAIMS.iter().any(|c| lower.contains(c))
+/// the word I used the `read_file` function…", "Voy a usar `read_file`…"): a small model's way
+/// of not calling it. Told by the tool's name alone, in any language: the answer names an
+/// offered tool as a word and the request does not (a question about a tool is answered by
+/// naming it).
+pub(crate) fn describes_a_call(text: &str, offered: &[&str], request: &str) -> bool {
+    offered
+        .iter()
+        .any(|tool| names_word(text, tool) && !names_word(request, tool))
 }
 
 /// Whether `text` names one of the `offered` tools (`read_file`, `search_text`, …) as a word.
@@ -503,11 +492,11 @@ pub(crate) fn described_read(text: &str, toolbox: &Toolbox) -> Option<ToolCall> 
         .is_ok_and(|p| p.is_dir());
     let name = match (
         is_dir,
-        offered.contains(&"read_file"),
-        offered.contains(&"list_dir"),
+        offered.contains(&READ_FILE),
+        offered.contains(&LIST_DIR),
     ) {
-        (false, true, _) if text.contains("read_file") => "read_file",
-        (true, _, true) if text.contains("list_dir") || text.contains("read_file") => "list_dir",
+        (false, true, _) if text.contains(READ_FILE) => READ_FILE,
+        (true, _, true) if text.contains(LIST_DIR) || text.contains(READ_FILE) => LIST_DIR,
         _ => return None,
     };
     Some(call(name, serde_json::json!({ "path": path })))
@@ -669,17 +658,28 @@ mod tests {
 
     #[test]
     fn an_answer_describing_a_call_is_told_apart_from_an_answer() {
-        for (text, describes) in [
+        let find = "What is the code name in docs/NOTE.txt?";
+        for (text, request, describes) in [
             (
                 "To find the code name, I used the `read_file` function with the path docs/NOTE.txt.",
+                find,
                 true,
             ),
-            ("Let me run_command ls.", true),
-            ("The code name is bluefin.", false),
-            ("I used a hammer.", false),
-            ("read_file returns the text.", false),
+            ("Let me run_command ls.", find, true),
+            // The same in other languages: the tool's name is what tells.
+            ("Para encontrarlo, uso `read_file` con docs/NOTE.txt.", find, true),
+            ("まず read_file で docs/NOTE.txt を読みます。", find, true),
+            ("The code name is bluefin.", find, false),
+            ("I used a hammer.", find, false),
+            ("see my_read_file_helper()", find, false),
+            // A question about a tool is answered by naming it.
+            (
+                "read_file returns the text.",
+                "What does read_file return?",
+                false,
+            ),
         ] {
-            assert_eq!(describes_a_call(text, &OFFERED), describes, "{text}");
+            assert_eq!(describes_a_call(text, &OFFERED, request), describes, "{text}");
         }
     }
 

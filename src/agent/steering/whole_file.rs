@@ -36,6 +36,7 @@ use super::text::request_names as names;
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
 use crate::agent::tools::parse_arguments;
+use crate::agent::tools::names::{READ_FILE, WRITE_FILE};
 
 /// Most whole-file asks in one step, and of one file.
 const MAX_ASKS: usize = 6;
@@ -122,7 +123,7 @@ impl Rule for WholeFile {
         let asked = self.asked.take()?;
         let content = as_file(block);
         let path = &asked.path;
-        if let Some(line) = left_out(&content, asked.before.as_deref()) {
+        if let Some(line) = left_out(&content, asked.before.as_deref(), facts.request) {
             let why = format!(
                 "That code block was not written to {path}. Its line `{line}` stands for lines \
                  it leaves out, and the block replaces the whole file."
@@ -167,7 +168,7 @@ impl Rule for WholeFile {
                 // of the file's (after a change, when `described-edit` no longer acts, the
                 // 1.5B model answered the failing checks with the fixed `def last` alone).
                 reply.calls = vec![call(
-                    "write_file",
+                    WRITE_FILE,
                     json!({"path": asked.path, "content": merged}),
                 )];
                 reply.text.clear();
@@ -194,7 +195,7 @@ impl Rule for WholeFile {
             }
         }
         reply.calls = vec![call(
-            "write_file",
+            WRITE_FILE,
             json!({"path": asked.path, "content": content}),
         )];
         reply.text.clear();
@@ -247,7 +248,7 @@ impl Rule for WholeFile {
     }
 
     fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if !facts.asks_for_change || !facts.final_step || facts.toolbox.get("write_file").is_none()
+        if !facts.asks_for_change || !facts.final_step || facts.toolbox.get(WRITE_FILE).is_none()
         {
             return None;
         }
@@ -266,9 +267,9 @@ impl Rule for WholeFile {
         let read = asked.before.is_some() && !read_in_step(&asked.path, facts);
         let path = asked.path.clone();
         self.asked = Some(asked);
-        if read && facts.toolbox.get("read_file").is_some() {
+        if read && facts.toolbox.get(READ_FILE).is_some() {
             return Some(Verdict::Call {
-                call: call("read_file", json!({ "path": path })),
+                call: call(READ_FILE, json!({ "path": path })),
                 then: message,
             });
         }
@@ -369,7 +370,7 @@ fn target(answer: &str, facts: &Facts) -> Option<(String, Option<String>)> {
     let mut seen = named_files(answer, ws);
     for ran in facts.ran.iter().rev() {
         if ran.ok
-            && ran.call.function.name == "read_file"
+            && ran.call.function.name == READ_FILE
             && let Some(path) = parse_arguments(&ran.call.function.arguments)["path"].as_str()
         {
             seen.push(path.trim_start_matches("./").to_owned());
@@ -399,42 +400,81 @@ fn fits(ws: &crate::agent::tools::Workspace, path: &str) -> bool {
 /// Whether `path` was read in this step.
 fn read_in_step(path: &str, facts: &Facts) -> bool {
     facts.ran.iter().any(|r| {
-        r.ok && r.call.function.name == "read_file"
+        r.ok && r.call.function.name == READ_FILE
             && parse_arguments(&r.call.function.arguments)["path"]
                 .as_str()
                 .is_some_and(|p| p.trim_start_matches("./") == path)
     })
 }
 
-/// A line of `content` that stands for lines left out (`...`, `# ... rest of the code`,
-/// `// existing code unchanged`) and that `before`, the file's text, does not have.
-fn left_out<'a>(content: &'a str, before: Option<&str>) -> Option<&'a str> {
-    const COMMENTS: [&str; 6] = ["<!--", "#", "//", "/*", "--", ";"];
-    const SAYS: [&str; 5] = [
-        "rest of",
-        "unchanged",
-        "existing code",
-        "same as before",
-        "remains the same",
-    ];
+/// A line of `content` that stands for lines left out and that `before`, the file's text, does
+/// not have: told by its shape, in any language — `...` or `…` alone or in a comment
+/// (`# ... rest of the code`), or a new comment standing where the file had two lines or more
+/// that are not blank (`// 其余代码不变`, `# existing code unchanged`), unless those lines name
+/// something the request names ("remove old_helper" may leave a note where it was).
+fn left_out<'a>(content: &'a str, before: Option<&str>, request: &str) -> Option<&'a str> {
+    let before_lines: Vec<&str> = before.map_or_else(Vec::new, |b| b.lines().map(str::trim).collect());
+    let stands_in = before.map(|b| comments_standing_for_lines(b, content, request));
     content.lines().map(str::trim).find(|line| {
-        if before.is_some_and(|b| b.lines().any(|l| l.trim() == *line)) {
+        if before_lines.contains(line) {
             return false;
         }
-        let comment = COMMENTS.iter().find_map(|c| line.strip_prefix(c));
-        let mut bare = comment.unwrap_or(line).trim();
-        for end in ["*/", "-->"] {
-            if let Some(b) = bare.strip_suffix(end) {
-                bare = b.trim();
+        let comment = comment_text(line);
+        matches!(*line, "..." | "…")
+            || comment.is_some_and(|bare| bare.contains("...") || bare.contains('…'))
+            || comment.is_some() && stands_in.as_ref().is_some_and(|s| s.contains(line))
+    })
+}
+
+/// The text of a comment line (`# x`, `// x`, `<!-- x -->`, `/* x */`, `-- x`, `; x`), trimmed.
+fn comment_text(line: &str) -> Option<&str> {
+    const COMMENTS: [&str; 6] = ["<!--", "#", "//", "/*", "--", ";"];
+    let mut bare = COMMENTS.iter().find_map(|c| line.strip_prefix(c))?.trim();
+    for end in ["*/", "-->"] {
+        if let Some(b) = bare.strip_suffix(end) {
+            bare = b.trim();
+        }
+    }
+    Some(bare)
+}
+
+/// The lines of `after` (trimmed) that alone take the place of two or more lines of `before`
+/// that are not blank, in a line diff, where those lines name nothing the request names.
+fn comments_standing_for_lines<'a>(before: &str, after: &'a str, request: &str) -> Vec<&'a str> {
+    let diff = similar::TextDiff::from_lines(before, after);
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&'a str> = after.lines().collect();
+    let mut found = Vec::new();
+    // A change is a run of deletions and insertions between equal lines.
+    let (mut gone, mut came): (Vec<&str>, Vec<&'a str>) = (Vec::new(), Vec::new());
+    let mut flush = |gone: &mut Vec<&str>, came: &mut Vec<&'a str>| {
+        let kept: Vec<&'a str> = came.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+        let lost: Vec<&str> = gone.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+        if let [one] = kept[..]
+            && lost.len() >= 2
+            && comment_text(one).is_some()
+            && !lost.iter().any(|l| {
+                l.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| names(request, w))
+            })
+        {
+            found.push(one);
+        }
+        gone.clear();
+        came.clear();
+    };
+    for op in diff.ops() {
+        let (tag, old_range, new_range) = op.as_tag_tuple();
+        match tag {
+            similar::DiffTag::Equal => flush(&mut gone, &mut came),
+            _ => {
+                gone.extend(old_range.filter_map(|i| old.get(i).copied()));
+                came.extend(new_range.filter_map(|i| new.get(i).copied()));
             }
         }
-        let lower = bare.to_lowercase();
-        matches!(bare, "..." | "…")
-            || comment.is_some()
-                && (SAYS.iter().any(|w| lower.contains(w))
-                    || bare.starts_with("...")
-                    || bare.starts_with('…'))
-    })
+    }
+    flush(&mut gone, &mut came);
+    found
 }
 
 /// The values of a JSON file that a whole new content of it no longer has and the request
@@ -723,7 +763,7 @@ pub(super) fn check_any_text(text: &str, before: &str, request: &str) {
         assert!(text.contains(block));
         let content = as_file(block);
         assert!(content.len() <= block.len() + 1);
-        let _ = left_out(&content, Some(before));
+        let _ = left_out(&content, Some(before), request);
         let _ = dropped_definitions(before, &content, request);
         let _ = dropped_blocks(before, &content, request);
         let _ = dropped_values("x.json", before, &content, request);
@@ -765,18 +805,45 @@ mod tests {
                 "x = 1\n# ... rest of the code unchanged\n",
                 Some("# ... rest of the code unchanged"),
             ),
-            ("// existing code\nfn main() {}\n", Some("// existing code")),
-            (
-                "<!-- rest of the page -->\n",
-                Some("<!-- rest of the page -->"),
-            ),
+            ("// … código existente\nfn main() {}\n", Some("// … código existente")),
             ("def a():\n    return 'rest of it'\n", None),
             ("x = [1, 2]\nprint(x[...])\n", None),
             ("# Changelog\n\n- renamed greet to welcome\n", None),
             ("プロジェクト\n…\n", Some("…")),
         ] {
-            assert_eq!(left_out(block, None), found, "{block:?}");
+            assert_eq!(left_out(block, None, ""), found, "{block:?}");
         }
+    }
+
+    #[test]
+    fn a_comment_in_the_place_of_the_files_lines_stands_for_them_in_any_language() {
+        let before = "import os\n\n\ndef first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[len(items)]\n";
+        for note in [
+            "# existing code unchanged",
+            "# 其余代码不变",
+            "# остальной код без изменений",
+        ] {
+            let after = format!("import os\n\n\n{note}\n\n\ndef last(items):\n    return items[-1]\n");
+            assert_eq!(left_out(&after, Some(before), "fix last"), Some(note), "{note}");
+        }
+        // A comment beside the file's lines, or where one line was, stands for nothing.
+        let annotated = "import os\n\n\n# the first one\ndef first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[-1]\n";
+        assert_eq!(left_out(annotated, Some(before), "fix last"), None);
+        let html = "<ul>\n  <li>a</li>\n  <li>b</li>\n</ul>\n";
+        assert_eq!(
+            left_out("<ul>\n  <!-- the list -->\n</ul>\n", Some(html), "add c"),
+            Some("<!-- the list -->")
+        );
+        // Lines the request names may be replaced by a note.
+        let with_helper = "def old_helper():\n    return 1\n\n\ndef main():\n    pass\n";
+        assert_eq!(
+            left_out(
+                "# old_helper removed\n\n\ndef main():\n    pass\n",
+                Some(with_helper),
+                "remove old_helper"
+            ),
+            None
+        );
     }
 
     #[test]
@@ -919,7 +986,7 @@ mod tests {
     #[test]
     fn a_line_the_file_had_is_no_gap() {
         assert_eq!(
-            left_out("class P:\n    ...\n", Some("class P:\n    ...\n")),
+            left_out("class P:\n    ...\n", Some("class P:\n    ...\n"), ""),
             None
         );
     }
