@@ -87,7 +87,7 @@ fn say(text: &str) -> Reply {
 
 fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
     let wants = if change { "file changes" } else { "an answer" };
-    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests});
+    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests, "delete": []});
     if let Some(fix) = fix_failing {
         v["fix_failing"] = json!(fix);
     }
@@ -131,7 +131,7 @@ async fn a_failing_test_is_fixed_in_one_whole_file_reply_and_the_checks_say_so()
     // The reading: a JSON schema as `format`, the files named, the failure shown.
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["goal", "wants", "tests", "fix_failing"])
+        json!(["goal", "wants", "tests", "delete", "fix_failing"])
     );
     assert!(last_user(&sent[0]).contains("slug.py, test_slug.py"));
     // The edit: both files in the prompt, no tools offered, the failure before the request.
@@ -333,7 +333,7 @@ async fn a_workspace_too_large_for_the_prompt_runs_the_tool_loop() {
     assert_eq!(sent.len(), 2);
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["goal", "wants", "tests"])
+        json!(["goal", "wants", "tests", "delete"])
     );
     assert!(last_user(&sent[0]).contains("big.py"));
     assert!(!last_user(&sent[0]).contains("x = 1"));
@@ -457,4 +457,183 @@ async fn files_put_in_one_block_each_after_a_comment_naming_it_are_each_written(
         "from prices import price_total\n\nprint(price_total)\n"
     );
     assert_eq!(ran.sent().len(), 2);
+}
+
+const SLUG_PY: &str = "def slug(s):\n    return s.lower().replace(\" \", \"-\")\n";
+
+#[tokio::test]
+async fn a_file_moved_by_an_mv_block_is_written_at_its_new_path_and_deleted_at_its_old() {
+    let ran = run(
+        &[
+            ("helpers.py", SLUG_PY),
+            ("main.py", "from helpers import slug\n\nprint(slug(\"Hello World\"))\n"),
+        ],
+        vec![
+            intent(true, false, None),
+            // A shell block is how a small model says "move it": a command, in any language.
+            say(
+                "```bash\nmv helpers.py utils.py\n```\n\nmain.py\n```python\n\
+                 from utils import slug\n\nprint(slug(\"Hello World\"))\n```\n\
+                 Przeniosłem moduł.",
+            ),
+        ],
+        "Przenieś helpers.py do utils.py i popraw import w main.py.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert!(!ran.ws.path().join("helpers.py").exists(), "{}", ran.done);
+    assert_eq!(ran.file("utils.py"), SLUG_PY);
+    assert!(ran.file("main.py").starts_with("from utils import slug"));
+    let result = ran.result();
+    assert!(result.contains("helpers.py (deleted"), "{result}");
+    assert!(result.contains("utils.py (new"), "{result}");
+    assert_eq!(ran.sent().len(), 2);
+}
+
+#[tokio::test]
+async fn a_file_deleted_by_an_rm_block_is_deleted_and_one_not_there_is_named_back() {
+    let ran = run(
+        &[("old.py", "print(1)\n"), ("app.py", "print(2)\n")],
+        vec![
+            intent(true, false, None),
+            say("```sh\n$ rm old.py gone.py\n```\nDone."),
+            say("```sh\nrm old.py\n```"),
+        ],
+        "old.py is not used any more; get rid of it",
+    )
+    .await;
+    assert!(!ran.ws.path().join("old.py").exists(), "{}", ran.done);
+    assert_eq!(ran.file("app.py"), "print(2)\n");
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("gone.py is not one of the project's files, so it was not deleted"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_is_a_write_to_the_approvals_and_a_config_denying_writes_denies_it() {
+    let ran = run_with(
+        &[("old.py", "print(1)\n"), ("app.py", "print(2)\n")],
+        vec![
+            intent(true, false, None),
+            say("```sh\nrm old.py\n```"),
+            say("```sh\nrm old.py\n```"),
+            say("```sh\nrm old.py\n```"),
+            say("```sh\nrm old.py\n```"),
+        ],
+        "Delete old.py.",
+        // The setting under test: writes denied.
+        |config| config.agent.approvals.write_file = agent_mcp::config::Approval::Deny,
+    )
+    .await;
+    assert_eq!(ran.file("old.py"), "print(1)\n", "{}", ran.done);
+    assert_ne!(ran.status(), "completed", "{}", ran.done);
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("denied by the server's policy (agent.approvals.write_file)"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_shell_script_written_whole_is_a_file_not_commands() {
+    let script = "#!/bin/sh\nrm build.log\n";
+    let ran = run(
+        &[("clean.sh", "#!/bin/sh\n"), ("build.log", "x\n")],
+        vec![
+            intent(true, false, None),
+            say(&format!("clean.sh\n```sh\n{script}```\nDone.")),
+        ],
+        "clean.sh should remove build.log",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("clean.sh"), script);
+    assert_eq!(ran.file("build.log"), "x\n", "the script is written, not run");
+}
+
+#[tokio::test]
+async fn a_file_deleted_that_the_code_still_imports_is_named_back_and_the_task_is_not_done() {
+    let ran = run(
+        &[
+            ("helpers.py", SLUG_PY),
+            ("main.py", "from helpers import slug\n\nprint(slug(\"Hello World\"))\n"),
+        ],
+        vec![
+            intent(true, false, None),
+            // The move half done, as the real 1.5B model replied: the module deleted, its
+            // user left importing it.
+            say("utils.py\n```python\ndef slug(s):\n    return s\n```\nrm helpers.py"),
+            say("Done."),
+            say("Done."),
+            say("Done."),
+        ],
+        "Move helpers.py to utils.py.",
+    )
+    .await;
+    assert!(!ran.ws.path().join("helpers.py").exists(), "{}", ran.done);
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("main.py still imports helpers.py, which was deleted"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_planned_task_runs_each_step_as_a_whole_file_round_on_the_files_the_last_left() {
+    let hello = "def greet(name):\n    return \"Hi \" + name\n";
+    let renamed = "def welcome(name):\n    return \"Hi \" + name\n";
+    let plan = json!({"steps": [
+        {"id": "rename", "title": "Rename greet", "instructions": "Rename greet to welcome in hello.py.", "dependencies": []},
+        {"id": "log", "title": "Log it", "instructions": "Add the line to CHANGELOG.md.", "dependencies": ["rename"]}
+    ]})
+    .to_string();
+    let ran = run_with(
+        &[("hello.py", hello), ("CHANGELOG.md", "# Changelog\n")],
+        vec![
+            intent(true, false, None),
+            say(&plan),
+            whole("hello.py", renamed, "Renamed."),
+            say("CHANGELOG.md\n```markdown\n# Changelog\n\n- renamed greet to welcome\n```\nDone."),
+        ],
+        "Rename greet to welcome in hello.py, then add '- renamed greet to welcome' to CHANGELOG.md.",
+        // The setting under test: planning, off by default.
+        |config| config.agent.planning = true,
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("hello.py"), renamed);
+    assert!(ran.file("CHANGELOG.md").contains("- renamed greet to welcome"));
+    let sent = ran.sent();
+    assert_eq!(sent.len(), 4, "the reading, the plan, one call a step");
+    // The second step is shown hello.py as the first step left it, and its own instructions.
+    let second = all_user(&sent[3]);
+    assert!(second.contains("def welcome(name)"), "{second}");
+    assert!(second.contains("Add the line to CHANGELOG.md."), "{second}");
+}
+
+/// The reading of a request that deletes or moves `files`.
+fn deleting(files: &[&str]) -> Reply {
+    say(&json!({"goal": "move a file", "wants": "file changes", "tests": false, "delete": files}).to_string())
+}
+
+#[tokio::test]
+async fn how_to_delete_is_said_only_when_the_reading_deletes_a_file_the_project_has() {
+    for (reading, said) in [
+        (deleting(&["helpers.py"]), true),
+        // A name the project does not have deletes nothing.
+        (deleting(&["nowhere.py"]), false),
+        (intent(true, false, None), false),
+    ] {
+        let ran = run(
+            &[("helpers.py", SLUG_PY), ("main.py", "print(1)\n")],
+            vec![reading, whole("main.py", "print(2)\n", "Done.")],
+            "Przenieś helpers.py do utils.py.",
+        )
+        .await;
+        let prompt = last_user(&ran.sent()[1]);
+        assert_eq!(prompt.contains("write `rm` and its path"), said, "{prompt}");
+    }
 }

@@ -40,6 +40,7 @@ use crate::agent::judge::checks;
 use crate::agent::steering::text::call;
 use crate::agent::tools::{CallError, NOT_THE_PROJECTS, ToolError, Toolbox, parse_problem};
 use crate::ollama::{Message, Role, ToolCall};
+use crate::agent::tools::names::{DELETE_FILE, READ_FILE, WRITE_FILE};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
 /// task runs the tool loop (a small model copies a short file faithfully, a long one not, and
@@ -84,7 +85,7 @@ async fn read_files(
 ) -> Result<Option<Vec<WorkspaceFile>>, StepError> {
     let mut files = Vec::with_capacity(paths.len());
     for path in paths {
-        let call = call("read_file", json!({ "path": path }));
+        let call = call(READ_FILE, json!({ "path": path }));
         match toolbox.execute(&call, cancel).await {
             Ok(out) => files.push(WorkspaceFile {
                 path,
@@ -98,16 +99,16 @@ async fn read_files(
     Ok(Some(files))
 }
 
-/// Whether the `files` policy runs this task: the profile asks for it, the task is one step
-/// with no images, and the model may read and write files.
+/// Whether the `files` policy runs this task: the profile asks for it, the task has no
+/// images, and the model may read and write files. A planned task runs each step so, one
+/// after the other, each with the files as the steps before left them.
 pub(crate) fn applies(engine: &Engine, images: bool) -> bool {
     engine.model.files
-        && !engine.settings.agent.planning
         && !images
         && engine
             .toolbox
             .as_ref()
-            .is_some_and(|t| t.get("read_file").is_some() && t.get("write_file").is_some())
+            .is_some_and(|t| t.get(READ_FILE).is_some() && t.get(WRITE_FILE).is_some())
 }
 
 /// The files, the checks before any change, and the model's reading of the request; `None`
@@ -143,6 +144,7 @@ pub(crate) async fn prepare(
     info!(
         task_id = %progress.task.id,
         files = files.len(),
+        delete = ?intent.delete,
         change = intent.change,
         tests = intent.tests,
         fix_failing = intent.fix_failing,
@@ -170,8 +172,8 @@ fn tail(text: &str, max: usize) -> &str {
 const WHOLE_FILE_FORMAT: &str = "To change a file, write its path on a line of its own, then \
     its complete new content in a fenced code block: every line of the file, the unchanged \
     ones too, never `...` in place of lines. To create a file, do the same with its new path. \
-    Write only the files that change. After the files, say in one or two sentences what you \
-    changed.";
+    Write only the files that change. After the files, say in \
+    one or two sentences what you changed.";
 
 /// The files, as a message of their own before the request.
 fn files_message(direct: &Direct) -> String {
@@ -196,8 +198,9 @@ fn files_message(direct: &Direct) -> String {
     text
 }
 
-/// The request (after the checks that fail now), and for a change how to write it.
-fn request_message(engine: &Engine, direct: &Direct) -> String {
+/// The request (after the checks that fail now), the plan's step to do when the task is
+/// planned, and for a change how to write it.
+fn request_message(engine: &Engine, direct: &Direct, step: Option<&str>) -> String {
     let mut text = String::new();
     if let Some(failing) = &direct.failing {
         let _ = write!(
@@ -207,8 +210,16 @@ fn request_message(engine: &Engine, direct: &Direct) -> String {
         );
     }
     text.push_str(&engine.request.content);
+    if let Some(step) = step {
+        let _ = write!(text, "\n\n{step}");
+    }
     if direct.intent.change {
         let _ = write!(text, "\n\n{WRITE_REMINDER}");
+        // How to delete, only when the model read the request as deleting or moving files:
+        // said to every change, the 1.5B model deleted files it had been asked to fix.
+        if !direct.intent.delete.is_empty() {
+            let _ = write!(text, " {DELETE_REMINDER}");
+        }
     }
     text
 }
@@ -216,6 +227,9 @@ fn request_message(engine: &Engine, direct: &Direct) -> String {
 /// After the request: what a small model forgets by the end of a long prompt.
 const WRITE_REMINDER: &str = "Reply with each file you change, whole: its path on a line of \
     its own, then all of its new content in a fenced code block.";
+/// After it, when the request deletes or moves files.
+const DELETE_REMINDER: &str = "For each file to delete (a file moved too), write `rm` and its \
+    path in a sh code block.";
 
 /// Lines of ours a reply may echo (the prompt's headings): not part of the answer.
 const OUR_HEADINGS: [&str; 3] = [
@@ -412,6 +426,66 @@ fn looks_like_path(word: &str) -> bool {
             name,
             "Makefile" | "Dockerfile" | "LICENSE" | "VERSION" | "Procfile" | "Gemfile"
         )
+}
+
+/// A file the reply deletes or moves, in a shell block of its own: `rm old.py`, `git rm
+/// old.py`, `mv helpers.py utils.py`, `git mv a b` — commands, the same in any language.
+#[derive(Debug, PartialEq, Eq)]
+enum FileCommand {
+    Delete(String),
+    Move { from: String, to: String },
+}
+
+impl FileCommand {
+    /// Whether the file it deletes or moves is one of `files`.
+    fn names_one_of(&self, files: &[WorkspaceFile]) -> bool {
+        let (FileCommand::Delete(path) | FileCommand::Move { from: path, .. }) = self;
+        let path = path.trim_start_matches("./");
+        files.iter().any(|f| f.path == path)
+    }
+}
+
+/// The file commands of a block that holds only them (blank lines, `#` comments and a `$ `
+/// prompt aside); `None` for any other block. Anything a shell would expand or redirect, or a
+/// flag other than `-f`/`-v`, makes it another block: the block is no plain list of files.
+fn file_commands(content: &str) -> Option<Vec<FileCommand>> {
+    let mut found = Vec::new();
+    for line in content.lines() {
+        let line = line.trim();
+        let line = line.strip_prefix('$').map_or(line, str::trim_start);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words = shlex::split(line)?;
+        let words = match words.as_slice() {
+            [git, rest @ ..] if git == "git" => rest,
+            all => all,
+        };
+        let (command, args) = words.split_first()?;
+        let args: Vec<String> = args
+            .iter()
+            .filter(|a| !matches!(a.as_str(), "-f" | "-v" | "-fv" | "--"))
+            .cloned()
+            .collect();
+        if args.iter().any(|a| {
+            a.is_empty()
+                || a.starts_with('-')
+                || a.contains(['*', '?', '$', '`', '|', ';', '&', '>', '<', '~', '{'])
+        }) {
+            return None;
+        }
+        match (command.as_str(), args.as_slice()) {
+            ("rm", paths) if !paths.is_empty() => {
+                found.extend(paths.iter().cloned().map(FileCommand::Delete));
+            }
+            ("mv", [from, to]) => found.push(FileCommand::Move {
+                from: from.clone(),
+                to: to.clone(),
+            }),
+            _ => return None,
+        }
+    }
+    (!found.is_empty()).then_some(found)
 }
 
 /// A line that stands for lines it leaves out: `…`, a comment starting with `...` (`# ...`,
@@ -700,6 +774,26 @@ fn used_elsewhere(names: &[String], files: &[WorkspaceFile], path: &str) -> Vec<
 }
 
 /// `text` holds `name` as a word of code.
+/// The files whose import lines (`import x`, `from x import`, `require('./x')`, `use x`) name
+/// the module of `path` (its file name without the extension).
+fn importers(path: &str, files: &[WorkspaceFile]) -> Vec<String> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let module = name.split('.').next().unwrap_or(name);
+    if module.is_empty() {
+        return Vec::new();
+    }
+    files
+        .iter()
+        .filter(|f| {
+            f.text.lines().map(str::trim).any(|line| {
+                (is_import(line) || line.contains("require(") || line.contains(" from "))
+                    && mentions(line, module)
+            })
+        })
+        .map(|f| f.path.clone())
+        .collect()
+}
+
 fn mentions(text: &str, name: &str) -> bool {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .any(|w| w == name)
@@ -710,6 +804,7 @@ pub(crate) async fn run(
     engine: &Engine,
     direct: &Direct,
     index: usize,
+    step: Option<&str>,
     events: &UnboundedSender<StepEvent>,
     cancel: &CancellationToken,
 ) -> Result<String, StepError> {
@@ -718,6 +813,24 @@ pub(crate) async fn run(
             tools_ran: false,
             calls: 0,
         });
+    };
+    // A step of a plan sees the files as the steps before it left them (read again through
+    // the tools; if they no longer fit, as the task began).
+    let refreshed;
+    let direct = match step {
+        Some(_) => {
+            let files = match fitting_files(toolbox) {
+                Some(paths) => read_files(toolbox, paths, cancel).await?,
+                None => None,
+            };
+            refreshed = Direct {
+                files: files.unwrap_or_else(|| direct.files.clone()),
+                intent: direct.intent.clone(),
+                failing: direct.failing.clone(),
+            };
+            &refreshed
+        }
+        None => direct,
     };
     let mut system = engine.settings.agent.system_prompt.clone();
     if direct.intent.change {
@@ -748,7 +861,7 @@ pub(crate) async fn run(
     }
     first.push_str(&files_message(direct));
     let mut messages = vec![Message::system(system), Message::user(first)];
-    messages.push(Message::user(request_message(engine, direct)));
+    messages.push(Message::user(request_message(engine, direct, step)));
     // The prompt as first sent: a reply that changed nothing is answered by a fresh sample of
     // it, warmer, not by a longer conversation (shown its own unchanged copy, or asked to say
     // what must change, the 1.5B model repeated itself or only described the change).
@@ -823,9 +936,24 @@ pub(crate) async fn run(
         }
         messages.push(Message::assistant(text.clone()));
         let (found, prose) = blocks(&text);
+        // Files deleted or moved by a shell block (`rm`, `mv`), or by a line of the reply that
+        // is such a command and nothing else, naming the project's files: run after the files
+        // are written, so a file moved and changed in one reply is written at its new path.
+        let mut commands = Vec::new();
         let prose: String = prose
             .lines()
             .filter(|line| !OUR_HEADINGS.contains(&line.trim()))
+            .filter(|line| {
+                let listed = file_commands(line.trim().trim_matches('`'))
+                    .filter(|listed| direct.intent.change && listed.iter().all(|c| c.names_one_of(&files)));
+                match listed {
+                    Some(listed) => {
+                        commands.extend(listed);
+                        false
+                    }
+                    None => true,
+                }
+            })
             .collect::<Vec<_>>()
             .join("\n");
         answer = crate::agent::steering::clean_answer(&prose);
@@ -838,6 +966,12 @@ pub(crate) async fn run(
         let mut told = Vec::new();
         let mut wrote = Vec::new();
         for block in &found {
+            if !names_a_script(block)
+                && let Some(listed) = file_commands(&block.content)
+            {
+                commands.extend(listed);
+                continue;
+            }
             let Some(path) = target(block, &files) else {
                 told.push(
                     "A code block had no file name on the line before it, so it was not \
@@ -923,6 +1057,27 @@ pub(crate) async fn run(
                 Err(refused) => told.push(format!("{path}: {refused}")),
             }
         }
+        for command in commands {
+            match move_or_delete(engine, toolbox, &command, &mut files, &wrote, index, events, cancel)
+                .await?
+            {
+                Ok(done) => wrote.extend(done),
+                Err(refused) => told.push(refused),
+            }
+        }
+        // A file deleted that the project's code still imports: named back until it is not.
+        for gone in direct.files.iter().filter(|f| !files.iter().any(|n| n.path == f.path)) {
+            let users = importers(&gone.path, &files);
+            if !users.is_empty() {
+                told.push(format!(
+                    "{} still {} {}, which was deleted; change {} to match.",
+                    users.join(" and "),
+                    if users.len() == 1 { "imports" } else { "import" },
+                    gone.path,
+                    if users.len() == 1 { "it" } else { "them" },
+                ));
+            }
+        }
         if found.is_empty() && !toolbox.ledger().changed_any() {
             // Out of calls, the runner fails it: a change asked for, none made.
             stuck = true;
@@ -962,7 +1117,17 @@ pub(crate) async fn run(
                     let paths: Vec<&str> = changed(&files, &direct.files)
                         .map(|f| f.path.as_str())
                         .collect();
-                    answer = format!("Wrote {}.", paths.join(", "));
+                    let gone: Vec<&str> = direct
+                        .files
+                        .iter()
+                        .filter(|f| !files.iter().any(|now| now.path == f.path))
+                        .map(|f| f.path.as_str())
+                        .collect();
+                    answer = match (paths.is_empty(), gone.is_empty()) {
+                        (false, true) => format!("Wrote {}.", paths.join(", ")),
+                        (true, false) => format!("Deleted {}.", gone.join(", ")),
+                        _ => format!("Wrote {}; deleted {}.", paths.join(", "), gone.join(", ")),
+                    };
                 }
                 return Ok(answer);
             }
@@ -989,6 +1154,84 @@ fn changed<'a>(
             .find(|b| b.path == f.path)
             .is_none_or(|b| b.text != f.text)
     })
+}
+
+/// Whether a block is a script file's content (its named file is a shell script or a
+/// Makefile), not commands to run.
+fn names_a_script(block: &Block) -> bool {
+    block.named.as_deref().and_then(name_in).is_some_and(|path| {
+        let name = path.rsplit('/').next().unwrap_or(&path);
+        name == "Makefile"
+            || name
+                .rsplit_once('.')
+                .is_some_and(|(_, ext)| matches!(ext, "sh" | "bash" | "zsh" | "fish" | "ps1" | "bat" | "cmd"))
+    })
+}
+
+/// Deletes a file of the project, or moves one (written at its new path unless this reply
+/// wrote that path already, then deleted), each through the tools behind the approval gate:
+/// the paths written and deleted, or what was refused (the model is told).
+#[allow(clippy::too_many_arguments)]
+async fn move_or_delete(
+    engine: &Engine,
+    toolbox: &Toolbox,
+    command: &FileCommand,
+    files: &mut Vec<WorkspaceFile>,
+    wrote: &[String],
+    index: usize,
+    events: &UnboundedSender<StepEvent>,
+    cancel: &CancellationToken,
+) -> Result<Result<Vec<String>, String>, StepError> {
+    let (from, to) = match command {
+        FileCommand::Delete(path) => (path, None),
+        FileCommand::Move { from, to } => (from, Some(to)),
+    };
+    let from = from.trim_start_matches("./").to_owned();
+    let Some(text) = files.iter().find(|f| f.path == from).map(|f| f.text.clone()) else {
+        return Ok(Err(format!(
+            "{from} is not one of the project's files, so it was not {}.",
+            if to.is_some() { "moved" } else { "deleted" }
+        )));
+    };
+    let mut done = Vec::new();
+    if let Some(to) = to {
+        let mut to = to.trim_start_matches("./").to_owned();
+        let folder = to.ends_with('/')
+            || toolbox
+                .workspace()
+                .existing(&to)
+                .is_ok_and(|p| p.is_dir());
+        if folder {
+            let name = from.rsplit('/').next().unwrap_or(&from);
+            to = format!("{}/{name}", to.trim_end_matches('/'));
+        }
+        if to == from {
+            return Ok(Ok(done));
+        }
+        if !wrote.contains(&to) {
+            match write(engine, toolbox, &to, &text, index, events, cancel).await? {
+                Ok(result) if !result.starts_with("error") => {
+                    files.retain(|f| f.path != to);
+                    files.push(WorkspaceFile {
+                        path: to.clone(),
+                        text,
+                    });
+                    done.push(to);
+                }
+                Ok(refused) | Err(refused) => {
+                    return Ok(Err(format!("{to}: {refused} ({from} was not moved)")));
+                }
+            }
+        }
+    }
+    let delete = call(DELETE_FILE, json!({ "path": from }));
+    match gated(engine, toolbox, &delete, index, events, cancel).await? {
+        Ok(_) => {
+            files.retain(|f| f.path != from);
+            Ok(Ok(done))
+        }
+        Err(refused) => Ok(Err(format!("{from}: {refused}"))),
+    }
 }
 
 /// Runs a call the model made: the text it is sent back.
@@ -1018,7 +1261,7 @@ async fn write(
     events: &UnboundedSender<StepEvent>,
     cancel: &CancellationToken,
 ) -> Result<Result<String, String>, StepError> {
-    let call = call("write_file", json!({"path": path, "content": content}));
+    let call = call(WRITE_FILE, json!({"path": path, "content": content}));
     gated(engine, toolbox, &call, index, events, cancel).await
 }
 
@@ -1278,6 +1521,36 @@ mod tests {
     }
 
     #[test]
+    fn a_block_of_rm_and_mv_commands_deletes_and_moves_and_any_other_block_does_not() {
+        let delete = |p: &str| FileCommand::Delete(p.to_owned());
+        let mv = |from: &str, to: &str| FileCommand::Move {
+            from: from.to_owned(),
+            to: to.to_owned(),
+        };
+        for (block, found) in [
+            ("rm old.py\n", Some(vec![delete("old.py")])),
+            ("$ git rm -f a.py 'b c.txt'\n", Some(vec![delete("a.py"), delete("b c.txt")])),
+            (
+                "# move it\ngit mv helpers.py utils.py\n\nrm notes.md\n",
+                Some(vec![mv("helpers.py", "utils.py"), delete("notes.md")]),
+            ),
+            ("mv a.py lib/\n", Some(vec![mv("a.py", "lib/")])),
+            // Not a plain list of files: something else runs, expands or deletes folders.
+            ("rm -rf build\n", None),
+            ("rm *.pyc\n", None),
+            ("rm $HOME/x\n", None),
+            ("mv a.py\n", None),
+            ("mv a b c\n", None),
+            ("rm a.py && make\n", None),
+            ("pip install .\nrm a.py\n", None),
+            ("def rm():\n    pass\n", None),
+            ("", None),
+        ] {
+            assert_eq!(file_commands(block), found, "{block:?}");
+        }
+    }
+
+    #[test]
     fn any_text_is_parsed_without_panic() {
         for text in [
             "",
@@ -1294,6 +1567,8 @@ mod tests {
             for block in &found {
                 let _ = target(block, &[file("a.py", "x")]);
                 let _ = elides(&block.content);
+                let _ = file_commands(&block.content);
+                let _ = names_a_script(block);
             }
             let _ = name_in(text);
             let _ = definitions(text);

@@ -10,7 +10,7 @@ pub(crate) struct WorkspaceFile {
 }
 
 /// What the model read the request as asking, before any work.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Intent {
     /// Files are to be created, changed or deleted (else: an answer).
     pub change: bool,
@@ -18,6 +18,9 @@ pub(crate) struct Intent {
     pub tests: bool,
     /// The checks that fail now are to pass (asked only when they fail).
     pub fix_failing: bool,
+    /// The project's files the request has deleted or moved away (by the model's reading;
+    /// only names of files the project has).
+    pub delete: Vec<String>,
 }
 
 /// The task's files and intent, when the `files` policy runs it.

@@ -40,7 +40,13 @@ pub(crate) async fn run_steps(
     let mut results: Vec<Option<String>> = vec![None; steps.len()];
     let mut started = vec![false; steps.len()];
     let mut running: JoinSet<(usize, Result<String, StepError>)> = JoinSet::new();
-    let concurrency = engine.settings.agent.step_concurrency.max(1);
+    // Under the `files` policy a step writes files whole from what it was shown: two at once
+    // would write over each other's changes, so its steps run one after the other.
+    let concurrency = if engine.direct.is_some() {
+        1
+    } else {
+        engine.settings.agent.step_concurrency.max(1)
+    };
     let leaves = plan.leaves();
     loop {
         for &i in plan.order() {
@@ -59,10 +65,18 @@ pub(crate) async fn run_steps(
             // In the task's span, so the step's model and tool calls are its children.
             running.spawn(
                 async move {
-                    // The `files` policy runs the task's one step its own way.
+                    // The `files` policy runs each step its own way.
                     let answer = match &engine.direct {
                         Some(direct) => {
-                            crate::agent::engine::direct::run(&engine, direct, i, &tx, &token).await
+                            crate::agent::engine::direct::run(
+                                &engine,
+                                direct,
+                                i,
+                                prompt.as_deref(),
+                                &tx,
+                                &token,
+                            )
+                            .await
                         }
                         None => run_step(engine, i, prompt, final_step, tx, token).await,
                     };
