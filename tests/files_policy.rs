@@ -87,7 +87,8 @@ fn say(text: &str) -> Reply {
 
 fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
     let wants = if change { "file changes" } else { "an answer" };
-    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests, "delete": []});
+    let mut v =
+        json!({"goal": "what the request wants", "wants": wants, "tests": tests, "delete": []});
     if let Some(fix) = fix_failing {
         v["fix_failing"] = json!(fix);
     }
@@ -466,7 +467,10 @@ async fn a_file_moved_by_an_mv_block_is_written_at_its_new_path_and_deleted_at_i
     let ran = run(
         &[
             ("helpers.py", SLUG_PY),
-            ("main.py", "from helpers import slug\n\nprint(slug(\"Hello World\"))\n"),
+            (
+                "main.py",
+                "from helpers import slug\n\nprint(slug(\"Hello World\"))\n",
+            ),
         ],
         vec![
             intent(true, false, None),
@@ -550,7 +554,11 @@ async fn a_shell_script_written_whole_is_a_file_not_commands() {
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("clean.sh"), script);
-    assert_eq!(ran.file("build.log"), "x\n", "the script is written, not run");
+    assert_eq!(
+        ran.file("build.log"),
+        "x\n",
+        "the script is written, not run"
+    );
 }
 
 #[tokio::test]
@@ -558,7 +566,10 @@ async fn a_file_deleted_that_the_code_still_imports_is_named_back_and_the_task_i
     let ran = run(
         &[
             ("helpers.py", SLUG_PY),
-            ("main.py", "from helpers import slug\n\nprint(slug(\"Hello World\"))\n"),
+            (
+                "main.py",
+                "from helpers import slug\n\nprint(slug(\"Hello World\"))\n",
+            ),
         ],
         vec![
             intent(true, false, None),
@@ -605,7 +616,10 @@ async fn a_planned_task_runs_each_step_as_a_whole_file_round_on_the_files_the_la
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("hello.py"), renamed);
-    assert!(ran.file("CHANGELOG.md").contains("- renamed greet to welcome"));
+    assert!(
+        ran.file("CHANGELOG.md")
+            .contains("- renamed greet to welcome")
+    );
     let sent = ran.sent();
     assert_eq!(sent.len(), 4, "the reading, the plan, one call a step");
     // The second step is shown hello.py as the first step left it, and its own instructions.
@@ -616,7 +630,10 @@ async fn a_planned_task_runs_each_step_as_a_whole_file_round_on_the_files_the_la
 
 /// The reading of a request that deletes or moves `files`.
 fn deleting(files: &[&str]) -> Reply {
-    say(&json!({"goal": "move a file", "wants": "file changes", "tests": false, "delete": files}).to_string())
+    say(
+        &json!({"goal": "move a file", "wants": "file changes", "tests": false, "delete": files})
+            .to_string(),
+    )
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent::engine::step_event::StepEvent;
+use crate::agent::tools::names::{DELETE_FILE, EDIT_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 use crate::agent::tools::{Toolbox, parse_arguments};
 use crate::config::{Approval, ApprovalsConfig};
 use crate::ollama::ToolCall;
@@ -35,7 +36,6 @@ use crate::store::TaskStore;
 use crate::task::input::{
     Action, Answer, AnswerPath, ApprovalEvent, Decision, DecisionLog, InputRequest,
 };
-use crate::agent::tools::names::{DELETE_FILE, EDIT_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 
 /// How often a waiting call looks for its answer when no change signal came (the backstop
 /// for a missed announcement).
@@ -294,7 +294,11 @@ impl ApprovalGate {
 /// The policy key that decided a tool's calls.
 fn policy_key(tool: &str) -> String {
     // Deleting is writing: `delete_file` follows `write_file`'s policy.
-    let tool = if tool == DELETE_FILE { WRITE_FILE } else { tool };
+    let tool = if tool == DELETE_FILE {
+        WRITE_FILE
+    } else {
+        tool
+    };
     format!("agent.approvals.{tool}")
 }
 

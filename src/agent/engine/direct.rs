@@ -38,9 +38,9 @@ use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
 use crate::agent::judge::checks;
 use crate::agent::steering::text::call;
+use crate::agent::tools::names::{DELETE_FILE, READ_FILE, WRITE_FILE};
 use crate::agent::tools::{CallError, NOT_THE_PROJECTS, ToolError, Toolbox, parse_problem};
 use crate::ollama::{Message, Role, ToolCall};
-use crate::agent::tools::names::{DELETE_FILE, READ_FILE, WRITE_FILE};
 
 /// Most files put in the prompt, the largest one, and all of them together: beyond these the
 /// task runs the tool loop (a small model copies a short file faithfully, a long one not, and
@@ -944,8 +944,9 @@ pub(crate) async fn run(
             .lines()
             .filter(|line| !OUR_HEADINGS.contains(&line.trim()))
             .filter(|line| {
-                let listed = file_commands(line.trim().trim_matches('`'))
-                    .filter(|listed| direct.intent.change && listed.iter().all(|c| c.names_one_of(&files)));
+                let listed = file_commands(line.trim().trim_matches('`')).filter(|listed| {
+                    direct.intent.change && listed.iter().all(|c| c.names_one_of(&files))
+                });
                 match listed {
                     Some(listed) => {
                         commands.extend(listed);
@@ -1058,21 +1059,31 @@ pub(crate) async fn run(
             }
         }
         for command in commands {
-            match move_or_delete(engine, toolbox, &command, &mut files, &wrote, index, events, cancel)
-                .await?
+            match move_or_delete(
+                engine, toolbox, &command, &mut files, &wrote, index, events, cancel,
+            )
+            .await?
             {
                 Ok(done) => wrote.extend(done),
                 Err(refused) => told.push(refused),
             }
         }
         // A file deleted that the project's code still imports: named back until it is not.
-        for gone in direct.files.iter().filter(|f| !files.iter().any(|n| n.path == f.path)) {
+        for gone in direct
+            .files
+            .iter()
+            .filter(|f| !files.iter().any(|n| n.path == f.path))
+        {
             let users = importers(&gone.path, &files);
             if !users.is_empty() {
                 told.push(format!(
                     "{} still {} {}, which was deleted; change {} to match.",
                     users.join(" and "),
-                    if users.len() == 1 { "imports" } else { "import" },
+                    if users.len() == 1 {
+                        "imports"
+                    } else {
+                        "import"
+                    },
                     gone.path,
                     if users.len() == 1 { "it" } else { "them" },
                 ));
@@ -1159,13 +1170,17 @@ fn changed<'a>(
 /// Whether a block is a script file's content (its named file is a shell script or a
 /// Makefile), not commands to run.
 fn names_a_script(block: &Block) -> bool {
-    block.named.as_deref().and_then(name_in).is_some_and(|path| {
-        let name = path.rsplit('/').next().unwrap_or(&path);
-        name == "Makefile"
-            || name
-                .rsplit_once('.')
-                .is_some_and(|(_, ext)| matches!(ext, "sh" | "bash" | "zsh" | "fish" | "ps1" | "bat" | "cmd"))
-    })
+    block
+        .named
+        .as_deref()
+        .and_then(name_in)
+        .is_some_and(|path| {
+            let name = path.rsplit('/').next().unwrap_or(&path);
+            name == "Makefile"
+                || name.rsplit_once('.').is_some_and(|(_, ext)| {
+                    matches!(ext, "sh" | "bash" | "zsh" | "fish" | "ps1" | "bat" | "cmd")
+                })
+        })
 }
 
 /// Deletes a file of the project, or moves one (written at its new path unless this reply
@@ -1187,7 +1202,11 @@ async fn move_or_delete(
         FileCommand::Move { from, to } => (from, Some(to)),
     };
     let from = from.trim_start_matches("./").to_owned();
-    let Some(text) = files.iter().find(|f| f.path == from).map(|f| f.text.clone()) else {
+    let Some(text) = files
+        .iter()
+        .find(|f| f.path == from)
+        .map(|f| f.text.clone())
+    else {
         return Ok(Err(format!(
             "{from} is not one of the project's files, so it was not {}.",
             if to.is_some() { "moved" } else { "deleted" }
@@ -1196,11 +1215,8 @@ async fn move_or_delete(
     let mut done = Vec::new();
     if let Some(to) = to {
         let mut to = to.trim_start_matches("./").to_owned();
-        let folder = to.ends_with('/')
-            || toolbox
-                .workspace()
-                .existing(&to)
-                .is_ok_and(|p| p.is_dir());
+        let folder =
+            to.ends_with('/') || toolbox.workspace().existing(&to).is_ok_and(|p| p.is_dir());
         if folder {
             let name = from.rsplit('/').next().unwrap_or(&from);
             to = format!("{}/{name}", to.trim_end_matches('/'));
@@ -1529,7 +1545,10 @@ mod tests {
         };
         for (block, found) in [
             ("rm old.py\n", Some(vec![delete("old.py")])),
-            ("$ git rm -f a.py 'b c.txt'\n", Some(vec![delete("a.py"), delete("b c.txt")])),
+            (
+                "$ git rm -f a.py 'b c.txt'\n",
+                Some(vec![delete("a.py"), delete("b c.txt")]),
+            ),
             (
                 "# move it\ngit mv helpers.py utils.py\n\nrm notes.md\n",
                 Some(vec![mv("helpers.py", "utils.py"), delete("notes.md")]),

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::agent::judge::project_checks;
-use crate::agent::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
 use crate::agent::tools::names::RUN_COMMAND;
+use crate::agent::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
 
 /// Most characters of a failed check's output sent back to the model (its end: a test
 /// runner's summary is last).

@@ -19,9 +19,9 @@ use serde_json::json;
 
 use super::text::{call, fenced_blocks, missing_file};
 use super::{Facts, Reply, Rule, Verdict};
+use crate::agent::tools::names::{EDIT_FILE, READ_FILE, WRITE_FILE};
 use crate::agent::tools::parse_arguments;
 use crate::ollama::ToolCall;
-use crate::agent::tools::names::{EDIT_FILE, READ_FILE, WRITE_FILE};
 
 /// Most calls this rule makes in one step.
 const MAX_EDITS: usize = 4;
@@ -94,10 +94,7 @@ fn described_edit(text: &str, facts: &Facts) -> Option<ToolCall> {
         missing_file(facts.request, facts.toolbox.workspace()),
     ) {
         let content = format!("{}\n", block.trim_end_matches('\n'));
-        return Some(call(
-            WRITE_FILE,
-            json!({"path": file, "content": content}),
-        ));
+        return Some(call(WRITE_FILE, json!({"path": file, "content": content})));
     }
     // A reply often shows the code as it is, then as it should be: the last block that
     // differs from the file is the change; a new definition goes at the end of the file.

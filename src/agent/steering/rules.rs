@@ -12,9 +12,9 @@ use super::text::{
     is_test_file, missing_file, named_files, names_a_tool, without_echo,
 };
 use super::{Facts, FollowUp, Instead, Reply, Rule, Stop, Verdict};
+use crate::agent::tools::names::{READ_FILE, RUN_COMMAND, SEARCH_TEXT};
 use crate::agent::tools::{LookAlikeKind, ToolError, ToolKind, ToolOutput, parse_arguments};
 use crate::ollama::ToolCall;
-use crate::agent::tools::names::{READ_FILE, RUN_COMMAND, SEARCH_TEXT};
 
 /// The rules of the `small` policy, fresh for one step.
 pub(crate) fn small() -> Vec<Box<dyn Rule>> {

@@ -14,9 +14,9 @@
 
 use serde_json::Value;
 
+use crate::agent::tools::names::{LIST_DIR, READ_FILE};
 use crate::agent::tools::{Toolbox, Workspace};
 use crate::ollama::{ToolCall, ToolCallFunction};
-use crate::agent::tools::names::{LIST_DIR, READ_FILE};
 
 /// Chat-template tags a small model copies into its text; never part of an answer.
 const BLOCK_TAGS: [&str; 3] = ["tool_response", "tool_call", "tool_result"];
@@ -667,7 +667,11 @@ mod tests {
             ),
             ("Let me run_command ls.", find, true),
             // The same in other languages: the tool's name is what tells.
-            ("Para encontrarlo, uso `read_file` con docs/NOTE.txt.", find, true),
+            (
+                "Para encontrarlo, uso `read_file` con docs/NOTE.txt.",
+                find,
+                true,
+            ),
             ("まず read_file で docs/NOTE.txt を読みます。", find, true),
             ("The code name is bluefin.", find, false),
             ("I used a hammer.", find, false),
@@ -679,7 +683,11 @@ mod tests {
                 false,
             ),
         ] {
-            assert_eq!(describes_a_call(text, &OFFERED, request), describes, "{text}");
+            assert_eq!(
+                describes_a_call(text, &OFFERED, request),
+                describes,
+                "{text}"
+            );
         }
     }
 

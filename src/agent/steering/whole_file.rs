@@ -35,8 +35,8 @@ use serde_json::json;
 use super::text::request_names as names;
 use super::text::{call, echo, fenced_blocks, missing_file, named_files};
 use super::{Facts, Reply, Rule, Verdict};
-use crate::agent::tools::parse_arguments;
 use crate::agent::tools::names::{READ_FILE, WRITE_FILE};
+use crate::agent::tools::parse_arguments;
 
 /// Most whole-file asks in one step, and of one file.
 const MAX_ASKS: usize = 6;
@@ -248,8 +248,7 @@ impl Rule for WholeFile {
     }
 
     fn before_answer(&mut self, answer: &str, facts: &Facts) -> Option<Verdict> {
-        if !facts.asks_for_change || !facts.final_step || facts.toolbox.get(WRITE_FILE).is_none()
-        {
+        if !facts.asks_for_change || !facts.final_step || facts.toolbox.get(WRITE_FILE).is_none() {
             return None;
         }
         let (path, why) = target(answer, facts)?;
@@ -413,7 +412,8 @@ fn read_in_step(path: &str, facts: &Facts) -> bool {
 /// that are not blank (`// 其余代码不变`, `# existing code unchanged`), unless those lines name
 /// something the request names ("remove old_helper" may leave a note where it was).
 fn left_out<'a>(content: &'a str, before: Option<&str>, request: &str) -> Option<&'a str> {
-    let before_lines: Vec<&str> = before.map_or_else(Vec::new, |b| b.lines().map(str::trim).collect());
+    let before_lines: Vec<&str> =
+        before.map_or_else(Vec::new, |b| b.lines().map(str::trim).collect());
     let stands_in = before.map(|b| comments_standing_for_lines(b, content, request));
     content.lines().map(str::trim).find(|line| {
         if before_lines.contains(line) {
@@ -448,8 +448,16 @@ fn comments_standing_for_lines<'a>(before: &str, after: &'a str, request: &str) 
     // A change is a run of deletions and insertions between equal lines.
     let (mut gone, mut came): (Vec<&str>, Vec<&'a str>) = (Vec::new(), Vec::new());
     let mut flush = |gone: &mut Vec<&str>, came: &mut Vec<&'a str>| {
-        let kept: Vec<&'a str> = came.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
-        let lost: Vec<&str> = gone.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+        let kept: Vec<&'a str> = came
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let lost: Vec<&str> = gone
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
         if let [one] = kept[..]
             && lost.len() >= 2
             && comment_text(one).is_some()
@@ -805,7 +813,10 @@ mod tests {
                 "x = 1\n# ... rest of the code unchanged\n",
                 Some("# ... rest of the code unchanged"),
             ),
-            ("// … código existente\nfn main() {}\n", Some("// … código existente")),
+            (
+                "// … código existente\nfn main() {}\n",
+                Some("// … código existente"),
+            ),
             ("def a():\n    return 'rest of it'\n", None),
             ("x = [1, 2]\nprint(x[...])\n", None),
             ("# Changelog\n\n- renamed greet to welcome\n", None),
@@ -823,8 +834,13 @@ mod tests {
             "# 其余代码不变",
             "# остальной код без изменений",
         ] {
-            let after = format!("import os\n\n\n{note}\n\n\ndef last(items):\n    return items[-1]\n");
-            assert_eq!(left_out(&after, Some(before), "fix last"), Some(note), "{note}");
+            let after =
+                format!("import os\n\n\n{note}\n\n\ndef last(items):\n    return items[-1]\n");
+            assert_eq!(
+                left_out(&after, Some(before), "fix last"),
+                Some(note),
+                "{note}"
+            );
         }
         // A comment beside the file's lines, or where one line was, stands for nothing.
         let annotated = "import os\n\n\n# the first one\ndef first(items):\n    return items[0]\n\n\ndef last(items):\n    return items[-1]\n";

@@ -19,10 +19,10 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::formats;
+use super::names::{EDIT_FILE, WRITE_FILE};
 use super::spec::BlockingTool;
 use super::workspace::{Workspace, io_error, no_follow};
 use super::{CallError, Ledger, ToolContext, ToolError, ToolOutput};
-use super::names::{EDIT_FILE, WRITE_FILE};
 
 /// Largest file `edit_file` rewrites.
 const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
@@ -134,7 +134,10 @@ pub(super) fn delete_file(
     args: &DeleteFileArgs,
 ) -> Result<String, ToolError> {
     let given = ws.root().join(args.path.trim_start_matches("./"));
-    if given.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+    if given
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
         return Err(ToolError::Refused(format!(
             "'{}' is a symbolic link; delete_file deletes files only",
             args.path
@@ -405,6 +408,61 @@ mod tests {
             content: content.into(),
         };
         write_file(ws, &read_everything(ws), &args).unwrap()
+    }
+
+    fn delete_path(ws: &Workspace, ledger: &Ledger, path: &str) -> Result<String, ToolError> {
+        delete_file(ws, ledger, &DeleteFileArgs { path: path.into() })
+    }
+
+    #[test]
+    fn delete_file_deletes_a_file_read_and_the_ledger_counts_it_deleted() {
+        let (dir, ws) = ws();
+        let ledger = read_everything(&ws);
+        assert_eq!(
+            delete_path(&ws, &ledger, "a.txt").unwrap(),
+            "deleted 'a.txt'"
+        );
+        assert!(!dir.path().join("a.txt").exists());
+        let changes = ledger.changes(ws.root());
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].to_string(), "a.txt (deleted, -2)");
+    }
+
+    #[test]
+    fn delete_file_refuses_what_it_must_not_delete_and_keeps_it() {
+        let (dir, ws) = ws();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), "x").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "b").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("a.txt", dir.path().join("link.txt")).unwrap();
+        let ws = ws.read_only(super::super::workspace::ReadOnlyPaths::new([
+            ".git".to_owned()
+        ]));
+        let ledger = read_everything(&ws);
+        // Not read by this task: no blind delete.
+        std::fs::write(dir.path().join("new.txt"), "n").unwrap();
+        for (path, says) in [
+            ("new.txt", "read_file"),
+            ("sub", "is a folder"),
+            (".git/config", ".git"),
+            ("../outside.txt", ""),
+            ("missing.txt", ""),
+            #[cfg(unix)]
+            ("link.txt", "symbolic link"),
+        ] {
+            let refused = delete_path(&ws, &ledger, path).expect_err(path).to_string();
+            assert!(refused.contains(says), "{path}: {refused}");
+        }
+        for kept in ["new.txt", ".git/config", "a.txt", "b.txt"] {
+            assert!(dir.path().join(kept).exists(), "{kept}");
+        }
+        // Changed since it was read: refused too.
+        std::fs::write(dir.path().join("b.txt"), "changed since").unwrap();
+        assert!(delete_path(&ws, &ledger, "b.txt").is_err());
+        assert!(dir.path().join("b.txt").exists());
+        assert!(ledger.changes(ws.root()).is_empty());
     }
 
     /// The permission bits of `path`, setuid and setgid included.

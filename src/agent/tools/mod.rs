@@ -96,9 +96,9 @@ pub fn describe_network_isolation(network: bool) -> Result<String, String> {
         )
     }
 }
+use names::{DELETE_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 pub(crate) use workspace::NOT_THE_PROJECTS;
 pub use workspace::{PathError, ProtectedFiles, ReadOnlyPaths, Workspace};
-use names::{DELETE_FILE, RUN_COMMAND, SEARCH_TEXT, WRITE_FILE};
 
 /// How long a file tool call may take by default ([`ToolSettings::tool_deadline`]).
 pub const DEFAULT_TOOL_DEADLINE: Duration = Duration::from_secs(60);
