@@ -88,7 +88,7 @@ fn say(text: &str) -> Reply {
 fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
     let wants = if change { "file changes" } else { "an answer" };
     let mut v =
-        json!({"goal": "what the request wants", "wants": wants, "tests": tests, "delete": []});
+        json!({"goal": "what the request wants", "wants": wants, "tests": tests});
     if let Some(fix) = fix_failing {
         v["fix_failing"] = json!(fix);
     }
@@ -132,7 +132,7 @@ async fn a_failing_test_is_fixed_in_one_whole_file_reply_and_the_checks_say_so()
     // The reading: a JSON schema as `format`, the files named, the failure shown.
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["goal", "wants", "tests", "delete", "fix_failing"])
+        json!(["goal", "wants", "tests", "fix_failing"])
     );
     assert!(last_user(&sent[0]).contains("slug.py, test_slug.py"));
     // The edit: both files in the prompt, no tools offered, the failure before the request.
@@ -334,7 +334,7 @@ async fn a_workspace_too_large_for_the_prompt_runs_the_tool_loop() {
     assert_eq!(sent.len(), 2);
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["goal", "wants", "tests", "delete"])
+        json!(["goal", "wants", "tests"])
     );
     assert!(last_user(&sent[0]).contains("big.py"));
     assert!(!last_user(&sent[0]).contains("x = 1"));
@@ -626,31 +626,4 @@ async fn a_planned_task_runs_each_step_as_a_whole_file_round_on_the_files_the_la
     let second = all_user(&sent[3]);
     assert!(second.contains("def welcome(name)"), "{second}");
     assert!(second.contains("Add the line to CHANGELOG.md."), "{second}");
-}
-
-/// The reading of a request that deletes or moves `files`.
-fn deleting(files: &[&str]) -> Reply {
-    say(
-        &json!({"goal": "move a file", "wants": "file changes", "tests": false, "delete": files})
-            .to_string(),
-    )
-}
-
-#[tokio::test]
-async fn how_to_delete_is_said_only_when_the_reading_deletes_a_file_the_project_has() {
-    for (reading, said) in [
-        (deleting(&["helpers.py"]), true),
-        // A name the project does not have deletes nothing.
-        (deleting(&["nowhere.py"]), false),
-        (intent(true, false, None), false),
-    ] {
-        let ran = run(
-            &[("helpers.py", SLUG_PY), ("main.py", "print(1)\n")],
-            vec![reading, whole("main.py", "print(2)\n", "Done.")],
-            "Przenieś helpers.py do utils.py.",
-        )
-        .await;
-        let prompt = last_user(&ran.sent()[1]);
-        assert_eq!(prompt.contains("write `rm` and its path"), said, "{prompt}");
-    }
 }

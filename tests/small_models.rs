@@ -1917,7 +1917,7 @@ async fn the_request_is_read_by_one_call_with_a_schema_and_its_tokens_count() {
     assert!(is_reading(&sent[0]));
     assert_eq!(
         sent[0]["format"]["required"],
-        json!(["goal", "wants", "tests", "delete"])
+        json!(["goal", "wants", "tests"])
     );
     assert!(!offers_tools(&sent[0]));
     let asked = last_said(&sent[0]);

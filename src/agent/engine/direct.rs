@@ -144,7 +144,6 @@ pub(crate) async fn prepare(
     info!(
         task_id = %progress.task.id,
         files = files.len(),
-        delete = ?intent.delete,
         change = intent.change,
         tests = intent.tests,
         fix_failing = intent.fix_failing,
@@ -215,11 +214,6 @@ fn request_message(engine: &Engine, direct: &Direct, step: Option<&str>) -> Stri
     }
     if direct.intent.change {
         let _ = write!(text, "\n\n{WRITE_REMINDER}");
-        // How to delete, only when the model read the request as deleting or moving files:
-        // said to every change, the 1.5B model deleted files it had been asked to fix.
-        if !direct.intent.delete.is_empty() {
-            let _ = write!(text, " {DELETE_REMINDER}");
-        }
     }
     text
 }
@@ -227,9 +221,6 @@ fn request_message(engine: &Engine, direct: &Direct, step: Option<&str>) -> Stri
 /// After the request: what a small model forgets by the end of a long prompt.
 const WRITE_REMINDER: &str = "Reply with each file you change, whole: its path on a line of \
     its own, then all of its new content in a fenced code block.";
-/// After it, when the request deletes or moves files.
-const DELETE_REMINDER: &str = "For each file to delete (a file moved too), write `rm` and its \
-    path in a sh code block.";
 
 /// Lines of ours a reply may echo (the prompt's headings): not part of the answer.
 const OUR_HEADINGS: [&str; 3] = [

@@ -18,9 +18,6 @@ pub(crate) struct Intent {
     pub tests: bool,
     /// The checks that fail now are to pass (asked only when they fail).
     pub fix_failing: bool,
-    /// The project's files the request has deleted or moved away (by the model's reading;
-    /// only names of files the project has).
-    pub delete: Vec<String>,
 }
 
 /// The task's files and intent, when the `files` policy runs it.

@@ -78,7 +78,6 @@ pub(crate) async fn read_request(
         change: true,
         tests: false,
         fix_failing: failing.is_some(),
-        delete: Vec::new(),
     });
     let kept = if failing.is_some() && intent.fix_failing && !intent.tests {
         let files: Vec<WorkspaceFile> = paths
@@ -139,30 +138,29 @@ const SYSTEM: &str = "You read a request to a coding assistant and say what it w
     only with JSON: \"goal\" says in a few words what the person wants; \"wants\" is \"an \
     answer\" when they want to know something (an explanation, a value, a count, advice) and \
     the files stay as they are, or \"file changes\" when files are to be created, changed or \
-    deleted; \"tests\" is true when tests are to be written or changed; \"delete\" lists the \
-    files to delete or move away ([] for none); \"fix_failing\", when asked, is true when the \
-    failing tests are to pass or the fault they show is to be fixed.";
+    deleted; \"tests\" is true when tests are to be written or changed; \"fix_failing\", when \
+    asked, is true when the failing tests are to pass or the fault they show is to be fixed.";
 
 const EXAMPLES: [(&str, &str); 4] = [
     (
         "The project's files: util.py\n\nThe request:\nWhat does parse() in util.py return for \
          an empty string?",
-        r#"{"goal": "know what parse returns for an empty string", "wants": "an answer", "tests": false, "delete": []}"#,
+        r#"{"goal": "know what parse returns for an empty string", "wants": "an answer", "tests": false}"#,
     ),
     (
         "The project's files: cart.py, test_cart.py\n\nThe request:\nLa función total de \
          cart.py suma mal los descuentos.",
-        r#"{"goal": "total in cart.py handles discounts correctly", "wants": "file changes", "tests": false, "delete": []}"#,
+        r#"{"goal": "total in cart.py handles discounts correctly", "wants": "file changes", "tests": false}"#,
     ),
     (
         "The project's files: README.md, app.py\n\nThe request:\nREADME.md \
          にインストール手順を書いてほしい。",
-        r#"{"goal": "installation steps in README.md", "wants": "file changes", "tests": false, "delete": []}"#,
+        r#"{"goal": "installation steps in README.md", "wants": "file changes", "tests": false}"#,
     ),
     (
         "The project's files: app.py, test_app.py\n\nThe request:\nWie viele Tests gibt es in \
          test_app.py?",
-        r#"{"goal": "the number of tests in test_app.py", "wants": "an answer", "tests": false, "delete": []}"#,
+        r#"{"goal": "the number of tests in test_app.py", "wants": "an answer", "tests": false}"#,
     ),
 ];
 
@@ -171,9 +169,8 @@ fn schema(failing: bool) -> Value {
         "goal": {"type": "string", "maxLength": 200},
         "wants": {"type": "string", "enum": [WANTS_ANSWER, WANTS_CHANGES]},
         "tests": {"type": "boolean"},
-        "delete": {"type": "array", "items": {"type": "string"}, "maxItems": 16},
     });
-    let mut required = vec!["goal", "wants", "tests", "delete"];
+    let mut required = vec!["goal", "wants", "tests"];
     if failing {
         properties["fix_failing"] = json!({"type": "boolean"});
         required.push("fix_failing");
@@ -242,25 +239,8 @@ pub(crate) async fn read_intent(
         Some(WANTS_ANSWER) => false,
         _ => return Ok(None),
     };
-    // Only files the project has: a name it does not have deletes nothing.
-    let delete = parsed
-        .as_ref()
-        .and_then(|v| v.get("delete"))
-        .and_then(Value::as_array)
-        .map(|listed| {
-            let mut found: Vec<String> = listed
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|p| p.trim().trim_start_matches("./").to_owned())
-                .filter(|p| names.contains(&p.as_str()))
-                .collect();
-            found.dedup();
-            found
-        })
-        .unwrap_or_default();
     Ok(Some(Intent {
         change,
-        delete: if change { delete } else { Vec::new() },
         tests: flag("tests").unwrap_or(false),
         // Unclear is "asked" (see `read_request`).
         fix_failing: failing.is_some() && flag("fix_failing").unwrap_or(true),
