@@ -627,3 +627,55 @@ async fn a_planned_task_runs_each_step_as_a_whole_file_round_on_the_files_the_la
     assert!(second.contains("def welcome(name)"), "{second}");
     assert!(second.contains("Add the line to CHANGELOG.md."), "{second}");
 }
+
+#[tokio::test]
+async fn a_new_file_the_request_does_not_name_defining_what_a_project_file_defines_is_named_back() {
+    let scores = "function topScores(s) {\n  return s.sort().slice(0, 3);\n}\n\nmodule.exports = { topScores };\n";
+    let fixed = "function topScores(s) {\n  return s.slice().sort((a, b) => b - a).slice(0, 3);\n}\n\nmodule.exports = { topScores };\n";
+    let ran = run(
+        &[("scores.js", scores)],
+        vec![
+            intent(true, false, None),
+            // The block named after the function it fixes.
+            say(&format!("topScores.js\n```js\n{fixed}```")),
+            say(&format!("scores.js\n```js\n{fixed}```")),
+        ],
+        "topScores sorts numbers as text; fix it.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert!(!ran.ws.path().join("topScores.js").exists());
+    assert_eq!(ran.file("scores.js"), fixed);
+    let told = last_user(&ran.sent()[2]);
+    assert!(
+        told.contains("topScores.js is not one of the project's files and the request does not name it"),
+        "{told}"
+    );
+    assert!(told.contains("it defines topScores, which scores.js defines"), "{told}");
+}
+
+#[tokio::test]
+async fn a_new_file_the_request_names_is_written_even_when_it_defines_what_another_file_does() {
+    let ran = run(
+        &[("helpers.py", SLUG_PY)],
+        vec![intent(true, false, None), whole("utils.py", SLUG_PY, "Copied.")],
+        "Kopiere slug aus helpers.py nach utils.py.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("utils.py"), SLUG_PY);
+}
+
+#[tokio::test]
+async fn a_new_script_defining_something_new_is_written_though_it_shares_a_name_with_a_file() {
+    let app = "def main():\n    print('app')\n";
+    let script = "import sys\n\n\ndef count(path):\n    return len(open(path).read().split())\n\n\ndef main():\n    print(count(sys.argv[1]))\n";
+    let ran = run(
+        &[("app.py", app)],
+        vec![intent(true, false, None), whole("wc.py", script, "Added.")],
+        "단어 수를 세는 스크립트를 만들어 주세요.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("wc.py"), script);
+}

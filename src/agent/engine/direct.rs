@@ -785,6 +785,20 @@ fn importers(path: &str, files: &[WorkspaceFile]) -> Vec<String> {
         .collect()
 }
 
+/// A file of `files` that defines every definition of `content` (`content` is a version of
+/// it: it defines nothing new), and the first of them.
+fn defined_elsewhere(content: &str, files: &[WorkspaceFile]) -> Option<(String, String)> {
+    let defined = definitions(content);
+    let first = defined.first()?;
+    files
+        .iter()
+        .find(|f| {
+            let there = definitions(&f.text);
+            defined.iter().all(|d| there.contains(d))
+        })
+        .map(|f| (f.path.clone(), first.clone()))
+}
+
 fn mentions(text: &str, name: &str) -> bool {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .any(|w| w == name)
@@ -977,6 +991,20 @@ pub(crate) async fn run(
                 .find(|f| f.path == path)
                 .map(|f| f.text.clone());
             let content = without_name_line(&block.content, &path, before.as_deref());
+            // A new file the request does not name, defining nothing a file of the project does
+            // not: the model's edit of that file under another name (the 1.5B model named a
+            // block after the function it fixed), not a file to create beside it.
+            if before.is_none()
+                && !crate::agent::steering::text::request_names(&engine.request.content, &path)
+                && let Some((owner, name)) = defined_elsewhere(&content, &files)
+            {
+                told.push(format!(
+                    "{path} is not one of the project's files and the request does not name \
+                     it, so its block was not written: it defines {name}, which {owner} \
+                     defines. To change {owner}, write it whole under its own path."
+                ));
+                continue;
+            }
             // A file written out as it is: no change, and nothing to refuse.
             if before
                 .as_deref()
