@@ -87,8 +87,7 @@ fn say(text: &str) -> Reply {
 
 fn intent(change: bool, tests: bool, fix_failing: Option<bool>) -> Reply {
     let wants = if change { "file changes" } else { "an answer" };
-    let mut v =
-        json!({"goal": "what the request wants", "wants": wants, "tests": tests});
+    let mut v = json!({"goal": "what the request wants", "wants": wants, "tests": tests});
     if let Some(fix) = fix_failing {
         v["fix_failing"] = json!(fix);
     }
@@ -648,17 +647,25 @@ async fn a_new_file_the_request_does_not_name_defining_what_a_project_file_defin
     assert_eq!(ran.file("scores.js"), fixed);
     let told = last_user(&ran.sent()[2]);
     assert!(
-        told.contains("topScores.js is not one of the project's files and the request does not name it"),
+        told.contains(
+            "topScores.js is not one of the project's files and the request does not name it"
+        ),
         "{told}"
     );
-    assert!(told.contains("it defines topScores, which scores.js defines"), "{told}");
+    assert!(
+        told.contains("it defines topScores, which scores.js defines"),
+        "{told}"
+    );
 }
 
 #[tokio::test]
 async fn a_new_file_the_request_names_is_written_even_when_it_defines_what_another_file_does() {
     let ran = run(
         &[("helpers.py", SLUG_PY)],
-        vec![intent(true, false, None), whole("utils.py", SLUG_PY, "Copied.")],
+        vec![
+            intent(true, false, None),
+            whole("utils.py", SLUG_PY, "Copied."),
+        ],
         "Kopiere slug aus helpers.py nach utils.py.",
     )
     .await;
