@@ -1186,8 +1186,8 @@ fn changed<'a>(
     })
 }
 
-/// Whether a block is a script file's content (its named file is a shell script or a
-/// Makefile), not commands to run.
+/// Whether a block is a script file's content, not commands to run: the file it names is a
+/// shell script, or has no extension (`Makefile`, `Procfile`).
 fn names_a_script(block: &Block) -> bool {
     block
         .named
@@ -1195,10 +1195,9 @@ fn names_a_script(block: &Block) -> bool {
         .and_then(name_in)
         .is_some_and(|path| {
             let name = path.rsplit('/').next().unwrap_or(&path);
-            name == "Makefile"
-                || name.rsplit_once('.').is_some_and(|(_, ext)| {
-                    matches!(ext, "sh" | "bash" | "zsh" | "fish" | "ps1" | "bat" | "cmd")
-                })
+            name.rsplit_once('.').is_none_or(|(_, ext)| {
+                matches!(ext, "sh" | "bash" | "zsh" | "fish" | "ps1" | "bat" | "cmd")
+            })
         })
 }
 
@@ -1585,6 +1584,20 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(file_commands(block), found, "{block:?}");
+        }
+        // The same lines under a script's name are that script, not commands.
+        let named = |name: &str| Block {
+            named: Some(name.to_owned()),
+            content: "rm build.log\n".to_owned(),
+        };
+        for (name, script) in [
+            ("clean.sh", true),
+            ("Makefile", true),
+            ("tools/Procfile", true),
+            ("helpers.py", false),
+            ("Run this:", false),
+        ] {
+            assert_eq!(names_a_script(&named(name)), script, "{name}");
         }
     }
 
