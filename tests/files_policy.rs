@@ -41,6 +41,14 @@ impl Ran {
     fn sent(&self) -> Vec<Value> {
         self.fake.chat_requests()
     }
+
+    /// Asserts that the last user message of chat request `call` (what the model was told
+    /// before it) contains `text`.
+    #[track_caller]
+    fn assert_told(&self, call: usize, text: &str) {
+        let told = last_user(&self.sent()[call]);
+        assert!(told.contains(text), "{told}");
+    }
 }
 
 /// The default configuration but for the workspace; the fake reports a 1.5B model.
@@ -236,11 +244,7 @@ async fn a_whole_file_dropping_what_another_file_uses_is_named_back_once() {
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("util.py"), fixed);
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains("leaves out twice, which other files use"),
-        "{told}"
-    );
+    ran.assert_told(2, "leaves out twice, which other files use");
 }
 
 #[tokio::test]
@@ -422,10 +426,9 @@ async fn a_line_meant_for_a_file_is_not_written_as_the_whole_file() {
     .await;
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("geometry.py"), after);
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains("The block for geometry.py holds none of its definitions (area)"),
-        "{told}"
+    ran.assert_told(
+        2,
+        "The block for geometry.py holds none of its definitions (area)",
     );
 }
 
@@ -507,10 +510,9 @@ async fn a_file_deleted_by_an_rm_block_is_deleted_and_one_not_there_is_named_bac
     .await;
     assert!(!ran.ws.path().join("old.py").exists(), "{}", ran.done);
     assert_eq!(ran.file("app.py"), "print(2)\n");
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains("gone.py is not one of the project's files, so it was not deleted"),
-        "{told}"
+    ran.assert_told(
+        2,
+        "gone.py is not one of the project's files, so it was not deleted",
     );
 }
 
@@ -532,10 +534,9 @@ async fn a_delete_is_a_write_to_the_approvals_and_a_config_denying_writes_denies
     .await;
     assert_eq!(ran.file("old.py"), "print(1)\n", "{}", ran.done);
     assert_ne!(ran.status(), "completed", "{}", ran.done);
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains("denied by the server's policy (agent.approvals.write_file)"),
-        "{told}"
+    ran.assert_told(
+        2,
+        "denied by the server's policy (agent.approvals.write_file)",
     );
 }
 
@@ -584,11 +585,7 @@ async fn a_file_deleted_that_the_code_still_imports_is_named_back_and_the_task_i
     .await;
     assert!(!ran.ws.path().join("helpers.py").exists(), "{}", ran.done);
     assert_eq!(ran.status(), "failed", "{}", ran.done);
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains("main.py still imports helpers.py, which was deleted"),
-        "{told}"
-    );
+    ran.assert_told(2, "main.py still imports helpers.py, which was deleted");
 }
 
 #[tokio::test]
@@ -645,17 +642,11 @@ async fn a_new_file_the_request_does_not_name_defining_what_a_project_file_defin
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert!(!ran.ws.path().join("topScores.js").exists());
     assert_eq!(ran.file("scores.js"), fixed);
-    let told = last_user(&ran.sent()[2]);
-    assert!(
-        told.contains(
-            "topScores.js is not one of the project's files and the request does not name it"
-        ),
-        "{told}"
+    ran.assert_told(
+        2,
+        "topScores.js is not one of the project's files and the request does not name it",
     );
-    assert!(
-        told.contains("it defines topScores, which scores.js defines"),
-        "{told}"
-    );
+    ran.assert_told(2, "it defines topScores, which scores.js defines");
 }
 
 #[tokio::test]

@@ -171,8 +171,8 @@ fn tail(text: &str, max: usize) -> &str {
 const WHOLE_FILE_FORMAT: &str = "To change a file, write its path on a line of its own, then \
     its complete new content in a fenced code block: every line of the file, the unchanged \
     ones too, never `...` in place of lines. To create a file, do the same with its new path. \
-    Write only the files that change. After the files, say in \
-    one or two sentences what you changed.";
+    Write only the files that change. After the files, say in one or two sentences what you \
+    changed.";
 
 /// The files, as a message of their own before the request.
 fn files_message(direct: &Direct) -> String {
@@ -830,7 +830,7 @@ pub(crate) async fn run(
             };
             refreshed = Direct {
                 files: files.unwrap_or_else(|| direct.files.clone()),
-                intent: direct.intent.clone(),
+                intent: direct.intent,
                 failing: direct.failing.clone(),
             };
             &refreshed

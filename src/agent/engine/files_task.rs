@@ -10,7 +10,7 @@ pub(crate) struct WorkspaceFile {
 }
 
 /// What the model read the request as asking, before any work.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Intent {
     /// Files are to be created, changed or deleted (else: an answer).
     pub change: bool,
