@@ -244,6 +244,189 @@ fn css_rules(text: &str) -> Vec<(String, Vec<(String, String)>)> {
         .collect()
 }
 
+/// The workspace's tests as they were before the task pass against the code as it is now:
+/// `test` as first written, beside the current `modules`, in a fresh folder (the model may
+/// have added tests of its own to the workspace's file).
+fn original_tests_pass(o: &Outcome, test: &str, modules: &[&str]) -> bool {
+    let (Some(original), Ok(copy)) = (o.original(test), tempfile::tempdir()) else {
+        return false;
+    };
+    if std::fs::write(copy.path().join(test), original).is_err() {
+        return false;
+    }
+    for module in modules {
+        let copied = o
+            .read(module)
+            .is_some_and(|text| std::fs::write(copy.path().join(module), text).is_ok());
+        if !copied {
+            return false;
+        }
+    }
+    python_in(
+        copy.path(),
+        &["-m", "unittest", test.trim_end_matches(".py")],
+    )
+    .0
+}
+
+/// A Dockerfile's instructions: continuation lines joined, comments and blank lines left out,
+/// white space collapsed.
+fn dockerfile_instructions(text: &str) -> Vec<String> {
+    let mut instructions = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                let joined = current.split_whitespace().collect::<Vec<_>>().join(" ");
+                if !joined.is_empty() {
+                    instructions.push(joined);
+                }
+                current.clear();
+            }
+        }
+    }
+    if !current.trim().is_empty() {
+        instructions.push(current.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    instructions
+}
+
+/// A Markdown file's table and the rest: (the line numbers of the rows, the rows' cells with
+/// the delimiter row left out, the other non-blank lines, trimmed).
+fn markdown_table(text: &str) -> (Vec<usize>, Vec<Vec<String>>, Vec<String>) {
+    let (mut at, mut rows, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            if !line.is_empty() {
+                rest.push(line.to_owned());
+            }
+            continue;
+        }
+        at.push(n);
+        let inner = line.trim_start_matches('|');
+        let inner = inner.strip_suffix('|').unwrap_or(inner);
+        let cells: Vec<String> = inner.split('|').map(|c| c.trim().to_owned()).collect();
+        let delimiter = cells
+            .iter()
+            .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')));
+        if !delimiter {
+            rows.push(cells);
+        }
+    }
+    (at, rows, rest)
+}
+
+/// holdout-13-img-alt-ko: every image of index.html has a text alternative, and the page is
+/// otherwise as it was (its original text is the script's argument).
+const IMG_ALT_CHECK: &str = r#"
+import sys
+from html.parser import HTMLParser
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.imgs, self.text = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.imgs.append(dict(attrs))
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(" ".join(data.split()))
+
+
+def parse(text):
+    page = Page()
+    page.feed(text)
+    page.close()
+    return page
+
+
+def other(attrs):
+    added = ("alt", "title", "role")
+    return {k: v for k, v in attrs.items() if k not in added and not k.startswith("aria-")}
+
+
+before = parse(sys.argv[1])
+now = parse(open("index.html", encoding="utf-8").read())
+assert now.tags == before.tags, now.tags
+assert now.text == before.text, now.text
+assert len(now.imgs) == len(before.imgs), now.imgs
+for was, img in zip(before.imgs, now.imgs):
+    assert (img.get("alt") or "").strip(), img
+    assert other(img) == other(was), img
+"#;
+
+/// holdout-13-sql-migration-zh: a database migrated before the change (a user in it) takes
+/// the new migration, and a fresh one has the column too.
+const MIGRATION_CHECK: &str = r#"
+import os, pathlib, shutil, tempfile
+from migrate import migrate
+
+names = sorted(p.name for p in pathlib.Path("migrations").glob("*.sql"))
+assert len(names) == 3 and names[:2] == ["001_create_users.sql", "002_create_orders.sql"], names
+
+here = os.getcwd()
+old = tempfile.mkdtemp()
+os.mkdir(os.path.join(old, "migrations"))
+for name in names[:2]:
+    shutil.copy(os.path.join("migrations", name), os.path.join(old, "migrations"))
+db = os.path.join(old, "app.db")
+os.chdir(old)
+con = migrate(db)
+con.execute("INSERT INTO users (email, name) VALUES ('li@example.com', 'Li')")
+con.commit()
+con.close()
+os.chdir(here)
+
+for con in (migrate(db), migrate(":memory:")):
+    columns = {row[1]: row for row in con.execute("PRAGMA table_info(users)")}
+    assert set(columns) == {"id", "email", "name", "created_at", "phone"}, columns
+    assert columns["phone"][3] == 0, columns["phone"]
+    con.execute("INSERT INTO users (email, name) VALUES ('a@example.com', 'A')")
+    con.execute("INSERT INTO users (email, name, phone) VALUES ('b@example.com', 'B', '13800000000')")
+    con.execute("INSERT INTO orders (user_id, total) VALUES (1, 5)")
+    con.commit()
+    phones = [row[0] for row in con.execute("SELECT phone FROM users ORDER BY id")]
+    assert phones[-2:] == [None, "13800000000"], phones
+con = migrate(db)
+assert [row[0] for row in con.execute("SELECT name FROM users ORDER BY id")] == ["Li", "A", "B"]
+"#;
+
+/// holdout-13-type-hints-pl: every parameter and return value of invoice.py's functions is
+/// annotated, with types that resolve, and the functions do what they did.
+const TYPE_HINTS_CHECK: &str = r#"
+import inspect, typing
+import invoice
+
+for name in ("line_total", "invoice_total", "format_amount"):
+    fn = getattr(invoice, name)
+    hints = typing.get_type_hints(fn)
+    assert set(inspect.signature(fn).parameters) <= set(hints), (name, hints)
+    assert "return" in hints, (name, hints)
+hints = typing.get_type_hints
+assert hints(invoice.format_amount)["return"] is str
+assert "float" in str(hints(invoice.line_total)["return"])
+assert "float" in str(hints(invoice.invoice_total)["return"])
+assert invoice.line_total(10.0, 3, 0.1) == 27.0
+assert invoice.invoice_total([(2.5, 2), (1.0, 1, 0.5)]) == 5.5
+assert invoice.format_amount(5) == "5.00 PLN"
+assert invoice.format_amount(1.5, "EUR") == "1.50 EUR"
+"#;
+
 struct CodingTask {
     name: &'static str,
     files: &'static [(&'static str, &'static str)],
@@ -2762,6 +2945,444 @@ const TASKS: &[CodingTask] = &[
         answer: "Každé pondělí ve 2:30 ráno.",
         ..PLAIN
     },
+    // The thirteenth held-out set, `holdout-13-*`, written (2026-12-07, fourth session) before
+    // this session's engine changes: kinds no earlier set had — a CI matrix, a Dockerfile's base
+    // image, an off-by-one in paging reported as a bug (with tests), a shell script that breaks
+    // on spaces, a JavaScript null guard, images without alt text, an SQL migration, a missing
+    // row of a Markdown table, a command-line option renamed in the code and its README, a
+    // question on an API's URL, a question on a regular expression, type hints (with tests) —
+    // in Spanish, German, French, Portuguese, Italian, Korean, Chinese, Russian, Japanese,
+    // Danish, Turkish and Polish; checks configured where the workspace has tests. Run once, at
+    // the end (`scripts/bench-coding.sh holdout-13`).
+    CodingTask {
+        name: "holdout-13-ci-matrix-es",
+        files: &[(
+            ".github/workflows/tests.yml",
+            "name: tests\n\non:\n  push:\n    branches: [main]\n  pull_request:\n\njobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n        python-version: [\"3.10\", \"3.11\", \"3.12\"]\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/setup-python@v5\n        with:\n          python-version: ${{ matrix.python-version }}\n      - run: pip install -e .[test]\n      - run: python -m pytest\n",
+        )],
+        requests: &["Python 3.13 salió hace meses y nuestro CI todavía no lo prueba."],
+        judge: |o| {
+            use serde_yaml_ng::Value;
+            const WORKFLOW: &str = ".github/workflows/tests.yml";
+            let parse = |t: &str| serde_yaml_ng::from_str::<Value>(t).ok();
+            let (Some(mut now), Some(before)) = (
+                o.read(WORKFLOW).as_deref().and_then(parse),
+                o.original(WORKFLOW).and_then(parse),
+            ) else {
+                return false;
+            };
+            // The matrix's versions, as written (a bare 3.13 is the number 3.13).
+            let versions = |v: &Value| -> Option<Vec<String>> {
+                v["jobs"]["test"]["strategy"]["matrix"]["python-version"]
+                    .as_sequence()?
+                    .iter()
+                    .map(|x| match x {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Number(n) => Some(n.to_string()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let (Some(mut got), Some(mut want)) = (versions(&now), versions(&before)) else {
+                return false;
+            };
+            want.push("3.13".to_owned());
+            got.sort();
+            want.sort();
+            if got != want {
+                return false;
+            }
+            // The rest of the workflow as it was.
+            now["jobs"]["test"]["strategy"]["matrix"]["python-version"] =
+                before["jobs"]["test"]["strategy"]["matrix"]["python-version"].clone();
+            now == before
+        },
+        solution: &[(
+            ".github/workflows/tests.yml",
+            "name: tests\n\non:\n  push:\n    branches: [main]\n  pull_request:\n\njobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n        python-version: [\"3.10\", \"3.11\", \"3.12\", \"3.13\"]\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/setup-python@v5\n        with:\n          python-version: ${{ matrix.python-version }}\n      - run: pip install -e .[test]\n      - run: python -m pytest\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-docker-base-de",
+        files: &[
+            (
+                "Dockerfile",
+                "# Build the wheels in the full image, run in the slim one.\nFROM python:3.9 AS build\nWORKDIR /src\nCOPY requirements.txt .\nRUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt\n\nFROM python:3.9-slim\nWORKDIR /app\nCOPY --from=build /wheels /wheels\nRUN pip install --no-cache-dir /wheels/* \\\n    && rm -rf /wheels\nCOPY . .\nUSER nobody\nCMD [\"python\", \"-m\", \"shop\"]\n",
+            ),
+            ("requirements.txt", "flask==3.0.3\ngunicorn==22.0.0\n"),
+        ],
+        requests: &[
+            "Unser Container läuft immer noch mit Python 3.9, dafür gibt es keine \
+             Sicherheitsupdates mehr. Kannst du das Dockerfile auf Python 3.12 umstellen?",
+        ],
+        judge: |o| {
+            let (Some(now), Some(before)) = (o.read("Dockerfile"), o.original("Dockerfile")) else {
+                return false;
+            };
+            let (now, before) = (
+                dockerfile_instructions(&now),
+                dockerfile_instructions(before),
+            );
+            // Every stage's image is Python 3.12 (a variant or patch release allowed), its
+            // stage name kept; every other instruction as it was.
+            let from = |instruction: &str| -> Option<(String, Vec<String>)> {
+                let mut words = instruction
+                    .split_whitespace()
+                    .filter(|w| !w.starts_with("--"));
+                if !words.next()?.eq_ignore_ascii_case("from") {
+                    return None;
+                }
+                let image = words.next()?.to_owned();
+                Some((image, words.map(str::to_lowercase).collect()))
+            };
+            let python_3_12 = |image: &str| {
+                image
+                    .strip_prefix("docker.io/library/")
+                    .unwrap_or(image)
+                    .strip_prefix("python:3.12")
+                    .is_some_and(|rest| {
+                        rest.is_empty() || rest.starts_with('-') || rest.starts_with('.')
+                    })
+            };
+            o.unchanged("requirements.txt")
+                && now.len() == before.len()
+                && now
+                    .iter()
+                    .zip(&before)
+                    .all(|(n, b)| match (from(n), from(b)) {
+                        (Some((image, stage)), Some((_, was))) => {
+                            python_3_12(&image) && stage == was
+                        }
+                        (None, None) => n == b,
+                        _ => false,
+                    })
+        },
+        solution: &[(
+            "Dockerfile",
+            "# Build the wheels in the full image, run in the slim one.\nFROM python:3.12 AS build\nWORKDIR /src\nCOPY requirements.txt .\nRUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt\n\nFROM python:3.12-slim\nWORKDIR /app\nCOPY --from=build /wheels /wheels\nRUN pip install --no-cache-dir /wheels/* \\\n    && rm -rf /wheels\nCOPY . .\nUSER nobody\nCMD [\"python\", \"-m\", \"shop\"]\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-page-off-by-one-fr",
+        files: &[
+            (
+                "paging.py",
+                "def page_count(total, size):\n    \"\"\"How many pages `total` items take, `size` items a page.\"\"\"\n    return (total + size - 1) // size\n\n\ndef page(items, number, size):\n    \"\"\"Page `number` of `items`, `size` items a page; pages are numbered from 1.\"\"\"\n    start = number * size\n    return items[start:start + size]\n",
+            ),
+            (
+                "test_paging.py",
+                "import unittest\nfrom paging import page, page_count\n\n\nclass PagingTest(unittest.TestCase):\n    def test_page_count(self):\n        self.assertEqual(page_count(10, 3), 4)\n        self.assertEqual(page_count(9, 3), 3)\n\n    def test_page_size(self):\n        self.assertEqual(len(page(list(range(10)), 1, 3)), 3)\n",
+            ),
+        ],
+        requests: &[
+            "Bug : avec page() de paging.py, la page 1 commence au 4e élément et les trois \
+             premiers ne s'affichent jamais (3 éléments par page).",
+        ],
+        judge: |o| {
+            o.tests_pass()
+                && original_tests_pass(o, "test_paging.py", &["paging.py"])
+                && o.python(&[
+                    "-c",
+                    "from paging import page, page_count; xs = list(range(10)); \
+                     assert page(xs, 1, 3) == [0, 1, 2]; assert page(xs, 2, 3) == [3, 4, 5]; \
+                     assert page(xs, 4, 3) == [9]; assert page(xs, 5, 3) == []; \
+                     assert page(xs, 1, 5) == [0, 1, 2, 3, 4]; assert page_count(10, 3) == 4",
+                ])
+                .0
+        },
+        solution: &[(
+            "paging.py",
+            "def page_count(total, size):\n    \"\"\"How many pages `total` items take, `size` items a page.\"\"\"\n    return (total + size - 1) // size\n\n\ndef page(items, number, size):\n    \"\"\"Page `number` of `items`, `size` items a page; pages are numbered from 1.\"\"\"\n    start = (number - 1) * size\n    return items[start:start + size]\n",
+        )],
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-13-shell-spaces-pt",
+        files: &[
+            (
+                "linhas.sh",
+                "#!/bin/sh\n# Prints how many lines each file has.\n# Usage: sh linhas.sh FILE...\nfor f in $@; do\n    echo \"$f: $(wc -l < $f)\"\ndone\n",
+            ),
+            ("notas da reunião.txt", "orçamento\nprazos\ncontratações\n"),
+            ("todo.txt", "revisar\npublicar\n"),
+        ],
+        requests: &[
+            "O linhas.sh quebra com arquivo que tem espaço no nome: `sh linhas.sh \"notas da \
+             reunião.txt\"` dá \"cannot open notas: No such file\".",
+        ],
+        judge: |o| {
+            let out = Command::new("sh")
+                .args(["linhas.sh", "notas da reunião.txt", "todo.txt"])
+                .current_dir(o.root)
+                .output();
+            let printed: Vec<String> = out
+                .ok()
+                .filter(|out| out.status.success())
+                .map(|out| {
+                    String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                        .filter(|l| !l.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            o.unchanged("notas da reunião.txt")
+                && o.unchanged("todo.txt")
+                && printed == ["notas da reunião.txt: 3", "todo.txt: 2"]
+        },
+        solution: &[(
+            "linhas.sh",
+            "#!/bin/sh\n# Prints how many lines each file has.\n# Usage: sh linhas.sh FILE...\nfor f in \"$@\"; do\n    echo \"$f: $(wc -l < \"$f\")\"\ndone\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-js-null-it",
+        files: &[(
+            "label.js",
+            "function shippingLabel(user) {\n  return user.name + \", \" + user.address.city.toUpperCase();\n}\n\nfunction initials(user) {\n  return user.name\n    .split(\" \")\n    .map((word) => word[0])\n    .join(\"\");\n}\n\nmodule.exports = { shippingLabel, initials };\n",
+        )],
+        requests: &[
+            "Da quando ci si può registrare senza indirizzo, shippingLabel in label.js va in \
+             crash con \"TypeError: Cannot read properties of null (reading 'city')\". Per quegli \
+             utenti l'etichetta deve essere solo il nome.",
+        ],
+        judge: |o| {
+            o.node(
+                "const { shippingLabel, initials } = require('./label.js'); \
+                 const ada = { name: 'Ada Rossi', address: { city: 'Roma' } }; \
+                 if (shippingLabel(ada) !== 'Ada Rossi, ROMA') process.exit(1); \
+                 if (shippingLabel({ name: 'Ada Rossi', address: null }) !== 'Ada Rossi') \
+                 process.exit(1); \
+                 if (initials(ada) !== 'AR') process.exit(1);",
+            )
+        },
+        solution: &[(
+            "label.js",
+            "function shippingLabel(user) {\n  if (!user.address) {\n    return user.name;\n  }\n  return user.name + \", \" + user.address.city.toUpperCase();\n}\n\nfunction initials(user) {\n  return user.name\n    .split(\" \")\n    .map((word) => word[0])\n    .join(\"\");\n}\n\nmodule.exports = { shippingLabel, initials };\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-img-alt-ko",
+        files: &[(
+            "index.html",
+            "<!doctype html>\n<html lang=\"ko\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>한빛 커피</title>\n</head>\n<body>\n  <header>\n    <img src=\"img/logo.png\" width=\"120\">\n    <nav><a href=\"/\">홈</a> <a href=\"/menu\">메뉴</a></nav>\n  </header>\n  <main>\n    <h1>오늘의 원두</h1>\n    <img src=\"img/beans.jpg\">\n    <p>에티오피아 예가체프: 꽃향과 밝은 산미가 특징입니다.</p>\n    <a href=\"mailto:hello@hanbit.example\"><img src=\"img/mail.svg\" alt=\"이메일 보내기\"></a>\n  </main>\n</body>\n</html>\n",
+        )],
+        requests: &[
+            "시각장애인 손님 한 분이 스크린 리더로 index.html을 들으면 그림이 무엇인지 전혀 \
+             알 수 없다고 하셨어요.",
+        ],
+        judge: |o| {
+            o.original("index.html")
+                .is_some_and(|before| o.python(&["-c", IMG_ALT_CHECK, before]).0)
+        },
+        solution: &[(
+            "index.html",
+            "<!doctype html>\n<html lang=\"ko\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>한빛 커피</title>\n</head>\n<body>\n  <header>\n    <img src=\"img/logo.png\" width=\"120\" alt=\"한빛 커피 로고\">\n    <nav><a href=\"/\">홈</a> <a href=\"/menu\">메뉴</a></nav>\n  </header>\n  <main>\n    <h1>오늘의 원두</h1>\n    <img src=\"img/beans.jpg\" alt=\"에티오피아 예가체프 원두\">\n    <p>에티오피아 예가체프: 꽃향과 밝은 산미가 특징입니다.</p>\n    <a href=\"mailto:hello@hanbit.example\"><img src=\"img/mail.svg\" alt=\"이메일 보내기\"></a>\n  </main>\n</body>\n</html>\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-sql-migration-zh",
+        files: &[
+            (
+                "migrate.py",
+                "\"\"\"Applies the migrations in migrations/ that the database has not had yet, in name order.\"\"\"\nimport pathlib\nimport sqlite3\n\n\ndef migrate(db=\"app.db\"):\n    con = sqlite3.connect(db)\n    con.execute(\"CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY)\")\n    done = {row[0] for row in con.execute(\"SELECT name FROM schema_migrations\")}\n    for path in sorted(pathlib.Path(\"migrations\").glob(\"*.sql\")):\n        if path.name not in done:\n            con.executescript(path.read_text())\n            con.execute(\"INSERT INTO schema_migrations VALUES (?)\", (path.name,))\n    con.commit()\n    return con\n\n\nif __name__ == \"__main__\":\n    migrate()\n",
+            ),
+            (
+                "migrations/001_create_users.sql",
+                "CREATE TABLE users (\n    id INTEGER PRIMARY KEY AUTOINCREMENT,\n    email TEXT NOT NULL UNIQUE,\n    name TEXT NOT NULL,\n    created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP\n);\n",
+            ),
+            (
+                "migrations/002_create_orders.sql",
+                "CREATE TABLE orders (\n    id INTEGER PRIMARY KEY AUTOINCREMENT,\n    user_id INTEGER NOT NULL REFERENCES users (id),\n    total INTEGER NOT NULL\n);\n",
+            ),
+        ],
+        requests: &[
+            "users 表需要加一个手机号字段 phone，允许为空。照现在的做法加一个新的迁移，已经上线的\
+             迁移文件不要改。",
+        ],
+        judge: |o| {
+            o.unchanged("migrate.py")
+                && o.unchanged("migrations/001_create_users.sql")
+                && o.unchanged("migrations/002_create_orders.sql")
+                && o.python(&["-c", MIGRATION_CHECK]).0
+        },
+        solution: &[(
+            "migrations/003_add_user_phone.sql",
+            "ALTER TABLE users ADD COLUMN phone TEXT;\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-md-table-ru",
+        files: &[
+            (
+                "cli.py",
+                "import argparse\n\n\ndef main(argv=None):\n    parser = argparse.ArgumentParser(prog=\"notes\")\n    sub = parser.add_subparsers(dest=\"command\", required=True)\n    sub.add_parser(\"add\", help=\"add a note\")\n    sub.add_parser(\"list\", help=\"list all notes\")\n    sub.add_parser(\"export\", help=\"write all notes to a Markdown file\")\n    sub.add_parser(\"delete\", help=\"delete a note by its number\")\n    args = parser.parse_args(argv)\n    print(args.command)\n\n\nif __name__ == \"__main__\":\n    main()\n",
+            ),
+            (
+                "docs/commands.md",
+                "# Commands\n\n| Command | What it does |\n|---------|--------------|\n| `notes add` | add a note |\n| `notes list` | list all notes |\n| `notes delete` | delete a note by its number |\n\nRun `notes COMMAND --help` for a command's options.\n",
+            ),
+        ],
+        requests: &[
+            "В таблице в docs/commands.md не хватает одной команды, хотя в cli.py она есть.",
+        ],
+        judge: |o| {
+            let (Some(now), Some(before)) =
+                (o.read("docs/commands.md"), o.original("docs/commands.md"))
+            else {
+                return false;
+            };
+            let (at, rows, rest) = markdown_table(&now);
+            let (_, old_rows, old_rest) = markdown_table(before);
+            // One table, its header and old rows as they were (in order), one row more: the
+            // command export, described.
+            let contiguous = at.windows(2).all(|w| w[1] == w[0] + 1);
+            let mut old = old_rows.iter().peekable();
+            let mut added = Vec::new();
+            for row in &rows {
+                if old.peek() == Some(&row) {
+                    old.next();
+                } else {
+                    added.push(row);
+                }
+            }
+            let export = |row: &Vec<String>| {
+                row.len() == 2
+                    && row[0]
+                        .replace('`', "")
+                        .split_whitespace()
+                        .next_back()
+                        .is_some_and(|w| w == "export")
+                    && !row[1].is_empty()
+            };
+            o.unchanged("cli.py")
+                && contiguous
+                && rest == old_rest
+                && rows.first() == old_rows.first()
+                && old.next().is_none()
+                && added.len() == 1
+                && export(added[0])
+        },
+        solution: &[(
+            "docs/commands.md",
+            "# Commands\n\n| Command | What it does |\n|---------|--------------|\n| `notes add` | add a note |\n| `notes list` | list all notes |\n| `notes export` | write all notes to a Markdown file |\n| `notes delete` | delete a note by its number |\n\nRun `notes COMMAND --help` for a command's options.\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-rename-flag-ja",
+        files: &[
+            (
+                "tool.py",
+                "import argparse\nimport pathlib\n\n\ndef main(argv=None):\n    parser = argparse.ArgumentParser(description=\"Write upper-case copies of text files.\")\n    parser.add_argument(\"files\", nargs=\"+\")\n    parser.add_argument(\"--dest\", default=\"out\", help=\"folder the copies go to\")\n    args = parser.parse_args(argv)\n    out = pathlib.Path(args.dest)\n    out.mkdir(exist_ok=True)\n    for name in args.files:\n        path = pathlib.Path(name)\n        (out / path.name).write_text(path.read_text().upper())\n\n\nif __name__ == \"__main__\":\n    main()\n",
+            ),
+            (
+                "README.md",
+                "# upcase\n\nWrites upper-case copies of text files.\n\n    python3 tool.py notes.txt --dest build\n\n`--dest` is the folder the copies go to (default: `out`).\n",
+            ),
+            ("notes.txt", "buy milk\n"),
+        ],
+        requests: &[
+            "`--dest` というオプション名は分かりにくいので `--output-dir` に変えてください。\
+             README の説明もそれに合わせてください。",
+        ],
+        judge: |o| {
+            let copied = |args: &[&str], folder: &str| {
+                o.python(args).0
+                    && std::fs::read_to_string(o.root.join(folder).join("notes.txt"))
+                        .is_ok_and(|t| t == "BUY MILK\n")
+            };
+            o.unchanged("notes.txt")
+                && o.python(&["tool.py", "--help"]).1.contains("--output-dir")
+                && copied(&["tool.py", "notes.txt", "--output-dir", "build"], "build")
+                && copied(&["tool.py", "notes.txt"], "out")
+                && o.read("README.md").is_some_and(|t| {
+                    t.contains("--output-dir")
+                        && !t.contains("--dest")
+                        && t.contains("# upcase")
+                        && t.contains("python3 tool.py notes.txt")
+                })
+        },
+        solution: &[
+            (
+                "tool.py",
+                "import argparse\nimport pathlib\n\n\ndef main(argv=None):\n    parser = argparse.ArgumentParser(description=\"Write upper-case copies of text files.\")\n    parser.add_argument(\"files\", nargs=\"+\")\n    parser.add_argument(\"--output-dir\", default=\"out\", help=\"folder the copies go to\")\n    args = parser.parse_args(argv)\n    out = pathlib.Path(args.output_dir)\n    out.mkdir(exist_ok=True)\n    for name in args.files:\n        path = pathlib.Path(name)\n        (out / path.name).write_text(path.read_text().upper())\n\n\nif __name__ == \"__main__\":\n    main()\n",
+            ),
+            (
+                "README.md",
+                "# upcase\n\nWrites upper-case copies of text files.\n\n    python3 tool.py notes.txt --output-dir build\n\n`--output-dir` is the folder the copies go to (default: `out`).\n",
+            ),
+        ],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-question-route-da",
+        files: &[
+            ("config.py", "API_PREFIX = \"/api/v2\"\nTIMEOUT = 30\n"),
+            (
+                "routes.py",
+                "from config import API_PREFIX\n\nROUTES = [\n    (\"GET\", \"/users/<id>\", \"show_user\"),\n    (\"POST\", \"/users\", \"create_user\"),\n    (\"POST\", \"/users/<id>/password-reset\", \"reset_password\"),\n    (\"DELETE\", \"/users/<id>\", \"delete_user\"),\n]\n\n\ndef url_map():\n    return {(method, API_PREFIX + path): handler for method, path, handler in ROUTES}\n",
+            ),
+        ],
+        requests: &[
+            "Hvilken URL og hvilken HTTP-metode skal frontenden bruge for at nulstille en \
+             brugers adgangskode?",
+        ],
+        judge: |o| {
+            let answer = o.answer();
+            o.completed()
+                && o.all_unchanged()
+                && answer.contains("/api/v2/users/")
+                && answer.contains("/password-reset")
+                && answer.contains("post")
+        },
+        answer: "POST /api/v2/users/<id>/password-reset",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-question-regex-tr",
+        files: &[(
+            "validate.py",
+            "import re\n\nUSERNAME = re.compile(r\"^[a-z][a-z0-9_]{2,15}$\")\n\n\ndef valid_username(name):\n    return bool(USERNAME.match(name))\n",
+        )],
+        requests: &["validate.py'ye göre bir kullanıcı adı en fazla kaç karakter olabilir?"],
+        judge: |o| o.explains(&["16"]),
+        answer: "En fazla 16 karakter: bir harf ve ardından 2 ile 15 arası karakter.",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-13-type-hints-pl",
+        files: &[
+            (
+                "invoice.py",
+                "def line_total(price, quantity, discount=0.0):\n    return round(price * quantity * (1 - discount), 2)\n\n\ndef invoice_total(lines):\n    return round(sum(line_total(*line) for line in lines), 2)\n\n\ndef format_amount(amount, currency=\"PLN\"):\n    return f\"{amount:.2f} {currency}\"\n",
+            ),
+            (
+                "test_invoice.py",
+                "import unittest\nfrom invoice import format_amount, invoice_total, line_total\n\n\nclass InvoiceTest(unittest.TestCase):\n    def test_line_total(self):\n        self.assertEqual(line_total(4.0, 3), 12.0)\n        self.assertEqual(line_total(10.0, 2, 0.25), 15.0)\n\n    def test_invoice_total(self):\n        self.assertEqual(invoice_total([(4.0, 3), (10.0, 2, 0.25)]), 27.0)\n\n    def test_format_amount(self):\n        self.assertEqual(format_amount(27), \"27.00 PLN\")\n",
+            ),
+        ],
+        requests: &[
+            "Dodaj adnotacje typów do wszystkich funkcji w invoice.py (parametry i wartości \
+             zwracane). Działanie ma zostać bez zmian.",
+        ],
+        judge: |o| {
+            o.tests_pass()
+                && original_tests_pass(o, "test_invoice.py", &["invoice.py"])
+                && o.python(&["-c", TYPE_HINTS_CHECK]).0
+        },
+        solution: &[(
+            "invoice.py",
+            "def line_total(price: float, quantity: int, discount: float = 0.0) -> float:\n    return round(price * quantity * (1 - discount), 2)\n\n\ndef invoice_total(lines: list[tuple]) -> float:\n    return round(sum(line_total(*line) for line in lines), 2)\n\n\ndef format_amount(amount: float, currency: str = \"PLN\") -> str:\n    return f\"{amount:.2f} {currency}\"\n",
+        )],
+        ..TESTED
+    },
 ];
 
 /// Runs each request with the peer `program` (`program <workspace> <request>`, e.g. the
@@ -3028,6 +3649,6 @@ mod tests {
             );
             checked += 1;
         }
-        assert_eq!(checked, 46, "the tasks with a reference solution");
+        assert_eq!(checked, 58, "the tasks with a reference solution");
     }
 }
