@@ -264,82 +264,200 @@ pub(crate) async fn run_step(
     let Some(toolbox) = engine.toolbox.clone() else {
         return plain_chat(&engine, index, messages, &events, &cancel).await;
     };
-    let max = engine.settings.agent.max_iterations.max(1);
-    let mut steering = Steering::for_step(engine.model.policy);
-    tracing::debug!(step = index, rules = ?steering.names(), "steering");
-    let mut state = Loop {
-        engine: &engine,
-        toolbox: &toolbox,
-        final_step,
-        ran: Vec::new(),
-        ours: Vec::new(),
-        last_round_failed: false,
-        calls: 0,
-        unmet: Vec::new(),
-        checks: false,
-    };
-    let fixed = toolbox
-        .definitions()
-        .iter()
-        .map(|d| d.to_string().len())
-        .sum::<usize>();
-    let mut window = Window::new(engine.model.num_ctx);
-    // The first message of the last round: what compaction must keep.
-    let mut last_round = messages.len();
-    // Off once the model is told to answer: its next calls get no tools.
-    let mut offer_tools = true;
-    let mut asked_empty = false;
-    // Ollama refused the last prompt as too long for the window (the next one is its retry).
-    let mut refused_context = false;
-    let round = Round {
-        toolbox: &toolbox,
-        index,
-        events: &events,
-        cancel: &cancel,
-    };
-    // Before the first call, what the policy does on the model's behalf: the checks first, the
-    // files the request names read.
-    // Found once: the operator's checks, or the workspace's own test command (a Python test
-    // file, Cargo.toml, package.json…), so a small model sees what fails before it answers
-    // whether or not anyone configured checks.
-    state.checks = engine.checks.available(&toolbox).await;
-    let failing = if steering.checks_first(&state.facts()) {
-        match engine.checks.before_work(&toolbox, &cancel).await {
-            Ok(failing) => failing,
-            Err(_) => return Err(StepError::Cancelled),
-        }
-    } else {
-        None
-    };
-    let reads = steering.first_reads(&state.facts(), failing.as_deref());
-    let mut after_reads = None;
-    if !reads.is_empty() {
-        last_round = messages.len();
-        let all_failed = round
-            .run(reads, &mut steering, &mut state, &mut messages)
-            .await?;
-        state.last_round_failed = all_failed;
-        after_reads = steering.after_round(all_failed, &state.facts());
-    }
-    // What fails goes before the framing, so the model's reply follows the request to change.
-    let mut first = failing.map(|failing| {
-        format!(
-            "The checks this workspace is judged by fail now (the output is the test runner's; \
-             the fix goes into the code):\n{failing}"
-        )
-    });
-    if let Some(follow) = after_reads {
-        offer_tools &= !follow.withdraw_tools;
-        first = Some(match first {
-            Some(checks) => format!("{checks}\n{}", follow.message),
-            None => follow.message,
-        });
-    }
-    if let Some(first) = first {
-        say(&mut messages, &mut state.ours, &first);
-    }
+    let mut step = StepLoop::new(
+        &engine, &toolbox, messages, final_step, index, &events, &cancel,
+    );
+    tracing::debug!(step = index, rules = ?step.steering.names(), "steering");
+    step.before_work().await?;
     loop {
-        match window.fit(&mut messages, last_round, fixed) {
+        let Some(reply) = step.call().await? else {
+            continue;
+        };
+        match step.take(reply).await? {
+            Next::Again => {}
+            Next::Done(answer) => return Ok(answer),
+            Next::Run { said, calls, then } => step.run_calls(said, calls, then).await?,
+        }
+    }
+}
+
+/// What a stage of the loop leaves it to do.
+enum Next {
+    /// Call the model again.
+    Again,
+    /// The step's answer.
+    Done(String),
+    /// Run `calls` (the reply's, with the text `said` beside them, or one call made on the
+    /// model's behalf) and, after their results, say `then` (else the policy's follow-up).
+    Run {
+        said: String,
+        calls: Vec<ToolCall>,
+        then: Option<String>,
+    },
+}
+
+impl Next {
+    /// A call the policy makes in the reply's place, and what it says after its result.
+    fn instead((call, then): (ToolCall, String)) -> Next {
+        Next::Run {
+            said: String::new(),
+            calls: vec![call],
+            then: Some(then),
+        }
+    }
+}
+
+/// One step's tool-calling loop. Its stages, in order, are the methods below, and the policy
+/// ([`Steering`]) is asked at each:
+///
+/// 1. [`StepLoop::before_work`]: the checks found and, if the policy asks, run first; the
+///    files the policy reads on the model's behalf, and its first word.
+/// 2. [`StepLoop::call`]: the conversation fitted to the window, one model call; a prompt
+///    Ollama refuses as too long is compacted and sent once more.
+/// 3. [`StepLoop::take`]: the policy reads the reply ([`Steering::read_reply`]); a reply without
+///    calls goes to [`StepLoop::answer`], calls to [`Steering::before_calls`].
+/// 4. [`StepLoop::answer`]: an empty reply asked for once ([`Steering::on_empty`]), the policy's
+///    last word on the answer ([`Steering::before_answer`]), then [`StepLoop::judge`]: nothing
+///    worked, the checks, what did not take.
+/// 5. [`StepLoop::run_calls`]: the round of calls, and what follows it
+///    ([`Steering::after_round`]).
+struct StepLoop<'a> {
+    engine: &'a Engine,
+    toolbox: &'a Arc<Toolbox>,
+    steering: Steering,
+    state: Loop<'a>,
+    round: Round<'a>,
+    messages: Vec<Message>,
+    window: Window,
+    /// The size of the tool definitions, sent with every call that offers tools.
+    fixed: usize,
+    /// The first message of the last round: what compaction must keep.
+    last_round: usize,
+    /// Off once the model is told to answer: its next calls get no tools.
+    offer_tools: bool,
+    /// An empty reply was asked once for the answer.
+    asked_empty: bool,
+    /// Ollama refused the last prompt as too long for the window (the next one is its retry).
+    refused_context: bool,
+    /// `agent.max_iterations`.
+    max: usize,
+}
+
+impl<'a> StepLoop<'a> {
+    fn new(
+        engine: &'a Engine,
+        toolbox: &'a Arc<Toolbox>,
+        messages: Vec<Message>,
+        final_step: bool,
+        index: usize,
+        events: &'a UnboundedSender<StepEvent>,
+        cancel: &'a CancellationToken,
+    ) -> StepLoop<'a> {
+        let fixed = toolbox
+            .definitions()
+            .iter()
+            .map(|d| d.to_string().len())
+            .sum::<usize>();
+        StepLoop {
+            engine,
+            toolbox,
+            steering: Steering::for_step(engine.model.policy),
+            state: Loop {
+                engine,
+                toolbox,
+                final_step,
+                ran: Vec::new(),
+                ours: Vec::new(),
+                last_round_failed: false,
+                calls: 0,
+                unmet: Vec::new(),
+                checks: false,
+            },
+            round: Round {
+                toolbox,
+                index,
+                events,
+                cancel,
+            },
+            last_round: messages.len(),
+            messages,
+            window: Window::new(engine.model.num_ctx),
+            fixed,
+            offer_tools: true,
+            asked_empty: false,
+            refused_context: false,
+            max: engine.settings.agent.max_iterations.max(1),
+        }
+    }
+
+    /// A user message of the loop's own.
+    fn say(&mut self, text: &str) {
+        say(&mut self.messages, &mut self.state.ours, text);
+    }
+
+    /// Before the first call, what the policy does on the model's behalf: the checks first,
+    /// the files the request names read.
+    async fn before_work(&mut self) -> Result<(), StepError> {
+        let (engine, cancel) = (self.engine, self.round.cancel);
+        // Found once: the operator's checks, or the workspace's own test command (a Python
+        // test file, Cargo.toml, package.json…), so a small model sees what fails before it
+        // answers whether or not anyone configured checks.
+        self.state.checks = engine.checks.available(self.toolbox).await;
+        let failing = if self.steering.checks_first(&self.state.facts()) {
+            match engine.checks.before_work(self.toolbox, cancel).await {
+                Ok(failing) => failing,
+                Err(_) => return Err(StepError::Cancelled),
+            }
+        } else {
+            None
+        };
+        let reads = self
+            .steering
+            .first_reads(&self.state.facts(), failing.as_deref());
+        let mut after_reads = None;
+        if !reads.is_empty() {
+            self.last_round = self.messages.len();
+            let all_failed = self
+                .round
+                .run(
+                    reads,
+                    &mut self.steering,
+                    &mut self.state,
+                    &mut self.messages,
+                )
+                .await?;
+            self.state.last_round_failed = all_failed;
+            after_reads = self.steering.after_round(all_failed, &self.state.facts());
+        }
+        // What fails goes before the framing, so the model's reply follows the request to
+        // change.
+        let mut first = failing.map(|failing| {
+            format!(
+                "The checks this workspace is judged by fail now (the output is the test \
+                 runner's; the fix goes into the code):\n{failing}"
+            )
+        });
+        if let Some(follow) = after_reads {
+            self.offer_tools &= !follow.withdraw_tools;
+            first = Some(match first {
+                Some(checks) => format!("{checks}\n{}", follow.message),
+                None => follow.message,
+            });
+        }
+        if let Some(first) = first {
+            self.say(&first);
+        }
+        Ok(())
+    }
+
+    /// One model call on the conversation fitted to the window: its reply, or `None` when
+    /// Ollama refused the prompt as too long and it was compacted to be sent again.
+    async fn call(&mut self) -> Result<Option<Reply>, StepError> {
+        let (engine, index, events) = (self.engine, self.round.index, self.round.events);
+        match self
+            .window
+            .fit(&mut self.messages, self.last_round, self.fixed)
+        {
             Ok(0) => {}
             Ok(results) => {
                 let _ = events.send(StepEvent::Compacted {
@@ -354,177 +472,222 @@ pub(crate) async fn run_step(
                 });
             }
         }
-        state.calls += 1;
-        let request = engine.chat_request(messages.clone(), offer_tools, None);
-        let reply = match engine.chat(&request, &cancel).await {
+        self.state.calls += 1;
+        let fixed = if self.offer_tools { self.fixed } else { 0 };
+        let request = engine.chat_request(self.messages.clone(), self.offer_tools, None);
+        let reply = match engine.chat(&request, self.round.cancel).await {
             Ok(reply) => reply,
             // The estimate fell short (Japanese, code): Ollama refuses the prompt rather than
             // cut it. The estimate learns from it, every older tool result is compacted, and
             // the call is made again, once.
             Err(e) if e.exceeds_context() => {
                 let body = e.to_string();
-                window.refused(&messages, if offer_tools { fixed } else { 0 });
-                let compacted = if refused_context {
+                self.window.refused(&self.messages, fixed);
+                let compacted = if self.refused_context {
                     0
                 } else {
-                    window.compact_all(&mut messages, last_round)
+                    self.window.compact_all(&mut self.messages, self.last_round)
                 };
                 if compacted == 0 {
                     return Err(StepError::ContextRefused {
                         num_ctx: engine.model.num_ctx,
-                        compacted: refused_context,
+                        compacted: self.refused_context,
                         body,
                     });
                 }
-                refused_context = true;
+                self.refused_context = true;
                 let _ = events.send(StepEvent::Compacted {
                     step: index,
                     results: compacted,
                 });
-                continue;
+                return Ok(None);
             }
             Err(e) => return Err(e.into()),
         };
-        refused_context = false;
-        window.observed(&messages, if offer_tools { fixed } else { 0 }, &reply);
+        self.refused_context = false;
+        self.window.observed(&self.messages, fixed, &reply);
         // A closed channel only means the runner stopped listening; the step goes on.
         let _ = events.send(StepEvent::Tokens {
             step: index,
             input: reply.prompt_eval_count,
             output: reply.eval_count,
         });
-        let mut turn = Reply {
+        Ok(Some(Reply {
             text: reply.message.content,
             calls: reply.message.tool_calls,
-        };
+        }))
+    }
+
+    /// What the reply leads to: the policy reads it first; a reply without calls is the
+    /// answer's to judge, calls are run (past `agent.max_iterations` model calls, the step
+    /// fails instead).
+    async fn take(&mut self, mut turn: Reply) -> Result<Next, StepError> {
         // A call the policy makes instead of the reply, and what follows its result.
         let mut instead: Option<(ToolCall, String)> = None;
-        if let Some(verdict) = steering.read_reply(&mut turn, &state.facts()) {
-            match apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)? {
+        if let Some(verdict) = self.steering.read_reply(&mut turn, &self.state.facts()) {
+            match self.apply(verdict)? {
                 Some(call) => instead = Some(call),
-                None => continue,
+                None => return Ok(Next::Again),
             }
         }
-        if !offer_tools {
+        if !self.offer_tools {
             // Calls where none were offered are no answer either.
             turn.calls.clear();
         }
-        if instead.is_none() && turn.calls.is_empty() {
-            let answer = std::mem::take(&mut turn.text);
-            let verdict = if answer.trim().is_empty() {
-                let verdict = (!asked_empty)
-                    .then(|| steering.on_empty(&state.facts()))
-                    .flatten();
-                if verdict.is_none() {
-                    if asked_empty {
-                        if let Some(done) =
-                            checked_without_answer(&engine, &toolbox, &state, &cancel).await?
-                        {
-                            return Ok(done);
-                        }
-                        return Err(StepError::NoAnswer {
-                            tools_ran: !state.ran.is_empty(),
-                            calls: state.calls,
-                        });
-                    }
-                    asked_empty = true;
-                    say(&mut messages, &mut state.ours, ANSWER_PLEASE);
-                    continue;
-                }
-                asked_empty = true;
-                verdict
-            } else {
-                if final_step && engine.asks_for_change && steering.wants_unmet() {
-                    state.unmet = unmet_now(&engine, &toolbox, &state.ran).await;
-                }
-                steering.before_answer(&answer, &state.facts())
-            };
-            if let Some(verdict) = verdict {
-                match apply(verdict, &mut messages, &mut state.ours, &mut offer_tools)? {
-                    Some(call) => instead = Some(call),
-                    None => continue,
-                }
-            } else {
-                if !state.ran.is_empty() && !state.ran.iter().any(|r| r.ok) {
-                    return Err(StepError::NothingWorked {
-                        failed: state.ran.len(),
-                        last: state
-                            .ran
-                            .last()
-                            .map(|r| one_line(&r.text, 200))
-                            .unwrap_or_default(),
-                        answer: one_line(&answer, 500),
-                    });
-                }
-                match engine.checks.after_answer(&toolbox, &cancel).await {
-                    Ok(checks::Verdict::Pass) => {
-                        let unmade = unmet_now(&engine, &toolbox, &state.ran).await;
-                        match not_done(&engine, &toolbox, final_step, unmade) {
-                            None => return Ok(answer),
-                            Some(Ok(told)) => {
-                                offer_tools = true;
-                                say(&mut messages, &mut state.ours, &told);
-                                continue;
-                            }
-                            Some(Err(unmet)) => return Err(StepError::NotDone(unmet)),
-                        }
-                    }
-                    Ok(checks::Verdict::Retry { feedback, holds }) => {
-                        // The answer is left out: the work it reports is not done. Failures
-                        // that were there before the change are only told: the policy's way
-                        // of having a change made again is for the change's own.
-                        offer_tools = true;
-                        let told = if holds {
-                            steering
-                                .after_failed_checks(&feedback, &state.facts())
-                                .unwrap_or(feedback)
-                        } else {
-                            feedback
-                        };
-                        say(&mut messages, &mut state.ours, &told);
-                        continue;
-                    }
-                    Ok(checks::Verdict::GiveUp(report)) => {
-                        return Err(StepError::ChecksFailed(report));
-                    }
-                    Err(_) => return Err(StepError::Cancelled),
-                }
-            }
-        }
-        if state.calls >= max {
-            return Err(StepError::MaxIterations(max));
-        }
-        last_round = messages.len();
-        let then = match instead {
-            Some((call, then)) => {
-                // The reply is taken as the call made on the model's behalf.
-                turn.calls = vec![call];
-                turn.text.clear();
-                Some(then)
-            }
+        let next = match instead {
+            // The reply is taken as the call made on the model's behalf.
+            Some(instead) => Next::instead(instead),
+            None if turn.calls.is_empty() => self.answer(turn.text).await?,
             None => {
-                steering.before_calls(&mut turn.calls, &state.facts());
-                None
+                self.steering
+                    .before_calls(&mut turn.calls, &self.state.facts());
+                Next::Run {
+                    said: turn.text,
+                    calls: turn.calls,
+                    then: None,
+                }
             }
         };
-        let said = turn.text;
-        let all_failed = round
-            .run_said(said, turn.calls, &mut steering, &mut state, &mut messages)
+        if matches!(next, Next::Run { .. }) && self.state.calls >= self.max {
+            return Err(StepError::MaxIterations(self.max));
+        }
+        Ok(next)
+    }
+
+    /// A reply without calls: an empty one is asked for once, then the policy has its last
+    /// word on the answer, then [`StepLoop::judge`].
+    async fn answer(&mut self, answer: String) -> Result<Next, StepError> {
+        let verdict = if answer.trim().is_empty() {
+            let verdict = (!self.asked_empty)
+                .then(|| self.steering.on_empty(&self.state.facts()))
+                .flatten();
+            if verdict.is_none() {
+                if self.asked_empty {
+                    let (engine, cancel) = (self.engine, self.round.cancel);
+                    if let Some(done) =
+                        checked_without_answer(engine, self.toolbox, &self.state, cancel).await?
+                    {
+                        return Ok(Next::Done(done));
+                    }
+                    return Err(StepError::NoAnswer {
+                        tools_ran: !self.state.ran.is_empty(),
+                        calls: self.state.calls,
+                    });
+                }
+                self.asked_empty = true;
+                self.say(ANSWER_PLEASE);
+                return Ok(Next::Again);
+            }
+            self.asked_empty = true;
+            verdict
+        } else {
+            if self.state.final_step && self.engine.asks_for_change && self.steering.wants_unmet() {
+                self.state.unmet = unmet_now(self.engine, self.toolbox, &self.state.ran).await;
+            }
+            self.steering.before_answer(&answer, &self.state.facts())
+        };
+        match verdict {
+            Some(verdict) => Ok(match self.apply(verdict)? {
+                Some(instead) => Next::instead(instead),
+                None => Next::Again,
+            }),
+            None => self.judge(answer).await,
+        }
+    }
+
+    /// The answer against the workspace, under every policy: no answer from calls that all
+    /// failed; the checks after the change (their failures go back to the model); a change
+    /// tried that did not take.
+    async fn judge(&mut self, answer: String) -> Result<Next, StepError> {
+        let (engine, toolbox, cancel) = (self.engine, self.toolbox, self.round.cancel);
+        let ran = &self.state.ran;
+        if !ran.is_empty() && !ran.iter().any(|r| r.ok) {
+            return Err(StepError::NothingWorked {
+                failed: ran.len(),
+                last: ran
+                    .last()
+                    .map(|r| one_line(&r.text, 200))
+                    .unwrap_or_default(),
+                answer: one_line(&answer, 500),
+            });
+        }
+        match engine.checks.after_answer(toolbox, cancel).await {
+            Ok(checks::Verdict::Pass) => {
+                let unmade = unmet_now(engine, toolbox, &self.state.ran).await;
+                match not_done(engine, toolbox, self.state.final_step, unmade) {
+                    None => Ok(Next::Done(answer)),
+                    Some(Ok(told)) => {
+                        self.offer_tools = true;
+                        self.say(&told);
+                        Ok(Next::Again)
+                    }
+                    Some(Err(unmet)) => Err(StepError::NotDone(unmet)),
+                }
+            }
+            Ok(checks::Verdict::Retry { feedback, holds }) => {
+                // The answer is left out: the work it reports is not done. Failures that were
+                // there before the change are only told: the policy's way of having a change
+                // made again is for the change's own.
+                self.offer_tools = true;
+                let told = if holds {
+                    self.steering
+                        .after_failed_checks(&feedback, &self.state.facts())
+                        .unwrap_or(feedback)
+                } else {
+                    feedback
+                };
+                self.say(&told);
+                Ok(Next::Again)
+            }
+            Ok(checks::Verdict::GiveUp(report)) => Err(StepError::ChecksFailed(report)),
+            Err(_) => Err(StepError::Cancelled),
+        }
+    }
+
+    /// Runs a round of calls, then says `then`, or what the policy has to follow the round.
+    async fn run_calls(
+        &mut self,
+        said: String,
+        calls: Vec<ToolCall>,
+        then: Option<String>,
+    ) -> Result<(), StepError> {
+        self.last_round = self.messages.len();
+        let all_failed = self
+            .round
+            .run_said(
+                said,
+                calls,
+                &mut self.steering,
+                &mut self.state,
+                &mut self.messages,
+            )
             .await?;
         match then {
             Some(then) => {
-                state.last_round_failed = all_failed;
-                offer_tools = true;
-                say(&mut messages, &mut state.ours, &then);
+                self.state.last_round_failed = all_failed;
+                self.offer_tools = true;
+                self.say(&then);
             }
             None => follow_round(
-                &mut steering,
-                &mut state,
-                &mut messages,
-                &mut offer_tools,
+                &mut self.steering,
+                &mut self.state,
+                &mut self.messages,
+                &mut self.offer_tools,
                 all_failed,
             ),
         }
+        Ok(())
+    }
+
+    /// Carries out a rule's verdict: the reply is left out and the model asked again, or the
+    /// step ends; a call made on the model's behalf is handed back to be run.
+    fn apply(&mut self, verdict: Verdict) -> Result<Option<(ToolCall, String)>, StepError> {
+        apply(
+            verdict,
+            &mut self.messages,
+            &mut self.state.ours,
+            &mut self.offer_tools,
+        )
     }
 }
 
