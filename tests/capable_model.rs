@@ -301,7 +301,8 @@ fn cases() -> Vec<Case> {
             // The project's tests run before the change and after it where commands are on
             // (by default, where the kernel has Landlock to confine them).
             changes: Some(if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
-                "changed: calc.py (+1 -1)\nchecks: 1 failing → 0 failing (python3 -m unittest)"
+                "changed: calc.py (+1 -1)\nchecks: 1 failing → 0 failing (python3 -m unittest); \
+                 Python syntax and names (calc.py): passed"
             } else {
                 "changed: calc.py (+1 -1)\nchecks: not run (commands are off: \
                  agent.commands.enabled is false, or auto on a system without Landlock)"
@@ -335,7 +336,13 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("add 现在返回 a + b。"),
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
-            changes: Some("changed: calc.py (+1 -1)\nchecks: none found"),
+            // The changed Python file's syntax and names are read where commands are on.
+            changes: Some(if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
+                "changed: calc.py (+1 -1)\nchecks: none found; Python syntax and names \
+                 (calc.py): passed"
+            } else {
+                "changed: calc.py (+1 -1)\nchecks: none found"
+            }),
             ..Case::default()
         },
         Case {
@@ -385,10 +392,15 @@ fn cases() -> Vec<Case> {
                 Turn::Answer("add now returns a + b."),
             ],
             after: &[("calc.py", "def add(a, b):\n    return a + b\n")],
-            changes: Some(
+            // The operator's checks run always; the names check where commands are on.
+            changes: Some(if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
                 "changed: calc.py (+1 -1)\n\
-                 checks: 1 failing → 0 failing (grep -q return a + b calc.py)",
-            ),
+                 checks: 1 failing → 0 failing (grep -q return a + b calc.py); Python syntax \
+                 and names (calc.py): passed"
+            } else {
+                "changed: calc.py (+1 -1)\n\
+                 checks: 1 failing → 0 failing (grep -q return a + b calc.py)"
+            }),
             checks: &[&["grep", "-q", "return a + b", "calc.py"]],
             ..Case::default()
         },

@@ -1287,9 +1287,19 @@ async fn described_change_is_asked_for_whole(request: &str) {
         request,
     )
     .await;
+    // The changed Python file's syntax and names are read where commands are on (by default,
+    // where the kernel has Landlock to confine them).
+    let names = if agent_mcp::agent::tools::sandbox::landlock().is_ok() {
+        "; Python syntax and names (utils.py): passed"
+    } else {
+        ""
+    };
     assert_eq!(
         result_of(&done),
-        "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)\nchecks: none found",
+        format!(
+            "Removed old_helper from utils.py.\n\nchanged: utils.py (+0 -4)\nchecks: none \
+             found{names}"
+        ),
         "{done}"
     );
     assert_eq!(work(&fake).len(), 3);

@@ -549,7 +549,8 @@ async fn a_test_file_the_task_wrote_is_run_and_a_broken_one_fails_the_task() {
     assert!(
         result.contains(
             "the model's changes left the checks worse than they began (checks: none found → 1 \
-             failing (python3 -m unittest; after 2 rounds of fixes); `python3 -m unittest` failed \
+             failing (python3 -m unittest; after 2 rounds of fixes); Python syntax and names \
+             (test_sq.py): passed; `python3 -m unittest` failed \
              (exit status 1))"
         ),
         "{result}"
@@ -644,7 +645,10 @@ async fn the_tests_a_request_is_checked_by_are_kept_and_run() {
     );
     let result = judged.result();
     assert!(
-        result.ends_with("checks: 1 failing → 0 failing (python3 -m unittest)"),
+        result.ends_with(
+            "checks: 1 failing → 0 failing (python3 -m unittest); Python syntax and names \
+             (stats.py): passed"
+        ),
         "{result}"
     );
 }
@@ -677,7 +681,8 @@ async fn the_projects_failing_test_made_to_pass_completes_saying_so() {
     assert_eq!(
         judged.result(),
         "add now adds.\n\nchanged: calc.py (+1 -1)\n\
-         checks: 1 failing → 0 failing (python3 -m unittest)"
+         checks: 1 failing → 0 failing (python3 -m unittest); Python syntax and names (calc.py): \
+         passed"
     );
     assert_eq!(judged.sent().len(), 3, "no call more than the model's");
 }
@@ -744,6 +749,65 @@ async fn a_project_without_tests_runs_none_and_says_so() {
         "Done.\n\nchanged: todo.txt (+1 -1)\nchecks: none found"
     );
     assert_eq!(judged.sent().len(), 3);
+}
+
+/// A project without tests still has its Python read: a changed file that reads a name
+/// nothing defines (the shape of a 1.5B model's `print(f"listening on {APP_PORT}")`) goes back
+/// to the model with the line, its fix completes, and the result says the files were read.
+/// A name the file lacked before the task is not held against it.
+#[tokio::test]
+async fn a_python_file_left_reading_an_undefined_name_goes_back_and_its_fix_completes() {
+    let serve = "import os\nPORT = 8000\nGREETING = hello\n\nprint(PORT)\n";
+    let broken =
+        json!({"path": "serve.py", "old_text": "print(PORT)", "new_text": "print(APP_PORT)"});
+    let fixed = json!({"path": "serve.py", "old_text": "print(APP_PORT)",
+        "new_text": "APP_PORT = int(os.environ.get('APP_PORT', PORT))\nprint(APP_PORT)"});
+    let judged = task(
+        [("serve.py", serve)],
+        vec![
+            read("serve.py"),
+            call("edit_file", broken),
+            say("Done."),
+            call("edit_file", fixed),
+            say("It reads APP_PORT now."),
+        ],
+    )
+    .with(allow_python)
+    .run("Let serve.py take its port from APP_PORT.")
+    .await;
+    judged.assert_status("completed");
+    let told = judged.told(3);
+    assert!(
+        told.contains("serve.py:5: undefined name 'APP_PORT'"),
+        "{told}"
+    );
+    assert!(!told.contains("'hello'"), "{told}");
+    assert_eq!(
+        judged.result(),
+        "It reads APP_PORT now.\n\nchanged: serve.py (+2 -1)\nchecks: none found; Python \
+         syntax and names (serve.py): passed"
+    );
+}
+
+/// Past the rounds, a file the task left unable to parse fails the task, saying which line.
+#[tokio::test]
+async fn a_python_file_left_unable_to_parse_fails_the_task_saying_where() {
+    let broken =
+        json!({"path": "calc.py", "old_text": "return a + b", "new_text": "return (a + b"});
+    let mut replies = vec![read("calc.py"), call("edit_file", broken)];
+    replies.extend((0..3).map(|_| say("Fixed.")));
+    let judged = task([("calc.py", "def add(a, b):\n    return a + b\n")], replies)
+        .with(allow_python)
+        .run("Make add in calc.py safer.")
+        .await;
+    judged.assert_status("failed");
+    let result = judged.result();
+    assert!(
+        result.contains("(checks: none found; Python syntax and names (calc.py): 1 new problem"),
+        "{result}"
+    );
+    let told = judged.told(3);
+    assert!(told.contains("calc.py:2: syntax error"), "{told}");
 }
 
 /// What Ollama answers (HTTP 400) for a prompt longer than the model's context window.

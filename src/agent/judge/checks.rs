@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::agent::judge::names::{self, Names};
 use crate::agent::judge::project_checks;
 use crate::agent::tools::names::RUN_COMMAND;
 use crate::agent::tools::{CallError, ChangeKind, CommandEnd, ToolSettings, Toolbox};
@@ -41,6 +42,9 @@ pub(crate) struct Checks {
     rounds: usize,
     /// The checks before the task's first change.
     baseline: tokio::sync::OnceCell<CheckRun>,
+    /// The workspace's Python syntax and names before the task's first change (`None`: that
+    /// check cannot run here).
+    names_before: tokio::sync::OnceCell<Option<Names>>,
     state: Mutex<State>,
 }
 
@@ -68,6 +72,10 @@ pub struct CheckRun {
     pub results: Vec<CheckResult>,
     /// `Some` when no command ran (then `results` is empty).
     pub none: Option<NoChecks>,
+    /// The syntax and names of the Python files the task changed
+    /// ([`crate::agent::judge::names`]), when any changed and that check could run: failing
+    /// only with problems they did not have before the task.
+    pub names: Option<Box<CheckResult>>,
 }
 
 /// How the checks ended, the last time they ran, against the baseline.
@@ -131,7 +139,7 @@ impl CheckResult {
         }
     }
 
-    fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.end == CheckEnd::Passed
     }
 
@@ -153,11 +161,17 @@ impl CheckRun {
         CheckRun {
             results: Vec::new(),
             none: Some(why),
+            names: None,
         }
     }
 
     pub fn passed(&self) -> bool {
-        self.results.iter().all(CheckResult::passed)
+        self.every().all(CheckResult::passed)
+    }
+
+    /// The commands' results, then the names check's.
+    fn every(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results.iter().chain(self.names.as_deref())
     }
 
     /// Failing tests, summed over the commands.
@@ -185,21 +199,38 @@ impl CheckReport {
     /// The checks ended worse than they began: a check that passed at the baseline (or was
     /// not there) fails now, or fails more tests than it did.
     pub fn worse(&self) -> bool {
-        self.after.results.iter().any(|now| {
-            let then = self
-                .before
-                .iter()
-                .flat_map(|b| &b.results)
-                .find(|b| b.command == now.command);
-            match then {
-                None => !now.passed(),
-                Some(then) => (then.passed() && !now.passed()) || now.failing > then.failing,
-            }
-        })
+        // The names check fails only with problems the task made.
+        self.after.names.as_ref().is_some_and(|n| !n.passed())
+            || self.after.results.iter().any(|now| {
+                let then = self
+                    .before
+                    .iter()
+                    .flat_map(|b| &b.results)
+                    .find(|b| b.command == now.command);
+                match then {
+                    None => !now.passed(),
+                    Some(then) => (then.passed() && !now.passed()) || now.failing > then.failing,
+                }
+            })
     }
 
     /// One line for the task's result: `checks: 1 failing → 0 failing (python3 -m unittest)`.
     pub fn line(&self) -> String {
+        let names = match &self.after.names {
+            None => String::new(),
+            Some(names) if names.passed() => format!("; {}: passed", names.command),
+            Some(names) => format!(
+                "; {}: {} new problem{}",
+                names.command,
+                names.failing,
+                if names.failing == 1 { "" } else { "s" }
+            ),
+        };
+        format!("{}{names}", self.commands_line())
+    }
+
+    /// The commands' side of [`CheckReport::line`].
+    fn commands_line(&self) -> String {
         match &self.after.none {
             Some(NoChecks::NoneFound) => return "checks: none found".to_owned(),
             Some(NoChecks::NotRun(why)) => return format!("checks: not run ({why})"),
@@ -234,8 +265,7 @@ impl CheckReport {
     /// The end of each failing check's output, at most `max` characters each.
     pub fn failures_tail(&self, max: usize) -> String {
         self.after
-            .results
-            .iter()
+            .every()
             .filter(|r| !r.passed())
             .map(|r| tail(&r.output, max))
             .collect::<Vec<_>>()
@@ -246,8 +276,7 @@ impl CheckReport {
     pub fn failures(&self) -> String {
         let each: Vec<String> = self
             .after
-            .results
-            .iter()
+            .every()
             .filter(|r| !r.passed())
             .map(CheckResult::how)
             .collect();
@@ -309,6 +338,7 @@ impl Checks {
             configured: commands.into_iter().filter(|c| !c.is_empty()).collect(),
             rounds,
             baseline: tokio::sync::OnceCell::new(),
+            names_before: tokio::sync::OnceCell::new(),
             state: Mutex::default(),
         }
     }
@@ -373,9 +403,18 @@ impl Checks {
         toolbox: &Toolbox,
         cancel: &CancellationToken,
     ) -> Result<CheckRun, CallError> {
+        let names = match self.names_before.get() {
+            Some(Some(before)) => names::after(toolbox, before, cancel).await?.map(Box::new),
+            _ => None,
+        };
         let commands = match self.commands(toolbox).await {
             Ok(commands) => commands,
-            Err(none) => return Ok(CheckRun::none(none)),
+            Err(none) => {
+                return Ok(CheckRun {
+                    names,
+                    ..CheckRun::none(none)
+                });
+            }
         };
         let mut results = run_all(&commands, toolbox, cancel).await?;
         // A test file the task wrote that runs no test checks nothing (a run that finds no
@@ -396,6 +435,7 @@ impl Checks {
         Ok(CheckRun {
             results,
             none: None,
+            names,
         })
     }
 
@@ -406,6 +446,9 @@ impl Checks {
         toolbox: &Toolbox,
         cancel: &CancellationToken,
     ) -> Result<&CheckRun, CallError> {
+        self.names_before
+            .get_or_try_init(|| names::before(toolbox, cancel))
+            .await?;
         self.baseline
             .get_or_try_init(|| self.run(toolbox, cancel))
             .await
@@ -593,7 +636,7 @@ fn feedback(report: &CheckReport, holds: bool) -> String {
     } else {
         "The checks this workspace is judged by fail, as they did before your change:\n"
     });
-    for result in report.after.results.iter().filter(|r| !r.passed()) {
+    for result in report.after.every().filter(|r| !r.passed()) {
         text.push_str(&tail(&result.output, FEEDBACK_CHARS));
         if !text.ends_with('\n') {
             text.push('\n');
@@ -636,6 +679,7 @@ mod tests {
         CheckRun {
             results,
             none: None,
+            names: None,
         }
     }
 

@@ -3,5 +3,6 @@
 //! reading of it (`engine::reading`, `engine::direct`), not a word list.
 
 pub(crate) mod checks;
+pub(crate) mod names;
 pub(crate) mod project_checks;
 pub(crate) mod renames;

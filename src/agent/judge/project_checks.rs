@@ -156,6 +156,18 @@ pub(crate) fn is_python_test(path: &str) -> bool {
 /// The Python test files under `root` (paths with `/`), a bounded search that skips hidden,
 /// dependency and build folders and does not follow links.
 fn python_test_files(root: &Path) -> Vec<String> {
+    project_files(root, is_python_test, usize::MAX)
+}
+
+/// Whether the project holds a Python file (the same bounded search).
+pub(crate) fn has_python_files(root: &Path) -> bool {
+    !project_files(root, |name| name.ends_with(".py"), 1).is_empty()
+}
+
+/// The first `limit` files under `root` whose names `wanted` takes, sorted (paths with `/`):
+/// a bounded search that skips hidden, dependency and build folders and does not follow
+/// links.
+fn project_files(root: &Path, wanted: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
     let mut found = Vec::new();
     let mut folders = vec![(root.to_path_buf(), String::new(), 0usize)];
     let mut seen = 0usize;
@@ -184,8 +196,12 @@ fn python_test_files(root: &Path) -> Vec<String> {
                 if !skipped && depth + 1 < MAX_DEPTH {
                     folders.push((entry.path(), path, depth + 1));
                 }
-            } else if kind.is_file() && is_python_test(&name) {
+            } else if kind.is_file() && wanted(&name) {
                 found.push(path);
+                if found.len() >= limit {
+                    found.sort();
+                    return found;
+                }
             }
         }
     }
