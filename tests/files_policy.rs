@@ -196,6 +196,32 @@ async fn a_change_the_model_only_describes_is_sampled_afresh_then_fails() {
     assert_eq!(ran.file("greet.py"), "def greet():\n    return 'hi'\n");
 }
 
+/// A reply that changed nothing, given again word for word at the warmer temperature: the
+/// model's answer to the prompt is settled, and the task fails then rather than spend its
+/// remaining calls on the same reply (the 1.5B model sent one unchanged `cleanup.py` four
+/// times). A different reply that changes nothing is sampled on, as above.
+#[tokio::test]
+async fn the_same_unchanged_reply_twice_fails_without_more_samples() {
+    let copy = "def greet():\n    return 'hi'\n";
+    let ran = run(
+        &[("greet.py", copy)],
+        vec![
+            intent(true, false, None),
+            whole("greet.py", copy, ""),
+            say("It already says hi."),
+            whole("greet.py", copy, ""),
+            whole("greet.py", "def greet():\n    return 'hello'\n", ""),
+        ],
+        "greet.py should greet properly",
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    assert!(ran.result().contains("no file changed"), "{}", ran.result());
+    // The reading, then three calls: the copy, a different reply, the copy again.
+    assert_eq!(ran.sent().len(), 4);
+    assert_eq!(ran.file("greet.py"), copy);
+}
+
 #[tokio::test]
 async fn a_block_that_leaves_lines_out_is_named_back_and_a_changed_part_alone_is_merged() {
     let before = "def a():\n    return 1\n\n\ndef b():\n    return 2\n";

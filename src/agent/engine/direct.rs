@@ -882,6 +882,10 @@ pub(crate) async fn run(
     let mut tools = false;
     // The last reply changed nothing although a change was asked.
     let mut stuck = false;
+    // The replies that changed nothing: one given again, word for word, at the warmer
+    // temperature too, says the model's answer to this prompt is settled, and further samples
+    // only cost calls (the 1.5B model sent the same unchanged `cleanup.py` four times).
+    let mut unchanged: Vec<String> = Vec::new();
     // What the last round named back (a block not written, a file that does not parse).
     let mut pending: Vec<String> = Vec::new();
     let max = engine.settings.agent.max_iterations.max(1);
@@ -1110,6 +1114,9 @@ pub(crate) async fn run(
         }
         if found.is_empty() && !toolbox.ledger().changed_any() {
             // Out of calls, the runner fails it: a change asked for, none made.
+            if settled(&mut unchanged, &text) {
+                return Ok(answer);
+            }
             stuck = true;
             messages.clone_from(&initial);
             continue;
@@ -1137,6 +1144,9 @@ pub(crate) async fn run(
         }
         if !toolbox.ledger().changed_any() {
             // Every block held its file as it is: a fresh, warmer sample of the first prompt.
+            if settled(&mut unchanged, &text) {
+                return Ok(answer);
+            }
             stuck = true;
             messages.clone_from(&initial);
             continue;
@@ -1171,6 +1181,17 @@ pub(crate) async fn run(
             Err(_) => return Err(StepError::Cancelled),
         }
     }
+}
+
+/// Whether `reply`, which changed nothing, is one the model gave before (then the runner fails
+/// the task as it would out of calls: a change asked for, none made); else it is kept.
+fn settled(unchanged: &mut Vec<String>, reply: &str) -> bool {
+    let reply = reply.trim();
+    if unchanged.iter().any(|r| r == reply) {
+        return true;
+    }
+    unchanged.push(reply.to_owned());
+    false
 }
 
 /// The files as the task left them that it changed (or created), by what they were.
