@@ -196,13 +196,34 @@ async fn a_change_the_model_only_describes_is_sampled_afresh_then_fails() {
     assert_eq!(ran.file("greet.py"), "def greet():\n    return 'hi'\n");
 }
 
-/// A reply that changed nothing, given again word for word at the warmer temperature: the
-/// model's answer to the prompt is settled, and the task fails then rather than spend its
+/// A reply that changed nothing, given a third time word for word at the warmer temperature:
+/// the model's answer to the prompt is settled, and the task fails then rather than spend its
 /// remaining calls on the same reply (the 1.5B model sent one unchanged `cleanup.py` four
-/// times). A different reply that changes nothing is sampled on, as above.
+/// times). A different reply that changes nothing is sampled on, as above, and a second
+/// repeat is sampled on too (a later warm sample has done the work).
 #[tokio::test]
-async fn the_same_unchanged_reply_twice_fails_without_more_samples() {
+async fn the_same_unchanged_reply_three_times_fails_without_more_samples() {
     let copy = "def greet():\n    return 'hi'\n";
+    let hello = "def greet():\n    return 'hello'\n";
+    let ran = run(
+        &[("greet.py", copy)],
+        vec![
+            intent(true, false, None),
+            whole("greet.py", copy, ""),
+            whole("greet.py", copy, ""),
+            whole("greet.py", copy, ""),
+            whole("greet.py", hello, ""),
+        ],
+        "greet.py should greet properly",
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    assert!(ran.result().contains("no file changed"), "{}", ran.result());
+    // The reading, then three calls: the fourth writing call there was room for is not made.
+    assert_eq!(ran.sent().len(), 4);
+    assert_eq!(ran.file("greet.py"), copy);
+
+    // Twice the same, then something else: sampled on, and the change made.
     let ran = run(
         &[("greet.py", copy)],
         vec![
@@ -210,16 +231,14 @@ async fn the_same_unchanged_reply_twice_fails_without_more_samples() {
             whole("greet.py", copy, ""),
             say("It already says hi."),
             whole("greet.py", copy, ""),
-            whole("greet.py", "def greet():\n    return 'hello'\n", ""),
+            whole("greet.py", hello, ""),
         ],
         "greet.py should greet properly",
     )
     .await;
-    assert_eq!(ran.status(), "failed", "{}", ran.done);
-    assert!(ran.result().contains("no file changed"), "{}", ran.result());
-    // The reading, then three calls: the copy, a different reply, the copy again.
-    assert_eq!(ran.sent().len(), 4);
-    assert_eq!(ran.file("greet.py"), copy);
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.sent().len(), 5);
+    assert_eq!(ran.file("greet.py"), hello);
 }
 
 #[tokio::test]
