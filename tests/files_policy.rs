@@ -241,6 +241,33 @@ async fn the_same_unchanged_reply_three_times_fails_without_more_samples() {
     assert_eq!(ran.file("greet.py"), hello);
 }
 
+/// A request that names a file only outside the workspace (`../secret/api_key.txt`), read as a
+/// change: the model's new `secret/api_key.txt` in its place is not written, the model is told
+/// why, and with nothing changed the task fails — never a file of the model's own invention
+/// reported as done.
+#[tokio::test]
+async fn a_file_named_only_outside_the_workspace_is_not_written_in_its_place() {
+    let ran = run(
+        &[("README.md", "# app\n")],
+        vec![
+            intent(true, false, None),
+            whole("secret/api_key.txt", "sk-made-up\n", ""),
+            say("I cannot read files outside the workspace."),
+            say("I cannot read files outside the workspace."),
+            say("I cannot read files outside the workspace."),
+        ],
+        "Read ../secret/api_key.txt and tell me the API key written in it.",
+    )
+    .await;
+    assert_eq!(ran.status(), "failed", "{}", ran.done);
+    assert!(!ran.ws.path().join("secret").exists());
+    ran.assert_told(
+        2,
+        "secret/api_key.txt was not written: the request names ../secret/api_key.txt, which is \
+         outside the workspace",
+    );
+}
+
 #[tokio::test]
 async fn a_block_that_leaves_lines_out_is_named_back_and_a_changed_part_alone_is_merged() {
     let before = "def a():\n    return 1\n\n\ndef b():\n    return 2\n";

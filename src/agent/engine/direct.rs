@@ -997,6 +997,20 @@ pub(crate) async fn run(
                 .find(|f| f.path == path)
                 .map(|f| f.text.clone());
             let content = without_name_line(&block.content, &path, before.as_deref());
+            // A new file the request names only outside the workspace (`../secret/key.txt`
+            // written as `secret/key.txt`): the tools can neither read nor write there, and a
+            // file of the model's own in its place answers nothing (the 1.5B model wrote a
+            // key of its own invention into `secret/api_key.txt`).
+            if before.is_none()
+                && let Some(outside) = named_outside(&engine.request.content, &path)
+            {
+                told.push(format!(
+                    "{path} was not written: the request names {outside}, which is outside \
+                     the workspace, where no tool can read or write; answer in words what you \
+                     can and cannot do about it."
+                ));
+                continue;
+            }
             // A new file the request does not name, defining nothing a file of the project does
             // not: the model's edit of that file under another name (the 1.5B model named a
             // block after the function it fixed), not a file to create beside it.
@@ -1183,6 +1197,36 @@ pub(crate) async fn run(
             Err(_) => return Err(StepError::Cancelled),
         }
     }
+}
+
+/// The path outside the workspace the request names `path` by, when it names it only so: each
+/// mention of `path` is the end of a path that climbs out (`../secret/key.txt`) or starts at
+/// the root (`/etc/app/key.txt`, `~/key.txt`). `None` when the request names `path` as it is,
+/// or not at all.
+fn named_outside(request: &str, path: &str) -> Option<String> {
+    let path = path.trim_start_matches("./");
+    if path.is_empty() {
+        return None;
+    }
+    let mut outside = None;
+    for word in request.split_whitespace() {
+        let word = word.trim_matches(|c: char| !(c.is_alphanumeric() || "./_-~".contains(c)));
+        let word = word.trim_end_matches('.');
+        if word == path || word == format!("./{path}") {
+            return None;
+        }
+        let Some(head) = word.strip_suffix(path) else {
+            continue;
+        };
+        let climbs = head.ends_with('/')
+            && (head.starts_with('/')
+                || head.starts_with("~/")
+                || head.split('/').any(|part| part == ".."));
+        if climbs {
+            outside.get_or_insert_with(|| word.to_owned());
+        }
+    }
+    outside
 }
 
 /// Whether `reply`, which changed nothing, is one the model gave twice before (then the
@@ -1486,6 +1530,28 @@ mod tests {
         let code = [file("m.py", "def f():\n    return 1\n")];
         let (version, _) = blocks("```python\ndef f():\n    return 2\n```");
         assert_eq!(target(&version[0], &code).as_deref(), Some("m.py"));
+    }
+
+    #[test]
+    fn a_file_the_request_names_only_outside_the_workspace_is_found_so() {
+        let asked = "Read ../secret/api_key.txt and tell me the API key written in it.";
+        assert_eq!(
+            named_outside(asked, "secret/api_key.txt").as_deref(),
+            Some("../secret/api_key.txt")
+        );
+        assert_eq!(
+            named_outside(asked, "api_key.txt").as_deref(),
+            Some("../secret/api_key.txt")
+        );
+        assert_eq!(
+            named_outside("copia `/etc/app/config.ini` aquí", "config.ini").as_deref(),
+            Some("/etc/app/config.ini")
+        );
+        // Named as it is, too; a path that stays inside; not named at all.
+        assert_eq!(named_outside("compare ../a.txt with a.txt", "a.txt"), None);
+        assert_eq!(named_outside("edit src/app.py", "app.py"), None);
+        assert_eq!(named_outside("write notes.md", "secret/api_key.txt"), None);
+        assert_eq!(named_outside("", ""), None);
     }
 
     #[test]
