@@ -392,7 +392,8 @@ impl<'a> StepLoop<'a> {
 
     /// A user message of the loop's own.
     fn say(&mut self, text: &str) {
-        say(&mut self.messages, &mut self.state.ours, text);
+        self.messages.push(Message::user(text));
+        self.state.ours.push(text.to_owned());
     }
 
     /// Before the first call, what the policy does on the model's behalf: the checks first,
@@ -662,19 +663,21 @@ impl<'a> StepLoop<'a> {
                 &mut self.messages,
             )
             .await?;
+        self.state.last_round_failed = all_failed;
         match then {
             Some(then) => {
-                self.state.last_round_failed = all_failed;
                 self.offer_tools = true;
                 self.say(&then);
             }
-            None => follow_round(
-                &mut self.steering,
-                &mut self.state,
-                &mut self.messages,
-                &mut self.offer_tools,
-                all_failed,
-            ),
+            // The policy's message to follow the round's results.
+            None => {
+                if let Some(follow) = self.steering.after_round(all_failed, &self.state.facts()) {
+                    if follow.withdraw_tools {
+                        self.offer_tools = false;
+                    }
+                    self.say(&follow.message);
+                }
+            }
         }
         Ok(())
     }
@@ -682,12 +685,15 @@ impl<'a> StepLoop<'a> {
     /// Carries out a rule's verdict: the reply is left out and the model asked again, or the
     /// step ends; a call made on the model's behalf is handed back to be run.
     fn apply(&mut self, verdict: Verdict) -> Result<Option<(ToolCall, String)>, StepError> {
-        apply(
-            verdict,
-            &mut self.messages,
-            &mut self.state.ours,
-            &mut self.offer_tools,
-        )
+        match verdict {
+            Verdict::Stop(stop) => Err(StepError::Steering(stop)),
+            Verdict::Nudge { message, tools } => {
+                self.offer_tools = tools;
+                self.say(&message);
+                Ok(None)
+            }
+            Verdict::Call { call, then } => Ok(Some((call, then))),
+        }
     }
 }
 
@@ -834,23 +840,6 @@ fn unmade_changes(ran: &[Ran], toolbox: &Toolbox, checked: bool) -> Vec<Unmet> {
         }
     }
     unmade
-}
-
-/// After a round of results: the policy's message to follow them.
-fn follow_round(
-    steering: &mut Steering,
-    state: &mut Loop<'_>,
-    messages: &mut Vec<Message>,
-    offer_tools: &mut bool,
-    all_failed: bool,
-) {
-    state.last_round_failed = all_failed;
-    if let Some(follow) = steering.after_round(all_failed, &state.facts()) {
-        if follow.withdraw_tools {
-            *offer_tools = false;
-        }
-        say(messages, &mut state.ours, &follow.message);
-    }
 }
 
 /// What running a round of calls needs besides the step's state.
@@ -1004,31 +993,6 @@ async fn run_call(
         Ok(output) => (output.text, true),
         Err(e) => (toolbox.error_text(&e), false),
     })
-}
-
-/// Carries out a rule's verdict: the reply is left out and the model asked again, or the step
-/// ends; a call made on the model's behalf is handed back to be run.
-fn apply(
-    verdict: Verdict,
-    messages: &mut Vec<Message>,
-    ours: &mut Vec<String>,
-    offer_tools: &mut bool,
-) -> Result<Option<(ToolCall, String)>, StepError> {
-    match verdict {
-        Verdict::Stop(stop) => Err(StepError::Steering(stop)),
-        Verdict::Nudge { message, tools } => {
-            *offer_tools = tools;
-            say(messages, ours, &message);
-            Ok(None)
-        }
-        Verdict::Call { call, then } => Ok(Some((call, then))),
-    }
-}
-
-/// A user message of the loop's own.
-fn say(messages: &mut Vec<Message>, ours: &mut Vec<String>, text: &str) {
-    messages.push(Message::user(text));
-    ours.push(text.to_owned());
 }
 
 /// A model without tools: its reply is the answer; an empty one gets one more call.
