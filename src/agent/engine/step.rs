@@ -417,17 +417,7 @@ impl<'a> StepLoop<'a> {
             .first_reads(&self.state.facts(), failing.as_deref());
         let mut after_reads = None;
         if !reads.is_empty() {
-            self.last_round = self.messages.len();
-            let all_failed = self
-                .round
-                .run(
-                    reads,
-                    &mut self.steering,
-                    &mut self.state,
-                    &mut self.messages,
-                )
-                .await?;
-            self.state.last_round_failed = all_failed;
+            let all_failed = self.round_of(String::new(), reads).await?;
             after_reads = self.steering.after_round(all_failed, &self.state.facts());
         }
         // What fails goes before the framing, so the model's reply follows the request to
@@ -652,18 +642,7 @@ impl<'a> StepLoop<'a> {
         calls: Vec<ToolCall>,
         then: Option<String>,
     ) -> Result<(), StepError> {
-        self.last_round = self.messages.len();
-        let all_failed = self
-            .round
-            .run_said(
-                said,
-                calls,
-                &mut self.steering,
-                &mut self.state,
-                &mut self.messages,
-            )
-            .await?;
-        self.state.last_round_failed = all_failed;
+        let all_failed = self.round_of(said, calls).await?;
         match then {
             Some(then) => {
                 self.offer_tools = true;
@@ -680,6 +659,24 @@ impl<'a> StepLoop<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Runs one round of calls (`said`: the model's text beside them; empty for calls made on
+    /// its behalf), the first message compaction must keep; whether every call failed.
+    async fn round_of(&mut self, said: String, calls: Vec<ToolCall>) -> Result<bool, StepError> {
+        self.last_round = self.messages.len();
+        let all_failed = self
+            .round
+            .run_said(
+                said,
+                calls,
+                &mut self.steering,
+                &mut self.state,
+                &mut self.messages,
+            )
+            .await?;
+        self.state.last_round_failed = all_failed;
+        Ok(all_failed)
     }
 
     /// Carries out a rule's verdict: the reply is left out and the model asked again, or the
@@ -851,18 +848,6 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// Runs `calls` made on the model's behalf (no text of its own).
-    async fn run(
-        &self,
-        calls: Vec<ToolCall>,
-        steering: &mut Steering,
-        state: &mut Loop<'_>,
-        messages: &mut Vec<Message>,
-    ) -> Result<bool, StepError> {
-        self.run_said(String::new(), calls, steering, state, messages)
-            .await
-    }
-
     /// Sends the assistant's turn (`said`, `calls`) into the conversation, runs each call (or
     /// answers it from the policy's memory) and adds its result; whether every call failed.
     async fn run_said(
