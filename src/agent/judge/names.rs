@@ -4,8 +4,8 @@
 //! A small model that rewrites a file whole can leave it unable to run — a name it never
 //! defined (`print(APP_PORT)` with no `APP_PORT`), a syntax error — and nothing else says so
 //! when the project has no tests. Before the task's first change the workspace's Python files
-//! are read once (a bounded walk: `python_names.py`, beside this file, run with `python3 -c`
-//! under the sandbox like every command); after a change the changed Python files are read
+//! are read once (found by the project's own bounded search; `python_names.py`, beside this
+//! file, run with `python3 -c` under the sandbox like every command); after a change the changed Python files are read
 //! again. A problem a changed file has now that it did not have before the task — a syntax
 //! error, or a name it reads that neither the file, its imports nor Python's builtins define
 //! (pyflakes' F821, found with Python's own parser and symbol tables, not a pattern) — is the
@@ -29,6 +29,9 @@ use crate::agent::tools::{CallError, ChangeKind, CommandEnd, Toolbox};
 /// The check itself, run as `python3 -c SCRIPT [PATH…]`.
 const SCRIPT: &str = include_str!("python_names.py");
 const PROGRAM: &str = "python3";
+/// Most of the workspace's Python files read at the baseline (the project's bounded search;
+/// a changed file past it is judged by its syntax alone).
+const MAX_FILES: usize = 400;
 /// How the check is named in the task's result and in what the model is told.
 pub(crate) const NAME: &str = "Python syntax and names";
 
@@ -60,13 +63,13 @@ pub(crate) async fn before(
         return Ok(None);
     }
     let root = toolbox.workspace().root().to_path_buf();
-    let python = tokio::task::spawn_blocking(move || project_checks::has_python_files(&root))
+    let files = tokio::task::spawn_blocking(move || project_checks::python_files(&root, MAX_FILES))
         .await
-        .unwrap_or(true);
-    if !python {
+        .unwrap_or_default();
+    if files.is_empty() {
         return Ok(Some(Names::default()));
     }
-    run(toolbox, &[], cancel).await
+    run(toolbox, &files, cancel).await
 }
 
 /// The Python files the task changed, against `before`: `None` when none changed or the check
@@ -135,7 +138,7 @@ fn new_problems<'a>(before: &Names, now: &'a Names, created: &BTreeSet<&str>) ->
         .collect()
 }
 
-/// Runs the script over `paths` (none: the workspace's Python files) in its own
+/// Runs the script over `paths` in its own
 /// `execute_tool run_command` span; `None` when it could not run or printed no report.
 async fn run(
     toolbox: &Toolbox,

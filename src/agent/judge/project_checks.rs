@@ -159,9 +159,9 @@ fn python_test_files(root: &Path) -> Vec<String> {
     project_files(root, is_python_test, usize::MAX)
 }
 
-/// Whether the project holds a Python file (the same bounded search).
-pub(crate) fn has_python_files(root: &Path) -> bool {
-    !project_files(root, |name| name.ends_with(".py"), 1).is_empty()
+/// The project's first `limit` Python files (the same bounded search).
+pub(crate) fn python_files(root: &Path, limit: usize) -> Vec<String> {
+    project_files(root, |name| name.ends_with(".py"), limit)
 }
 
 /// The first `limit` files under `root` whose names `wanted` takes, sorted (paths with `/`):

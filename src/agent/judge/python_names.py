@@ -1,8 +1,7 @@
 # The syntax and names check of a workspace's Python files, run by the judge (names.rs)
-# with `python3 -c` under the sandbox, in the workspace. With paths as arguments it checks those
-# files; with none, the workspace's Python files (a bounded walk that skips hidden, dependency
-# and build folders). It prints one JSON object: "checked", the paths it read, and "problems",
-# each {"path", "line", "key", "text"}: a syntax error, or a name read that nothing defines (not
+# with `python3 -c` under the sandbox, in the workspace, over the paths it is given (the judge
+# finds them: the workspace's Python files, or the changed ones). It prints one JSON object:
+# "checked", the paths it read, and "problems", each {"path", "line", "key", "text"}: a syntax error, or a name read that nothing defines (not
 # the file, not an import, not Python's builtins; pyflakes' F821), found with the standard
 # library's own parser and symbol tables. Which problems are the task's is the caller's to say.
 import ast
@@ -12,9 +11,7 @@ import os
 import symtable
 import sys
 
-MAX_FILES = 400
 MAX_BYTES = 256 * 1024
-SKIPPED = {"node_modules", "target", "venv", "env", "__pycache__", "site-packages", "build", "dist"}
 # Names every module has without defining them.
 MODULE_NAMES = set(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__builtins__", "__spec__", "__loader__",
@@ -63,21 +60,9 @@ def problems(text, path):
     ]
 
 
-def workspace_files():
-    found = []
-    for folder, dirs, files in os.walk("."):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED)
-        for name in sorted(files):
-            if name.endswith(".py"):
-                found.append(os.path.normpath(os.path.join(folder, name)))
-                if len(found) >= MAX_FILES:
-                    return found
-    return found
-
-
 def main(paths):
     out = {"checked": [], "problems": []}
-    for path in paths or workspace_files():
+    for path in paths:
         try:
             if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
                 continue
