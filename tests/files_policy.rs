@@ -749,3 +749,188 @@ async fn a_new_script_defining_something_new_is_written_though_it_shares_a_name_
     assert_eq!(ran.status(), "completed", "{}", ran.done);
     assert_eq!(ran.file("wc.py"), script);
 }
+
+const PAGE: &str = "<h1>Beans</h1>\n<img src=\"beans.jpg\">\n<p>Fresh every day.</p>\n";
+
+#[tokio::test]
+async fn whole_lines_removed_that_the_model_says_were_not_asked_for_are_named_back_once() {
+    let with_alt = "<h1>Beans</h1>\n<img src=\"beans.jpg\" alt=\"A bag of coffee beans\">\n<p>Fresh every day.</p>\n";
+    let ran = run(
+        &[("index.html", PAGE)],
+        vec![
+            intent(true, false, None),
+            // The page rewritten whole, without the image it was asked to describe.
+            whole(
+                "index.html",
+                "<h1>Beans</h1>\n<p>Fresh every day.</p>\n",
+                "",
+            ),
+            say(r#"{"answer": "no", "asked": false}"#),
+            whole("index.html", with_alt, "The image has alt text."),
+        ],
+        "Ein blinder Gast sagt, sein Screenreader verrät nicht, was das Bild zeigt.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("index.html"), with_alt);
+    let sent = ran.sent();
+    assert_eq!(sent.len(), 4);
+    // The question: the request and the removed line, a JSON schema for the answer.
+    assert_eq!(sent[2]["format"]["required"], json!(["answer", "asked"]));
+    // The words before the verdict: the grammar follows the properties' order.
+    let keys: Vec<&String> = sent[2]["format"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["answer", "asked"]);
+    ran.assert_told(2, "<img src=\"beans.jpg\">");
+    ran.assert_told(2, "Ein blinder Gast");
+    ran.assert_told(3, "index.html no longer has these lines");
+}
+
+#[tokio::test]
+async fn whole_lines_removed_that_the_model_says_were_asked_for_stand_after_one_question() {
+    let ran = run(
+        &[("index.html", PAGE)],
+        vec![
+            intent(true, false, None),
+            whole(
+                "index.html",
+                "<h1>Beans</h1>\n<p>Fresh every day.</p>\n",
+                "Removed.",
+            ),
+            say(r#"{"asked": true}"#),
+        ],
+        "Quita la imagen de index.html.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(
+        ran.file("index.html"),
+        "<h1>Beans</h1>\n<p>Fresh every day.</p>\n"
+    );
+    assert_eq!(
+        ran.sent().len(),
+        3,
+        "the reading, the files, the one question"
+    );
+}
+
+const NUMBERS: &str = "3\n4\n5\n";
+const SUM_NEEDS_ARG: &str = "import sys\n\nprint(sum(int(l) for l in open(sys.argv[1])))\n";
+
+/// Whether commands run on the default configuration here (`auto`: where the kernel has
+/// Landlock to confine them); where not, no script is tried and the first write stands.
+fn commands_on() -> bool {
+    agent_mcp::agent::tools::sandbox::landlock().is_ok()
+}
+
+#[tokio::test]
+async fn a_new_script_that_fails_when_run_as_it_is_is_named_back_once_with_its_output() {
+    let fixed = "print(sum(int(l) for l in open('numbers.txt')))\n";
+    let ran = run(
+        &[("numbers.txt", NUMBERS)],
+        vec![
+            intent(true, false, None),
+            whole("sum_file.py", SUM_NEEDS_ARG, "Wrote sum_file.py."),
+            whole("sum_file.py", fixed, "It reads numbers.txt now."),
+        ],
+        "numbers.txt の数の合計を表示する sum_file.py を作ってください。",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    if commands_on() {
+        assert_eq!(ran.file("sum_file.py"), fixed);
+        assert_eq!(
+            ran.sent().len(),
+            3,
+            "the reading, the script, the script fixed"
+        );
+        ran.assert_told(2, "`python3 sum_file.py` ends with status 1");
+        // Its output: the end of the traceback, the error.
+        ran.assert_told(2, "IndexError");
+        assert!(
+            ran.result().starts_with("It reads numbers.txt now."),
+            "{}",
+            ran.result()
+        );
+    } else {
+        assert_eq!(ran.file("sum_file.py"), SUM_NEEDS_ARG);
+        assert_eq!(ran.sent().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_new_script_that_needs_arguments_stands_when_the_model_says_so() {
+    let ran = run(
+        &[("numbers.txt", NUMBERS)],
+        vec![
+            intent(true, false, None),
+            whole("sum_file.py", SUM_NEEDS_ARG, "Wrote sum_file.py."),
+            say("Run it with the file's name: python3 sum_file.py numbers.txt"),
+        ],
+        "Skriv sum_file.py som summerar talen i filen man ger den.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.file("sum_file.py"), SUM_NEEDS_ARG);
+    if commands_on() {
+        assert_eq!(ran.sent().len(), 3);
+        // The first answer, then how the script runs.
+        assert!(
+            ran.result().starts_with(
+                "Wrote sum_file.py. Run it with the file's name: python3 sum_file.py numbers.txt"
+            ),
+            "{}",
+            ran.result()
+        );
+    } else {
+        assert_eq!(ran.sent().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_new_script_that_runs_is_tried_once_and_costs_no_call() {
+    let script = "print(sum(int(l) for l in open('numbers.txt')))\n";
+    let ran = run(
+        &[("numbers.txt", NUMBERS)],
+        vec![
+            intent(true, false, None),
+            whole("sum_file.py", script, "Done."),
+        ],
+        "Make sum_file.py print the sum of numbers.txt.",
+    )
+    .await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.sent().len(), 2);
+    assert!(ran.result().starts_with("Done."), "{}", ran.result());
+}
+
+#[tokio::test]
+async fn a_failed_trial_the_model_only_says_back_leaves_the_task_not_done() {
+    let ran = run(
+        &[("numbers.txt", NUMBERS)],
+        vec![
+            intent(true, false, None),
+            whole("sum_file.py", SUM_NEEDS_ARG, ""),
+            // What it was told, said back: no fix, no word of how the script runs.
+            say(
+                "sum_file.py was written, but `python3 sum_file.py` ends with status 1: \
+                 IndexError: list index out of range If it is meant to run like that, fix it",
+            ),
+        ],
+        "Crea sum_file.py che stampi la somma dei numeri in numbers.txt.",
+    )
+    .await;
+    if commands_on() {
+        assert_eq!(ran.status(), "failed", "{}", ran.done);
+        assert!(
+            ran.result().contains("ends with status 1"),
+            "{}",
+            ran.result()
+        );
+    } else {
+        assert_eq!(ran.status(), "completed", "{}", ran.done);
+    }
+}

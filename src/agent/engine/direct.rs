@@ -33,6 +33,7 @@ use tracing::info;
 
 use crate::agent::engine::approval::Gate;
 use crate::agent::engine::files_task::{Direct, WorkspaceFile};
+use crate::agent::engine::held_to;
 use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
@@ -875,6 +876,12 @@ pub(crate) async fn run(
     let mut asked_empty = false;
     // Files whose dropped definitions were named back once: the next write of them stands.
     let mut warned: Vec<String> = Vec::new();
+    // Files whose removed lines the model was asked about: asked once per file.
+    let mut questioned: Vec<String> = Vec::new();
+    // The new scripts were tried (once per task); one failed: the answer before, and what
+    // the model was told of it.
+    let mut tried = false;
+    let mut trial: Option<(String, String)> = None;
     let mut files = direct.files.clone();
     let mut answer = String::new();
     // The model called tools although none were offered: they run, and are offered from then
@@ -969,6 +976,17 @@ pub(crate) async fn run(
             .collect::<Vec<_>>()
             .join("\n");
         answer = crate::agent::steering::clean_answer(&prose);
+        // What it was just told, said back (the 1.5B model repeated a failed trial's message
+        // as its reply), is no answer.
+        if messages
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|m| m.role == Role::User)
+            .is_some_and(|told| echoes(&answer, &told.content))
+        {
+            answer.clear();
+        }
         if !direct.intent.change {
             if answer.trim().is_empty() {
                 answer = crate::agent::steering::clean_answer(&text);
@@ -977,6 +995,8 @@ pub(crate) async fn run(
         }
         let mut told = Vec::new();
         let mut wrote = Vec::new();
+        // Whole lines a write removed, by file: asked about after the writes.
+        let mut removals: Vec<(String, Vec<String>)> = Vec::new();
         for block in &found {
             if !names_a_script(block)
                 && let Some(listed) = file_commands(&block.content)
@@ -1081,6 +1101,16 @@ pub(crate) async fn run(
                     if before.as_deref() != Some(content.as_str()) {
                         wrote.push(path.clone());
                     }
+                    // Lines of the file as the task found it (not lines of the task's own).
+                    if let Some(original) = direct.files.iter().find(|f| f.path == path)
+                        && !result.starts_with("error")
+                        && !questioned.contains(&path)
+                    {
+                        let lines = held_to::removed_lines(&original.text, &content);
+                        if !lines.is_empty() {
+                            removals.push((path.clone(), lines));
+                        }
+                    }
                     match files.iter_mut().find(|f| f.path == path) {
                         Some(file) => file.text = content.clone(),
                         None => files.push(WorkspaceFile {
@@ -1095,6 +1125,21 @@ pub(crate) async fn run(
                     }
                 }
                 Err(refused) => told.push(format!("{path}: {refused}")),
+            }
+        }
+        // Whole lines removed: the model says whether the request asks for that; where it
+        // says not, the file is named back once, written as it is (a removal the request asks
+        // for stands when the model sends the file again as it is).
+        for (path, lines) in removals {
+            questioned.push(path.clone());
+            if !held_to::asked_to_remove(engine, &path, &lines, index, events, cancel).await? {
+                let shown: Vec<String> = lines.iter().take(12).map(|l| format!("  {l}")).collect();
+                told.push(format!(
+                    "Written, but {path} no longer has these lines, and the request does not \
+                     ask to remove them:\n{}\nWrite {path} again, whole, with them kept and \
+                     the change made.",
+                    shown.join("\n")
+                ));
             }
         }
         for command in commands {
@@ -1169,6 +1214,29 @@ pub(crate) async fn run(
         }
         match engine.checks.after_answer(toolbox, cancel).await {
             Ok(checks::Verdict::Pass) => {
+                // A new script tried once as it is: one that fails is named back with its
+                // output (it may need arguments: then the model says so, and it stands).
+                if !tried {
+                    tried = true;
+                    let scripts = held_to::new_scripts(&direct.files, &files);
+                    if let Some(told) = held_to::failed_trial(toolbox, &scripts, cancel).await? {
+                        trial = Some((answer.clone(), told.clone()));
+                        messages.push(Message::user(told));
+                        continue;
+                    }
+                }
+                // The reply after a failed trial changed nothing: it says how the script runs
+                // (after the answer before it), or, saying nothing, leaves the failure so.
+                if wrote.is_empty()
+                    && let Some((before, told)) = trial.take()
+                {
+                    if answer.trim().is_empty() {
+                        return Err(StepError::NotDone(vec![told]));
+                    }
+                    if !before.trim().is_empty() {
+                        answer = format!("{before} {answer}");
+                    }
+                }
                 if answer.trim().is_empty() {
                     let paths: Vec<&str> = changed(&files, &direct.files)
                         .map(|f| f.path.as_str())
@@ -1227,6 +1295,18 @@ fn named_outside(request: &str, path: &str) -> Option<String> {
         }
     }
     outside
+}
+
+/// Whether `answer` says back what the model was `told`: five words or more, nearly all of
+/// them (nine in ten) words of `told`.
+fn echoes(answer: &str, told: &str) -> bool {
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    if words.len() < 5 {
+        return false;
+    }
+    let told: std::collections::HashSet<&str> = told.split_whitespace().collect();
+    let shared = words.iter().filter(|w| told.contains(*w)).count();
+    shared * 10 >= words.len() * 9
 }
 
 /// Whether `reply`, which changed nothing, is one the model gave twice before (then the
@@ -1689,6 +1769,24 @@ mod tests {
         ] {
             assert_eq!(names_a_script(&named(name)), script, "{name}");
         }
+    }
+
+    #[test]
+    fn an_answer_that_says_back_what_it_was_told_is_an_echo() {
+        let told = "sum_file.py was written, but `python3 sum_file.py` ends with status 1:\n\
+                    $ python3 sum_file.py\nexit status: 1\nstdout:\nUsage: python sum_file.py \
+                    <filename>\nIf it is meant to run like that, fix it.";
+        assert!(echoes(
+            "sum_file.py was written, but `python3 sum_file.py` ends with status 1: $ python3 \
+             sum_file.py Usage: python sum_file.py <filename> If it is meant to run like that",
+            told
+        ));
+        assert!(!echoes(
+            "It needs the file name: python3 sum_file.py numbers.txt",
+            told
+        ));
+        assert!(!echoes("fix it.", told), "too short to tell");
+        assert!(!echoes("", told));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub(crate) mod approval;
 pub(crate) mod context;
 pub(crate) mod direct;
 pub(crate) mod files_task;
+pub(crate) mod held_to;
 pub(crate) mod model;
 pub mod plan;
 pub(crate) mod reading;

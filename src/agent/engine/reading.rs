@@ -258,7 +258,7 @@ pub(crate) fn test_files(files: &[WorkspaceFile]) -> Vec<String> {
         .collect()
 }
 
-fn is_test_file(path: &str) -> bool {
+pub(crate) fn is_test_file(path: &str) -> bool {
     let p = Path::new(path);
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let stem = p.file_stem().and_then(|n| n.to_str()).unwrap_or_default();

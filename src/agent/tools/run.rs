@@ -44,7 +44,21 @@ impl super::Toolbox {
         argv: &[String],
         cancel: &CancellationToken,
     ) -> Result<command::CommandRun, CallError> {
+        self.run_check_within(argv, None, cancel).await
+    }
+
+    /// [`Self::run_check`], ended by `within` when that is shorter than the commands' timeout
+    /// (a trial run of a script the task wrote, which may be a server that never ends).
+    pub async fn run_check_within(
+        &self,
+        argv: &[String],
+        within: Option<std::time::Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<command::CommandRun, CallError> {
         let mut commands = self.ctx.settings.commands.clone();
+        if let Some(within) = within {
+            commands.timeout = commands.timeout.min(within);
+        }
         commands.allow = argv.first().cloned().into_iter().collect();
         let args = RunCommandArgs {
             argv: argv.to_vec(),
