@@ -736,6 +736,146 @@ assert handlers.create_product({"name": "Gatas", "price": 80}) == (
 assert handlers.get_product(3)[0] == 200
 "#;
 
+/// holdout-15-sql-index-lv: a customer's orders are found through an index of their own (not a
+/// scan, not one SQLite builds for the query), with the same rows, and the tables are as they
+/// were (the original schema is the script's argument).
+const ORDERS_INDEX_CHECK: &str = r#"
+import os, sqlite3, sys, tempfile
+import orders
+
+path = os.path.join(tempfile.mkdtemp(), "shop.db")
+con = sqlite3.connect(path)
+con.executescript(open("schema.sql", encoding="utf-8").read())
+con.executemany(
+    "INSERT INTO customers (id, email, name) VALUES (?, ?, ?)",
+    [(1, "anna@example.lv", "Anna"), (2, "janis@example.lv", "Jānis")],
+)
+con.executemany(
+    "INSERT INTO orders (id, customer_id, total_cents, created_at) VALUES (?, ?, ?, ?)",
+    [(1, 1, 1250, "2026-12-01"), (2, 2, 990, "2026-12-02"), (3, 1, 400, "2026-12-05")],
+)
+con.commit()
+con.close()
+
+plans = []
+
+
+class Watch:
+    """The connection, with the plan of every SELECT it runs kept."""
+
+    def __init__(self, con):
+        self.con = con
+
+    def execute(self, sql, params=()):
+        if sql.lstrip().upper().startswith("SELECT"):
+            plans.extend(row[-1] for row in self.con.execute("EXPLAIN QUERY PLAN " + sql, params))
+        return self.con.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
+
+
+got = orders.orders_of(Watch(orders.connect(path)), "anna@example.lv")
+assert [tuple(row) for row in got] == [(3, 400, "2026-12-05"), (1, 1250, "2026-12-01")], got
+on_orders = [p for p in plans if " orders " in p + " "]
+assert on_orders, plans
+assert all(p.startswith("SEARCH") and "AUTOMATIC" not in p for p in on_orders), plans
+
+
+def tables(script):
+    con = sqlite3.connect(":memory:")
+    con.executescript(script)
+    return sorted(con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+
+
+assert tables(open("schema.sql", encoding="utf-8").read()) == tables(sys.argv[1])
+"#;
+
+/// holdout-15-mutable-default-sr: a task made without tags does not get another task's tags.
+const TAGS_CHECK: &str = r#"
+from todo import add_tag, finish, new_task, with_tag
+
+a = new_task("Купи хлеб")
+add_tag(a, "кућа")
+b = new_task("Пошаљи извештај")
+assert b["tags"] == [], b
+assert a["tags"] == ["кућа"], a
+c = new_task("Плати струју", ["новац"])
+add_tag(c, "новац")
+assert c == {"title": "Плати струју", "done": False, "tags": ["новац"]}, c
+finish(b)
+assert b["done"] and not a["done"]
+assert with_tag([a, b, c], "кућа") == ["Купи хлеб"]
+assert new_task("x")["tags"] == []
+"#;
+
+/// holdout-15-viewport-af: the page's head has a viewport that follows the device's width, and
+/// the page is otherwise as it was (its original text is the script's argument).
+const VIEWPORT_CHECK: &str = r#"
+import sys
+from html.parser import HTMLParser
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag):
+        self.tags.append(("/" + tag, {}))
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(" ".join(data.split()))
+
+
+def parse(text):
+    page = Page()
+    page.feed(text)
+    page.close()
+    return page
+
+
+before = parse(sys.argv[1])
+now = parse(open("index.html", encoding="utf-8").read())
+assert now.text == before.text, now.text
+names = [tag for tag, _ in now.tags]
+viewport = [
+    i
+    for i, (tag, attrs) in enumerate(now.tags)
+    if tag == "meta" and (attrs.get("name") or "").strip().lower() == "viewport"
+]
+assert len(viewport) == 1, now.tags
+at = viewport[0]
+assert names.index("head") < at < names.index("/head"), names
+content = "".join((now.tags[at][1].get("content") or "").split()).lower()
+assert "width=device-width" in content.replace(";", ",").split(","), content
+assert now.tags[:at] + now.tags[at + 1 :] == before.tags, now.tags
+"#;
+
+/// holdout-15-shell-exit-ka: the About page of the deploy judge's broken copy, without the
+/// title the workspace's test asks of every page.
+const ABOUT_WITHOUT_TITLE: &str = "<!doctype html>\n<html lang=\"ka\">\n<head>\n  <meta charset=\"utf-8\">\n</head>\n<body>\n  <h1>ჩვენ შესახებ</h1>\n</body>\n</html>\n";
+
+/// holdout-15-js-date-sq: dates written with their own month, in a time zone east of UTC (the
+/// user's), the other functions as they were.
+const DATES_CHECK: &str = "
+const { isoDate, addDays, dueDate } = require('./dates.js');
+const ok = (c) => { if (!c) process.exit(1); };
+ok(isoDate(new Date(2026, 11, 7)) === '2026-12-07');
+ok(isoDate(new Date(2026, 0, 31, 0, 30)) === '2026-01-31');
+ok(isoDate(new Date(2026, 8, 5, 23, 59)) === '2026-09-05');
+ok(dueDate(new Date(2026, 11, 7)) === '2027-01-06');
+const day = new Date(2026, 1, 27);
+ok(addDays(day, 2).getDate() === 1 && day.getDate() === 27);
+";
+
 struct CodingTask {
     name: &'static str,
     files: &'static [(&'static str, &'static str)],
@@ -3981,6 +4121,400 @@ const TASKS: &[CodingTask] = &[
         )],
         ..PLAIN
     },
+    // The fifteenth held-out set, `holdout-15-*`, written (2026-12-07, fifth session) before the
+    // engine change it measures: kinds no earlier set had — an index for a slow SQL query, a
+    // JSON value of the wrong type, a Makefile recipe indented with spaces, a mutable default
+    // argument (with tests), a page without a viewport, a CSS custom property misnamed, a
+    // deploy script that goes on after its tests failed, a JavaScript month off by one, a
+    // question on a limit set in one file and applied in another, a question on a link's
+    // lifetime set in a TOML file — in Latvian, Slovenian, Icelandic, Serbian (Cyrillic),
+    // Afrikaans, Basque, Georgian, Albanian, Welsh and Urdu; checks configured where the
+    // workspace has tests. Run once, at the end (`scripts/bench-coding.sh holdout-15`).
+    CodingTask {
+        name: "holdout-15-sql-index-lv",
+        files: &[
+            (
+                "schema.sql",
+                "-- The shop's tables: sqlite3 shop.db < schema.sql\nCREATE TABLE customers (\n    id INTEGER PRIMARY KEY,\n    email TEXT NOT NULL UNIQUE,\n    name TEXT NOT NULL\n);\n\nCREATE TABLE orders (\n    id INTEGER PRIMARY KEY,\n    customer_id INTEGER NOT NULL REFERENCES customers (id),\n    total_cents INTEGER NOT NULL,\n    created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP\n);\n",
+            ),
+            (
+                "orders.py",
+                "import sqlite3\n\n\ndef connect(path=\"shop.db\"):\n    return sqlite3.connect(path)\n\n\ndef orders_of(con, email):\n    \"\"\"A customer's orders, newest first.\"\"\"\n    return con.execute(\n        \"SELECT orders.id, orders.total_cents, orders.created_at FROM orders \"\n        \"JOIN customers ON customers.id = orders.customer_id \"\n        \"WHERE customers.email = ? ORDER BY orders.created_at DESC\",\n        (email,),\n    ).fetchall()\n",
+            ),
+        ],
+        requests: &[
+            "Klienta pasūtījumu vēsture (orders_of failā orders.py) tagad ielādējas vairākas \
+             sekundes: orders tabulā jau ir gandrīz miljons rindu, un ar katru nedēļu kļūst \
+             lēnāk.",
+        ],
+        judge: |o| {
+            o.original("schema.sql").is_some_and(|before| {
+                keeps_lines(o, "schema.sql", |_, _| false)
+                    && o.python(&["-c", ORDERS_INDEX_CHECK, before]).0
+            })
+        },
+        solution: &[(
+            "schema.sql",
+            "-- The shop's tables: sqlite3 shop.db < schema.sql\nCREATE TABLE customers (\n    id INTEGER PRIMARY KEY,\n    email TEXT NOT NULL UNIQUE,\n    name TEXT NOT NULL\n);\n\nCREATE TABLE orders (\n    id INTEGER PRIMARY KEY,\n    customer_id INTEGER NOT NULL REFERENCES customers (id),\n    total_cents INTEGER NOT NULL,\n    created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP\n);\n\nCREATE INDEX orders_customer_id ON orders (customer_id);\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-json-type-sl",
+        files: &[
+            (
+                "settings.json",
+                "{\n  \"app_name\": \"Knjižnica\",\n  \"port\": 8080,\n  \"max_retries\": \"3\",\n  \"retry_delay\": 0.5,\n  \"debug\": false,\n  \"admins\": [\"maja@example.si\", \"luka@example.si\"]\n}\n",
+            ),
+            (
+                "app.py",
+                "import json\n\n\ndef load(path=\"settings.json\"):\n    with open(path, encoding=\"utf-8\") as f:\n        return json.load(f)\n\n\ndef check(settings):\n    if not 0 <= settings[\"max_retries\"] <= 10:\n        raise ValueError(\"max_retries must be between 0 and 10\")\n    if settings[\"retry_delay\"] < 0:\n        raise ValueError(\"retry_delay must not be negative\")\n\n\nif __name__ == \"__main__\":\n    settings = load()\n    check(settings)\n    print(f\"{settings['app_name']}: port {settings['port']}, up to {settings['max_retries']} retries\")\n",
+            ),
+        ],
+        requests: &[
+            "Odkar sem v settings.json popravil število ponovnih poskusov, se `python3 app.py` \
+             sesuje takoj ob zagonu: TypeError: '<=' not supported between instances of 'int' \
+             and 'str'.",
+        ],
+        judge: |o| {
+            let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
+            let (Some(now), Some(mut want)) = (
+                o.read("settings.json").as_deref().and_then(parse),
+                o.original("settings.json").and_then(parse),
+            ) else {
+                return false;
+            };
+            // The number of retries a number, every other setting (and line) as it was.
+            want["max_retries"] = 3.into();
+            now == want
+                && o.unchanged("app.py")
+                && keeps_lines(o, "settings.json", |_, line| line.contains("max_retries"))
+                && o.python(&["app.py"])
+                    == (true, "Knjižnica: port 8080, up to 3 retries\n".to_owned())
+        },
+        solution: &[(
+            "settings.json",
+            "{\n  \"app_name\": \"Knjižnica\",\n  \"port\": 8080,\n  \"max_retries\": 3,\n  \"retry_delay\": 0.5,\n  \"debug\": false,\n  \"admins\": [\"maja@example.si\", \"luka@example.si\"]\n}\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-make-tabs-is",
+        files: &[
+            (
+                "Makefile",
+                "# Count the words of README.txt, run the tests, clean up.\nPYTHON ?= python3\n\n.PHONY: run test clean\n\nrun:\n\t$(PYTHON) words.py README.txt\n\ntest:\n    $(PYTHON) -m unittest -v\n\nclean:\n\trm -rf __pycache__\n",
+            ),
+            (
+                "words.py",
+                "import sys\n\n\ndef count(text):\n    return len(text.split())\n\n\nif __name__ == \"__main__\":\n    path = sys.argv[1]\n    with open(path, encoding=\"utf-8\") as f:\n        print(f\"{path}: {count(f.read())} words\")\n",
+            ),
+            (
+                "test_words.py",
+                "import unittest\nfrom words import count\n\n\nclass WordsTest(unittest.TestCase):\n    def test_count(self):\n        self.assertEqual(count(\"eitt tvö  þrjú\\n\"), 3)\n\n    def test_empty(self):\n        self.assertEqual(count(\"\"), 0)\n",
+            ),
+            ("README.txt", "Orðateljari telur orðin í textaskrá.\n"),
+        ],
+        requests: &[
+            "Síðan ég breytti test-skipuninni í Makefile stöðvast `make test` strax með \
+             „Makefile:10: *** missing separator.  Stop.“",
+        ],
+        judge: |o| {
+            let (Some(now), Some(before)) = (o.read("Makefile"), o.original("Makefile")) else {
+                return false;
+            };
+            // The Makefile's lines as they were, white space around them aside.
+            let lines = |text: &str| -> Vec<String> {
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            };
+            // `make -s TARGET` in the workspace: what it printed, if it succeeded.
+            let make = |target: &str| {
+                Command::new("make")
+                    .args(["-s", target])
+                    .current_dir(o.root)
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
+                    .env_remove("MAKEFLAGS")
+                    .env_remove("MFLAGS")
+                    .env_remove("MAKELEVEL")
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .ok()
+                    .filter(|out| out.status.success())
+                    .map(|out| {
+                        String::from_utf8_lossy(&out.stdout).into_owned()
+                            + &String::from_utf8_lossy(&out.stderr)
+                    })
+            };
+            lines(&now) == lines(before)
+                && o.unchanged("words.py")
+                && o.unchanged("test_words.py")
+                && o.unchanged("README.txt")
+                && make("test").is_some_and(|out| out.contains("test_empty") && out.contains("OK"))
+                && make("run").is_some_and(|out| out.trim() == "README.txt: 5 words")
+        },
+        solution: &[(
+            "Makefile",
+            "# Count the words of README.txt, run the tests, clean up.\nPYTHON ?= python3\n\n.PHONY: run test clean\n\nrun:\n\t$(PYTHON) words.py README.txt\n\ntest:\n\t$(PYTHON) -m unittest -v\n\nclean:\n\trm -rf __pycache__\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-mutable-default-sr",
+        files: &[
+            (
+                "todo.py",
+                "\"\"\"A small to-do list: a task is a dict.\"\"\"\n\n\ndef new_task(title, tags=[]):\n    return {\"title\": title, \"done\": False, \"tags\": tags}\n\n\ndef add_tag(task, tag):\n    if tag not in task[\"tags\"]:\n        task[\"tags\"].append(tag)\n\n\ndef finish(task):\n    task[\"done\"] = True\n\n\ndef with_tag(tasks, tag):\n    return [task[\"title\"] for task in tasks if tag in task[\"tags\"]]\n",
+            ),
+            (
+                "test_todo.py",
+                "import unittest\nfrom todo import add_tag, finish, new_task, with_tag\n\n\nclass TodoTest(unittest.TestCase):\n    def test_new_task(self):\n        task = new_task(\"Купи млеко\", [\"кућа\"])\n        self.assertEqual(task, {\"title\": \"Купи млеко\", \"done\": False, \"tags\": [\"кућа\"]})\n\n    def test_add_tag_once(self):\n        task = new_task(\"Плати рачуне\", [])\n        add_tag(task, \"новац\")\n        add_tag(task, \"новац\")\n        self.assertEqual(task[\"tags\"], [\"новац\"])\n\n    def test_finish_and_with_tag(self):\n        task = new_task(\"Позови маму\", [\"породица\"])\n        finish(task)\n        self.assertTrue(task[\"done\"])\n        self.assertEqual(with_tag([task], \"породица\"), [\"Позови маму\"])\n",
+            ),
+        ],
+        requests: &[
+            "Кад у todo.py додам ознаку једном задатку, та ознака се појави и на свим \
+             задацима које после тога направим без ознака.",
+        ],
+        judge: |o| {
+            o.tests_pass()
+                && original_tests_pass(o, "test_todo.py", &["todo.py"])
+                && keeps_all_but(o, "todo.py", "def new_task(")
+                && o.python(&["-c", TAGS_CHECK]).0
+        },
+        solution: &[(
+            "todo.py",
+            "\"\"\"A small to-do list: a task is a dict.\"\"\"\n\n\ndef new_task(title, tags=None):\n    return {\"title\": title, \"done\": False, \"tags\": list(tags or [])}\n\n\ndef add_tag(task, tag):\n    if tag not in task[\"tags\"]:\n        task[\"tags\"].append(tag)\n\n\ndef finish(task):\n    task[\"done\"] = True\n\n\ndef with_tag(tasks, tag):\n    return [task[\"title\"] for task in tasks if tag in task[\"tags\"]]\n",
+        )],
+        ..TESTED
+    },
+    CodingTask {
+        name: "holdout-15-viewport-af",
+        files: &[
+            (
+                "index.html",
+                "<!doctype html>\n<html lang=\"af\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>Bakkery Soetlief</title>\n  <link rel=\"stylesheet\" href=\"style.css\">\n</head>\n<body>\n  <h1>Bakkery Soetlief</h1>\n  <p>Vars brood elke oggend vanaf sesuur.</p>\n  <ul>\n    <li>Witbrood: R18</li>\n    <li>Volkoring: R22</li>\n    <li>Koeksisters (6): R35</li>\n  </ul>\n  <p><a href=\"tel:+27215550123\">Bel ons</a></p>\n</body>\n</html>\n",
+            ),
+            (
+                "style.css",
+                "body {\n  max-width: 40rem;\n  margin: 0 auto;\n  padding: 1rem;\n  font-family: system-ui, sans-serif;\n}\n\nli {\n  margin: 0.25rem 0;\n}\n",
+            ),
+        ],
+        requests: &[
+            "Op my foon lyk index.html piepklein, soos 'n rekenaarskerm wat net kleiner gemaak \
+             is; ek moet elke keer inzoem om die pryse te lees.",
+        ],
+        judge: |o| {
+            o.unchanged("style.css")
+                && o.original("index.html")
+                    .is_some_and(|before| o.python(&["-c", VIEWPORT_CHECK, before]).0)
+        },
+        solution: &[(
+            "index.html",
+            "<!doctype html>\n<html lang=\"af\">\n<head>\n  <meta charset=\"utf-8\">\n  <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n  <title>Bakkery Soetlief</title>\n  <link rel=\"stylesheet\" href=\"style.css\">\n</head>\n<body>\n  <h1>Bakkery Soetlief</h1>\n  <p>Vars brood elke oggend vanaf sesuur.</p>\n  <ul>\n    <li>Witbrood: R18</li>\n    <li>Volkoring: R22</li>\n    <li>Koeksisters (6): R35</li>\n  </ul>\n  <p><a href=\"tel:+27215550123\">Bel ons</a></p>\n</body>\n</html>\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-css-var-eu",
+        files: &[
+            (
+                "style.css",
+                ":root {\n  --color-accent: #0b7a75;\n  --color-text: #222;\n  --space: 1rem;\n}\n\nbody {\n  color: var(--color-text);\n  margin: 0;\n  font-family: Georgia, serif;\n}\n\n.nav {\n  display: flex;\n  gap: var(--space);\n  padding: var(--space);\n}\n\n.nav a {\n  color: var(--accent-color);\n  text-decoration: none;\n}\n\n.nav a:hover {\n  text-decoration: underline;\n}\n\n.button {\n  background: var(--color-accent);\n  color: white;\n  padding: 0.5rem var(--space);\n}\n",
+            ),
+            (
+                "index.html",
+                "<!doctype html>\n<html lang=\"eu\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>Liburutegia</title>\n  <link rel=\"stylesheet\" href=\"style.css\">\n</head>\n<body>\n  <nav class=\"nav\">\n    <a href=\"/\">Hasiera</a>\n    <a href=\"/liburuak\">Liburuak</a>\n    <a href=\"/ordutegia\">Ordutegia</a>\n  </nav>\n  <a class=\"button\" href=\"/bazkidetu\">Bazkidetu</a>\n</body>\n</html>\n",
+            ),
+        ],
+        requests: &[
+            "Goiko menuko estekak beltzez agertzen dira, webgune osoko kolore berdearen ordez. \
+             Botoiak ondo daude.",
+        ],
+        judge: |o| {
+            let (Some(now), Some(before)) = (o.read("style.css"), o.original("style.css")) else {
+                return false;
+            };
+            let (now, before) = (css_rules(&now), css_rules(before));
+            // A value with the custom properties :root defines now put in (a `var()`'s fallback
+            // where :root has none).
+            let root: Vec<&(String, String)> = now
+                .iter()
+                .filter(|(s, _)| s == ":root")
+                .flat_map(|(_, d)| d.iter())
+                .collect();
+            let resolve = |mut value: String| {
+                for _ in 0..4 {
+                    let Some(inner) = value.strip_prefix("var(").and_then(|v| v.strip_suffix(')'))
+                    else {
+                        break;
+                    };
+                    let (name, fallback) = inner.split_once(',').unwrap_or((inner, ""));
+                    value = root
+                        .iter()
+                        .rev()
+                        .find(|(p, _)| p == name)
+                        .map_or(fallback.to_owned(), |(_, v)| v.clone());
+                }
+                value
+            };
+            let link = now
+                .iter()
+                .filter(|(s, _)| s == ".nav a")
+                .flat_map(|(_, d)| d.iter())
+                .filter(|(p, _)| p == "color")
+                .map(|(_, v)| v.clone())
+                .next_back();
+            // Every rule as it was but the links' colour, and the custom properties :root may
+            // have gained.
+            let color = |d: &&(String, String)| d.0 != "color";
+            let same = now.len() == before.len()
+                && now.iter().zip(&before).all(|((s, d), (was_s, was_d))| {
+                    s == was_s
+                        && match s.as_str() {
+                            ".nav a" => d.iter().filter(color).eq(was_d.iter().filter(color)),
+                            ":root" => {
+                                was_d.iter().all(|x| d.contains(x))
+                                    && d.iter().all(|x| was_d.contains(x) || x.0.starts_with("--"))
+                            }
+                            _ => d == was_d,
+                        }
+                });
+            o.unchanged("index.html") && same && link.map(resolve).as_deref() == Some("#0b7a75")
+        },
+        solution: &[(
+            "style.css",
+            ":root {\n  --color-accent: #0b7a75;\n  --color-text: #222;\n  --space: 1rem;\n}\n\nbody {\n  color: var(--color-text);\n  margin: 0;\n  font-family: Georgia, serif;\n}\n\n.nav {\n  display: flex;\n  gap: var(--space);\n  padding: var(--space);\n}\n\n.nav a {\n  color: var(--color-accent);\n  text-decoration: none;\n}\n\n.nav a:hover {\n  text-decoration: underline;\n}\n\n.button {\n  background: var(--color-accent);\n  color: white;\n  padding: 0.5rem var(--space);\n}\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-shell-exit-ka",
+        files: &[
+            (
+                "deploy.sh",
+                "#!/bin/sh\n# Publishes the site: runs the tests, then copies site/ into public/.\n# Usage: sh deploy.sh\n\necho \"running the tests\"\npython3 -m unittest -q\necho \"copying site/ to public/\"\nmkdir -p public\ncp -R site/. public/\necho \"deployed $(ls public | wc -l) files\"\n",
+            ),
+            (
+                "site/index.html",
+                "<!doctype html>\n<html lang=\"ka\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>თბილისის წიგნები</title>\n</head>\n<body>\n  <h1>თბილისის წიგნები</h1>\n</body>\n</html>\n",
+            ),
+            (
+                "site/about.html",
+                "<!doctype html>\n<html lang=\"ka\">\n<head>\n  <meta charset=\"utf-8\">\n  <title>ჩვენ შესახებ</title>\n</head>\n<body>\n  <h1>ჩვენ შესახებ</h1>\n</body>\n</html>\n",
+            ),
+            (
+                "test_site.py",
+                "import pathlib\nimport unittest\n\n\nclass SiteTest(unittest.TestCase):\n    def test_every_page_has_a_title(self):\n        for page in sorted(pathlib.Path(\"site\").glob(\"*.html\")):\n            self.assertIn(\"<title>\", page.read_text(encoding=\"utf-8\"), page.name)\n",
+            ),
+        ],
+        requests: &[
+            "გუშინ deploy.sh-მა საიტი მაინც გამოაქვეყნა, თუმცა ტესტები ჩავარდა. თუ ტესტები არ \
+             გადის, არაფერი არ უნდა გამოქვეყნდეს.",
+        ],
+        judge: |o| {
+            // deploy.sh as it is now, run in a fresh copy of the workspace as first written,
+            // its About page left as it was or without its title (the test fails): (exit 0,
+            // what it printed, whether public/ holds anything).
+            let deploy = |broken: bool| {
+                let copy = tempfile::tempdir().ok()?;
+                bench_support::write_files(copy.path(), o.before).ok()?;
+                std::fs::write(copy.path().join("deploy.sh"), o.read("deploy.sh")?).ok()?;
+                if broken {
+                    std::fs::write(copy.path().join("site/about.html"), ABOUT_WITHOUT_TITLE)
+                        .ok()?;
+                }
+                let out = Command::new("sh")
+                    .arg("deploy.sh")
+                    .current_dir(copy.path())
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .ok()?;
+                let printed = String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let published = std::fs::read_dir(copy.path().join("public"))
+                    .is_ok_and(|mut entries| entries.next().is_some());
+                Some((out.status.success(), printed, published))
+            };
+            o.unchanged("site/index.html")
+                && o.unchanged("site/about.html")
+                && o.unchanged("test_site.py")
+                && deploy(false).is_some_and(|(ok, printed, published)| {
+                    ok && published && printed.contains("deployed 2 files")
+                })
+                && deploy(true).is_some_and(|(ok, _, published)| !ok && !published)
+                && keeps_lines(o, "deploy.sh", |_, line| line.contains("unittest"))
+        },
+        solution: &[(
+            "deploy.sh",
+            "#!/bin/sh\n# Publishes the site: runs the tests, then copies site/ into public/.\n# Usage: sh deploy.sh\nset -e\n\necho \"running the tests\"\npython3 -m unittest -q\necho \"copying site/ to public/\"\nmkdir -p public\ncp -R site/. public/\necho \"deployed $(ls public | wc -l) files\"\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-js-date-sq",
+        files: &[(
+            "dates.js",
+            "function isoDate(d) {\n  const month = String(d.getMonth()).padStart(2, \"0\");\n  const day = String(d.getDate()).padStart(2, \"0\");\n  return `${d.getFullYear()}-${month}-${day}`;\n}\n\nfunction addDays(d, n) {\n  const copy = new Date(d);\n  copy.setDate(copy.getDate() + n);\n  return copy;\n}\n\nfunction dueDate(issued) {\n  return isoDate(addDays(issued, 30));\n}\n\nmodule.exports = { isoDate, addDays, dueDate };\n",
+        )],
+        requests: &[
+            "Faturat që lëshuam sot, më 7 dhjetor, dalin me datën 2026-11-07 nga isoDate në \
+             dates.js, kurse ato të janarit kanë muajin 00.",
+        ],
+        judge: |o| {
+            keeps_all_but(o, "dates.js", "function isoDate(")
+                && Command::new("node")
+                    .args(["-e", DATES_CHECK])
+                    .current_dir(o.root)
+                    .env("TZ", "Europe/Tirane")
+                    .output()
+                    .is_ok_and(|out| out.status.success())
+        },
+        solution: &[(
+            "dates.js",
+            "function isoDate(d) {\n  const month = String(d.getMonth() + 1).padStart(2, \"0\");\n  const day = String(d.getDate()).padStart(2, \"0\");\n  return `${d.getFullYear()}-${month}-${day}`;\n}\n\nfunction addDays(d, n) {\n  const copy = new Date(d);\n  copy.setDate(copy.getDate() + n);\n  return copy;\n}\n\nfunction dueDate(issued) {\n  return isoDate(addDays(issued, 30));\n}\n\nmodule.exports = { isoDate, addDays, dueDate };\n",
+        )],
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-question-page-cy",
+        files: &[
+            ("config.py", "DEFAULT_PER_PAGE = 20\nMAX_PER_PAGE = 50\n"),
+            (
+                "api.py",
+                "from config import DEFAULT_PER_PAGE, MAX_PER_PAGE\n\n\ndef per_page(query):\n    \"\"\"How many items a page of the list endpoints holds.\"\"\"\n    try:\n        n = int(query.get(\"per_page\", DEFAULT_PER_PAGE))\n    except ValueError:\n        n = DEFAULT_PER_PAGE\n    return max(1, min(n, MAX_PER_PAGE))\n\n\ndef list_books(books, query):\n    page = int(query.get(\"page\", 1))\n    n = per_page(query)\n    return books[(page - 1) * n : page * n]\n",
+            ),
+        ],
+        requests: &[
+            "Os bydd yr ap symudol yn gofyn am ?per_page=200, faint o lyfrau fydd yr API yn eu \
+             hanfon yn ôl ar un dudalen, ar y mwyaf?",
+        ],
+        judge: |o| o.explains(&["50"]),
+        answer: "50: mae per_page yn api.py yn cyfyngu'r nifer i MAX_PER_PAGE, sef 50 yn config.py.",
+        ..PLAIN
+    },
+    CodingTask {
+        name: "holdout-15-question-reset-ur",
+        files: &[
+            (
+                "config.toml",
+                "[app]\nname = \"kitab-ghar\"\nbase_url = \"https://kitabghar.example.pk\"\n\n[auth]\nsession_hours = 12\nmax_login_attempts = 5\n\n[tokens]\nttl_minutes = 90\n",
+            ),
+            (
+                "auth.py",
+                "import datetime\nimport hashlib\nimport hmac\nimport tomllib\n\nwith open(\"config.toml\", \"rb\") as f:\n    CONFIG = tomllib.load(f)\n\nSECRET = b\"change-me\"\n\n\ndef sign(user_id, ttl):\n    expires = datetime.datetime.now(datetime.timezone.utc) + ttl\n    payload = f\"{user_id}:{int(expires.timestamp())}\"\n    mac = hmac.new(SECRET, payload.encode(), hashlib.sha256).hexdigest()\n    return f\"{payload}:{mac}\"\n\n\ndef session_token(user_id):\n    return sign(user_id, datetime.timedelta(hours=CONFIG[\"auth\"][\"session_hours\"]))\n\n\ndef reset_link(user_id):\n    token = sign(user_id, datetime.timedelta(minutes=CONFIG[\"tokens\"][\"ttl_minutes\"]))\n    return f\"{CONFIG['app']['base_url']}/reset?token={token}\"\n",
+            ),
+        ],
+        requests: &["پاس ورڈ ری سیٹ کرنے کا لنک ای میل ہونے کے بعد کتنی دیر تک کام کرتا ہے؟"],
+        judge: |o| o.explains(&["90", "۹۰", "٩٠", "1.5", "1,5", "ڈیڑھ"]),
+        answer: "90 منٹ (ڈیڑھ گھنٹہ): reset_link میں config.toml کا [tokens] ttl_minutes = 90 استعمال ہوتا ہے۔",
+        ..PLAIN
+    },
 ];
 
 /// Runs each request with the peer `program` (`program <workspace> <request>`, e.g. the
@@ -4247,6 +4781,6 @@ mod tests {
             );
             checked += 1;
         }
-        assert_eq!(checked, 68, "the tasks with a reference solution");
+        assert_eq!(checked, 78, "the tasks with a reference solution");
     }
 }
