@@ -78,10 +78,15 @@ impl Connections {
         }
     }
 
-    /// Connections now open.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Connections now open: a slot is freed when the last of its connection's handles (the
+    /// service hyper was given, an answer's body still being written) is dropped.
+    pub fn len(&self) -> usize {
         self.slots().open.len()
+    }
+
+    /// No connection open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn slots(&self) -> MutexGuard<'_, Slots> {
