@@ -934,3 +934,64 @@ async fn a_failed_trial_the_model_only_says_back_leaves_the_task_not_done() {
         assert_eq!(ran.status(), "completed", "{}", ran.done);
     }
 }
+
+const PRICES: &str = "def total(items):\n    return sum(items) + 1\n";
+
+/// A question's task on `prices.py`, the model's snippet replied with `probe` (where commands
+/// run; where not, no snippet is asked for and the answer is the next reply).
+async fn question_probed(probe: &str, request: &str) -> Ran {
+    let mut replies = vec![intent(false, false, None)];
+    if commands_on() {
+        replies.push(say(&json!({ "code": probe }).to_string()));
+    }
+    replies.push(say("total([1, 2, 3]) gibt 7 zurück."));
+    run(&[("prices.py", PRICES)], replies, request).await
+}
+
+#[tokio::test]
+async fn a_question_is_answered_with_what_the_models_snippet_printed_in_the_project() {
+    // With its import, and without: the project's modules that only define things are
+    // imported before the snippet (the 1.5B model left the import out).
+    for probe in [
+        "from prices import total\nprint(total([1, 2, 3]))",
+        "print(total([1, 2, 3]))",
+    ] {
+        snippet_printed(probe).await;
+    }
+}
+
+async fn snippet_printed(probe: &str) {
+    let ran = question_probed(probe, "Was gibt total([1, 2, 3]) zurück?").await;
+    assert_eq!(ran.status(), "completed", "{}", ran.done);
+    assert_eq!(ran.result(), "total([1, 2, 3]) gibt 7 zurück.");
+    assert_eq!(ran.file("prices.py"), PRICES);
+    if !commands_on() {
+        assert_eq!(ran.sent().len(), 2);
+        return;
+    }
+    let sent = ran.sent();
+    assert_eq!(sent.len(), 3, "the reading, the snippet, the answer");
+    // The snippet was asked for after the request, with a schema, the files in the prompt.
+    assert_eq!(sent[1]["format"]["required"], json!(["code"]));
+    assert!(last_user(&sent[1]).contains("Was gibt total([1, 2, 3]) zurück?"));
+    assert!(all_user(&sent[1]).contains("return sum(items) + 1"));
+    // What it printed, before the request, in the answer's prompt.
+    ran.assert_told(
+        2,
+        "It printed:\n```\n7\n```\n\nWas gibt total([1, 2, 3]) zurück?",
+    );
+    // A question leaves nothing behind: no __pycache__ from the import.
+    assert!(!ran.ws.path().join("__pycache__").exists());
+}
+
+#[tokio::test]
+async fn a_snippet_that_fails_or_is_empty_shows_nothing_and_the_answer_is_asked_as_before() {
+    for probe in ["import no_such_module", "", "raise SystemExit(3)"] {
+        let ran = question_probed(probe, "Mitä total([1, 2, 3]) palauttaa?").await;
+        assert_eq!(ran.status(), "completed", "{}", ran.done);
+        assert_eq!(ran.result(), "total([1, 2, 3]) gibt 7 zurück.");
+        let told = last_user(ran.sent().last().unwrap());
+        assert!(!told.contains("It printed"), "{probe}: {told}");
+        assert!(told.ends_with("Mitä total([1, 2, 3]) palauttaa?"), "{told}");
+    }
+}

@@ -14,7 +14,8 @@
 //! a change:   files + request → reply: `path` line + fenced whole file, per changed file
 //!             → each written through write_file (approvals, no-blind-overwrite, format checks)
 //!             → checks; their failures, or a refused write, go back; at most MAX_EDIT_CALLS
-//! an answer:  files + request → reply → the answer
+//! an answer:  files + request → a Python snippet (JSON) → run in the sandbox → what it
+//!             printed + request → reply → the answer (see `probe`)
 //! ```
 //!
 //! Whether a change was asked is the model's reading of the request, in any language, not a
@@ -34,6 +35,7 @@ use tracing::info;
 use crate::agent::engine::approval::Gate;
 use crate::agent::engine::files_task::{Direct, WorkspaceFile};
 use crate::agent::engine::held_to;
+use crate::agent::engine::probe;
 use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::engine::step_progress::Progress;
@@ -868,6 +870,31 @@ pub(crate) async fn run(
     first.push_str(&files_message(direct));
     let mut messages = vec![Message::system(system), Message::user(first)];
     messages.push(Message::user(request_message(engine, direct, step)));
+    // A question: what a snippet of the model's printed in the project's folder, before the
+    // request (the model's answer checked against the code, not only read from it).
+    if !direct.intent.change {
+        match probe::run(
+            engine,
+            toolbox,
+            &direct.files,
+            &messages,
+            index,
+            events,
+            cancel,
+        )
+        .await?
+        {
+            probe::Probe::Printed(found) => {
+                if let Some(last) = messages.last_mut() {
+                    last.content = format!("{found}\n\n{}", last.content);
+                }
+            }
+            probe::Probe::Nothing => {}
+            probe::Probe::Answered(text) => {
+                return Ok(crate::agent::steering::clean_answer(&text));
+            }
+        }
+    }
     // The prompt as first sent: a reply that changed nothing is answered by a fresh sample of
     // it, warmer, not by a longer conversation (shown its own unchanged copy, or asked to say
     // what must change, the 1.5B model repeated itself or only described the change).

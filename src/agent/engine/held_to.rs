@@ -170,19 +170,23 @@ pub(crate) fn new_scripts(before: &[WorkspaceFile], now: &[WorkspaceFile]) -> Ve
         .collect()
 }
 
-/// Python code that does something when started: a `__main__` guard, or a top-level line
-/// that calls something and is not a definition, import or decorator.
+/// Python code that does something when started: a `__main__` guard, or a top-level call.
 fn runs_when_started(text: &str) -> bool {
-    text.contains("__main__")
-        || text.lines().any(|line| {
-            !line.starts_with(char::is_whitespace)
-                && line.contains('(')
-                && ![
-                    "def ", "class ", "async ", "import ", "from ", "@", "#", "\"", "'",
-                ]
-                .iter()
-                .any(|start| line.starts_with(start))
-        })
+    text.contains("__main__") || calls_at_top_level(text)
+}
+
+/// A top-level line of Python that calls something and is not a definition, import or
+/// decorator (what importing the module runs, beyond defining its names).
+pub(crate) fn calls_at_top_level(text: &str) -> bool {
+    text.lines().any(|line| {
+        !line.starts_with(char::is_whitespace)
+            && line.contains('(')
+            && ![
+                "def ", "class ", "async ", "import ", "from ", "@", "#", "\"", "'",
+            ]
+            .iter()
+            .any(|start| line.starts_with(start))
+    })
 }
 
 /// Runs each of `scripts` as `python3 <script>` (no arguments, no input, in the sandbox like

@@ -8,6 +8,7 @@ pub(crate) mod files_task;
 pub(crate) mod held_to;
 pub(crate) mod model;
 pub mod plan;
+pub(crate) mod probe;
 pub(crate) mod reading;
 pub mod runner;
 pub(crate) mod step;
