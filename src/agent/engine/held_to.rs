@@ -19,7 +19,6 @@ use crate::agent::engine::reading::is_test_file;
 use crate::agent::engine::step::{Engine, StepError, one_line};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::judge::checks::may_run;
-use crate::agent::tools::names::RUN_COMMAND;
 use crate::agent::tools::{CallError, CommandEnd, Toolbox};
 use crate::ollama::Message;
 
@@ -202,13 +201,7 @@ pub(crate) async fn failed_trial(
     }
     for script in scripts {
         let argv = [PYTHON.to_owned(), script.clone()];
-        let span = crate::agent::tools::engine_tool_span(RUN_COMMAND);
-        let run = tracing::Instrument::instrument(
-            toolbox.run_check_within(&argv, Some(TRIAL), cancel),
-            span.clone(),
-        )
-        .await;
-        crate::agent::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+        let run = toolbox.run_engine_command(&argv, Some(TRIAL), cancel).await;
         let run = match run {
             Ok(run) => run,
             Err(CallError::Cancelled) => return Err(StepError::Cancelled),

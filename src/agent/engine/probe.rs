@@ -21,7 +21,6 @@ use crate::agent::engine::reading::is_test_file;
 use crate::agent::engine::step::{Engine, StepError};
 use crate::agent::engine::step_event::StepEvent;
 use crate::agent::judge::checks::may_run;
-use crate::agent::tools::names::RUN_COMMAND;
 use crate::agent::tools::{CallError, CommandEnd, Toolbox};
 use crate::ollama::Message;
 
@@ -105,13 +104,9 @@ pub(crate) async fn run(
         "-c".to_owned(),
         format!("{}{code}", prelude(files)),
     ];
-    let span = crate::agent::tools::engine_tool_span(RUN_COMMAND);
-    let run = tracing::Instrument::instrument(
-        toolbox.run_check_within(&argv, Some(WITHIN), cancel),
-        span.clone(),
-    )
-    .await;
-    crate::agent::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+    let run = toolbox
+        .run_engine_command(&argv, Some(WITHIN), cancel)
+        .await;
     let run = match run {
         Ok(run) => run,
         Err(CallError::Cancelled) => return Err(StepError::Cancelled),

@@ -23,7 +23,6 @@
 use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::agent::judge::names::{self, Names};
 use crate::agent::judge::project_checks;
@@ -483,12 +482,7 @@ async fn run_all(
     let mut results = Vec::new();
     for argv in commands {
         let command = argv.join(" ");
-        let span = crate::agent::tools::engine_tool_span(RUN_COMMAND);
-        let run = toolbox
-            .run_check(argv, cancel)
-            .instrument(span.clone())
-            .await;
-        crate::agent::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+        let run = toolbox.run_engine_command(argv, None, cancel).await;
         let (end, output) = match run {
             Ok(run) => (run.end.into(), run.text),
             Err(CallError::Cancelled) => return Err(CallError::Cancelled),

@@ -19,11 +19,9 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::agent::judge::checks::{CheckEnd, CheckResult, may_run};
 use crate::agent::judge::project_checks;
-use crate::agent::tools::names::RUN_COMMAND;
 use crate::agent::tools::{CallError, ChangeKind, CommandEnd, Toolbox};
 
 /// The check itself, run as `python3 -c SCRIPT [PATH…]`.
@@ -147,12 +145,7 @@ async fn run(
 ) -> Result<Option<Names>, CallError> {
     let mut argv = vec![PROGRAM.to_owned(), "-c".to_owned(), SCRIPT.to_owned()];
     argv.extend(paths.iter().cloned());
-    let span = crate::agent::tools::engine_tool_span(RUN_COMMAND);
-    let run = toolbox
-        .run_check(&argv, cancel)
-        .instrument(span.clone())
-        .await;
-    crate::agent::tools::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+    let run = toolbox.run_engine_command(&argv, None, cancel).await;
     let run = match run {
         Ok(run) => run,
         Err(CallError::Cancelled) => return Err(CallError::Cancelled),

@@ -47,6 +47,25 @@ impl super::Toolbox {
         self.run_check_within(argv, None, cancel).await
     }
 
+    /// [`Self::run_check_within`] as a command the engine runs of itself (a check, a trial
+    /// run, a snippet): in an `execute_tool run_command` span of its own, its outcome
+    /// recorded, so that the trace shows every command, the engine's included.
+    pub(crate) async fn run_engine_command(
+        &self,
+        argv: &[String],
+        within: Option<std::time::Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<command::CommandRun, CallError> {
+        let span = super::engine_tool_span(super::names::RUN_COMMAND);
+        let run = tracing::Instrument::instrument(
+            self.run_check_within(argv, within, cancel),
+            span.clone(),
+        )
+        .await;
+        super::record_engine_outcome(&span, run.as_ref().map(|_| ()));
+        run
+    }
+
     /// [`Self::run_check`], ended by `within` when that is shorter than the commands' timeout
     /// (a trial run of a script the task wrote, which may be a server that never ends).
     pub async fn run_check_within(
