@@ -1160,13 +1160,7 @@ pub(crate) async fn run(
         for (path, lines) in removals {
             questioned.push(path.clone());
             if !held_to::asked_to_remove(engine, &path, &lines, index, events, cancel).await? {
-                let shown: Vec<String> = lines.iter().take(12).map(|l| format!("  {l}")).collect();
-                told.push(format!(
-                    "Written, but {path} no longer has these lines, and the request does not \
-                     ask to remove them:\n{}\nWrite {path} again, whole, with them kept and \
-                     the change made.",
-                    shown.join("\n")
-                ));
+                told.push(held_to::kept_lines_note(&path, &lines));
             }
         }
         for command in commands {

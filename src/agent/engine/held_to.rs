@@ -22,6 +22,21 @@ use crate::agent::judge::checks::may_run;
 use crate::agent::tools::{CallError, CommandEnd, Toolbox};
 use crate::ollama::Message;
 
+/// What the model is told of a file whose removed `lines` it said the request does not ask
+/// to remove: the lines (as many as the question showed), and to write the file again.
+pub(crate) fn kept_lines_note(path: &str, lines: &[String]) -> String {
+    let shown: Vec<String> = lines
+        .iter()
+        .take(MAX_SHOWN)
+        .map(|line| format!("  {}", one_line(line, MAX_LINE_CHARS)))
+        .collect();
+    format!(
+        "Written, but {path} no longer has these lines, and the request does not ask to \
+         remove them:\n{}\nWrite {path} again, whole, with them kept and the change made.",
+        shown.join("\n")
+    )
+}
+
 /// The interpreter a new Python script is tried with.
 const PYTHON: &str = "python3";
 /// How long a new script's trial run may take: one still running by then (a server, a loop
