@@ -260,6 +260,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Agent {
     core: Arc<AgentCore>,
     worker: JoinHandle<()>,
+    /// The tasks beside the worker that hold the core or the store (the model's description,
+    /// the purge of old tasks, the shared queue's events): ended and awaited at shutdown, so
+    /// that a stopped agent has let go of the store (an in-process restart on the same SQLite
+    /// file found it still locked by a purge task not yet dropped).
+    background: Vec<JoinHandle<()>>,
     shutdown: CancellationToken,
 }
 
@@ -322,7 +327,7 @@ impl Agent {
         });
         // The start-up line says how tasks will talk to the model; Ollama may not be up yet,
         // so it is asked beside the start, not before it.
-        tokio::spawn(describe_model(core.clone()));
+        let mut background = vec![tokio::spawn(describe_model(core.clone()))];
         match tools::sandbox::describe(config.agent.commands.enabled) {
             Ok(how) => tracing::info!("run_command: {how}"),
             Err(why) => tracing::warn!("run_command: {why}"),
@@ -349,10 +354,10 @@ impl Agent {
         if shared {
             // Other instances may be running tasks: a task is ended by its lapsed lease (in
             // claim_next), never by a start.
-            tokio::spawn(worker::shared_loop::dispatch_events(
+            background.push(tokio::spawn(worker::shared_loop::dispatch_events(
                 core.clone(),
                 shutdown.clone(),
-            ));
+            )));
         } else {
             // A task a crash left planning/running cannot resume: it ends failed, with a reason.
             crate::store::fail_interrupted(core.store.as_ref()).await?;
@@ -360,11 +365,11 @@ impl Agent {
                 core.queue.push_owned(task.id, task.owner.as_deref());
             }
         }
-        tokio::spawn(crate::store::purge_expired_periodically(
+        background.push(tokio::spawn(crate::store::purge_expired_periodically(
             core.store.clone(),
             config.store.retention,
             shutdown.clone(),
-        ));
+        )));
         let worker = if shared {
             tokio::spawn(worker::shared_loop::worker_loop(
                 core.clone(),
@@ -379,6 +384,7 @@ impl Agent {
         Ok(Agent {
             core,
             worker,
+            background,
             shutdown,
         })
     }
@@ -395,6 +401,10 @@ impl Agent {
             .store(true, std::sync::atomic::Ordering::Release);
         self.shutdown.cancel();
         let _ = (&mut self.worker).await;
+        for task in std::mem::take(&mut self.background) {
+            task.abort();
+            let _ = task.await;
+        }
     }
 }
 
